@@ -1,0 +1,78 @@
+"""The ``fdp-audit`` command line (SPEC 5.1).
+
+Each subcommand lives in its own module of this package and exposes ``register(subparsers)``, which adds
+its parser and sets ``handler`` to a function ``(args) -> int``. Exit codes: 0 success or pass,
+1 privacy violation (``audit``, ``gate``), 2 bad input, 3 internal error. Bad input never shows a
+traceback: it is one line on stderr naming the field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from fdp_audit import __version__
+from fdp_audit.errors import BadInputError
+
+EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+
+SUBCOMMANDS = (
+    "demo",
+    "train",
+    "account",
+    "calibrate",
+    "audit",
+    "gate",
+    "profile",
+    "report",
+    "corrdp",
+    "reproduce",
+)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse prints usage plus an error; a CI log wants one line and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise BadInputError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="fdp-audit",
+        description="Train with feature differential privacy, attack the models, compare the attacks "
+        "with the Theorem 4 bound, report, and gate CI.",
+    )
+    parser.add_argument("--version", action="version", version=f"fdp-audit {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"fdp_audit.cli.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "handler", None):
+            parser.print_help()
+            return EXIT_BAD_INPUT
+        return int(args.handler(args))
+    except BadInputError as err:
+        print(f"fdp-audit: error: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("fdp-audit: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # noqa: BLE001 - last line of defence: one line, never a traceback
+        if os.environ.get("FDP_AUDIT_DEBUG"):
+            raise
+        print(
+            f"fdp-audit: internal error: {type(err).__name__}: {' '.join(str(err).split())} "
+            "(set FDP_AUDIT_DEBUG=1 for a traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL

@@ -1,0 +1,380 @@
+"""One typed configuration schema (SPEC 5.2): data, model, mechanism, audit, report, and the optional
+profile and corrdp sections.
+
+Configs are YAML files validated on load: unknown keys, wrong types and out-of-range values raise
+:class:`~fdp_audit.errors.BadInputError` whose one-line message names the dotted field, e.g.
+``mechanism.noise_multiplier: must be > 0, got -1``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from fdp_audit.errors import BadInputError
+
+MAX_CONFIG_BYTES = 1_000_000
+
+
+class _Loader(yaml.SafeLoader):
+    """PyYAML follows YAML 1.1, which reads ``1e-5`` and ``1.5e3`` (no dot, or an unsigned exponent) as
+    strings; a config writes ``delta: 1e-5``, so every exponent form resolves as a float, as in YAML 1.2."""
+
+
+_Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+.0123456789"),
+)
+
+
+def _range(lo: float | None = None, hi: float | None = None, lo_open: bool = False, hi_open: bool = False):
+    """Field metadata for a numeric range check (open or closed ends)."""
+    return {"range": (lo, hi, lo_open, hi_open)}
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    dataset: Literal[
+        "adult", "german", "diabetes", "digits", "synthetic", "csv", "purchase", "criteo"
+    ] = "adult"
+    protected: tuple[str, ...] = ("marital-status", "relationship")
+    public: tuple[str, ...] | None = None
+    label: str | None = None
+    label_public: bool = True
+    path: str | None = None
+    numeric: tuple[str, ...] = ()
+    categorical: tuple[str, ...] = ()
+    population_fraction: float = field(default=0.5, metadata=_range(0, 1, True, True))
+    max_rows: int | None = field(default=None, metadata=_range(1))
+    drop_missing: bool = True
+    synthetic_rows: int = field(default=2000, metadata=_range(10))
+    synthetic_prior: tuple[float, ...] = (0.5, 0.5)
+    synthetic_prior_kind: Literal["categorical", "gaussian", "box"] = "categorical"
+    synthetic_public_features: int = field(default=5, metadata=_range(1))
+    blur_sigma: float = field(default=1.0, metadata=_range(0, None, True))
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    kind: Literal["logistic", "mlp", "cnn"] = "logistic"
+    hidden: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class OptimizerConfig:
+    name: Literal["sgd", "adam"] = "sgd"
+    lr: float = field(default=0.5, metadata=_range(0, None, True))
+    momentum: float = field(default=0.0, metadata=_range(0, 1, False, True))
+    schedule: Literal["constant", "step", "cosine"] = "constant"
+    step_every: int = field(default=100, metadata=_range(1))
+    step_gamma: float = field(default=0.5, metadata=_range(0, 1, True))
+
+
+@dataclass(frozen=True)
+class MechanismConfig:
+    name: Literal[
+        "nonprivate",
+        "public_only",
+        "dp_sgd",
+        "fdp_sgd",
+        "fdp_dpsgd",
+        "corrdp_sgd",
+        "fdp_sgd_shared_batch",
+        "dp_sgd_half_noise",
+        "dp_sgd_no_clip",
+        "fdp_sgd_leaky_public",
+        "dp_sgd_wrong_rate",
+    ] = "fdp_sgd"
+    faulty: bool = False
+    noise_multiplier: float | None = field(default=1.0, metadata=_range(0, None, True))
+    target_epsilon: float | None = field(default=None, metadata=_range(0, None, True))
+    delta: float = field(default=1e-5, metadata=_range(0, 1, True, True))
+    sample_rate: float = field(default=0.01, metadata=_range(0, 1, True))
+    public_batch_size: int = field(default=256, metadata=_range(1))
+    steps: int = field(default=100, metadata=_range(1))
+    clip_norm: float = field(default=1.0, metadata=_range(0, None, True))
+    private_weight: float = field(default=1.0, metadata=_range(0))
+    public_loss: Literal["mask", "mean", "gaussian_pad", "impute", "label_dp", "blur"] = "mask"
+    public_pretrain_steps: int = field(default=0, metadata=_range(0))
+    projection_radius: float | None = field(default=None, metadata=_range(0, None, True))
+    optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
+    third_party: str | None = None
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    trials: int = field(default=200, metadata=_range(1, 1_000_000))
+    alpha: float = field(default=0.05, metadata=_range(0, 1, True, True))
+    games: tuple[Literal["attribute", "reconstruction", "distinguishing", "simulator"], ...] = (
+        "attribute",
+        "distinguishing",
+    )
+    attacks: tuple[str, ...] = ("prior", "likelihood", "gradient", "iterates")
+    target_prior: tuple[float, ...] = (0.5, 0.5)
+    reconstruction_prior: Literal["gaussian", "box"] = "gaussian"
+    reconstruction_scale: float = field(default=1.0, metadata=_range(0, None, True))
+    rho_grid: tuple[float, ...] = (0.25, 0.5, 1.0)
+    canary_norm_factor: float = field(default=10.0, metadata=_range(1))
+    gate_on_estimated: bool = False
+    max_models_per_chunk: int | None = field(default=None, metadata=_range(1))
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    out_dir: str = "reports/run"
+    title: str | None = None
+
+
+@dataclass(frozen=True)
+class ProfileConfig:
+    """Privacy profiles and the ε transition (SPEC 2.7); see :mod:`fdp_audit.profiles.pipeline`."""
+
+    columns: tuple[str, ...] = ("age", "education-num")
+    rows: int | None = field(default=None, metadata=_range(2))  # the first `rows` rows; None: all
+    mechanism: Literal["laplace", "gaussian", "dp_sgd", "fdp_sgd"] = "laplace"
+    neighbour: Literal["remove", "replace"] = "remove"
+    protected: tuple[str, ...] | None = None  # columns replaced by `neighbour: replace`; None: data.protected
+    neighbour_model: Literal["exact", "okumura"] = "exact"  # exact Newton or the worst-case point A_wc
+    epsilons: tuple[float, ...] = field(default=(0.01, 0.1, 1.0, 10.0, 100.0), metadata=_range(0, None, True))
+    delta: float = field(default=1e-5, metadata=_range(0, 1, True, True))  # gaussian mechanism only
+    samples: int = field(default=1000, metadata=_range(2))  # model samples M ~ A(D) per ε
+    rank_quantiles: tuple[float, ...] = field(default=(0.01, 0.1, 0.5, 0.9, 0.99, 1.0), metadata=_range(0, 1))
+    sweep_min_epsilon: float = field(default=1e-3, metadata=_range(0, None, True))
+    sweep_max_epsilon: float = field(default=1e3, metadata=_range(0, None, True))
+    sweep_points: int = field(default=31, metadata=_range(3, 1000))
+    cutoff: float | None = field(default=None, metadata=_range(0, None, True))  # Monte Carlo radius c
+    diffprivlib: bool = True  # add the optional third-party scatter when the package is installed
+    regularization: float = field(default=1.0, metadata=_range(0, None, True))
+
+
+@dataclass(frozen=True)
+class CorrDPConfig:
+    """CorrDP (SPEC 2.8): ``dataset`` adult uses ``sensitive`` / ``insensitive``; synthetic is the paper's
+    Gaussian ridge data (its first ``synthetic_sensitive`` coordinates sensitive, feature lists unused)."""
+
+    dataset: Literal["adult", "synthetic"] = "adult"
+    sensitive: tuple[str, ...] = (
+        "age",
+        "education-num",
+        "hours-per-week",
+        "marital-status",
+        "relationship",
+    )
+    insensitive: tuple[str, ...] = ("race", "sex", "workclass", "fnlwgt")
+    epsilons: tuple[float, ...] = field(default=(0.5, 1.0, 2.0, 5.0), metadata=_range(0, None, True))
+    delta: float = field(default=1e-5, metadata=_range(0, 1, True, True))
+    confidence_delta: float | None = field(default=None, metadata=_range(0, 1, True, True))
+    tv_source: Literal["estimate", "upper", "known"] = "estimate"
+    tv_c2: float | None = field(default=None, metadata=_range(0))
+    steps: int = field(default=1000, metadata=_range(1))
+    learning_rate: float = field(default=0.05, metadata=_range(0, None, True))
+    clip_norm: float = field(default=3.0, metadata=_range(0, None, True))
+    sample_rate: float = field(default=1.0, metadata=_range(0, 1, True))
+    projection_radius: float | None = field(default=None, metadata=_range(0, None, True))
+    hidden: int = field(default=0, metadata=_range(0))
+    variants: tuple[Literal["corrdp", "semi", "standard", "partial", "nonprivate"], ...] = (
+        "corrdp",
+        "semi",
+        "standard",
+        "partial",
+        "nonprivate",
+    )
+    seeds: int = field(default=2, metadata=_range(1, 1000))
+    synthetic_rows: int = field(default=2000, metadata=_range(10))
+    synthetic_features: int = field(default=100, metadata=_range(2))
+    synthetic_sensitive: int = field(default=10, metadata=_range(1))
+
+
+@dataclass(frozen=True)
+class Config:
+    name: str = "run"
+    seed: int = field(default=0, metadata=_range(0, 2**63 - 1))
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    mechanism: MechanismConfig = field(default_factory=MechanismConfig)
+    audit: AuditConfig = field(default_factory=AuditConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
+    profile: ProfileConfig | None = None
+    corrdp: CorrDPConfig | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return _to_plain(self)
+
+
+def _to_plain(value: Any) -> Any:
+    if dataclasses.is_dataclass(value):
+        return {f.name: _to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple):
+        return [_to_plain(v) for v in value]
+    return value
+
+
+def _type_name(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in typing.get_args(tp))
+    if origin is tuple:
+        return f"list of {_type_name(typing.get_args(tp)[0])}"
+    if tp is type(None):
+        return "null"
+    if dataclasses.is_dataclass(tp):
+        return "mapping"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, path: str) -> Any:
+    """Check ``value`` against the annotation ``tp`` and return it in the schema's representation."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if option is type(None):
+                continue
+            try:
+                return _coerce(value, option, path)
+            except BadInputError:
+                continue
+        raise BadInputError(f"must be {_type_name(tp)}, got {value!r}", path)
+    if origin is Literal:
+        if value not in typing.get_args(tp):
+            raise BadInputError(f"must be {_type_name(tp)}, got {value!r}", path)
+        return value
+    if origin is tuple:
+        if not isinstance(value, list | tuple):
+            raise BadInputError(f"must be a list, got {value!r}", path)
+        inner = typing.get_args(tp)[0]
+        return tuple(_coerce(v, inner, f"{path}[{i}]") for i, v in enumerate(value))
+    if dataclasses.is_dataclass(tp):
+        return _build(tp, value, path)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise BadInputError(f"must be true or false, got {value!r}", path)
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise BadInputError(f"must be an integer, got {value!r}", path)
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise BadInputError(f"must be a number, got {value!r}", path)
+        if not math.isfinite(value):
+            raise BadInputError(f"must be finite, got {value!r}", path)
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise BadInputError(f"must be a string, got {value!r}", path)
+        return value
+    raise TypeError(f"unsupported schema type {tp!r} at {path}")
+
+
+def _check_range(value: Any, spec: tuple, path: str) -> None:
+    if value is None:
+        return
+    values = value if isinstance(value, tuple) else (value,)
+    lo, hi, lo_open, hi_open = spec
+    for v in values:
+        if lo is not None and (v < lo or (lo_open and v == lo)):
+            raise BadInputError(f"must be {'>' if lo_open else '>='} {lo}, got {v!r}", path)
+        if hi is not None and (v > hi or (hi_open and v == hi)):
+            raise BadInputError(f"must be {'<' if hi_open else '<='} {hi}, got {v!r}", path)
+
+
+def _build(cls: type, raw: Any, path: str) -> Any:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise BadInputError(f"must be a mapping, got {type(raw).__name__}", path or "config")
+    hints = typing.get_type_hints(cls)
+    known = {f.name: f for f in dataclasses.fields(cls)}
+    for key in raw:
+        if key not in known:
+            where = f"{path}.{key}" if path else str(key)
+            raise BadInputError(f"unknown key (allowed: {', '.join(known)})", where)
+    kwargs = {}
+    for name, spec in known.items():
+        if name not in raw:
+            continue
+        where = f"{path}.{name}" if path else name
+        value = _coerce(raw[name], hints[name], where)
+        if "range" in spec.metadata:
+            _check_range(value, spec.metadata["range"], where)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def _check_consistency(config: Config) -> None:
+    """Cross-field rules that a single field's type cannot express."""
+    mech, data = config.mechanism, config.data
+    faulty_names = {
+        "fdp_sgd_shared_batch",
+        "dp_sgd_half_noise",
+        "dp_sgd_no_clip",
+        "fdp_sgd_leaky_public",
+        "dp_sgd_wrong_rate",
+    }
+    if mech.name in faulty_names and not mech.faulty:
+        raise BadInputError(
+            f"'{mech.name}' is a known-faulty mechanism for testing the audit; set faulty: true to use it",
+            "mechanism.faulty",
+        )
+    if mech.faulty and mech.name not in faulty_names:
+        raise BadInputError(f"'{mech.name}' is not a faulty mechanism", "mechanism.faulty")
+    if mech.noise_multiplier is None and mech.target_epsilon is None and mech.name not in (
+        "nonprivate",
+        "public_only",
+    ):
+        raise BadInputError("give noise_multiplier or target_epsilon", "mechanism.noise_multiplier")
+    if data.public is not None:
+        overlap = sorted(set(data.public) & set(data.protected))
+        if overlap:
+            raise BadInputError(f"column(s) {overlap} listed as both public and protected", "data.public")
+    if len(set(data.protected)) != len(data.protected):
+        raise BadInputError("duplicate column", "data.protected")
+    for name, prior in (
+        ("data.synthetic_prior", data.synthetic_prior),
+        ("audit.target_prior", config.audit.target_prior),
+    ):
+        if len(prior) < 2 or any(p < 0 for p in prior) or abs(sum(prior) - 1) > 1e-6:
+            raise BadInputError("must list at least two non-negative probabilities summing to 1", name)
+    if data.dataset in ("csv", "purchase", "criteo") and not data.path:
+        raise BadInputError(f"dataset '{data.dataset}' needs a path", "data.path")
+
+
+def config_from_dict(raw: Any) -> Config:
+    config = _build(Config, raw, "")
+    _check_consistency(config)
+    return config
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a YAML config; every failure is a one-line :class:`BadInputError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise BadInputError(f"config file not found: {path}")
+    if path.stat().st_size > MAX_CONFIG_BYTES:
+        raise BadInputError(f"config file larger than {MAX_CONFIG_BYTES} bytes: {path}")
+    try:
+        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # _Loader is a SafeLoader
+    except OSError as err:
+        raise BadInputError(f"cannot read config {path}: {err.strerror or err}") from err
+    except UnicodeDecodeError as err:
+        raise BadInputError(f"config is not UTF-8 text: {path}") from err
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" at line {mark.line + 1}" if mark else ""
+        raise BadInputError(f"malformed YAML{where}: {path}") from err
+    return config_from_dict(raw)

@@ -1,0 +1,157 @@
+"""Public feature maps Ψ (SPEC 2.2, 2.3): what of a record is public.
+
+Every map turns encoded records ``(x, y)`` into a :class:`PublicView`, the only thing a public loss
+ever receives. A view is built from the public columns alone, so the public loss cannot read a
+protected value: it is not in the object it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+
+from fdp_audit.data.encoding import ColumnGroup
+from fdp_audit.errors import BadInputError
+
+
+@dataclass(frozen=True)
+class PublicView:
+    """Ψ(x) for a batch: public features and, when the label is public, the labels."""
+
+    features: torch.Tensor
+    labels: torch.Tensor | None
+
+    def __len__(self) -> int:
+        return self.features.shape[0]
+
+    def take(self, rows: torch.Tensor) -> PublicView:
+        return PublicView(self.features[rows], None if self.labels is None else self.labels[rows])
+
+
+class FeatureMap(Protocol):
+    """Ψ: encoded records → :class:`PublicView`."""
+
+    label_public: bool
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> PublicView: ...
+
+    def spec(self) -> dict[str, Any]:
+        """A JSON-able description stored in checkpoints and results."""
+        ...
+
+
+@dataclass(frozen=True)
+class FeatureSplit:
+    """Column-subset Ψ: every encoded column is public or protected by the raw feature it encodes.
+    Ψ(x, y) = (x[public columns], y if the label is public)."""
+
+    groups: tuple[ColumnGroup, ...]
+    protected_features: tuple[str, ...]
+    label_public: bool = True
+    public_columns: torch.Tensor = field(init=False, repr=False)
+    protected_columns: torch.Tensor = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        names = {g.feature for g in self.groups}
+        unknown = [f for f in self.protected_features if f not in names]
+        if unknown:
+            raise BadInputError(f"protected column(s) {unknown} not among the features", "data.protected")
+        public, protected = [], []
+        for g in self.groups:
+            (protected if g.feature in self.protected_features else public).extend(range(g.start, g.stop))
+        object.__setattr__(self, "public_columns", torch.tensor(public, dtype=torch.long))
+        object.__setattr__(self, "protected_columns", torch.tensor(protected, dtype=torch.long))
+
+    @property
+    def n_features(self) -> int:
+        return self.groups[-1].stop if self.groups else 0
+
+    @property
+    def protected_groups(self) -> tuple[ColumnGroup, ...]:
+        return tuple(g for g in self.groups if g.feature in self.protected_features)
+
+    @property
+    def public_groups(self) -> tuple[ColumnGroup, ...]:
+        return tuple(g for g in self.groups if g.feature not in self.protected_features)
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> PublicView:
+        features = x.index_select(-1, self.public_columns.to(x.device))
+        return PublicView(features, y if self.label_public else None)
+
+    def assemble(self, public: torch.Tensor, protected: torch.Tensor) -> torch.Tensor:
+        """Model inputs from a public part and a protected part (the inverse of the column split)."""
+        x = public.new_empty((*public.shape[:-1], self.n_features))
+        x[..., self.public_columns.to(x.device)] = public
+        x[..., self.protected_columns.to(x.device)] = protected
+        return x
+
+    def spec(self) -> dict[str, Any]:
+        return {
+            "kind": "column_subset",
+            "protected": list(self.protected_features),
+            "public": [g.feature for g in self.public_groups],
+            "label_public": self.label_public,
+        }
+
+
+@dataclass(frozen=True)
+class LabelOnlyMap:
+    """Label DP as FDP (SPEC 2.2): Ψ(x, y) = x, the label is the protected part."""
+
+    label_public: bool = field(default=False, init=False)
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> PublicView:
+        return PublicView(x, None)
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "label_only"}
+
+
+def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
+    """Separable Gaussian blur of ``[..., H, W]`` images, kernel radius 3σ, reflect padding."""
+    radius = max(1, int(3 * sigma + 0.5))
+    offsets = torch.arange(-radius, radius + 1, dtype=images.dtype, device=images.device)
+    kernel = torch.exp(-0.5 * (offsets / sigma) ** 2)
+    kernel = kernel / kernel.sum()
+    h, w = images.shape[-2:]
+    flat = images.reshape(-1, 1, h, w)
+    padded = torch.nn.functional.pad(flat, (radius, radius, radius, radius), mode="reflect")
+    out = torch.nn.functional.conv2d(padded, kernel.view(1, 1, 1, -1))
+    out = torch.nn.functional.conv2d(out, kernel.view(1, 1, -1, 1))
+    return out.reshape(images.shape)
+
+
+@dataclass(frozen=True)
+class BlurMap:
+    """Images: Ψ(x, y) = (blur_σ(x), y). Fine detail (a licence plate) is protected."""
+
+    height: int
+    width: int
+    sigma: float = 1.0
+    label_public: bool = True
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> PublicView:
+        images = x.reshape(*x.shape[:-1], self.height, self.width)
+        blurred = gaussian_blur(images, self.sigma).reshape(x.shape)
+        return PublicView(blurred, y if self.label_public else None)
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "blur", "height": self.height, "width": self.width, "sigma": self.sigma}
+
+
+@dataclass(frozen=True)
+class CallableMap:
+    """A user-supplied Ψ: ``function(x, y) -> public features``; the label is public if ``label_public``."""
+
+    function: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    name: str
+    label_public: bool = True
+
+    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> PublicView:
+        return PublicView(self.function(x, y), y if self.label_public else None)
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": "callable", "name": self.name, "label_public": self.label_public}

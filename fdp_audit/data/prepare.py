@@ -1,0 +1,97 @@
+"""From the ``data`` section of a config to encoded training, population and test splits and Ψ
+(the first step of the data flow of SPEC 8)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from fdp_audit.config import DataConfig
+from fdp_audit.data import datasets, formats, synthetic
+from fdp_audit.data.encoding import EncodedData, TableEncoder
+from fdp_audit.data.features import FeatureSplit
+from fdp_audit.data.table import Table, split_rows
+from fdp_audit.errors import BadInputError
+
+
+@dataclass(frozen=True)
+class PreparedData:
+    """Encoded splits sharing one encoding, and the column-subset Ψ.
+
+    ``train`` is the data set S a mechanism trains on; ``population`` is disjoint from it and stands for
+    what an adversary may know about the population (Pr[v | u]); ``test`` measures utility."""
+
+    train: EncodedData
+    population: EncodedData
+    test: EncodedData
+    feature_split: FeatureSplit
+    table_name: str
+
+    @property
+    def fingerprint(self) -> str:
+        return self.train.fingerprint
+
+    def tensors(self, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+        return (torch.as_tensor(self.train.x, device=device), torch.as_tensor(self.train.y, device=device))
+
+
+def load_table(config: DataConfig, seed: int) -> tuple[Table, Table | None]:
+    """The raw table named by the config, and a separate test table where the data set has one."""
+    if config.dataset in ("adult",):
+        return (datasets.load_adult("train", config.drop_missing),
+                datasets.load_adult("test", config.drop_missing))
+    if config.dataset in ("german", "digits", "diabetes"):
+        return datasets.load_bundled(config.dataset), None
+    if config.dataset == "synthetic":
+        return synthetic.synthetic_table(config, seed), None
+    if config.dataset == "csv":
+        return formats.load_csv(config.path, config.numeric, config.categorical), None
+    if config.dataset == "purchase":
+        return formats.load_purchase(config.path), None
+    if config.dataset == "criteo":
+        return formats.load_criteo(config.path), None
+    raise BadInputError(f"unknown data set {config.dataset!r}", "data.dataset")
+
+
+def prepare_data(config: DataConfig, seed: int) -> PreparedData:
+    """Load, split (deterministically by ``seed``), encode, and build Ψ."""
+    table, test_table = load_table(config, seed)
+    label = config.label or datasets.DEFAULT_LABELS.get(config.dataset) or synthetic.SYNTHETIC_LABEL
+    if label not in table.columns:
+        raise BadInputError(f"label column {label!r} not in data", "data.label")
+    for column in config.protected:
+        if column not in table.columns:
+            raise BadInputError(f"protected column {column!r} not in data (columns: "
+                                f"{', '.join(table.columns)})", "data.protected")
+        if column == label:
+            raise BadInputError("the label cannot be listed as protected; set label_public: false",
+                                "data.protected")
+    if config.public is not None:
+        for column in config.public:
+            if column not in table.columns or column == label:
+                raise BadInputError(f"public column {column!r} not a feature of the data", "data.public")
+        features = [c for c in table.columns if c in set(config.public) | set(config.protected)]
+    else:
+        features = [c for c in table.columns if c != label]
+    if config.drop_missing:
+        # Bundled Adult drops its own '?' rows; user files (CSV, Criteo) may hold empty fields too, and
+        # the encoder accepts no missing numeric value. Only the columns this run uses count.
+        used = [*features, label]
+        in_use = Table(table.name, {c: table.columns[c] for c in used}, {c: table.kinds[c] for c in used})
+        table = table.take(np.flatnonzero(~in_use.missing_mask()))
+    if config.max_rows is not None and table.n_rows > config.max_rows:
+        keep = np.sort(np.random.default_rng(np.random.SeedSequence([seed, 0xCAFE])).choice(
+            table.n_rows, config.max_rows, replace=False))
+        table = table.take(keep)
+    if table.n_rows < 4:
+        raise BadInputError(f"data set has only {table.n_rows} rows", "data")
+    train_rows, population_rows = split_rows(table.n_rows, config.population_fraction, seed)
+    train_table, population_table = table.take(train_rows), table.take(population_rows)
+    encoder = TableEncoder.fit(train_table, label, features)
+    train = encoder.transform(train_table)
+    population = encoder.transform(population_table)
+    test = encoder.transform(test_table) if test_table is not None else population
+    split = FeatureSplit(encoder.groups, tuple(config.protected), config.label_public)
+    return PreparedData(train, population, test, split, table.name)

@@ -1,0 +1,115 @@
+"""Functional models (SPEC 2.4, issue 4): parameters are a dict of tensors and ``forward`` is plain torch,
+so the same code runs per example under ``torch.func.vmap`` and over a leading model dimension.
+
+Binary tasks use one logit and the logistic loss; multiclass tasks use softmax cross-entropy.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+from fdp_audit.config import ModelConfig
+from fdp_audit.errors import BadInputError
+from fdp_audit.training import streams
+
+Params = dict[str, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Model:
+    """An architecture: parameter shapes, a forward pass on one example or a batch, and initialisation."""
+
+    kind: str
+    n_inputs: int
+    n_classes: int
+    hidden: tuple[int, ...] = ()
+    image_side: int = 0
+
+    @property
+    def n_outputs(self) -> int:
+        return 1 if self.n_classes == 2 else self.n_classes
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        if self.kind == "cnn":
+            channels = (8, 16)
+            side = self.image_side // 4
+            return {
+                "conv1.weight": (channels[0], 1, 3, 3),
+                "conv1.bias": (channels[0],),
+                "conv2.weight": (channels[1], channels[0], 3, 3),
+                "conv2.bias": (channels[1],),
+                "fc.weight": (self.n_outputs, channels[1] * side * side),
+                "fc.bias": (self.n_outputs,),
+            }
+        widths = (self.n_inputs, *self.hidden, self.n_outputs)
+        shapes: dict[str, tuple[int, ...]] = {}
+        for i in range(len(widths) - 1):
+            shapes[f"layer{i}.weight"] = (widths[i + 1], widths[i])
+            shapes[f"layer{i}.bias"] = (widths[i + 1],)
+        return shapes
+
+    @property
+    def n_parameters(self) -> int:
+        return sum(math.prod(s) for s in self.shapes().values())
+
+    def forward(self, params: Params, x: torch.Tensor) -> torch.Tensor:
+        """Logits ``[..., n_outputs]`` for inputs ``[..., n_inputs]``."""
+        if self.kind == "cnn":
+            lead = x.shape[:-1]
+            h = x.reshape(-1, 1, self.image_side, self.image_side)
+            h = F.max_pool2d(F.relu(F.conv2d(h, params["conv1.weight"], params["conv1.bias"], padding=1)), 2)
+            h = F.max_pool2d(F.relu(F.conv2d(h, params["conv2.weight"], params["conv2.bias"], padding=1)), 2)
+            out = F.linear(h.flatten(1), params["fc.weight"], params["fc.bias"])
+            return out.reshape(*lead, self.n_outputs)
+        h = x
+        n_layers = len(self.hidden) + 1
+        for i in range(n_layers):
+            h = F.linear(h, params[f"layer{i}.weight"], params[f"layer{i}.bias"])
+            if i < n_layers - 1:
+                h = F.relu(h)
+        return h
+
+    def init(self, keys: torch.Tensor, device: torch.device | str = "cpu") -> Params:
+        """Parameters for each model key, ``[R, *shape]``: zeros for logistic regression (a convex
+        problem), scaled Gaussians (He initialisation) for weights of deeper models."""
+        params: Params = {}
+        for j, (name, shape) in enumerate(self.shapes().items()):
+            if self.kind == "logistic" or name.endswith("bias"):
+                params[name] = torch.zeros(keys.shape[0], *shape, device=device)
+                continue
+            fan_in = math.prod(shape[1:])
+            draw = streams.normal(keys, j, streams.Stream.INIT, math.prod(shape), device)
+            params[name] = (draw * math.sqrt(2.0 / fan_in)).reshape(keys.shape[0], *shape)
+        return params
+
+
+def example_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Per-example loss: logistic loss on one logit, or softmax cross-entropy."""
+    if logits.shape[-1] == 1:
+        return F.binary_cross_entropy_with_logits(logits[..., 0], y.to(logits.dtype), reduction="none")
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1), reduction="none").reshape(
+        y.shape)
+
+
+def label_free_loss(logits: torch.Tensor) -> torch.Tensor:
+    """Label DP public loss (SPEC 2.3): ``logsumexp(wᵀx)``, so that ∇ = x pᵀ with p = softmax.
+    With one logit the implicit second class has logit 0."""
+    if logits.shape[-1] == 1:
+        return F.softplus(logits[..., 0])
+    return torch.logsumexp(logits, dim=-1)
+
+
+def build_model(config: ModelConfig, n_inputs: int, n_classes: int) -> Model:
+    if config.kind == "cnn":
+        side = int(round(math.sqrt(n_inputs)))
+        if side * side != n_inputs or side % 4:
+            raise BadInputError(f"cnn needs square images with side divisible by 4, got {n_inputs} inputs",
+                                "model.kind")
+        return Model("cnn", n_inputs, n_classes, (), side)
+    if config.kind == "logistic" and config.hidden:
+        raise BadInputError("logistic regression has no hidden layers", "model.hidden")
+    return Model(config.kind, n_inputs, n_classes, tuple(config.hidden))
