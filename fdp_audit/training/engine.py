@@ -35,7 +35,7 @@ from tqdm.auto import tqdm
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.features import FeatureMap, PublicView
 from fdp_audit.errors import BadInputError
-from fdp_audit.training import streams
+from fdp_audit.training import ghost, streams
 from fdp_audit.training.mechanisms import Recipe
 from fdp_audit.training.models import Model, Params, example_loss, label_free_loss
 from fdp_audit.training.optim import Optimizer, learning_rate, project_l2
@@ -219,20 +219,36 @@ class _Step:
                 public_inputs, _ = self._public_inputs(idx, is_canary, step, streams.Stream.PRIVATE_PAD)
             else:
                 public_inputs = x
-            per_example = flatten(self.per_example_grad(params, x, y, public_inputs), lead=2)
+            override = None
             if self.canaries is not None and self.canaries.private_gradient is not None:
-                per_example = torch.where(is_canary[..., None],
-                                          self.canaries.private_gradient[:, None, :].to(per_example.dtype),
-                                          per_example)
-            weights = valid.to(per_example.dtype)
-            if self.recipe.clip:
-                norms = per_example.norm(dim=-1)
-                weights = weights * torch.clamp(self.hyper.clip_norm / norms.clamp_min(1e-12), max=1.0)
-            flat = torch.einsum("rk,rkp->rp", weights, per_example)
+                override = ghost.GradientOverride(is_canary, self.canaries.private_gradient)
+            clip_norm = self.hyper.clip_norm if self.recipe.clip else None
+            if ghost.supports(self.model):  # SPEC 6: norms from inner products, one re-weighted pass
+                decomposed = self.recipe.private_loss == "decomposed"
+                label_free = (self.loss is not None and self.loss.label_free
+                              and not self.recipe.public_reads_protected)
+                flat = ghost.clipped_private_sum(self.model, params, x, y, public_inputs if decomposed else None,
+                                                 label_free, valid, clip_norm, override)
+            else:
+                flat = self._materialised_sum(params, x, y, public_inputs, valid, clip_norm, override)
         if self.sigma > 0:
             flat = flat + self.sigma * streams.normal(self.keys, step, streams.Stream.NOISE,
                                                       flat.shape[1], self.device, flat.dtype)
         return flat, batch
+
+    def _materialised_sum(self, params: Params, x: torch.Tensor, y: torch.Tensor, public_inputs: torch.Tensor,
+                          valid: torch.Tensor, clip_norm: float | None,
+                          override: ghost.GradientOverride | None) -> torch.Tensor:
+        """The clipped sum from per-example gradients ``[R, K, P]`` (any layer type)."""
+        per_example = flatten(self.per_example_grad(params, x, y, public_inputs), lead=2)
+        if override is not None:
+            per_example = torch.where(override.mask[..., None],
+                                      override.vectors[:, None, :].to(per_example.dtype), per_example)
+        weights = valid.to(per_example.dtype)
+        if clip_norm is not None:
+            norms = per_example.norm(dim=-1)
+            weights = weights * torch.clamp(clip_norm / norms.clamp_min(1e-12), max=1.0)
+        return torch.einsum("rk,rkp->rp", weights, per_example)
 
     def public_part(self, params: Params, step: int, private_batch: dict[str, torch.Tensor] | None
                     ) -> tuple[torch.Tensor, torch.Tensor]:

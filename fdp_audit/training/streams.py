@@ -34,6 +34,7 @@ class Stream(IntEnum):
     PUBLIC_PAD = 4  # random padding of protected columns in gaussian_pad public losses
     INIT = 5  # parameter initialisation
     PRIVATE_PAD = 6  # padding used inside ℓ_priv = ℓ - ℓ_pub∘Ψ on the private batch
+    GAME = 7  # audit games: the hidden bit or secret value of each trial
 
 
 def _mix32(x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,28 @@
+"""``white_box`` gradient attribute inference (SPEC 3): the candidate completion at which the final model's
+loss gradient is smallest is the one it was trained on (training drives the trained records' gradients
+towards zero). Scores are negative gradient norms."""
+
+from __future__ import annotations
+
+import torch
+from torch.func import grad, vmap
+
+from attacks.base import Attack, AttackOutput, View
+from fdp_audit.training.engine import flatten
+from fdp_audit.training.models import example_loss
+
+
+class GradientNormAttack(Attack):
+    name = "gradient"
+    threat_model = "white_box"
+
+    def infer(self, view: View) -> AttackOutput:
+        k = self.knowledge
+        assert view.params is not None
+        label = torch.tensor(k.label)
+
+        def loss(params, x):
+            return example_loss(k.model.forward(params, x), label)
+
+        per_candidate = vmap(vmap(grad(loss), in_dims=(None, 0)), in_dims=(0, None))(view.params, k.candidates)
+        return AttackOutput(-flatten(per_candidate, lead=2).norm(dim=-1))

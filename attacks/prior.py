@@ -1,0 +1,25 @@
+"""``prior`` threat model: the Bayes-optimal guess from Pr[v | u] without looking at the model. Its success
+is Ball (SPEC 2.5) and it is the baseline other attacks are reported against."""
+
+from __future__ import annotations
+
+import torch
+
+from attacks.base import Attack, AttackOutput, View
+
+
+class PriorAttack(Attack):
+    name = "prior"
+    threat_model = "prior"
+
+    def infer(self, view: View) -> AttackOutput:
+        trials = _trial_count(view)
+        return AttackOutput(torch.log(self.knowledge.prior.clamp_min(1e-300)).expand(trials, -1).clone())
+
+
+def _trial_count(view: View) -> int:
+    for value in (view.noisy_private_sums, view.public_gradients):
+        if value is not None:
+            return value.shape[0]
+    assert view.params is not None
+    return next(iter(view.params.values())).shape[0]

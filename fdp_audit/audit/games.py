@@ -1,0 +1,171 @@
+"""Audit games (SPEC 2.6, 4; issue 7). Each trial is one model trained by the batched engine with its own
+canary; the attacks score the canary's candidate values; the trial's secret comes from the GAME stream.
+
+* ``attribute`` (record canary): the canary is a real record whose first protected attribute is drawn
+  from the known prior ``audit.target_prior`` over the most frequent categories; final-model attacks
+  (prior, black box, white box) guess it. Ball = max prior.
+* ``distinguishing`` (gradient canary, replacement): a hidden bit picks x₀ or x₁ with the same Ψ, whose
+  private gradients are ∓ along a coordinate no real record touches; ``iterates`` attacks score the
+  bit. The same trials are the binary attribute game with a uniform prior (Ball = ½) and give the ROC.
+* ``simulator`` (gradient canary, insertion/deletion, Algorithm 2 of the FDP paper): the bit picks the
+  mechanism on S ∪ {x} or the simulator, whose public batches are drawn from S ∪ {x'} (same Ψ) and whose
+  private batches come from S only; its optimal ROC is Theorem 5's f.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from attacks import ATTACKS, Attack, Knowledge, View
+from fdp_audit.config import Config
+from fdp_audit.data.encoding import ColumnGroup, EncodedData
+from fdp_audit.data.features import FeatureSplit
+from fdp_audit.data.prepare import PreparedData
+from fdp_audit.errors import BadInputError
+from fdp_audit.training import streams
+from fdp_audit.training.engine import Canaries, TrainingProblem, train_models
+from fdp_audit.training.run import build_problem
+
+GAME_INDEX_OFFSET = {"distinguishing": 0, "attribute": 10_000_000, "simulator": 20_000_000}
+CANARY_COLUMNS = ("audit-canary-private", "audit-canary-public")
+
+
+@dataclass(frozen=True)
+class GameRecord:
+    """Raw per-trial outcomes: true candidate index and every attack's candidate scores."""
+
+    game: str
+    labels: np.ndarray  # [N]
+    scores: dict[str, np.ndarray]  # attack -> [N, V]
+    prior: np.ndarray  # [V]
+    threat_models: dict[str, str]
+    candidate_names: tuple[str, ...]
+
+
+def trial_uniforms(seed: int, indices: np.ndarray) -> torch.Tensor:
+    """One uniform per trial from the GAME stream, independent of the models' training streams."""
+    return streams.uniform(streams.model_keys(seed, torch.as_tensor(indices)), 0, streams.Stream.GAME, 1)[:, 0]
+
+
+def _with_canary_columns(data: PreparedData) -> PreparedData:
+    """Append two all-zero public columns: the first-layer weights on them receive no gradient from any
+    real record, so a gradient canary placed there is seen against the noise alone."""
+    d = data.train.n_features
+    groups = data.train.groups + tuple(ColumnGroup(name, "numeric", d + i, d + i + 1)
+                                       for i, name in enumerate(CANARY_COLUMNS))
+
+    def widen(part: EncodedData) -> EncodedData:
+        x = np.concatenate([part.x, np.zeros((part.n_rows, 2), dtype=part.x.dtype)], axis=1)
+        return EncodedData(x, part.y, groups, part.classes, part.label, part.fingerprint)
+
+    split = FeatureSplit(groups, data.feature_split.protected_features, data.feature_split.label_public)
+    return PreparedData(widen(data.train), widen(data.population), widen(data.test), split, data.table_name)
+
+
+def _attacks(names: tuple[str, ...], gradient_canary: bool) -> dict[str, Attack]:
+    chosen = {}
+    for name in names:
+        if name not in ATTACKS:
+            raise BadInputError(f"unknown attack {name!r} (known: {', '.join(ATTACKS)})", "audit.attacks")
+        cls = ATTACKS[name]
+        if name == "prior" or cls.needs_gradient_canary == gradient_canary:
+            chosen[name] = cls()
+    return chosen
+
+
+def _run_trials(game: str, problem: TrainingProblem, seed: int, indices: np.ndarray, canaries: Canaries,
+                labels: np.ndarray, attacks: dict[str, Attack], record_iterates: bool, device: torch.device,
+                journal, max_chunk: int) -> dict[str, np.ndarray]:
+    finished = journal.finished(game)
+    todo = np.array([i for i in range(len(indices)) if int(indices[i]) not in finished], dtype=np.int64)
+    if len(todo):
+        rows = torch.as_tensor(todo)
+        for chunk in train_models(problem, seed, torch.as_tensor(indices[todo]), canaries.take(rows), record_iterates,
+                                  device, max_chunk=max_chunk, progress=True):
+            it = chunk.iterates
+            view = View(chunk.params, *(None,) * 3) if it is None else View(
+                chunk.params, it.noisy_private_sums, it.public_gradients, it.canary_public_counts)
+            scores = {name: attack.infer(view).scores.detach().cpu().double().numpy()
+                      for name, attack in attacks.items()}
+            position = {int(v): k for k, v in enumerate(indices)}
+            chunk_labels = np.array([labels[position[int(i)]] for i in chunk.model_indices])
+            journal.record(game, chunk.model_indices.numpy(), chunk_labels, scores)
+    finished = journal.finished(game)
+    return {name: np.array([finished[int(i)][1][name] for i in indices]) for name in attacks}
+
+
+def gradient_canary_game(game: str, config: Config, data: PreparedData, trials: int, device: torch.device,
+                         journal, max_chunk: int) -> GameRecord:
+    """``distinguishing`` (±canary, replacement) or ``simulator`` (present or simulated, insertion/deletion)."""
+    if config.model.kind == "cnn":
+        raise BadInputError("gradient-canary games need a model whose first layer is linear", "model.kind")
+    widened = _with_canary_columns(data)
+    problem = build_problem(config, widened)
+    d, hyper = data.train.n_features, problem.hyper
+    private_coordinate, public_coordinate = d, d + 1  # row 0 of the first layer's weight comes first
+    seed = config.seed
+    indices = np.arange(trials) + GAME_INDEX_OFFSET[game]
+    labels = (trial_uniforms(seed, indices) < 0.5).numpy().astype(np.int64)
+    p_count = problem.model.n_parameters
+    direction = torch.zeros(trials, p_count)
+    bit = torch.as_tensor(labels, dtype=torch.float32)
+    signs = torch.tensor([-1.0, 1.0]) if game == "distinguishing" else torch.tensor([0.0, 1.0])
+    raw_norm = config.audit.canary_norm_factor * hyper.clip_norm
+    direction[:, private_coordinate] = raw_norm * (signs[1] if game == "simulator" else (2 * bit - 1))
+    public_direction = torch.zeros(trials, p_count)
+    public_direction[:, public_coordinate] = hyper.clip_norm
+    in_private = torch.ones(trials, dtype=torch.bool) if game == "distinguishing" else bit.bool()
+    canaries = Canaries(torch.zeros(trials, d + 2), torch.zeros(trials, dtype=torch.long), in_private,
+                        torch.ones(trials, dtype=torch.bool), direction, public_direction)
+    prior = torch.tensor([0.5, 0.5])
+    knowledge = Knowledge(problem.model, torch.zeros(2, d + 2), 0, prior, widened.tensors()[0], widened.tensors()[1],
+                          hyper.noise_multiplier, hyper.sample_rate, hyper.clip_norm, private_coordinate,
+                          public_coordinate, signs)
+    attacks = {name: a.fit(knowledge) for name, a in _attacks(config.audit.attacks, True).items()}
+    names = ("x0 (s=-1)", "x1 (s=+1)") if game == "distinguishing" else ("simulator", "real")
+    if len(attacks) <= ("prior" in attacks):
+        raise BadInputError(f"the {game} game needs an iterates attack in audit.attacks", "audit.attacks")
+    scores = _run_trials(game, problem, seed, indices, canaries, labels, attacks, True, device, journal, max_chunk)
+    return GameRecord(game, labels, scores, prior.numpy(), {n: a.threat_model for n, a in attacks.items()}, names)
+
+
+def record_canary_game(config: Config, data: PreparedData, trials: int, device: torch.device, journal,
+                       max_chunk: int) -> GameRecord:
+    """The attribute game with a real canary record (final-model attacks)."""
+    split = data.feature_split
+    if not split.protected_groups or split.protected_groups[0].kind != "categorical":
+        raise BadInputError("the attribute game needs a categorical first protected attribute", "data.protected")
+    group = split.protected_groups[0]
+    prior = np.asarray(config.audit.target_prior, dtype=float)
+    frequency = data.population.x[:, group.start:group.stop].sum(axis=0)
+    if len(prior) > len(group.categories):
+        raise BadInputError(f"{len(prior)} prior values but {group.feature!r} has {len(group.categories)} categories",
+                            "audit.target_prior")
+    chosen = np.argsort(-frequency, kind="stable")[:len(prior)]
+    base = torch.as_tensor(data.population.x[0])
+    candidates = base.repeat(len(prior), 1)
+    candidates[:, group.start:group.stop] = 0.0
+    candidates[torch.arange(len(prior)), group.start + torch.as_tensor(chosen)] = 1.0
+    label = int(data.population.y[0])
+    problem = build_problem(config, data)
+    seed = config.seed
+    indices = np.arange(trials) + GAME_INDEX_OFFSET["attribute"]
+    u = trial_uniforms(seed, indices).numpy()
+    labels = np.minimum(np.searchsorted(np.cumsum(prior), u, side="right"), len(prior) - 1)
+    canaries = Canaries(candidates[torch.as_tensor(labels)], torch.full((trials,), label, dtype=torch.long),
+                        torch.ones(trials, dtype=torch.bool), torch.ones(trials, dtype=torch.bool))
+    x, y = data.tensors()
+    knowledge = Knowledge(problem.model, candidates, label, torch.as_tensor(prior, dtype=torch.float32), x, y,
+                          problem.hyper.noise_multiplier, problem.hyper.sample_rate, problem.hyper.clip_norm)
+    attacks = {name: a.fit(knowledge) for name, a in _attacks(config.audit.attacks, False).items()}
+    scores = _run_trials("attribute", problem, seed, indices, canaries, labels, attacks, False, device, journal,
+                         max_chunk)
+    names = tuple(f"{group.feature}={group.categories[c]}" for c in chosen)
+    return GameRecord("attribute", labels, scores, prior, {n: a.threat_model for n, a in attacks.items()}, names)
+
+
+def game_config(config: Config, **mechanism_overrides) -> Config:
+    return replace(config, mechanism=replace(config.mechanism, **mechanism_overrides))

@@ -1,0 +1,45 @@
+"""Trial journal (SPEC 5.2): finished trials are appended as JSON lines as soon as their chunk of models is
+done, so an interrupted audit resumes without losing or recomputing them. Lines from a run with another
+configuration (a different hash) are ignored; a torn last line from a killed process is skipped."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+
+class Journal:
+    def __init__(self, path: Path | None, config_hash: str):
+        self.path, self.config_hash = path, config_hash
+        self.entries: dict[str, dict[int, tuple[int, dict[str, list[float]]]]] = {}
+        if path is not None and path.exists():
+            for line in path.read_text(encoding="utf-8").splitlines():
+                try:
+                    row = json.loads(line)
+                except ValueError:
+                    continue
+                if not isinstance(row, dict) or row.get("config_hash") != config_hash:
+                    continue
+                game = self.entries.setdefault(row["game"], {})
+                for i, index in enumerate(row["indices"]):
+                    game[int(index)] = (int(row["labels"][i]), {a: s[i] for a, s in row["scores"].items()})
+
+    def finished(self, game: str) -> dict[int, tuple[int, dict[str, list[float]]]]:
+        return self.entries.get(game, {})
+
+    def record(self, game: str, indices: np.ndarray, labels: np.ndarray, scores: dict[str, np.ndarray]) -> None:
+        row = {"config_hash": self.config_hash, "game": game, "indices": [int(i) for i in indices],
+               "labels": [int(v) for v in labels], "scores": {a: s.tolist() for a, s in scores.items()}}
+        entries = self.entries.setdefault(game, {})
+        for i, index in enumerate(indices):
+            entries[int(index)] = (int(labels[i]), {a: s[i].tolist() for a, s in scores.items()})
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as handle:
+            handle.write(json.dumps(row) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())

@@ -1,0 +1,62 @@
+"""``results.json`` (SPEC 5.2): every number of a report, schema-versioned and checksummed so that a
+corrupt or hand-edited file is refused rather than silently re-judged."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+from fdp_audit.atomic_io import atomic_write_json
+from fdp_audit.errors import BadInputError
+
+SCHEMA_VERSION = 1
+MAX_RESULTS_BYTES = 64 << 20
+
+
+def finite_or_none(value: Any) -> Any:
+    """JSON has no inf or NaN: non-finite numbers become null, recursively."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite_or_none(v) for v in value]
+    return value
+
+
+def checksum(results: dict[str, Any]) -> str:
+    body = {k: v for k, v in results.items() if k != "checksum"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def write_results(path: str | Path, results: dict[str, Any]) -> Path:
+    clean = finite_or_none(results)
+    clean["checksum"] = checksum(clean)
+    return atomic_write_json(path, clean)
+
+
+def read_results(path: str | Path) -> dict[str, Any]:
+    """Load and verify a results file: JSON, schema version, checksum, required sections."""
+    path = Path(path)
+    if not path.is_file():
+        raise BadInputError(f"results file not found: {path}")
+    if path.stat().st_size > MAX_RESULTS_BYTES:
+        raise BadInputError(f"results file larger than {MAX_RESULTS_BYTES} bytes: {path}")
+    try:
+        results = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as err:
+        raise BadInputError(f"results file is not valid JSON: {path}") from err
+    if not isinstance(results, dict):
+        raise BadInputError("results file is not a JSON object", "results")
+    if results.get("schema_version") != SCHEMA_VERSION:
+        raise BadInputError(f"unsupported schema version {results.get('schema_version')!r}", "results.schema_version")
+    if results.get("checksum") != checksum(results):
+        raise BadInputError("checksum mismatch: the file was edited or corrupted after it was written",
+                            "results.checksum")
+    for key in ("kind", "verdict", "mechanism", "reproducibility"):
+        if key not in results:
+            raise BadInputError("missing section", f"results.{key}")
+    return results

@@ -1,0 +1,250 @@
+"""The game audit (SPEC 4 mode 1, issue 7): play the configured games, judge every comparison with the
+gate, and assemble ``results.json``."""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+import platform
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fdp_audit import __version__
+from fdp_audit.accounting.tradeoff import gaussian_tradeoff
+from fdp_audit.audit.games import GameRecord, gradient_canary_game, record_canary_game
+from fdp_audit.audit.journal import Journal
+from fdp_audit.audit.stats import roc_counts, selection_thresholds
+from fdp_audit.config import Config
+from fdp_audit.data.prepare import PreparedData, prepare_data
+from fdp_audit.errors import BadInputError
+from fdp_audit.gate import judge
+from fdp_audit.training.engine import accuracy, train_models
+from fdp_audit.training.mechanisms import MECHANISMS
+from fdp_audit.training.run import accountant, build_problem, noise_multiplier, resolve_device, with_mechanism
+
+DELTAS = (1e-3, 1e-5, 1e-6)
+DEFAULT_CHUNK = 128
+
+
+def config_hash(config: Config) -> str:
+    text = json.dumps({"config": config.to_dict(), "version": __version__}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def rdp_epsilon(z: float, p: float, steps: int, delta: float) -> float:
+    """ε from the RDP accountant, for comparison only (looser than the PLD)."""
+    import dp_accounting
+
+    acct = dp_accounting.rdp.RdpAccountant()
+    acct.compose(dp_accounting.PoissonSampledDpEvent(p, dp_accounting.GaussianDpEvent(z)), steps)
+    return float(acct.get_epsilon(delta))
+
+
+def accounting_section(config: Config) -> dict[str, Any]:
+    mech = config.mechanism
+    add_remove, replace_one = accountant(mech), accountant(mech, "replace")
+    alpha = np.unique(np.concatenate([np.geomspace(1e-6, 1.0, 120), np.linspace(0.0, 1.0, 41)]))
+    section: dict[str, Any] = {
+        "epsilon": {f"{d:g}": float(add_remove.epsilon(d)) for d in DELTAS},
+        "epsilon_replace": {f"{d:g}": float(replace_one.epsilon(d)) for d in DELTAS},
+        "curve": {"alpha": alpha.tolist(), "f": np.asarray(add_remove.f(alpha)).tolist(),
+                  "f_replace": np.asarray(replace_one.f(alpha)).tolist(),
+                  "f_optimistic": np.asarray(add_remove.tightness_band(alpha)[1]).tolist()},
+    }
+    mu = add_remove.gdp_clt_mu()
+    if mu is not None:
+        z = noise_multiplier(mech)
+        section["gdp_mu_approx"] = mu
+        section["curve"]["f_gdp_approx"] = np.asarray(gaussian_tradeoff(alpha, mu)).tolist()
+        section["epsilon_rdp"] = {f"{d:g}": rdp_epsilon(z, mech.sample_rate, mech.steps, d) for d in DELTAS}
+    return section
+
+
+def utility_section(config: Config, data: PreparedData, models: int = 3) -> dict[str, Any]:
+    """Test accuracy of the configured mechanism beside public-only and non-private training."""
+    device = resolve_device(config.device)
+    x_test, y_test = torch.as_tensor(data.test.x, device=device), torch.as_tensor(data.test.y, device=device)
+    rows = []
+    for name in dict.fromkeys((config.mechanism.name, "public_only", "nonprivate")):
+        cfg = config if name == config.mechanism.name else with_mechanism(config, name)
+        problem = build_problem(cfg, data)
+        acc = torch.cat([accuracy(problem.model, chunk.params, x_test, y_test)
+                         for chunk in train_models(problem, config.seed + 1, range(models), device=device)])
+        eps = accountant(cfg.mechanism).epsilon(cfg.mechanism.delta)
+        rows.append({"mechanism": name, "accuracy": float(acc.mean()), "std": float(acc.std()) if models > 1 else None,
+                     "epsilon": float(eps), "faulty": MECHANISMS[name].faulty})
+    return {"metric": "test accuracy", "models_per_mechanism": models, "rows": rows}
+
+
+def _rate_comparisons(record: GameRecord, bound: float, prefix: str) -> list[dict[str, Any]]:
+    ball = float(record.prior.max())
+    rows = []
+    for attack, scores in record.scores.items():
+        if attack == "prior":
+            continue
+        successes = int((scores.argmax(axis=1) == record.labels).sum())
+        rows.append({"id": f"{prefix}/{attack}", "kind": "rate", "game": record.game, "attack": attack,
+                     "threat_model": record.threat_models[attack], "trials": int(len(record.labels)),
+                     "successes": successes, "ball": ball, "bound": bound})
+    return rows
+
+
+def _epsilon_comparisons(record: GameRecord, delta: float, claimed: float, relation: str) -> list[dict[str, Any]]:
+    """ROC of the score difference; thresholds chosen on even trials, errors counted on odd trials."""
+    rows = []
+    selection, evaluation = np.arange(0, len(record.labels), 2), np.arange(1, len(record.labels), 2)
+    for attack, scores in record.scores.items():
+        if attack == "prior":
+            continue
+        score = scores[:, 1] - scores[:, 0]
+        thresholds = selection_thresholds(score[selection])
+        counts = roc_counts(score[evaluation], record.labels[evaluation].astype(bool), thresholds)
+        rows.append({"id": f"{record.game}-epsilon/{attack}", "kind": "epsilon", "game": record.game,
+                     "attack": attack, "threat_model": record.threat_models[attack], "relation": relation,
+                     "thresholds": counts.thresholds.tolist(), "false_positives": counts.false_positives.tolist(),
+                     "false_negatives": counts.false_negatives.tolist(), "negatives": counts.negatives,
+                     "positives": counts.positives, "delta": delta,
+                     "epsilon_claimed": None if math.isinf(claimed) else claimed})
+    return rows
+
+
+def _full_roc(record: GameRecord, attack: str) -> dict[str, list[float]]:
+    score = record.scores[attack][:, 1] - record.scores[attack][:, 0]
+    labels = record.labels.astype(bool)
+    order = np.unique(score)[::-1]
+    tpr = [(score[labels] >= t).mean() if labels.any() else 0.0 for t in order]
+    fpr = [(score[~labels] >= t).mean() if (~labels).any() else 0.0 for t in order]
+    step = max(1, len(order) // 200)
+    return {"fpr": [0.0, *fpr[::step], 1.0], "tpr": [0.0, *tpr[::step], 1.0]}
+
+
+def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[str, Any]:
+    """Play the configured games and return the results dictionary (verdict included)."""
+    mech, audit = config.mechanism, config.audit
+    data = prepare_data(config.data, config.seed)
+    device = resolve_device(config.device)
+    journal = Journal(None if out_dir is None else out_dir / "journal.jsonl", config_hash(config))
+    chunk = audit.max_models_per_chunk or DEFAULT_CHUNK
+    add_remove, replace_one = accountant(mech), accountant(mech, "replace")
+    records: list[GameRecord] = []
+    comparisons: list[dict[str, Any]] = []
+    for game in audit.games:
+        if game == "reconstruction":
+            raise BadInputError("the reconstruction game is not implemented yet", "audit.games")
+        if game == "attribute":
+            record = record_canary_game(config, data, audit.trials, device, journal, chunk)
+            comparisons += _rate_comparisons(record, float(add_remove.bound(record.prior.max())), "attribute")
+        else:
+            record = gradient_canary_game(game, config, data, audit.trials, device, journal, chunk)
+            comparisons += _rate_comparisons(record, float(add_remove.bound(0.5)), f"{game}-attribute")
+            relation_acct = replace_one if game == "distinguishing" else add_remove
+            claimed = float(relation_acct.epsilon(mech.delta))
+            comparisons += _epsilon_comparisons(record, mech.delta, claimed,
+                                                "replace" if game == "distinguishing" else "add_remove")
+        records.append(record)
+    verdict, judged = judge(comparisons, audit.alpha)
+    by_id = {j["id"]: j for j in judged}
+    return {
+        "schema_version": 1, "kind": "audit", "title": config.report.title or config.name,
+        "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "verdict": verdict,
+        "mechanism": mechanism_section(config),
+        "accounting": accounting_section(config),
+        "games": [game_section(r, by_id, add_remove, replace_one) for r in records],
+        "tightness": tightness_section(records, by_id, replace_one, add_remove),
+        "utility": utility_section(config, data),
+        "comparisons": comparisons,
+        "reproducibility": {
+            "versions": versions(), "seed": config.seed, "config": config.to_dict(),
+            "dataset": config.data.dataset, "dataset_fingerprint": data.fingerprint, "command": command,
+            "device": str(device), "trials": audit.trials,
+        },
+    }
+
+
+def mechanism_section(config: Config) -> dict[str, Any]:
+    mech = config.mechanism
+    info = MECHANISMS[mech.name]
+    eps = float(accountant(mech).epsilon(mech.delta))
+    return {"name": mech.name, "faulty": info.faulty, "description": info.description,
+            "noise_multiplier": noise_multiplier(mech), "sample_rate": mech.sample_rate, "steps": mech.steps,
+            "clip_norm": mech.clip_norm, "delta": mech.delta, "public_batch_size": mech.public_batch_size,
+            "private_weight": mech.private_weight, "public_pretrain_steps": mech.public_pretrain_steps,
+            "public_loss": mech.public_loss, "epsilon": eps}
+
+
+def game_section(record: GameRecord, by_id, add_remove, replace_one) -> dict[str, Any]:
+    ball = float(record.prior.max())
+    prefix = "attribute" if record.game == "attribute" else f"{record.game}-attribute"
+    attacks = []
+    for attack, scores in record.scores.items():
+        successes = int((scores.argmax(axis=1) == record.labels).sum())
+        key = f"{prefix}/{attack}"
+        entry = {"attack": attack, "threat_model": record.threat_models[attack], "trials": int(len(record.labels)),
+                 "successes": successes, "rate": successes / len(record.labels), "ball": ball,
+                 "bound": float(add_remove.bound(ball))}
+        if key in by_id:
+            j = by_id[key]
+            entry |= {"ci_low": j["ci_low"], "ci_high": j["ci_high"], "lower_bound": j["lower_bound"],
+                      "margin": j["margin"], "tightness": j["tightness"],
+                      "status": "violation" if j["violated"] else "pass"}
+        else:
+            entry |= {"status": "info", "tightness": None}
+        attacks.append(entry)
+    section: dict[str, Any] = {"game": record.game, "trials": int(len(record.labels)), "prior": record.prior.tolist(),
+                               "candidates": list(record.candidate_names), "ball": ball,
+                               "bound": float(add_remove.bound(ball)), "attacks": attacks}
+    if record.game != "attribute":
+        relation = "replace" if record.game == "distinguishing" else "add_remove"
+        optimum = 0.5 + 0.5 * float((replace_one if relation == "replace" else add_remove).delta(0.0))
+        section["relation"] = relation
+        section["distinguishers"] = []
+        for attack in record.scores:
+            if attack == "prior":
+                continue
+            j = by_id[f"{record.game}-epsilon/{attack}"]
+            successes = int((record.scores[attack].argmax(axis=1) == record.labels).sum())
+            section["distinguishers"].append({
+                "attack": attack, "threat_model": record.threat_models[attack], "trials": int(len(record.labels)),
+                "success": successes / len(record.labels),
+                "optimal_success": optimum if relation == "replace" else None,
+                "roc": _full_roc(record, attack), "points": j["points"],
+                "epsilon_lower_bound": j["epsilon_lower_bound"], "epsilon_claimed": j["theoretical"],
+                "epsilon_ratio": j["epsilon_ratio"], "status": "violation" if j["violated"] else "pass"})
+    return section
+
+
+def tightness_section(records: list[GameRecord], by_id, replace_one, add_remove) -> dict[str, Any]:
+    """How close the iterates attack comes to the Bayes-optimal adversary of the same game, and how tight
+    Theorem 4 itself is: optimum = ½ + δ_replace(0)/2 for the ±C canary with a uniform binary prior."""
+    rows = []
+    optimum = 0.5 + 0.5 * float(replace_one.delta(0.0))
+    bound = float(add_remove.bound(0.5))
+    for record in records:
+        key = f"{record.game}-attribute/iterates"
+        if record.game != "distinguishing" or key not in by_id:
+            continue
+        j = by_id[key]
+        share = None if optimum <= 0.5 else (j["rate"] - 0.5) / (optimum - 0.5)
+        ci = None if optimum <= 0.5 else [(j["ci_low"] - 0.5) / (optimum - 0.5), (j["ci_high"] - 0.5) / (optimum - 0.5)]
+        sim = by_id.get("simulator-epsilon/iterates")
+        rows.append({"epsilon": float(add_remove.epsilon(1e-5)), "attack_rate": j["rate"], "optimal_success": optimum,
+                     "bound": bound, "attack_advantage_share": share, "ci": ci,
+                     "theorem4_tightness": None if bound <= 0.5 else (optimum - 0.5) / (bound - 0.5),
+                     "simulator_epsilon_ratio": None if sim is None else sim["epsilon_ratio"]})
+    return {"rows": rows}
+
+
+def versions() -> dict[str, str]:
+    import dp_accounting
+    import scipy
+    import sklearn
+
+    return {"fdp_audit": __version__, "python": platform.python_version(), "torch": torch.__version__,
+            "numpy": np.__version__, "scipy": scipy.__version__, "scikit-learn": sklearn.__version__,
+            "dp_accounting": getattr(dp_accounting, "__version__", "unknown")}

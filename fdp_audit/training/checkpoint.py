@@ -1,0 +1,148 @@
+"""Checkpoints (SPEC 5.2): weights plus privacy metadata, written atomically and read as untrusted input.
+
+A checkpoint is a ``torch.save`` of ``{"format_version": int, "params": {name: tensor}, "metadata": str}``
+where ``metadata`` is JSON. It is loaded with ``torch.load(weights_only=True)``, which unpickles only
+tensors and plain containers — a pickle that would run code is refused — and then validated field by
+field; anything unexpected is a one-line :class:`BadInputError`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fdp_audit.atomic_io import atomic_write_bytes
+from fdp_audit.errors import BadInputError
+from fdp_audit.training.mechanisms import MECHANISMS
+from fdp_audit.training.models import Model, Params
+
+FORMAT_VERSION = 1
+MAX_CHECKPOINT_BYTES = 1 << 30
+
+_REQUIRED: dict[str, type | tuple[type, ...]] = {
+    "format_version": int,
+    "package_version": str,
+    "mechanism": str,
+    "faulty": bool,
+    "noise_multiplier": (int, float),
+    "sample_rate": (int, float),
+    "public_batch_size": int,
+    "steps": int,
+    "clip_norm": (int, float),
+    "private_weight": (int, float),
+    "public_pretrain_steps": int,
+    "delta": (int, float),
+    "epsilon": (int, float, type(None)),
+    "psi": dict,
+    "dataset": str,
+    "dataset_fingerprint": str,
+    "seed": int,
+    "model": dict,
+}
+
+
+def save_checkpoint(path: str | Path, params: Params, metadata: dict[str, Any]) -> Path:
+    """Write one model's parameters (no model dimension) and its metadata atomically."""
+    validate_metadata(metadata)
+    buffer = io.BytesIO()
+    torch.save({"format_version": FORMAT_VERSION,
+                "params": {k: v.detach().cpu().contiguous() for k, v in params.items()},
+                "metadata": json.dumps(metadata, sort_keys=True)}, buffer)
+    return atomic_write_bytes(path, buffer.getvalue())
+
+
+def validate_metadata(metadata: Any) -> dict[str, Any]:
+    if not isinstance(metadata, dict):
+        raise BadInputError("metadata is not a mapping", "checkpoint.metadata")
+    for key, kind in _REQUIRED.items():
+        if key not in metadata:
+            raise BadInputError("missing privacy metadata field", f"checkpoint.metadata.{key}")
+        value = metadata[key]
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+            raise BadInputError(f"has the wrong type ({type(value).__name__})", f"checkpoint.metadata.{key}")
+    if metadata["format_version"] != FORMAT_VERSION:
+        raise BadInputError(f"unsupported format version {metadata['format_version']}",
+                            "checkpoint.metadata.format_version")
+    info = MECHANISMS.get(metadata["mechanism"])
+    if info is None:
+        raise BadInputError(f"unknown mechanism {metadata['mechanism']!r}", "checkpoint.metadata.mechanism")
+    if info.faulty != metadata["faulty"]:
+        raise BadInputError("faulty flag inconsistent with the mechanism", "checkpoint.metadata.faulty")
+    checks = {
+        "noise_multiplier": metadata["noise_multiplier"] > 0 or not info.recipe.private,
+        "sample_rate": 0 < metadata["sample_rate"] <= 1,
+        "steps": metadata["steps"] >= 1,
+        "clip_norm": metadata["clip_norm"] > 0,
+        "delta": 0 < metadata["delta"] < 1,
+        "public_batch_size": metadata["public_batch_size"] >= 1,
+        "public_pretrain_steps": metadata["public_pretrain_steps"] >= 0,
+        "private_weight": metadata["private_weight"] >= 0,
+    }
+    for key, ok in checks.items():
+        value = metadata[key]
+        if not ok or (isinstance(value, float) and not math.isfinite(value)):
+            raise BadInputError(f"out of range ({value!r})", f"checkpoint.metadata.{key}")
+    model = metadata["model"]
+    for key in ("kind", "n_inputs", "n_classes", "hidden", "image_side"):
+        if key not in model:
+            raise BadInputError("missing", f"checkpoint.metadata.model.{key}")
+    return metadata
+
+
+def model_from_metadata(metadata: dict[str, Any]) -> Model:
+    m = metadata["model"]
+    try:
+        model = Model(str(m["kind"]), int(m["n_inputs"]), int(m["n_classes"]), tuple(int(h) for h in m["hidden"]),
+                      int(m["image_side"]))
+    except (TypeError, ValueError) as err:
+        raise BadInputError(f"invalid model description: {err}", "checkpoint.metadata.model") from err
+    if model.kind not in ("logistic", "mlp", "cnn") or model.n_inputs < 1 or model.n_classes < 2:
+        raise BadInputError("invalid model description", "checkpoint.metadata.model")
+    return model
+
+
+def load_checkpoint(path: str | Path) -> tuple[Params, dict[str, Any], Model]:
+    """Read and validate a checkpoint: parameters, metadata, and the model they belong to."""
+    path = Path(path)
+    if not path.is_file():
+        raise BadInputError(f"checkpoint not found: {path}")
+    if path.stat().st_size > MAX_CHECKPOINT_BYTES:
+        raise BadInputError(f"checkpoint larger than {MAX_CHECKPOINT_BYTES} bytes: {path}")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unpickling failure means an unreadable or unsafe file
+        reason = "contains objects other than tensors" if "weights_only" in str(err) else "unreadable or truncated"
+        raise BadInputError(f"checkpoint {path.name} refused: {reason}") from err
+    if not isinstance(payload, dict) or set(payload) != {"format_version", "params", "metadata"}:
+        raise BadInputError(f"checkpoint {path.name} does not have the fdp-audit layout")
+    if payload["format_version"] != FORMAT_VERSION:
+        raise BadInputError(f"unsupported checkpoint format {payload['format_version']!r}", "checkpoint.format_version")
+    try:
+        metadata = json.loads(payload["metadata"])
+    except (TypeError, ValueError) as err:
+        raise BadInputError("metadata is not valid JSON", "checkpoint.metadata") from err
+    validate_metadata(metadata)
+    model = model_from_metadata(metadata)
+    params = payload["params"]
+    expected = model.shapes()
+    if not isinstance(params, dict) or set(params) != set(expected):
+        raise BadInputError("parameter names do not match the model", "checkpoint.params")
+    for name, shape in expected.items():
+        value = params[name]
+        if not isinstance(value, torch.Tensor) or tuple(value.shape) != shape:
+            raise BadInputError(f"parameter {name} has shape {tuple(getattr(value, 'shape', ()))}, expected {shape}",
+                                "checkpoint.params")
+        if not torch.isfinite(value).all():
+            raise BadInputError(f"parameter {name} has non-finite values", "checkpoint.params")
+    return {k: v.float() for k, v in params.items()}, metadata, model
+
+
+def read_privacy_metadata(path: str | Path) -> dict[str, Any]:
+    """The privacy parameters of a checkpoint (for ``fdp-audit account --checkpoint``)."""
+    _, metadata, _ = load_checkpoint(path)
+    return metadata

@@ -1,0 +1,141 @@
+"""Config schema and validation (SPEC 5.1, 5.2): every bad config is one line naming the dotted field,
+and the command line turns it into exit code 2 without a traceback."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from fdp_audit.cli import main
+from fdp_audit.config import Config, MechanismConfig, config_from_dict, load_config
+from fdp_audit.errors import BadInputError
+
+SPEC_COMMANDS = ("demo", "train", "account", "calibrate", "audit", "gate", "profile", "report", "corrdp")
+
+# (YAML text or raw bytes, text the one-line message must contain: the dotted field, or for problems
+# with the file itself, what is wrong with it)
+BAD_CONFIGS = {
+    "unknown top-level key": ("bogus: 1\n", "bogus: unknown key"),
+    "unknown nested key": ("mechanism:\n  bogus: 1\n", "mechanism.bogus: unknown key"),
+    "unknown doubly nested key": ("mechanism:\n  optimizer:\n    beta: 1\n", "mechanism.optimizer.beta"),
+    "wrong type": ("mechanism:\n  steps: ten\n", "mechanism.steps: must be an integer"),
+    "bool for a number": ("mechanism:\n  clip_norm: true\n", "mechanism.clip_norm: must be a number"),
+    "section not a mapping": ("mechanism: 5\n", "mechanism: must be a mapping"),
+    "z = 0": ("mechanism:\n  noise_multiplier: 0\n", "mechanism.noise_multiplier: must be > 0"),
+    "z < 0": ("mechanism:\n  noise_multiplier: -1.5\n", "mechanism.noise_multiplier: must be > 0"),
+    "z not finite": ("mechanism:\n  noise_multiplier: .nan\n", "mechanism.noise_multiplier"),
+    "sample rate > 1": ("mechanism:\n  sample_rate: 1.5\n", "mechanism.sample_rate: must be <= 1"),
+    "sample rate 0": ("mechanism:\n  sample_rate: 0\n", "mechanism.sample_rate: must be > 0"),
+    "delta = 0": ("mechanism:\n  delta: 0\n", "mechanism.delta: must be > 0"),
+    "delta = 1": ("mechanism:\n  delta: 1\n", "mechanism.delta: must be < 1"),
+    "negative steps": ("mechanism:\n  steps: -5\n", "mechanism.steps: must be >= 1"),
+    "nested range": ("mechanism:\n  optimizer:\n    lr: -0.1\n", "mechanism.optimizer.lr: must be > 0"),
+    "faulty mechanism without faulty": ("mechanism:\n  name: fdp_sgd_shared_batch\n", "mechanism.faulty"),
+    "faulty flag on a correct mechanism": ("mechanism:\n  faulty: true\n", "mechanism.faulty"),
+    "unknown mechanism": ("mechanism:\n  name: magic\n", "mechanism.name: must be one of"),
+    "public/protected overlap": ("data:\n  public: [age]\n  protected: [age]\n", "data.public"),
+    "duplicate protected": ("data:\n  protected: [sex, sex]\n", "data.protected: duplicate"),
+    "prior not summing to 1": ("data:\n  synthetic_prior: [0.5, 0.6]\n", "data.synthetic_prior"),
+    "negative prior": ("audit:\n  target_prior: [1.2, -0.2]\n", "audit.target_prior"),
+    "one-point prior": ("audit:\n  target_prior: [1.0]\n", "audit.target_prior"),
+    "list element type": ("audit:\n  rho_grid: [0.5, big]\n", "audit.rho_grid[1]: must be a number"),
+    "zero trials": ("audit:\n  trials: 0\n", "audit.trials: must be >= 1"),
+    "unknown data set": ("data:\n  dataset: mnist\n", "data.dataset"),
+    "file data set without path": ("data:\n  dataset: csv\n", "data.path"),
+    "no noise and no target": ("mechanism:\n  noise_multiplier: null\n", "mechanism.noise_multiplier"),
+    "negative seed": ("seed: -1\n", "seed: must be >= 0"),
+    "non-mapping top level": ("- 1\n- 2\n", "config: must be a mapping"),
+    "malformed YAML": ("mechanism:\n  steps: [1, 2\n", "malformed YAML at line"),
+    "not UTF-8": (b"name: \xff\xfe\n", "not UTF-8"),
+}
+
+
+def write_config(tmp_path: Path, content: str | bytes) -> Path:
+    path = tmp_path / "config.yaml"
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    else:
+        path.write_text(content, encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(("content", "expected"), BAD_CONFIGS.values(), ids=BAD_CONFIGS.keys())
+def test_bad_config_names_the_field(tmp_path, content, expected):
+    with pytest.raises(BadInputError) as info:
+        load_config(write_config(tmp_path, content))
+    assert expected in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_missing_config_file_names_the_path(tmp_path):
+    with pytest.raises(BadInputError, match="config file not found: .*absent.yaml"):
+        load_config(tmp_path / "absent.yaml")
+
+
+def assert_one_line_exit_2(capsys, argv: list[str], expected: str) -> None:
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 2, err
+    assert "Traceback" not in err
+    assert err.endswith("\n") and err.count("\n") == 1, err
+    assert expected in err, err
+
+
+@pytest.mark.parametrize(("content", "expected"), BAD_CONFIGS.values(), ids=BAD_CONFIGS.keys())
+def test_cli_train_bad_config_exit_2_one_line(tmp_path, capsys, content, expected):
+    # `train` loads and validates its config before doing anything else (SPEC 5.1)
+    assert_one_line_exit_2(capsys, ["train", str(write_config(tmp_path, content))], expected)
+
+
+def test_cli_train_missing_config_exit_2_one_line(tmp_path, capsys):
+    assert_one_line_exit_2(capsys, ["train", str(tmp_path / "absent.yaml")], "not found")
+
+
+def test_cli_help_lists_every_spec_command(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    for command in SPEC_COMMANDS:
+        assert re.search(rf"^\s+{command}\b", out, re.MULTILINE), f"{command} missing from --help"
+
+
+def test_cli_unknown_command_is_one_line_exit_2(capsys):
+    assert_one_line_exit_2(capsys, ["frobnicate"], "invalid choice")
+
+
+def test_defaults_are_valid_and_round_trip():
+    config = config_from_dict({})
+    assert config == Config()
+    assert config_from_dict(config.to_dict()) == config
+
+
+def test_good_config_file_with_exponent_floats(tmp_path):
+    # YAML 1.1 (PyYAML) would read 1e-5 and 2.5e0 as strings; a config must be able to write them.
+    text = (
+        "name: demo\nseed: 3\n"
+        "data:\n  dataset: synthetic\n  protected: [protected]\n  synthetic_prior: [0.25, 0.75]\n"
+        "mechanism:\n  name: fdp_sgd\n  noise_multiplier: 2.5e0\n  delta: 1e-5\n  sample_rate: 0.01\n"
+        "  optimizer: {name: adam, lr: 1E-3}\n"
+        "audit:\n  rho_grid: [0.5, 1]\n"
+    )
+    config = load_config(write_config(tmp_path, text))
+    assert config.mechanism.delta == 1e-5 and config.mechanism.noise_multiplier == 2.5
+    assert config.mechanism.optimizer.lr == 1e-3
+    assert config.data.protected == ("protected",) and config.data.synthetic_prior == (0.25, 0.75)
+    assert config.audit.rho_grid == (0.5, 1.0) and isinstance(config.audit.rho_grid[1], float)
+
+
+def test_optional_sections_and_faulty_mechanism_when_declared():
+    config = config_from_dict({"mechanism": {"name": "dp_sgd_half_noise", "faulty": True},
+                               "profile": {"epsilons": [1, 2]}})
+    assert config.mechanism == MechanismConfig(name="dp_sgd_half_noise", faulty=True)
+    assert config.profile.epsilons == (1.0, 2.0) and config.corrdp is None
+
+
+def test_oversized_config_is_rejected(tmp_path):
+    path = write_config(tmp_path, "name: x\n" + "#" * 1_000_001 + "\n")
+    with pytest.raises(BadInputError, match="larger than"):
+        load_config(path)
