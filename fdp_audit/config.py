@@ -378,3 +378,31 @@ def load_config(path: str | Path) -> Config:
         where = f" at line {mark.line + 1}" if mark else ""
         raise BadInputError(f"malformed YAML{where}: {path}") from err
     return config_from_dict(raw)
+
+
+def config_reference_markdown() -> str:
+    """The configuration reference (README), generated from the schema so that it cannot drift."""
+    lines = ["| key | type | default |", "|---|---|---|"]
+
+    def walk(cls: type, prefix: str) -> None:
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            tp = hints[f.name]
+            inner = [a for a in typing.get_args(tp) if dataclasses.is_dataclass(a)]
+            if dataclasses.is_dataclass(tp) or inner:
+                walk(tp if dataclasses.is_dataclass(tp) else inner[0], f"{prefix}{f.name}.")
+                continue
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            shown = "null" if default is None else json_like(default)
+            lines.append(f"| `{prefix}{f.name}` | {_type_name(tp).replace('|', '/')} | `{shown}` |")
+
+    walk(Config, "")
+    return "\n".join(lines)
+
+
+def json_like(value: Any) -> str:
+    if isinstance(value, tuple):
+        return "[" + ", ".join(json_like(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

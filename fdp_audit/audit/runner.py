@@ -18,7 +18,7 @@ from fdp_audit import __version__
 from fdp_audit.accounting.tradeoff import gaussian_tradeoff
 from fdp_audit.audit.games import GameRecord, gradient_canary_game, record_canary_game
 from fdp_audit.audit.journal import Journal
-from fdp_audit.audit.stats import roc_counts, selection_thresholds
+from fdp_audit.audit.stats import clopper_pearson, lower_confidence_bound, roc_counts, selection_thresholds
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
@@ -70,7 +70,7 @@ def utility_section(config: Config, data: PreparedData, models: int = 3) -> dict
     device = resolve_device(config.device)
     x_test, y_test = torch.as_tensor(data.test.x, device=device), torch.as_tensor(data.test.y, device=device)
     rows = []
-    for name in dict.fromkeys((config.mechanism.name, "public_only", "nonprivate")):
+    for name in dict.fromkeys((config.mechanism.name, "dp_sgd", "public_only", "nonprivate")):
         cfg = config if name == config.mechanism.name else with_mechanism(config, name)
         problem = build_problem(cfg, data)
         acc = torch.cat([accuracy(problem.model, chunk.params, x_test, y_test)
@@ -155,7 +155,8 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
         "verdict": verdict,
         "mechanism": mechanism_section(config),
         "accounting": accounting_section(config),
-        "games": [game_section(r, by_id, add_remove, replace_one) for r in records],
+        "games": [section for r in records
+                  for section in game_sections(r, by_id, add_remove, replace_one, audit.alpha)],
         "tightness": tightness_section(records, by_id, replace_one, add_remove),
         "utility": utility_section(config, data),
         "comparisons": comparisons,
@@ -178,45 +179,50 @@ def mechanism_section(config: Config) -> dict[str, Any]:
             "public_loss": mech.public_loss, "epsilon": eps}
 
 
-def game_section(record: GameRecord, by_id, add_remove, replace_one) -> dict[str, Any]:
+def game_sections(record: GameRecord, by_id, add_remove, replace_one, alpha: float) -> list[dict[str, Any]]:
+    """Report sections of one game: the attribute view (success against Theorem 4) of every game, and for the
+    gradient-canary games the distinguishing view (ROC and ε lower bound) of the same trials."""
     ball = float(record.prior.max())
     prefix = "attribute" if record.game == "attribute" else f"{record.game}-attribute"
     attacks = []
     for attack, scores in record.scores.items():
-        successes = int((scores.argmax(axis=1) == record.labels).sum())
-        key = f"{prefix}/{attack}"
-        entry = {"attack": attack, "threat_model": record.threat_models[attack], "trials": int(len(record.labels)),
-                 "successes": successes, "rate": successes / len(record.labels), "ball": ball,
-                 "bound": float(add_remove.bound(ball))}
-        if key in by_id:
-            j = by_id[key]
+        successes, trials = int((scores.argmax(axis=1) == record.labels).sum()), int(len(record.labels))
+        ci = clopper_pearson(successes, trials, alpha)
+        lower = lower_confidence_bound(successes, trials, alpha)
+        entry = {"attack": attack, "threat_model": record.threat_models[attack], "trials": trials,
+                 "successes": successes, "rate": successes / trials, "ball": ball,
+                 "bound": float(add_remove.bound(ball)),
+                 "ci_low": ci[0], "ci_high": ci[1], "lower_bound": lower,
+                 "margin": lower - float(add_remove.bound(ball)), "tightness": None, "status": "info"}
+        j = by_id.get(f"{prefix}/{attack}")
+        if j is not None:
             entry |= {"ci_low": j["ci_low"], "ci_high": j["ci_high"], "lower_bound": j["lower_bound"],
                       "margin": j["margin"], "tightness": j["tightness"],
                       "status": "violation" if j["violated"] else "pass"}
-        else:
-            entry |= {"status": "info", "tightness": None}
         attacks.append(entry)
-    section: dict[str, Any] = {"game": record.game, "trials": int(len(record.labels)), "prior": record.prior.tolist(),
-                               "candidates": list(record.candidate_names), "ball": ball,
-                               "bound": float(add_remove.bound(ball)), "attacks": attacks}
-    if record.game != "attribute":
-        relation = "replace" if record.game == "distinguishing" else "add_remove"
-        optimum = 0.5 + 0.5 * float((replace_one if relation == "replace" else add_remove).delta(0.0))
-        section["relation"] = relation
-        section["distinguishers"] = []
-        for attack in record.scores:
-            if attack == "prior":
-                continue
-            j = by_id[f"{record.game}-epsilon/{attack}"]
-            successes = int((record.scores[attack].argmax(axis=1) == record.labels).sum())
-            section["distinguishers"].append({
-                "attack": attack, "threat_model": record.threat_models[attack], "trials": int(len(record.labels)),
-                "success": successes / len(record.labels),
-                "optimal_success": optimum if relation == "replace" else None,
-                "roc": _full_roc(record, attack), "points": j["points"],
-                "epsilon_lower_bound": j["epsilon_lower_bound"], "epsilon_claimed": j["theoretical"],
-                "epsilon_ratio": j["epsilon_ratio"], "status": "violation" if j["violated"] else "pass"})
-    return section
+    canary = "record" if record.game == "attribute" else f"gradient ({record.game} trials)"
+    sections = [{"game": "attribute", "canary": canary, "trials": int(len(record.labels)),
+                 "prior": record.prior.tolist(), "candidates": list(record.candidate_names), "ball": ball,
+                 "bound": float(add_remove.bound(ball)), "attacks": attacks}]
+    if record.game == "attribute":
+        return sections
+    relation = "replace" if record.game == "distinguishing" else "add_remove"
+    optimum = 0.5 + 0.5 * float((replace_one if relation == "replace" else add_remove).delta(0.0))
+    distinguishers = []
+    for attack in record.scores:
+        if attack == "prior":
+            continue
+        j = by_id[f"{record.game}-epsilon/{attack}"]
+        successes = int((record.scores[attack].argmax(axis=1) == record.labels).sum())
+        distinguishers.append({
+            "attack": attack, "threat_model": record.threat_models[attack], "trials": int(len(record.labels)),
+            "success": successes / len(record.labels), "optimal_success": optimum,
+            "roc": _full_roc(record, attack), "points": j["points"],
+            "epsilon_lower_bound": j["epsilon_lower_bound"], "epsilon_claimed": j["theoretical"],
+            "epsilon_ratio": j["epsilon_ratio"], "status": "violation" if j["violated"] else "pass"})
+    sections.append({"game": record.game, "trials": int(len(record.labels)), "relation": relation,
+                     "attacks": distinguishers})
+    return sections
 
 
 def tightness_section(records: list[GameRecord], by_id, replace_one, add_remove) -> dict[str, Any]:

@@ -58,21 +58,15 @@ def audit_config(args: argparse.Namespace):
 def run(args: argparse.Namespace) -> int:
     from fdp_audit.audit.results import write_results
     from fdp_audit.audit.runner import run_audit
+    from fdp_audit.report.render import write_report
 
     config = audit_config(args)
     out = Path(args.out or config.report.out_dir)
     results = run_audit(config, out, command=shlex.join(["fdp-audit", *sys.argv[1:]]))
     path = write_results(out / "results.json", results)
-    report = _render(results, out)
+    report = write_report(results, out / "report.html")
     verdict = results["verdict"]
     print(f"{verdict['status']}: {verdict['explanation']}")
-    print(f"results: {path}" + (f"\nreport: {report}" if report else ""))
+    print(f"results: {path}\nreport: {report}")
     return EXIT_VIOLATION if verdict["status"] == "VIOLATION" else EXIT_OK
 
-
-def _render(results: dict, out: Path) -> Path | None:
-    try:
-        from fdp_audit.report import write_report
-    except ImportError:
-        return None
-    return write_report(results, out / "report.html")

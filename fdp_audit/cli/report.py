@@ -1,16 +1,47 @@
-"""`fdp-audit report` (SPEC 5.1)."""
+"""`fdp-audit report RESULTS [-o HTML]` (SPEC 5.1, 5.3): (re)render the HTML report of a results.json.
+
+Exit 0 when the report is written, 2 on bad input (missing or malformed results, an output path that is
+a directory or the results file itself), with one line naming the file or field.
+"""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from fdp_audit.errors import BadInputError
+from fdp_audit.report import load_results, write_report
+
+DEFAULT_NAME = "report.html"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("report", help="(not implemented yet)")
+    parser = subparsers.add_parser(
+        "report",
+        help="(re)render the HTML report of a results.json",
+        description="Render a self-contained HTML report (verdict, accounting, attacks, utility, "
+        "reproducibility) from the results.json of an audit.",
+    )
+    parser.add_argument("results", metavar="RESULTS", help="results.json written by 'fdp-audit audit'")
+    parser.add_argument(
+        "-o", "--output", metavar="HTML", help=f"report to write (default: {DEFAULT_NAME} beside RESULTS)"
+    )
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise BadInputError("'report' is not implemented yet")
+    source = Path(args.results)
+    target = Path(args.output) if args.output else source.with_name(DEFAULT_NAME)
+    if target.is_dir():
+        raise BadInputError(f"{target} is a directory", "--output")
+    if target.exists() and source.exists() and target.samefile(source):
+        raise BadInputError("would overwrite RESULTS with the report", "--output")
+    results = load_results(source)
+    try:
+        written = write_report(results, target)
+    except BadInputError as err:  # a contract error names the field; the user also needs the file
+        raise BadInputError(str(err), str(source)) from None
+    except OSError as err:
+        raise BadInputError(f"cannot write {target}: {err.strerror or err}", "--output") from None
+    print(f"wrote {written}")
+    return 0

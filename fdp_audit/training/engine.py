@@ -200,7 +200,8 @@ class _Step:
 
     # -- the step -----------------------------------------------------------------------------------
     def private_part(self, params: Params, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Noisy clipped sum ``[R, P]`` and the Poisson batch (indices, validity, canary flags)."""
+        """Noisy clipped sum ``[R, P]`` and the Poisson batch (indices, validity, canary flags). Linear stacks
+        clip by ghost norms (:mod:`fdp_audit.training.ghost`), other models from materialised gradients."""
         r = self.keys.shape[0]
         n_slots = self.n + (1 if self.canaries is not None else 0)
         idx, valid = streams.poisson_sample(self.keys, step, n_slots, self.rate, self.device)
@@ -215,26 +216,34 @@ class _Step:
             x = self._gather(self.p.x, None if self.canaries is None else self.canaries.x, idx, is_canary)
             y = self._gather(self.p.y[:, None], None if self.canaries is None else self.canaries.y[:, None],
                              idx, is_canary)[..., 0]
-            if self.recipe.private_loss == "decomposed":
-                public_inputs, _ = self._public_inputs(idx, is_canary, step, streams.Stream.PRIVATE_PAD)
-            else:
-                public_inputs = x
             override = None
             if self.canaries is not None and self.canaries.private_gradient is not None:
                 override = ghost.GradientOverride(is_canary, self.canaries.private_gradient)
             clip_norm = self.hyper.clip_norm if self.recipe.clip else None
             if ghost.supports(self.model):  # SPEC 6: norms from inner products, one re-weighted pass
-                decomposed = self.recipe.private_loss == "decomposed"
-                label_free = (self.loss is not None and self.loss.label_free
-                              and not self.recipe.public_reads_protected)
-                flat = ghost.clipped_private_sum(self.model, params, x, y, public_inputs if decomposed else None,
-                                                 label_free, valid, clip_norm, override)
+                private_batch = ghost.PrivateBatch(x, y, valid, self._ghost_public_term(idx, is_canary, step))
+                flat = ghost.clipped_private_sum(self.model, params, private_batch, clip_norm, override)
             else:
+                public_inputs = x
+                if self.recipe.private_loss == "decomposed":
+                    public_inputs, _ = self._public_inputs(idx, is_canary, step, streams.Stream.PRIVATE_PAD)
                 flat = self._materialised_sum(params, x, y, public_inputs, valid, clip_norm, override)
         if self.sigma > 0:
             flat = flat + self.sigma * streams.normal(self.keys, step, streams.Stream.NOISE,
                                                       flat.shape[1], self.device, flat.dtype)
         return flat, batch
+
+    def _ghost_public_term(self, idx: torch.Tensor, is_canary: torch.Tensor, step: int) -> ghost.PublicTerm | None:
+        """ℓ_pub∘Ψ of ℓ_priv for the fast path; a fill row (mask, mean) makes the public inputs unnecessary."""
+        if self.recipe.private_loss != "decomposed":
+            return None
+        reads_protected = self.recipe.public_reads_protected
+        split = ghost.input_split(self.loss, reads_protected, self.model.n_inputs)
+        inputs = None
+        if split is None or split.fill is None:
+            inputs, _ = self._public_inputs(idx, is_canary, step, streams.Stream.PRIVATE_PAD)
+        label_free = self.loss is not None and self.loss.label_free and not reads_protected
+        return ghost.PublicTerm(inputs, label_free, split)
 
     def _materialised_sum(self, params: Params, x: torch.Tensor, y: torch.Tensor, public_inputs: torch.Tensor,
                           valid: torch.Tensor, clip_norm: float | None,

@@ -3,25 +3,33 @@
 For a linear layer ``z = W a + b`` and a per-example loss ℓ, the per-example gradient is rank one:
 ``∇_W ℓ = δ aᵀ`` and ``∇_b ℓ = δ`` with ``a`` the layer's input and ``δ = ∂ℓ/∂z``. Algorithm 1's private
 loss ``ℓ_priv(x) = ℓ(x) − ℓ_pub(Ψ(x))`` (SPEC 2.3) is a difference of two such losses, one on the record
-``x`` and one on the completed public input ``x'`` built from Ψ(x), so its per-example gradient is
-``δ aᵀ − δ' a'ᵀ`` (and ``δ − δ'`` for the bias). With the bias folded in as an input constant 1
-(``ã = [a, 1]``) its squared norm is, summed over layers,
+``x`` and one on the completed public input ``x'`` built from Ψ(x), so with the bias folded in as an input
+constant 1 (``ã = [a, 1]``) its per-example gradient is ``g = δ ãᵀ − δ' ã'ᵀ`` and, summed over layers,
 
-    ‖g‖² = ‖δ‖²‖ã‖² + ‖δ'‖²‖ã'‖² − 2 (δ·δ')(ã·ã'),
+    ‖g‖² = ‖δ‖²‖ã‖² + ‖δ'‖²‖ã'‖² − 2 (δ·δ')(ã·ã')                                        (SPEC 6)
 
-a few inner products per example and layer; DP-SGD (the full loss ℓ) keeps only the first term. No
-per-example gradient is materialised. The clipped sum ``Σ_k w_k ∇ℓ_priv,k`` with ``w_k = min(1, C/‖g_k‖)``
-is the gradient of the re-weighted loss ``Σ_k w_k ℓ_priv,k``; since the δ of every layer are already known
-from the norm pass, its weight part is one batched matrix product per layer, ``Σ_k w_k δ_k ã_kᵀ``.
+— a few inner products per example and layer; DP-SGD (the full loss ℓ) keeps only the first term. No
+per-example gradient is materialised. The code evaluates the same quantity in its difference form: with
+``e = δ − δ'`` and ``f = ã − ã'``, ``g = δ fᵀ + e ã'ᵀ`` and
+
+    ‖g‖² = ‖δ‖²‖f‖² + ‖e‖²‖ã'‖² + 2 (δ·e)(f·ã'),
+
+whose terms are as small as the private gradient itself when the protected part of a record is small; the
+first form subtracts terms of the size of the full-loss gradient and loses the private part to float32
+rounding. The clipped sum ``Σ_k w_k g_k`` with ``w_k = min(1, C/‖g_k‖)`` is the gradient of the re-weighted
+loss ``Σ_k w_k ℓ_priv,k``; the δ of every layer are known from the norm pass, so its weight part is one
+batched matrix product per layer, ``Σ_k w_k (δ_k ã_kᵀ − δ'_k ã'_kᵀ)``.
+
+The column-subset public losses copy Ψ(x)'s columns into the model input unchanged (:class:`InputSplit`),
+so the first layer computes their contribution once for both terms, and ``mask``/``mean`` fill the
+protected columns with one fixed row, whose term is rank one for the whole batch. For label DP (Ψ(x) = x)
+every input column is shared. This is what keeps a step at the cost of about one DP-SGD step plus the
+public batch.
 
 Everything carries the engine's leading model dimension: parameters ``[R, ...]`` and examples
 ``[R, K, ...]`` (matrix products are ``bmm`` over models). Padding of the Poisson batch enters as zero
-weights. The inner products are accumulated in float64: ‖g‖² is a difference of terms that can be much
-larger than it (a small protected part of a large full-loss gradient), and rounding there would misstate the
-norm that clipping relies on.
-
-Layers other than linear (and ReLU between them) fall back to the materialised ``torch.func`` path of
-:mod:`fdp_audit.training.engine`.
+weights. Layers other than linear (and ReLU between them) fall back to the materialised ``torch.func``
+path of :mod:`fdp_audit.training.engine`.
 """
 
 from __future__ import annotations
@@ -30,12 +38,60 @@ from dataclasses import dataclass
 
 import torch
 
+from fdp_audit.data.features import FeatureSplit, LabelOnlyMap
 from fdp_audit.training.models import Model, Params
+from fdp_audit.training.public_losses import PublicLoss
 
 
 def supports(model: Model) -> bool:
     """Whether the model is a stack of linear layers with ReLU between them (logistic regression, MLP)."""
     return model.kind in ("logistic", "mlp")
+
+
+@dataclass(frozen=True)
+class InputSplit:
+    """How the public term's model input ``x'`` relates to the record ``x``: equal on the ``shared``
+    columns; on the ``completed`` columns either per-example values or, when ``fill`` is given, that one
+    row for every example."""
+
+    shared: torch.Tensor  # long [d_u]
+    completed: torch.Tensor  # long [d_v]
+    fill: torch.Tensor | None = None  # [d_v]
+
+
+def input_split(public_loss: PublicLoss | None, reads_protected: bool, n_inputs: int) -> InputSplit | None:
+    """The :class:`InputSplit` of a public loss (SPEC 2.3 constructions), or None when ``x'`` shares no
+    known structure with ``x`` (``blur``). ``reads_protected``: the faulty recipe whose public loss is
+    evaluated on the record itself."""
+    everything = InputSplit(torch.arange(n_inputs), torch.zeros(0, dtype=torch.long), torch.zeros(0))
+    if reads_protected or (public_loss is not None and isinstance(public_loss.feature_map, LabelOnlyMap)):
+        return everything
+    if public_loss is None or not isinstance(public_loss.feature_map, FeatureSplit):
+        return None
+    split = public_loss.feature_map
+    fill = public_loss.fill if public_loss.name in ("mask", "mean") else None
+    return InputSplit(split.public_columns, split.protected_columns, fill)
+
+
+@dataclass(frozen=True)
+class PublicTerm:
+    """The public loss inside ℓ_priv = ℓ − ℓ_pub∘Ψ: its model inputs ``x'`` ``[R, K, d]`` (not needed when
+    ``split`` has a fill row, which determines them), and whether it is label-free (label DP)."""
+
+    inputs: torch.Tensor | None
+    label_free: bool = False
+    split: InputSplit | None = None
+
+
+@dataclass(frozen=True)
+class PrivateBatch:
+    """A private batch ``[R, K, ...]`` and its loss: the full loss ℓ (DP-SGD) or, with a ``public`` term,
+    ℓ_priv = ℓ − ℓ_pub∘Ψ. ``valid`` marks real records (the rest is Poisson padding)."""
+
+    x: torch.Tensor  # [R, K, d]
+    y: torch.Tensor  # [R, K]
+    valid: torch.Tensor  # [R, K] bool
+    public: PublicTerm | None = None
 
 
 @dataclass(frozen=True)
@@ -48,14 +104,51 @@ class GradientOverride:
 
 
 @dataclass(frozen=True)
-class _Trace:
-    """Per-layer inputs ``a`` ``[R, N, in]`` and output gradients ``δ`` ``[R, N, out]`` of N per-example
-    losses. For the decomposed private loss the rows are the K records followed by their K completed public
-    inputs, entering ℓ_priv with sign +1 and −1 (``paired``)."""
+class _Layer:
+    """Inputs ``[R, K, in]`` of one linear layer on the records and, for the decomposed loss, on their
+    completed public inputs."""
 
-    inputs: tuple[torch.Tensor, ...]
-    output_grads: tuple[torch.Tensor, ...]
-    paired: bool
+    record: torch.Tensor
+    public: torch.Tensor | None
+
+
+Columns = slice | torch.Tensor  # a contiguous run of input columns, or their indices
+
+
+@dataclass(frozen=True)
+class _SplitLayer:
+    """Inputs of a first layer under an :class:`InputSplit` with a fill row: the records ``x`` ``[R, K, d]``,
+    their shared columns ``u`` ``[R, K, d_u]``, and ``Δ = v − c`` ``[R, K, d_v]``, the records' completed
+    columns minus the fill row ``c``, which is all of ``x − x'``; ``fill_row`` is ``c`` placed in a
+    full-width row of zeros."""
+
+    record: torch.Tensor
+    shared: torch.Tensor
+    difference: torch.Tensor
+    fill: torch.Tensor
+    fill_row: torch.Tensor
+    shared_columns: Columns
+    completed_columns: Columns
+
+
+def _columns(indices: torch.Tensor, device: torch.device) -> Columns:
+    """Column groups of encoded data are contiguous runs; a run is taken as a view instead of a copy."""
+    n = indices.numel()
+    if n == 0 or (int(indices[-1]) - int(indices[0]) == n - 1 and bool((indices.diff() == 1).all())):
+        start = int(indices[0]) if n else 0
+        return slice(start, start + n)
+    return indices.to(device)
+
+
+def _take(t: torch.Tensor, columns: Columns) -> torch.Tensor:
+    return t[..., columns] if isinstance(columns, slice) else t.index_select(-1, columns)
+
+
+def _add_columns(target: torch.Tensor, columns: Columns, values: torch.Tensor, alpha: float = 1.0) -> None:
+    if isinstance(columns, slice):
+        target[..., columns].add_(values, alpha=alpha)
+    else:
+        target.index_add_(-1, columns, values, alpha=alpha)
 
 
 def _logit_gradients(logits: torch.Tensor, y: torch.Tensor, label_free: bool) -> torch.Tensor:
@@ -64,97 +157,167 @@ def _logit_gradients(logits: torch.Tensor, y: torch.Tensor, label_free: bool) ->
     ``logsumexp`` of label DP, whose gradients are ``σ(z)`` / ``softmax(z)``."""
     if logits.shape[-1] == 1:
         probabilities = torch.sigmoid(logits)
-        return probabilities if label_free else probabilities - y[..., None].to(logits.dtype)
+        if label_free:  # torch's softplus is linear above 20, and so is the loss the engine defines
+            return torch.where(logits > 20.0, torch.ones_like(logits), probabilities)
+        return probabilities - y[..., None].to(logits.dtype)
     probabilities = torch.softmax(logits, dim=-1)
     if label_free:
         return probabilities
     return probabilities.scatter_add(-1, y[..., None], -torch.ones_like(probabilities[..., :1]))
 
 
-def _private_trace(model: Model, params: Params, x: torch.Tensor, y: torch.Tensor,
-                   public_inputs: torch.Tensor | None, label_free_public: bool) -> _Trace:
-    """Forward pass of ``Model.forward`` (linear layers, ReLU between) and backward pass of the per-example
-    losses down to every layer's output. The completed public inputs, if any, are stacked behind the
-    records so that both terms of ℓ_priv share each layer's matrix product."""
-    k = x.shape[1]
-    h = x if public_inputs is None else torch.cat([x, public_inputs.to(x.dtype)], dim=1)
+def _linear(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    return torch.baddbmm(bias[:, None, :], h, weight.transpose(1, 2))
+
+
+def _first_layer(params: Params, batch: PrivateBatch
+                 ) -> tuple[_Layer | _SplitLayer, torch.Tensor, torch.Tensor | None]:
+    """The first layer's inputs and its pre-activations on the records and the completed inputs.
+
+    With a fill row, ``x' = x − Δ`` is zero-padded ``Δ`` away from ``x``, so ``z' = z − Δ W_vᵀ``, or,
+    when fewer columns are shared than completed, ``z' = u W_uᵀ + W c + b`` directly: either way the
+    completed inputs cost a product over the smaller column set only."""
+    weight, bias, x = params["layer0.weight"], params["layer0.bias"], batch.x
+    z = _linear(x, weight, bias)
+    if batch.public is None:
+        return _Layer(x, None), z, None
+    split = batch.public.split
+    if split is None or split.fill is None:
+        assert batch.public.inputs is not None
+        public = batch.public.inputs.to(x.dtype)
+        return _Layer(x, public), z, _linear(public, weight, bias)
+    shared_columns, completed_columns = _columns(split.shared, x.device), _columns(split.completed, x.device)
+    fill = split.fill.to(x.device, x.dtype)
+    fill_row = x.new_zeros(x.shape[-1])
+    _add_columns(fill_row, completed_columns, fill)
+    shared, difference = _take(x, shared_columns), _take(x, completed_columns)
+    if bool(split.fill.any()):  # mask fills with zeros: then Δ is the completed columns themselves
+        difference = difference - fill
+    if split.shared.numel() < split.completed.numel():
+        z_public = _linear(shared, _take(weight, shared_columns), bias + weight @ fill_row)
+    else:
+        z_public = torch.baddbmm(z, difference, _take(weight, completed_columns).transpose(1, 2), alpha=-1.0)
+    layer = _SplitLayer(x, shared, difference, fill, fill_row, shared_columns, completed_columns)
+    return layer, z, z_public
+
+
+def _trace(model: Model, params: Params, batch: PrivateBatch, label_free: bool = False
+           ) -> tuple[list[_Layer | _SplitLayer], list[tuple[torch.Tensor, torch.Tensor | None]]]:
+    """Forward pass of ``Model.forward`` (linear layers, ReLU between) on the records and on the completed
+    public inputs; backward pass of the per-example losses down to every layer's output. Returns each
+    layer's inputs and its output gradients ``(δ, δ')``. ``label_free``: the records' own loss is the
+    label-free one (a label-DP public batch)."""
     n_layers = len(model.hidden) + 1
-    inputs, pre_activations = [], []
-    for i in range(n_layers):
-        inputs.append(h)
-        z = torch.baddbmm(params[f"layer{i}.bias"][:, None, :], h, params[f"layer{i}.weight"].transpose(1, 2))
-        pre_activations.append(z)
-        h = torch.relu(z) if i < n_layers - 1 else z
-    delta = _logit_gradients(h[:, :k], y, False)
-    if public_inputs is not None:
-        delta = torch.cat([delta, _logit_gradients(h[:, k:], y, label_free_public)], dim=1)
-    output_grads = [delta]
+    layer, z, z_public = _first_layer(params, batch)
+    layers, pre_activations = [layer], [(z, z_public)]
+    for i in range(1, n_layers):
+        weight, bias = params[f"layer{i}.weight"], params[f"layer{i}.bias"]
+        h, h_public = torch.relu(z), None if z_public is None else torch.relu(z_public)
+        layers.append(_Layer(h, h_public))
+        z, z_public = _linear(h, weight, bias), None if h_public is None else _linear(h_public, weight, bias)
+        pre_activations.append((z, z_public))
+    delta = _logit_gradients(z, batch.y, label_free)
+    delta_public = None
+    if batch.public is not None:
+        delta_public = _logit_gradients(z_public, batch.y, batch.public.label_free)
+    output_grads = [(delta, delta_public)]
     for i in range(n_layers - 1, 0, -1):
         # ReLU passes the gradient where its input was positive (torch's convention at 0 too).
-        delta = torch.bmm(delta, params[f"layer{i}.weight"]) * (pre_activations[i - 1] > 0)
-        output_grads.append(delta)
-    return _Trace(tuple(inputs), tuple(reversed(output_grads)), public_inputs is not None)
+        weight, (below, below_public) = params[f"layer{i}.weight"], pre_activations[i - 1]
+        delta = torch.bmm(delta, weight) * (below > 0)
+        if delta_public is not None:
+            delta_public = torch.bmm(delta_public, weight) * (below_public > 0)
+        output_grads.append((delta, delta_public))
+    return layers, output_grads[::-1]
 
 
-def _squared_norms(trace: _Trace) -> torch.Tensor:
-    """``‖∇ℓ_priv‖²`` per example ``[R, K]`` (float64) from the inner products of the module docstring;
-    the bias is the input constant 1, hence the ``+ 1`` on the activation products."""
-    total = torch.zeros((), dtype=torch.float64)
-    for a, delta in zip(trace.inputs, trace.output_grads):
-        a, delta = a.double(), delta.double()
-        if not trace.paired:
-            total = total + delta.square().sum(-1) * (a.square().sum(-1) + 1.0)
-            continue
-        k = a.shape[1] // 2
-        a1, a2, d1, d2 = a[:, :k], a[:, k:], delta[:, :k], delta[:, k:]
-        total = total + (d1.square().sum(-1) * (a1.square().sum(-1) + 1.0)
-                         + d2.square().sum(-1) * (a2.square().sum(-1) + 1.0)
-                         - 2.0 * (d1 * d2).sum(-1) * ((a1 * a2).sum(-1) + 1.0))
-    return total.clamp_min(0.0)  # rounding can leave -1e-20 where the two terms cancel exactly
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.vecdot(a, b)
 
 
-def _weighted_sum(trace: _Trace, weights: torch.Tensor) -> torch.Tensor:
-    """``Σ_k w_k ∇ℓ_priv,k`` flattened to ``[R, P]`` in ``Model.shapes()`` order: per layer one ``bmm``
-    of the weighted output gradients with the inputs (the weight part of a re-weighted backward pass)."""
-    coefficients = torch.cat([weights, -weights], dim=1) if trace.paired else weights
-    parts = []
-    for a, delta in zip(trace.inputs, trace.output_grads):
-        weighted = delta * coefficients[..., None].to(delta.dtype)
-        parts += [torch.bmm(weighted.transpose(1, 2), a).flatten(1), weighted.sum(dim=1)]
-    return torch.cat(parts, dim=-1)
+def _square(a: torch.Tensor) -> torch.Tensor:
+    return torch.linalg.vector_norm(a, dim=-1).square()
 
 
-def private_norms(model: Model, params: Params, x: torch.Tensor, y: torch.Tensor,
-                  public_inputs: torch.Tensor | None = None, label_free_public: bool = False) -> torch.Tensor:
-    """Per-example gradient norms ``[R, K]`` (float64) of ℓ_priv, never materialising the gradients.
+def _layer_squared_norms(layer: _Layer | _SplitLayer, delta: torch.Tensor, delta_public: torch.Tensor | None
+                         ) -> torch.Tensor:
+    """One layer's share of ``‖g‖²`` per example ``[R, K]``: ``‖δ‖²‖ã‖²`` for the full loss, else the
+    difference form ``‖δ‖²‖f‖² + ‖e‖²‖ã'‖² + 2(δ·e)(f·ã')`` of the module docstring (``f`` is zero on the
+    shared columns and on the bias)."""
+    if delta_public is None:
+        return _square(delta) * (_square(layer.record) + 1.0)
+    e = delta - delta_public
+    if isinstance(layer, _SplitLayer):
+        f_squared, f_dot = _square(layer.difference), layer.difference @ layer.fill
+        public_squared = _square(layer.shared) + layer.fill.square().sum() + 1.0
+    else:
+        assert layer.public is not None
+        f = layer.record - layer.public
+        f_squared, f_dot, public_squared = _square(f), _dot(f, layer.public), _square(layer.public) + 1.0
+    return _square(delta) * f_squared + _square(e) * public_squared + 2.0 * _dot(delta, e) * f_dot
 
-    ``x`` ``[R, K, d]`` and ``y`` ``[R, K]`` are the records; ``public_inputs`` ``[R, K, d]`` the completed
-    public inputs of the decomposed loss ℓ − ℓ_pub∘Ψ (None: the full loss ℓ, DP-SGD), whose public term is
-    the label-free loss of label DP when ``label_free_public``.
-    """
-    return _squared_norms(_private_trace(model, params, x, y, public_inputs, label_free_public)).sqrt()
+
+def _layer_weighted_sum(layer: _Layer | _SplitLayer, delta: torch.Tensor, delta_public: torch.Tensor | None,
+                        weights: torch.Tensor) -> torch.Tensor:
+    """``Σ_k w_k (δ_k ã_kᵀ − δ'_k ã'_kᵀ)`` (or ``Σ_k w_k δ_k ã_kᵀ``) for one layer, flattened to
+    ``[R, out·in + out]`` in the order of ``Model.shapes()`` (weight, then bias)."""
+    weighted = delta * weights[..., None]
+    if delta_public is None:
+        return torch.cat([torch.bmm(weighted.transpose(1, 2), layer.record).flatten(1), weighted.sum(dim=1)], 1)
+    weighted_public = delta_public * weights[..., None]
+    weighted_difference = weighted - weighted_public
+    if isinstance(layer, _Layer):
+        assert layer.public is not None
+        gradient = torch.baddbmm(torch.bmm(weighted.transpose(1, 2), layer.record),
+                                 weighted_public.transpose(1, 2), layer.public, alpha=-1.0)
+    elif layer.shared.shape[2] < layer.difference.shape[2]:
+        # δ xᵀ − δ' x'ᵀ with x' = [u, c]: full product on x, the public term on the shared columns only.
+        gradient = torch.bmm(weighted.transpose(1, 2), layer.record)
+        gradient -= weighted_public.sum(dim=1)[..., None] * layer.fill_row
+        _add_columns(gradient, layer.shared_columns, torch.bmm(weighted_public.transpose(1, 2), layer.shared), -1.0)
+    else:
+        # δ xᵀ − δ' (x − Δ)ᵀ = e xᵀ + δ' Δᵀ: the second term lives on the completed columns only.
+        gradient = torch.bmm(weighted_difference.transpose(1, 2), layer.record)
+        _add_columns(gradient, layer.completed_columns, torch.bmm(weighted_public.transpose(1, 2), layer.difference))
+    return torch.cat([gradient.flatten(1), weighted_difference.sum(dim=1)], 1)
 
 
-def clipped_private_sum(model: Model, params: Params, x: torch.Tensor, y: torch.Tensor,
-                        public_inputs: torch.Tensor | None, label_free_public: bool, valid: torch.Tensor,
-                        clip_norm: float | None, override: GradientOverride | None = None) -> torch.Tensor:
+def private_norms(model: Model, params: Params, batch: PrivateBatch) -> torch.Tensor:
+    """Per-example gradient norms ``‖∇ℓ_priv‖`` ``[R, K]``, never materialising the gradients."""
+    layers, output_grads = _trace(model, params, batch)
+    squared = sum(_layer_squared_norms(layer, *deltas) for layer, deltas in zip(layers, output_grads))
+    return squared.clamp_min(0.0).sqrt()  # rounding can leave −1e-12 where the terms cancel exactly
+
+
+def clipped_private_sum(model: Model, params: Params, batch: PrivateBatch, clip_norm: float | None,
+                        override: GradientOverride | None = None) -> torch.Tensor:
     """``Σ_k valid_k · clip_C(∇ℓ_priv,k)`` per model, ``[R, P]`` (no clipping when ``clip_norm`` is None).
 
     Overridden examples (a gradient canary) have a known gradient, hence a known norm: they get weight 0
     in the re-weighted pass and their clipped vector is added directly.
     """
-    trace = _private_trace(model, params, x, y, public_inputs, label_free_public)
-    weights = valid.to(x.dtype)
+    layers, output_grads = _trace(model, params, batch)
+    weights = batch.valid.to(batch.x.dtype)
     computed = weights if override is None else weights * ~override.mask
     if clip_norm is not None:
-        norms = _squared_norms(trace).sqrt()
-        computed = computed * torch.clamp(clip_norm / norms.clamp_min(1e-12), max=1.0).to(x.dtype)
-    flat = _weighted_sum(trace, computed)
+        squared = sum(_layer_squared_norms(layer, *deltas) for layer, deltas in zip(layers, output_grads))
+        computed = computed * torch.clamp(clip_norm / squared.clamp_min(1e-24).sqrt(), max=1.0)
+    flat = torch.cat([_layer_weighted_sum(layer, *deltas, computed) for layer, deltas in zip(layers, output_grads)],
+                     dim=1)
     if override is not None:
         vectors = override.vectors.to(flat.dtype)
         count = (weights * override.mask).sum(dim=1)
         if clip_norm is not None:
-            norms = vectors.double().norm(dim=1)
-            count = count * torch.clamp(clip_norm / norms.clamp_min(1e-12), max=1.0).to(flat.dtype)
+            count = count * torch.clamp(clip_norm / vectors.norm(dim=1).clamp_min(1e-12), max=1.0)
         flat = flat + count[:, None] * vectors
     return flat
+
+
+def gradient_sum(model: Model, params: Params, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor,
+                 label_free: bool = False) -> torch.Tensor:
+    """``Σ_k w_k ∇ℓ(x_k)`` per model, ``[R, P]``: the public gradient of SPEC 2.3 step 4 (inputs ``x`` built
+    from Ψ, ``label_free`` for label DP) by the same forward and backward passes, without the per-model
+    ``torch.func`` transforms."""
+    layers, output_grads = _trace(model, params, PrivateBatch(x, y, weights > 0), label_free)
+    return torch.cat([_layer_weighted_sum(layer, *deltas, weights.to(x.dtype))
+                      for layer, deltas in zip(layers, output_grads)], dim=1)

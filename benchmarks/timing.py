@@ -1,0 +1,83 @@
+"""Side-by-side timing (SPEC 6: every benchmark is a ratio measured in one run).
+
+Candidates are timed in interleaved rounds (A, B, C, A, B, C, …) so that load from other processes on a
+shared machine hits all of them alike; each round gives one time per candidate and one ratio per pair. A
+record reports the median times, the median of the per-round ratios, and the interquartile range of those
+ratios as ``spread``.
+
+Single-threaded benchmarks may be timed by the CPU time of the calling thread (``CPU_CLOCK``) instead of
+the wall clock: on a machine shared with other jobs, wall time mostly measures how often the scheduler
+preempts us, while the thread's CPU time measures the work done. On an idle machine the two agree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import statistics
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import torch
+
+Record = dict[str, Any]
+Clock = Callable[[], float]
+WALL_CLOCK: Clock = time.perf_counter
+CPU_CLOCK: Clock = time.thread_time
+
+
+@contextlib.contextmanager
+def torch_threads(count: int) -> Iterator[None]:
+    """Run a block with ``count`` intra-op threads (others share this machine; one thread is steadier)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(count)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+def interleaved(candidates: Mapping[str, Callable[[], float | None]], rounds: int, warmup: int = 1,
+                clock: Clock = WALL_CLOCK) -> dict[str, list[float]]:
+    """Per-round seconds of each candidate on ``clock``. A candidate returns None to be timed from outside,
+    or the seconds it measured itself (for candidates that must exclude their own set-up)."""
+    samples: dict[str, list[float]] = {name: [] for name in candidates}
+    for round_index in range(warmup + rounds):
+        for name, run in candidates.items():
+            start = clock()
+            measured = run()
+            elapsed = clock() - start if measured is None else measured
+            if round_index >= warmup:
+                samples[name].append(elapsed)
+    return samples
+
+
+def quartiles(values: list[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return values[0], values[0]
+    q1, _, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3
+
+
+def ratio_record(name: str, ours: list[float], baseline: list[float], unit: str = "ms",
+                 scale: float = 1e3, **extra: Any) -> Record:
+    """One JSON line: median times (in ``unit``), median per-round ratio ours/baseline, its IQR."""
+    ratios = [a / b for a, b in zip(ours, baseline)]
+    q1, q3 = quartiles(ratios)
+    record: Record = {
+        "name": name,
+        "ours": round(statistics.median(ours) * scale, 4),
+        "baseline": round(statistics.median(baseline) * scale, 4),
+        "ratio": round(statistics.median(ratios), 4),
+        "unit": unit,
+        "n": len(ratios),
+        "spread": [round(q1, 4), round(q3, 4)],
+    }
+    record.update(extra)
+    return record
+
+
+def error_record(name: str, error: BaseException | str) -> Record:
+    """A benchmark that could not run reports why instead of crashing the harness."""
+    message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return {"name": name, "error": message.splitlines()[0] if message else "failed"}

@@ -1,0 +1,212 @@
+"""`fdp-audit account` (SPEC 5.1): ε(δ), δ(ε), the f-curve and the Theorem 4 bound for given
+z, p, T (or the privacy metadata of a checkpoint).
+
+The curve is the symmetric lower envelope of both add/remove directions (or the replace curve) of
+the pessimistic PLD at discretisation 1e-4 (SPEC 2.5). In JSON, an infinite ε is written as null.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+from collections.abc import Iterator, Sequence
+
+from fdp_audit.accounting import MECHANISMS, InvalidParameterError, MechanismAccountant, MechanismSpec
+from fdp_audit.accounting.pld import RELATIONS
+from fdp_audit.errors import BadInputError
+
+DEFAULT_DELTAS = (1e-3, 1e-5, 1e-6)
+DEFAULT_EPSILONS = (1.0, 2.0, 4.0, 8.0)
+DEFAULT_ALPHAS = (1e-3, 1e-2, 0.1, 0.25, 0.5)
+DEFAULT_BALLS = (1e-3, 0.1, 0.25, 0.5)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "account",
+        help="ε(δ), δ(ε), f-curve and Theorem 4 bound for DP-SGD / FDP-SGD parameters",
+        description="Privacy accounting of the Poisson-subsampled Gaussian mechanism (pessimistic PLD, "
+        "discretisation 1e-4). The f-curve is the symmetric lower envelope of both directions.",
+    )
+    parser.add_argument("--noise-multiplier", type=float, metavar="Z", help="noise std / clip norm (> 0)")
+    parser.add_argument("--sample-rate", type=float, metavar="P", help="Poisson sampling rate in (0, 1]")
+    parser.add_argument("--steps", type=int, metavar="T", help="number of private steps (>= 1)")
+    parser.add_argument("--checkpoint", metavar="PATH", help="read mechanism, z, p, T and δ from a checkpoint")
+    parser.add_argument("--relation", choices=RELATIONS, default="add-remove", help="neighbouring relation")
+    parser.add_argument("--delta", type=float, action="append", metavar="D", help="report ε at this δ (repeatable)")
+    parser.add_argument("--epsilon", type=float, action="append", metavar="E", help="report δ at this ε (repeatable)")
+    parser.add_argument("--alpha", type=float, action="append", metavar="A", help="report f(α) (repeatable)")
+    parser.add_argument("--ball", type=float, action="append", metavar="B", help="report 1 - f(Ball) (repeatable)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    spec, checkpoint_delta = _mechanism(args)
+    deltas = _values(args.delta, _default_deltas(checkpoint_delta), "--delta", lambda d: 0 < d < 1, "(0, 1)")
+    epsilons = _values(args.epsilon, DEFAULT_EPSILONS, "--epsilon", lambda e: e >= 0, "[0, inf)")
+    alphas = _values(args.alpha, DEFAULT_ALPHAS, "--alpha", lambda a: 0 <= a <= 1, "[0, 1]")
+    balls = _values(args.ball, DEFAULT_BALLS, "--ball", lambda b: 0 <= b <= 1, "[0, 1]")
+
+    accountant = MechanismAccountant(spec)
+    with flag_names(_FLAG_FIELDS):
+        result = _report(accountant, spec, deltas, epsilons, alphas, balls, args.checkpoint)
+    if args.json:
+        print(json.dumps(result, allow_nan=False))
+    else:
+        print(_table(result))
+    return 0
+
+
+def _report(accountant, spec, deltas, epsilons, alphas, balls, checkpoint) -> dict:
+    return {
+        "epsilon": {_key(d): _number(accountant.epsilon(d)) for d in deltas},
+        "delta": {_key(e): _number(accountant.delta(e)) for e in epsilons},
+        "f": {_key(a): _number(accountant.f(a)) for a in alphas},
+        "bound": {_key(b): _number(accountant.bound(b)) for b in balls},
+        "parameters": {
+            "mechanism": spec.name,
+            "noise_multiplier": spec.noise_multiplier,
+            "sample_rate": spec.sample_rate,
+            "steps": spec.steps,
+            "relation": spec.relation,
+            "checkpoint": checkpoint,
+            "curve": "symmetric lower envelope of both directions" if spec.relation == "add-remove" else "replace",
+            "accountant": "dp_accounting PLD, pessimistic",
+            "discretization": accountant.discretization,
+        },
+    }
+
+
+@contextlib.contextmanager
+def flag_names(fields: dict[str, str]) -> Iterator[None]:
+    """Re-raise the accounting library's parameter errors under the command-line flag's name."""
+    try:
+        yield
+    except InvalidParameterError as err:
+        text = str(err)
+        if err.field in fields:
+            text = text.removeprefix(f"{err.field}: ")
+            raise BadInputError(text, field=fields[err.field]) from err
+        raise
+
+
+def _mechanism(args: argparse.Namespace) -> tuple[MechanismSpec, float | None]:
+    explicit = {
+        "--noise-multiplier": args.noise_multiplier,
+        "--sample-rate": args.sample_rate,
+        "--steps": args.steps,
+    }
+    if args.checkpoint is not None:
+        given = [flag for flag, value in explicit.items() if value is not None]
+        if given:
+            raise BadInputError(f"cannot be combined with {', '.join(given)}", field="--checkpoint")
+        return _from_checkpoint(args.checkpoint, args.relation)
+    for flag, value in explicit.items():
+        if value is None:
+            raise BadInputError("is required (or give --checkpoint PATH)", field=flag)
+    _check_parameters(args.noise_multiplier, args.sample_rate, args.steps, _FLAG_FIELDS)
+    spec = MechanismSpec("dp_sgd", args.noise_multiplier, args.sample_rate, args.steps, relation=args.relation)
+    return spec, None
+
+
+_FLAG_FIELDS = {"noise_multiplier": "--noise-multiplier", "sample_rate": "--sample-rate", "steps": "--steps"}
+
+
+def _check_parameters(z: float, p: float, steps: int, fields: dict[str, str]) -> None:
+    """Range checks with the offending flag (or checkpoint key) in the message."""
+    if not (math.isfinite(z) and z > 0):
+        raise BadInputError(f"must be a finite number > 0, got {z!r}", field=fields["noise_multiplier"])
+    if not (0 < p <= 1):
+        raise BadInputError(f"must be in (0, 1], got {p!r}", field=fields["sample_rate"])
+    if isinstance(steps, bool) or int(steps) != steps or steps < 1:
+        raise BadInputError(f"must be an integer >= 1, got {steps!r}", field=fields["steps"])
+
+
+def _from_checkpoint(path: str, relation: str) -> tuple[MechanismSpec, float | None]:
+    try:
+        from fdp_audit.training.checkpoint import read_privacy_metadata
+    except ImportError as err:
+        raise BadInputError("checkpoint support is not available yet", field="--checkpoint") from err
+    try:
+        meta = read_privacy_metadata(path)
+    except OSError as err:
+        raise BadInputError(f"cannot read {path}: {err.strerror or err}", field="--checkpoint") from err
+    name = meta.get("mechanism")
+    if name not in MECHANISMS:
+        raise BadInputError(f"{path}: unknown mechanism {name!r} in the privacy metadata", field="--checkpoint")
+    fields = {key: f"{path}: {key}" for key in _FLAG_FIELDS}
+    try:
+        if name in ("nonprivate", "public_only"):
+            spec = MechanismSpec(name, relation=relation)
+        else:
+            z, p, steps = meta.get("noise_multiplier"), meta.get("sample_rate"), meta.get("steps")
+            if z is None or p is None or steps is None:
+                raise BadInputError("privacy metadata lacks noise_multiplier, sample_rate or steps", field=path)
+            _check_parameters(float(z), float(p), steps, fields)
+            spec = MechanismSpec(
+                name,
+                float(z),
+                float(p),
+                int(steps),
+                public_pretrain_steps=int(meta.get("public_pretrain_steps", 0) or 0),
+                relation=relation,
+            )
+        delta = meta.get("delta")
+        if delta is not None and not (0 < float(delta) < 1):
+            raise BadInputError(f"must be in (0, 1), got {delta!r}", field=f"{path}: delta")
+    except (TypeError, ValueError) as err:
+        raise BadInputError(f"malformed privacy metadata: {err}", field=path) from err
+    return spec, None if delta is None else float(delta)
+
+
+def _default_deltas(checkpoint_delta: float | None) -> tuple[float, ...]:
+    if checkpoint_delta is None:
+        return DEFAULT_DELTAS
+    return (checkpoint_delta, *(d for d in DEFAULT_DELTAS if d != checkpoint_delta))
+
+
+def _values(given: Sequence[float] | None, default: Sequence[float], flag: str, ok, interval: str) -> list[float]:
+    values = list(default if not given else given)
+    for value in values:
+        if not ok(value):  # NaN fails every comparison and is rejected here too
+            raise BadInputError(f"must be in {interval}, got {value!r}", field=flag)
+    return list(dict.fromkeys(values))
+
+
+def _key(value: float) -> str:
+    return repr(float(value))
+
+
+def _number(value: float) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _table(result: dict) -> str:
+    params = result["parameters"]
+    head = (
+        f"{params['mechanism']} ({params['relation']}): noise multiplier {params['noise_multiplier']}, "
+        f"sample rate {params['sample_rate']}, steps {params['steps']}"
+        if params["noise_multiplier"] is not None
+        else f"{params['mechanism']} ({params['relation']})"
+    )
+    lines = [
+        head,
+        f"accounting: {params['accountant']}, discretisation {params['discretization']:g}; f = {params['curve']}",
+    ]
+    sections = (
+        ("epsilon", "delta", "epsilon"),
+        ("delta", "epsilon", "delta"),
+        ("f", "alpha", "f(alpha)"),
+        ("bound", "Ball", "1 - f(Ball)  (Theorem 4 bound)"),
+    )
+    for key, left, right in sections:
+        lines.append("")
+        lines.append(f"  {left:<12} {right}")
+        for arg, value in result[key].items():
+            shown = "inf" if value is None else f"{value:.6g}"
+            lines.append(f"  {float(arg):<12g} {shown}")
+    return "\n".join(lines)

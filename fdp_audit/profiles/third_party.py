@@ -1,0 +1,49 @@
+"""diffprivlib's LogisticRegression as a third-party mechanism (SPEC 2.7; paper Sec. 2, Fig. 1).
+
+diffprivlib (IBM, MIT licence) implements ε-DP logistic regression by *objective perturbation*
+(Chaudhuri et al. 2011): there is no closed-form output density, so the paper only samples it for the
+scatter figure. It is an optional dependency, imported lazily; callers check
+:func:`unavailable_reason`.
+
+Its objective is mean log-loss + (1/(2Cn))‖w‖², so C = 1/(nΛ) gives the same Λ as our base model;
+``data_norm = 1`` matches the row normalisation (‖x_i‖ <= 1) and no intercept is fitted.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+
+import numpy as np
+
+
+def unavailable_reason() -> str | None:
+    """None when diffprivlib imports; otherwise why not. Being installed is not enough: diffprivlib
+    0.6.6 imports private names of scikit-learn (``sklearn.tree._tree.DOUBLE``) that newer releases
+    removed, so with scikit-learn 1.9 the import itself fails."""
+    try:
+        importlib.import_module("diffprivlib.models")
+    except ImportError as err:
+        return f"{type(err).__name__}: {err}"
+    return None
+
+
+def diffprivlib_samples(
+    X: np.ndarray, y: np.ndarray, epsilon: float, lam: float, samples: int, rng: np.random.Generator
+) -> np.ndarray:
+    """``samples`` independent fits of diffprivlib's ε-DP logistic regression on (X, y): (samples, d).
+
+    Raises ImportError when diffprivlib is not installed."""
+    from diffprivlib.models import LogisticRegression
+
+    seeds = rng.integers(0, 2**31 - 1, size=samples)
+    models = np.empty((samples, X.shape[1]))
+    with warnings.catch_warnings():
+        # Objective perturbation can leave L-BFGS short of its tolerance; the draw is still a sample.
+        warnings.simplefilter("ignore")
+        for k, seed in enumerate(seeds):
+            clf = LogisticRegression(
+                epsilon=epsilon, data_norm=1.0, C=1.0 / (X.shape[0] * lam), fit_intercept=False, random_state=int(seed)
+            )
+            models[k] = clf.fit(X, y).coef_[0]
+    return models

@@ -1,0 +1,39 @@
+"""How numbers from results.json are shown in the report (SPEC 5.3).
+
+The report never recomputes a number it shows: every figure in a table is a value of results.json,
+only rounded for display. These functions are the one place that rounding happens, so the browser
+test can compare what a reader sees with the stored value through the same function.
+"""
+
+from __future__ import annotations
+
+import re
+
+MISSING = "—"  # shown where results.json holds null
+
+
+def number(value: object) -> str:
+    """Display text of one results.json value: four significant digits for floats, integers in full
+    (without digit grouping, which would misprint seeds and record ids)."""
+    if value is None:
+        return MISSING
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        # '.4g' keeps small probabilities such as 1 - f(1e-3) = 0.00407 readable; tidy '1e-05' to '1e-5'
+        return re.sub(r"e([+-])0*(\d)", lambda m: f"e{m.group(1).replace('+', '')}{m.group(2)}", f"{value:.4g}")
+    return str(value)
+
+
+def signed(value: object) -> str:
+    """A margin: the sign is the message (negative margin = violation), so it is always written."""
+    text = number(value)
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return "+" + text
+    return text
+
+
+def interval(low: object, high: object) -> str:
+    return f"[{number(low)}, {number(high)}]"

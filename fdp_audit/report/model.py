@@ -1,0 +1,167 @@
+"""The report's view model (SPEC 5.3): sections of facts, tables and figures built from results.json.
+
+Every displayed value is a :class:`Cell` that remembers the JSON pointers (RFC 6901) of the values it
+shows; the template writes them into a ``data-fields`` attribute, so a test (or a sceptical reviewer)
+can check in the browser that each number on screen is the stored one. :class:`Node` walks
+results.json with its pointer, so malformed input names the offending field (SPEC 5.1).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from markupsafe import Markup
+
+from fdp_audit.errors import BadInputError
+from fdp_audit.report.format import interval, number
+from fdp_audit.report.texts import Help
+
+
+@dataclass(frozen=True)
+class Node:
+    """A value inside results.json and its JSON pointer."""
+
+    value: Any
+    pointer: str = ""
+
+    @property
+    def field(self) -> str:
+        return self.pointer.lstrip("/") or "results"
+
+    def bad(self, message: str) -> BadInputError:
+        return BadInputError(message, self.field)
+
+    def _child(self, key: str | int) -> Node:
+        token = str(key).replace("~", "~0").replace("/", "~1")
+        return Node(self.value[key], f"{self.pointer}/{token}")
+
+    def __getitem__(self, key: str | int) -> Node:
+        """A required member (which may still be null); absent is bad input."""
+        child = self.get(key)
+        if child is None:
+            where = f"{self.pointer}/{key}".lstrip("/")
+            raise BadInputError("required but missing", where)
+        return child
+
+    def get(self, key: str | int) -> Node | None:
+        """An optional member, None when absent."""
+        if isinstance(key, int):
+            return self._child(key) if 0 <= key < len(self.sequence()) else None
+        return self._child(key) if key in self.mapping() else None
+
+    def present(self, key: str) -> Node | None:
+        """An optional member, None when absent or null: optional sections are simply omitted."""
+        child = self.get(key)
+        return None if child is None or child.value is None else child
+
+    def mapping(self) -> dict[str, Any]:
+        if not isinstance(self.value, dict):
+            raise self.bad("expected an object")
+        return self.value
+
+    def sequence(self) -> list[Any]:
+        if not isinstance(self.value, list):
+            raise self.bad("expected a list")
+        return self.value
+
+    def items(self) -> Iterator[tuple[str, Node]]:
+        for key in self.mapping():
+            yield key, self._child(key)
+
+    def elements(self) -> Iterator[Node]:
+        for index in range(len(self.sequence())):
+            yield self._child(index)
+
+    def number(self, nullable: bool = False) -> float | int | None:
+        value = self.value
+        if value is None and nullable:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise self.bad(f"expected a finite number{' or null' if nullable else ''}, got {value!r}")
+        return value
+
+    def text(self) -> str:
+        if not isinstance(self.value, str):
+            raise self.bad(f"expected a string, got {self.value!r}")
+        return self.value
+
+    def choice(self, *allowed: str) -> str:
+        value = self.text()
+        if value not in allowed:
+            raise self.bad(f"expected one of {', '.join(allowed)}, got {value!r}")
+        return value
+
+
+@dataclass(frozen=True)
+class Cell:
+    """Display text plus the stored values it shows, keyed by JSON pointer."""
+
+    text: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    css: str = ""
+
+
+def num(node: Node, fmt: Callable[[object], str] = number, nullable: bool = False) -> Cell:
+    value = node.number(nullable)
+    return Cell(fmt(value), {node.pointer: value}, "num")
+
+
+def text(node: Node) -> Cell:
+    return Cell(node.text(), {node.pointer: node.value})
+
+
+def status(node: Node) -> Cell:
+    value = node.text()
+    return Cell(value, {node.pointer: value}, f"status status-{value.lower()}")
+
+
+def span(low: Node, high: Node) -> Cell:
+    """An interval [low, high] shown in one cell."""
+    lo, hi = low.number(nullable=True), high.number(nullable=True)
+    return Cell(interval(lo, hi), {low.pointer: lo, high.pointer: hi}, "num")
+
+
+def numbers(node: Node) -> Cell:
+    """A short list of numbers (a discrete prior) in one cell."""
+    values = {item.pointer: item.number() for item in node.elements()}
+    return Cell("[" + ", ".join(number(v) for v in values.values()) + "]", values, "num")
+
+
+def scalar(node: Node) -> Cell | None:
+    """A free-form scalar (profile and CorrDP sections); None for what is not a scalar."""
+    value = node.value
+    if isinstance(value, str):
+        return text(node)
+    if value is None or isinstance(value, bool) or isinstance(value, int | float) and math.isfinite(value):
+        return Cell(number(value), {node.pointer: value}, "num")
+    return None
+
+
+@dataclass(frozen=True)
+class Table:
+    id: str
+    columns: tuple[str, ...]
+    rows: list[list[Cell]]
+    caption: str = ""
+
+
+@dataclass(frozen=True)
+class FigureView:
+    id: str
+    svg: Markup | None
+    caption: str
+    omitted: str = ""  # why a supplied figure was left out
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    help: Help
+    facts: list[tuple[str, Cell]] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    figures: list[FigureView] = field(default_factory=list)
+    blocks: list[tuple[str, Cell]] = field(default_factory=list)  # preformatted text: command, config

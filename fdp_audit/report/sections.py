@@ -1,0 +1,356 @@
+"""From results.json to the report's sections, verdict first (SPEC 5.3).
+
+Only schema_version, kind, verdict, mechanism and reproducibility are required; every other section is
+shown when present and simply left out when not. Nothing shown is recomputed: cells carry stored values.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from markupsafe import Markup
+
+from fdp_audit.errors import BadInputError
+from fdp_audit.report import figures, texts
+from fdp_audit.report.format import number, signed
+from fdp_audit.report.games import DISTINGUISHING_GAMES, game_sections
+from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, scalar, span, status, text
+from fdp_audit.report.svg import UnsafeSvgError, inline_svg
+
+SCHEMA_VERSION = 1
+CURVE_KEYS = ("f", "f_replace", "f_optimistic", "f_gdp_approx")
+MECHANISM_FIELDS = {
+    "name": "mechanism",
+    "description": "description",
+    "noise_multiplier": "noise multiplier z",
+    "sample_rate": "sample rate p",
+    "steps": "noisy steps T",
+    "clip_norm": "clip norm C",
+    "delta": "δ",
+    "epsilon": "ε at δ (PLD, add/remove)",
+    "public_batch_size": "public batch size m′",
+    "private_weight": "private weight",
+    "public_pretrain_steps": "public pre-training steps",
+    "public_loss": "public loss",
+    "faulty": "known-faulty test mechanism",
+}
+
+
+@dataclass(frozen=True)
+class Verdict:
+    status: str
+    worst_margin: Cell
+    worst_comparison: Cell
+    explanation: Cell
+    alpha: Cell
+    n_comparisons: Cell
+    help: texts.Help = texts.VERDICT
+
+
+@dataclass(frozen=True)
+class Faulty:
+    mechanism: Cell
+    caught: bool  # a faulty mechanism that PASSES means the audit missed it: said loudly
+    note: str = texts.FAULTY
+
+
+@dataclass(frozen=True)
+class ReportView:
+    title: str
+    created: Cell | None
+    verdict: Verdict
+    faulty: Faulty | None
+    sections: list[Section]
+
+
+def build_view(results: dict[str, Any]) -> ReportView:
+    """Check the results.json contract and lay out the report; bad input names its field."""
+    root = Node(results)
+    root.mapping()
+    version = root["schema_version"]
+    if version.value != SCHEMA_VERSION:
+        raise version.bad(f"unsupported version {version.value!r}; this fdp-audit reads {SCHEMA_VERSION}")
+    root["kind"].choice("audit")
+    verdict = _verdict(root["verdict"])
+    mechanism = root["mechanism"]
+    faulty = mechanism["faulty"]
+    if not isinstance(faulty.value, bool):
+        raise faulty.bad("expected true or false")
+    reproducibility = _reproducibility(root, root["reproducibility"])
+    accounting = root.present("accounting")
+    curve = accounting.present("curve") if accounting else None
+    if curve:  # checked before the games, whose ROC plots draw the claimed curve too
+        _check_curve(curve)
+
+    games = list(root.present("games").elements()) if root.present("games") else []
+    by_kind = game_sections(games, accounting)
+
+    optional: dict[str, Callable[[Node], Section]] = {
+        "sweep": _sweep,
+        "tightness": _tightness,
+        "checkpoint_audit": _checkpoint,
+        "profile": lambda node: _free_form(node, "profile", "Privacy profiles and the ε transition", texts.PROFILE),
+        "corrdp": lambda node: _free_form(node, "corrdp", "CorrDP (correlation-aware DP)", texts.CORRDP),
+        "utility": _utility,
+    }
+    built = {key: build(root[key]) for key, build in optional.items() if root.present(key)}
+    sections = [_mechanism(mechanism)]
+    if accounting:
+        sections.append(_accounting(accounting, games))
+    sections += by_kind["attribute"]
+    if "sweep" in built:  # success against ε belongs right after the attribute game it repeats
+        sections.append(built.pop("sweep"))
+    sections += by_kind["reconstruction"] + by_kind["distinguishing"] + list(built.values())
+    sections.append(reproducibility)
+
+    title = root.present("title")
+    created = root.present("created")
+    return ReportView(
+        title=title.text() if title else f"fdp-audit report: {mechanism['name'].text()}",
+        created=text(created) if created else None,
+        verdict=verdict,
+        faulty=Faulty(text(mechanism["name"]), verdict.status == "VIOLATION") if faulty.value else None,
+        sections=sections,
+    )
+
+
+def _verdict(node: Node) -> Verdict:
+    return Verdict(
+        status=node["status"].choice("PASS", "VIOLATION"),
+        worst_margin=num(node["worst_margin"], signed, nullable=True),
+        worst_comparison=_text_or_missing(node["worst_comparison"]),
+        explanation=text(node["explanation"]),
+        alpha=num(node["alpha"]),
+        n_comparisons=num(node["n_comparisons"]),
+    )
+
+
+def _text_or_missing(node: Node) -> Cell:
+    return Cell(number(None), {node.pointer: None}) if node.value is None else text(node)
+
+
+def _mechanism(node: Node) -> Section:
+    # the known parameters in a fixed order, then whatever else the mechanism recorded
+    keys = [key for key in MECHANISM_FIELDS if key in node.mapping()]
+    keys += [key for key in node.mapping() if key not in MECHANISM_FIELDS]
+    facts = []
+    for key in keys:
+        cell = scalar(node[key])
+        if cell is not None:
+            facts.append((MECHANISM_FIELDS.get(key, key.replace("_", " ")), cell))
+    return Section("mechanism", "Mechanism", texts.MECHANISM, facts=facts)
+
+
+def _accounting(node: Node, games: list[Node]) -> Section:
+    epsilon = node["epsilon"]
+    other = {key: node.present(key) for key in ("epsilon_replace", "epsilon_rdp")}
+    rows = []
+    # δ is a key, not a value: the ε cells' pointers name it
+    for delta in sorted(epsilon.mapping(), key=_delta_value, reverse=True):
+        row = [Cell(number(_delta_value(delta)), {}, "num"), num(epsilon[delta])]
+        row += [_optional_num(table, delta) for table in other.values()]
+        rows.append(row)
+    section = Section(
+        "accounting",
+        "Privacy accounting",
+        texts.ACCOUNTING,
+        tables=[
+            Table(
+                "accounting-epsilon",
+                ("δ", "ε add/remove (PLD)", "ε replacement (PLD)", "ε add/remove (RDP, comparison)"),
+                rows,
+            )
+        ],
+    )
+    mu = node.present("gdp_mu_approx")
+    if mu:
+        section.facts.append(("GDP approximation μ (comparison only)", num(mu)))
+    curve = node.present("curve")
+    if curve:
+        attribute = [a for g in games if g["game"].value == "attribute" for a in g["attacks"].sequence()]
+        trade_points = [
+            (f"{g['game'].value}: {a['attack']}", g["relation"].value, a["points"])
+            for g in games
+            if g["game"].value in DISTINGUISHING_GAMES
+            for a in g["attacks"].sequence()
+            if a.get("points")
+        ]
+        svg = figures.tradeoff_figure(curve.value, mu.value if mu else None, attribute, trade_points, "fig-tradeoff")
+        section.figures.append(
+            FigureView(
+                "fig-tradeoff",
+                svg,
+                "Trade-off curve as 1 − f(α) on log axes. Circles: attribute-inference success at α = Ball "
+                "with its interval; squares: distinguishing-game error rates, whiskers reaching the upper "
+                "confidence bounds that the ε lower bound uses.",
+            )
+        )
+    return section
+
+
+def _delta_value(key: str) -> float:
+    try:
+        return float(key)
+    except ValueError:
+        raise BadInputError(f"δ key {key!r} is not a number", "accounting/epsilon") from None
+
+
+def _optional_num(node: Node | None, key: str) -> Cell:
+    """A nullable number that may also be absent (an optional column)."""
+    child = node.get(key) if node is not None else None
+    return num(child, nullable=True) if child is not None else Cell(number(None))
+
+
+def _check_curve(curve: Node) -> None:
+    size = len(curve["alpha"].sequence())
+    for key in ("alpha", *CURVE_KEYS):
+        child = curve.present(key)
+        if child is None:
+            continue
+        values = child.sequence()
+        if len(values) != size:
+            raise child.bad(f"has {len(values)} values but alpha has {size}")
+        for item in child.elements():
+            item.number(nullable=True)
+
+
+def _sweep(node: Node) -> Section:
+    size = len(node["epsilon"].sequence())
+    for key in ("rate", "ci_low", "ci_high", "bound"):
+        child = node.present(key)
+        if child is not None and len(child.sequence()) != size:
+            raise child.bad(f"has {len(child.sequence())} values but epsilon has {size}")
+    rows = []
+    for i in range(size):
+        interval = span(node["ci_low"][i], node["ci_high"][i]) if node.present("ci_low") else Cell(number(None))
+        rows.append([num(node["epsilon"][i]), num(node["rate"][i]), interval, num(node["bound"][i])])
+    section = Section(
+        "sweep",
+        "Attribute-inference success against ε",
+        texts.SWEEP,
+        tables=[Table("sweep-table", ("ε", "Rate", "Interval", "Bound 1 − f(Ball)"), rows)],
+    )
+    ball = node.present("ball")
+    if ball:
+        section.facts.append(("Ball (prior success)", num(ball)))
+    if size > 1:
+        section.figures.append(
+            FigureView(
+                "fig-sweep",
+                figures.sweep_figure(node.value, "fig-sweep"),
+                "Success with its interval at each ε, the Theorem 4 bound and the prior line.",
+            )
+        )
+    return section
+
+
+def _tightness(node: Node) -> Section:
+    rows = [
+        [
+            num(row["epsilon"]),
+            num(row["attack_advantage_share"]),
+            span(row["ci"][0], row["ci"][1]),
+            num(row["theorem4_tightness"], nullable=True),
+            num(row["simulator_epsilon_ratio"], nullable=True),
+        ]
+        for row in node["rows"].elements()
+    ]
+    columns = ("ε", "Attack advantage share", "Interval", "Theorem 4 tightness (optimum)", "Simulator ε ratio")
+    return Section("tightness", "Tightness", texts.TIGHTNESS, tables=[Table("tightness-table", columns, rows)])
+
+
+def _checkpoint(node: Node) -> Section:
+    rows = [
+        [
+            text(a["attack"]),
+            text(a["threat_model"]),
+            num(a["rate"]),
+            num(a["estimated_ball"], nullable=True),
+            num(a["estimated_bound"], nullable=True),
+            status(a["status"]),
+        ]
+        for a in node["attacks"].elements()
+    ]
+    columns = ("Attack", "Threat model", "Rate", "Estimated Ball", "Estimated bound", "Status")
+    section = Section("checkpoint", "Checkpoint audit (informational)", texts.CHECKPOINT)
+    records = node.present("records")
+    if records:
+        section.facts.append(("records attacked", num(records)))
+    section.tables.append(Table("checkpoint-table", columns, rows))
+    return section
+
+
+def _free_form(node: Node, section_id: str, title: str, help_text: texts.Help) -> Section:
+    """Profile and CorrDP results: scalars as facts, ``tables`` as tables, ``figures`` as inline SVG."""
+    section = Section(section_id, title, help_text)
+    for key, child in node.items():
+        cell = scalar(child) if key not in ("tables", "figures") else None
+        if cell is not None:
+            section.facts.append((key.replace("_", " "), cell))
+    tables = node.present("tables")
+    for t, table in enumerate(tables.elements() if tables else ()):
+        columns = tuple(c.text() for c in table["columns"].elements())
+        rows = [[scalar(value) or _json_cell(value) for value in row.elements()] for row in table["rows"].elements()]
+        caption = table.present("title")
+        section.tables.append(
+            Table(f"{section_id}-table-{t}", columns, rows, caption=caption.text() if caption else "")
+        )
+    svgs = node.present("figures")
+    for f, (name, svg) in enumerate(svgs.items() if svgs else ()):
+        figure_id = f"fig-{section_id}-{f}"
+        label = name.replace("_", " ")
+        try:
+            markup: Markup | None = inline_svg(svg.text(), figure_id, label)
+            omitted = ""
+        except UnsafeSvgError as err:
+            markup, omitted = None, f"Figure “{label}” left out: {err}."
+        section.figures.append(FigureView(figure_id, markup, label, omitted))
+    return section
+
+
+def _json_cell(node: Node) -> Cell:
+    return Cell(json.dumps(node.value, ensure_ascii=False), {node.pointer: node.value})
+
+
+def _utility(node: Node) -> Section:
+    metric = node["metric"].text()
+    rows = [
+        [
+            text(row["mechanism"]),
+            num(row["accuracy"]),
+            _optional_num(row, "std"),
+            _optional_num(row, "epsilon"),
+        ]
+        for row in node["rows"].elements()
+    ]
+    columns = ("Mechanism", metric[:1].upper() + metric[1:], "Std", "ε")
+    return Section("utility", "Model utility", texts.UTILITY, tables=[Table("utility-table", columns, rows)])
+
+
+def _reproducibility(root: Node, node: Node) -> Section:
+    section = Section("reproducibility", "Reproducibility", texts.REPRODUCIBILITY)
+    seed = node.present("seed")
+    if seed:
+        section.facts.append(("seed", scalar(seed) or _json_cell(seed)))
+    for label, child in (
+        ("dataset fingerprint", node.present("dataset_fingerprint")),
+        ("results checksum", root.present("checksum")),
+    ):
+        if child:
+            section.facts.append((label, Cell(child.text(), {child.pointer: child.value}, "mono")))
+    section.facts.append(("results schema version", num(root["schema_version"])))
+    versions = node.present("versions")
+    if versions:
+        rows = [[Cell(name), scalar(version) or _json_cell(version)] for name, version in versions.items()]
+        section.tables.append(Table("versions-table", ("Package", "Version"), rows))
+    command = node.present("command")
+    if command:
+        section.blocks.append(("Command line", text(command)))
+    config = node.present("config")
+    if config:
+        shown = json.dumps(config.value, indent=2, ensure_ascii=False)
+        section.blocks.append(("Configuration", Cell(shown, {config.pointer: config.value})))
+    return section

@@ -1,0 +1,76 @@
+"""Fixtures shared across test packages: small synthetic configs, YAML writing, and the command line run
+in-process (no interpreter start-up per call; exit code, stdout and stderr captured)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+FAULTY = frozenset({"fdp_sgd_shared_batch", "dp_sgd_half_noise", "dp_sgd_no_clip", "fdp_sgd_leaky_public",
+                    "dp_sgd_wrong_rate"})
+
+
+def small_config(mechanism: str = "fdp_sgd", *, seed: int = 0, rows: int = 300, **sections: dict[str, Any]
+                 ) -> dict[str, Any]:
+    """A raw config dict for a tiny CPU run on the synthetic table (protected column ``protected``, a binary
+    prior, public ``public-0..4``). Keyword sections (``mechanism=``, ``audit=`` …) update the defaults."""
+    raw: dict[str, Any] = {
+        "name": "tiny",
+        "seed": seed,
+        "device": "cpu",
+        "data": {"dataset": "synthetic", "protected": ["protected"], "synthetic_rows": rows},
+        "model": {"kind": "logistic"},
+        "mechanism": {"name": mechanism, "faulty": mechanism in FAULTY, "noise_multiplier": 1.0,
+                      "sample_rate": 0.1, "public_batch_size": 32, "steps": 20, "clip_norm": 1.0,
+                      "delta": 1.0e-5, "optimizer": {"name": "sgd", "lr": 1.0}},
+        "audit": {"trials": 24, "games": ["distinguishing"], "attacks": ["prior", "iterates"]},
+    }
+    if mechanism == "fdp_dpsgd":
+        raw["mechanism"]["public_pretrain_steps"] = 5
+    for key, value in sections.items():
+        if isinstance(value, dict) and isinstance(raw.get(key), dict):
+            raw[key] = {**raw[key], **copy.deepcopy(value)}
+        else:
+            raw[key] = copy.deepcopy(value)
+    return raw
+
+
+def write_yaml(path: Path, raw: dict[str, Any]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(raw, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@dataclass(frozen=True)
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+
+@pytest.fixture
+def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
+    """``cli("gate", path)`` runs ``fdp-audit gate path`` in this process."""
+    from fdp_audit.cli import main
+
+    def run(*argv: str | Path) -> CliResult:
+        capsys.readouterr()
+        code = main([str(a) for a in argv])
+        captured = capsys.readouterr()
+        return CliResult(code, captured.out, captured.err)
+
+    return run
+
+
+def one_line_error(err: str) -> str:
+    """The single stderr line of a bad-input exit (SPEC 5.1: one line, never a traceback)."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected one line on stderr, got {err!r}"
+    assert "Traceback" not in err
+    return lines[0]

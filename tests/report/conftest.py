@@ -1,0 +1,248 @@
+"""Shared pieces of the report tests (SPEC 5.3): the recorded results.json, its VIOLATION variant, a
+reader of the cells the page shows, and a headless Chromium."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+FIXTURE = Path(__file__).parent / "fixtures" / "results.json"
+_RESULTS = json.loads(FIXTURE.read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def results() -> dict[str, Any]:
+    """A fresh copy of the recorded results (a PASS of fdp_sgd, z = 1, p = 0.017, T = 300)."""
+    return copy.deepcopy(_RESULTS)
+
+
+@pytest.fixture
+def violation_results(results: dict[str, Any]) -> dict[str, Any]:
+    """The recorded results edited into a caught known-faulty mechanism: the iterates attack beats its bound."""
+    results["mechanism"].update(name="fdp_sgd_shared_batch", faulty=True)
+    attack = next(a for a in results["games"][0]["attacks"] if a["attack"] == "iterates_lr")
+    attack.update(
+        successes=1422,
+        rate=0.711,
+        ci_low=0.690685,
+        ci_high=0.730702,
+        lower_bound=0.693981,
+        margin=-0.047281,
+        tightness=1.4251,
+        status="violation",
+    )
+    results["verdict"].update(
+        status="VIOLATION",
+        worst_margin=-0.047281,
+        worst_comparison="attribute/iterates_lr",
+        explanation="The iterates attack's lower confidence bound 0.694 exceeds its Theorem 4 bound 0.647: "
+        "the mechanism leaks more than its accounting claims.",
+    )
+    return results
+
+
+# ------------------------------------------------------------------ what the page shows
+
+
+@dataclass
+class ShownCell:
+    """An element with ``data-fields``: the stored values it claims to show, and the text it shows."""
+
+    fields: dict[str, Any]
+    text: str
+
+
+class _CellReader(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.cells: list[ShownCell] = []
+        self.verdict_status: str | None = None
+        self.svg_count = 0
+        self._open: list[tuple[str, ShownCell]] = []  # cells being read, innermost last
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = dict(attrs)
+        if attributes.get("id") == "verdict":
+            self.verdict_status = attributes.get("data-status")
+        if tag == "svg":
+            self.svg_count += 1
+        if attributes.get("data-fields") is not None:
+            cell = ShownCell(json.loads(attributes["data-fields"] or "{}"), "")
+            self.cells.append(cell)
+            self._open.append((tag, cell))
+
+    def handle_endtag(self, tag: str) -> None:
+        if self._open and self._open[-1][0] == tag:
+            self._open.pop()
+
+    def handle_data(self, data: str) -> None:
+        for _, cell in self._open:
+            cell.text += data
+
+
+@dataclass
+class Page:
+    cells: list[ShownCell]
+    verdict_status: str | None
+    svg_count: int
+
+
+def read_page(html: str) -> Page:
+    reader = _CellReader()
+    reader.feed(html)
+    reader.close()
+    return Page(reader.cells, reader.verdict_status, reader.svg_count)
+
+
+def resolve(document: Any, pointer: str) -> Any:
+    """RFC 6901 JSON pointer lookup."""
+    value = document
+    for token in pointer.split("/")[1:]:
+        token = token.replace("~1", "/").replace("~0", "~")
+        value = value[int(token)] if isinstance(value, list) else value[token]
+    return value
+
+
+# an http(s) or protocol-relative URL, a non-fragment src/href, a CSS url() or an @import
+_EXTERNAL = re.compile(
+    r"""https?://|(?<![\w:])//[\w.-]|\b(?:src|href)\s*=\s*["']?+(?!#)|url\(\s*["']?+(?!#)|@import""",
+    re.I,
+)
+
+
+@pytest.fixture
+def external_references() -> Callable[[str], list[str]]:
+    """Everything in a page's source that could make a browser fetch from elsewhere."""
+    return _EXTERNAL.findall
+
+
+@pytest.fixture
+def page_reader() -> Callable[[str], Page]:
+    return read_page
+
+
+@pytest.fixture
+def pointer() -> Callable[[Any, str], Any]:
+    return resolve
+
+
+# ------------------------------------------------------------------ headless Chromium
+
+CHROMIUM_FLAGS = (
+    "--headless",
+    "--no-sandbox",  # the test may run as root (containers, CI)
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--force-device-scale-factor=1",
+    # nothing may leave the machine even if the page asked: every host name fails to resolve
+    "--host-resolver-rules=MAP * ~NOTFOUND",
+)
+
+
+def _find_chromium() -> str | None:
+    found = shutil.which("chromium")
+    if found:
+        return found
+    return "/usr/bin/chromium" if os.access("/usr/bin/chromium", os.X_OK) else None
+
+
+@dataclass
+class Visit:
+    """What one page load in Chromium gave: the screenshot, the DOM after parsing, and the URLs the page
+    asked the network for."""
+
+    screenshot: Path
+    dom: str
+    requests: list[str]
+
+
+class Chromium:
+    """One fresh headless browser per visit, each with its own throw-away profile."""
+
+    def __init__(self, binary: str, workdir: Path):
+        self.binary = binary
+        self.workdir = workdir
+        self._visits = 0
+
+    def visit(self, page: Path, width: int = 1280, height: int = 2000) -> Visit:
+        """Load ``page`` once: screenshot, dumped DOM and NetLog come from the same load (a browser start
+        costs more than a second, so one start serves all three checks)."""
+        self._visits += 1
+        stem = self.workdir / f"visit-{self._visits}"
+        png, log = stem.with_suffix(".png"), stem.with_suffix(".netlog.json")
+        command = [
+            self.binary,
+            *CHROMIUM_FLAGS,
+            f"--user-data-dir={stem}-profile",
+            f"--window-size={width},{height}",
+            f"--screenshot={png}",
+            f"--log-net-log={log}",
+            "--dump-dom",
+            page.as_uri(),
+        ]
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60, check=False)
+        assert done.returncode == 0, f"chromium failed ({done.returncode}): {done.stderr[-2000:]}"
+        return Visit(png, done.stdout, _page_requests(log))
+
+
+def _page_requests(log: Path) -> list[str]:
+    """URLs the *page* asked the network stack for, from Chromium's NetLog.
+
+    The browser itself still calls update and account services despite the flags; those requests have
+    no page origin ("not an origin"), while a page loaded from file:// gives its requests the opaque
+    initiator "null" and a file:// network isolation key.
+    """
+    text = log.read_text(encoding="utf-8")
+    try:
+        events = json.loads(text)["events"]
+    except json.JSONDecodeError:  # a log cut short at exit lacks its closing brackets
+        events = json.loads(text.rstrip().rstrip(",") + "]}")["events"]
+    urls: dict[int, str] = {}
+    from_page: set[int] = set()
+    for event in events:
+        params, source = event.get("params") or {}, event["source"]["id"]
+        if "url" in params:
+            urls.setdefault(source, params["url"])
+        if params.get("initiator") == "null" or "file://" in str(params.get("network_isolation_key", "")):
+            from_page.add(source)
+    return sorted({urls[s] for s in from_page if s in urls})
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Chromium:
+    binary = _find_chromium()
+    if binary is None:
+        pytest.skip("no headless browser: install Chromium ('apt-get install chromium') to run the browser tests")
+    return Chromium(binary, tmp_path_factory.mktemp("chromium"))
+
+
+@pytest.fixture(scope="session")
+def recorded_html() -> str:
+    """The report of the recorded results, rendered once for every test that only reads it."""
+    from fdp_audit.report import render_report
+
+    return render_report(copy.deepcopy(_RESULTS))
+
+
+@pytest.fixture(scope="session")
+def recorded_visit(chromium: Chromium, recorded_html: str, tmp_path_factory: pytest.TempPathFactory) -> Visit:
+    """The recorded report opened once in Chromium for all browser checks."""
+    page = tmp_path_factory.mktemp("recorded") / "report.html"
+    page.write_text(recorded_html, encoding="utf-8")
+    return chromium.visit(page)

@@ -1,0 +1,101 @@
+"""`fdp-audit report RESULTS [-o HTML]` (SPEC 5.1): writes the report atomically; bad input is one line and
+exit code 2, and leaves any earlier report untouched."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from fdp_audit.cli import EXIT_BAD_INPUT, EXIT_OK, main
+
+REQUIRED = ("schema_version", "kind", "verdict", "mechanism", "reproducibility")
+
+
+@pytest.fixture
+def minimal(results, tmp_path: Path) -> Path:
+    """A results.json with only the required sections: renders in milliseconds."""
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps({key: results[key] for key in REQUIRED}), encoding="utf-8")
+    return path
+
+
+def _one_line_error(capsys, *fragments: str) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("fdp-audit: error: "), err
+    assert "Traceback" not in err
+    for fragment in fragments:
+        assert fragment in err, err
+    return err
+
+
+def test_writes_report_beside_the_results_by_default(results, tmp_path: Path, capsys):
+    source = tmp_path / "audit" / "results.json"
+    source.parent.mkdir()
+    source.write_text(json.dumps(results), encoding="utf-8")
+    assert main(["report", str(source)]) == EXIT_OK
+    report = source.with_name("report.html")
+    assert capsys.readouterr().out.strip() == f"wrote {report}"
+    html = report.read_text(encoding="utf-8")
+    assert html.startswith("<!DOCTYPE html>") and 'data-status="PASS"' in html
+    assert sorted(p.name for p in source.parent.iterdir()) == ["report.html", "results.json"]
+
+
+def test_output_option_creates_missing_folders(minimal, tmp_path: Path):
+    target = tmp_path / "out" / "nested" / "audit.html"
+    assert main(["report", str(minimal), "-o", str(target)]) == EXIT_OK
+    assert "<html" in target.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    ("content", "fragments"),
+    [
+        (None, ("no such file",)),
+        ('{"schema_version": 1,', ("not valid JSON", "line 1")),
+        ('{"schema_version": NaN}', ("non-finite number NaN",)),
+        ("[1, 2]", ("expected a JSON object",)),
+        (b"\xff\xfe{}", ("not UTF-8",)),
+        ('{"schema_version": 1, "kind": "audit"}', ("verdict: required but missing",)),
+    ],
+)
+def test_bad_results_file_is_one_line_and_exit_2(content, fragments, tmp_path: Path, capsys):
+    source = tmp_path / "results.json"
+    if isinstance(content, bytes):
+        source.write_bytes(content)
+    elif content is not None:
+        source.write_text(content, encoding="utf-8")
+    assert main(["report", str(source)]) == EXIT_BAD_INPUT
+    _one_line_error(capsys, str(source), *fragments)
+    assert not (tmp_path / "report.html").exists()
+
+
+def test_output_that_is_a_folder_or_the_results_is_refused(minimal, tmp_path: Path, capsys):
+    assert main(["report", str(minimal), "-o", str(tmp_path)]) == EXIT_BAD_INPUT
+    _one_line_error(capsys, "--output", "is a directory")
+    before = minimal.read_bytes()
+    assert main(["report", str(minimal), "-o", str(minimal)]) == EXIT_BAD_INPUT
+    _one_line_error(capsys, "--output", "would overwrite RESULTS")
+    assert minimal.read_bytes() == before
+
+
+def test_failures_leave_the_previous_report_whole(minimal, tmp_path: Path, capsys, monkeypatch):
+    report = tmp_path / "report.html"
+    report.write_text("previous report", encoding="utf-8")
+
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"schema_version": 1, "kind": "audit"}', encoding="utf-8")
+    assert main(["report", str(broken), "-o", str(report)]) == EXIT_BAD_INPUT
+    capsys.readouterr()
+
+    def interrupted(*_args, **_kwargs):
+        raise OSError(28, "No space left on device")
+
+    # the write fails at the final rename: the temporary file is removed, the old report stays
+    monkeypatch.setattr(os, "replace", interrupted)
+    assert main(["report", str(minimal), "-o", str(report)]) == EXIT_BAD_INPUT
+    _one_line_error(capsys, "--output", "No space left on device")
+
+    assert report.read_text(encoding="utf-8") == "previous report"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.json", "report.html", "results.json"]

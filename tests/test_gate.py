@@ -1,0 +1,141 @@
+"""The gate (SPEC 2.6, 5.1): one judge for the end of an audit and for ``fdp-audit gate``. Bonferroni over
+the m comparisons of one audit, violation when a lower confidence bound exceeds the accounted limit, and
+JUnit XML with one test case per comparison."""
+
+from __future__ import annotations
+
+import math
+import re
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import pytest
+
+from fdp_audit.audit.stats import clopper_pearson, lower_confidence_bound
+from fdp_audit.errors import BadInputError
+from fdp_audit.gate import judge, judge_comparison, junit_xml
+
+
+def rate(ident: str, successes: int, trials: int = 200, bound: float = 0.6, ball: float = 0.5) -> dict[str, Any]:
+    return {"id": ident, "kind": "rate", "trials": trials, "successes": successes, "ball": ball, "bound": bound}
+
+
+def epsilon(ident: str, fp: list[int], fn: list[int], claimed: float | None = 1.0, n: int = 100) -> dict[str, Any]:
+    return {"id": ident, "kind": "epsilon", "thresholds": [float(i) for i in range(len(fp))],
+            "false_positives": fp, "false_negatives": fn, "negatives": n, "positives": n, "delta": 1e-5,
+            "epsilon_claimed": claimed}
+
+
+def crossing_successes(trials: int, bound: float, alpha: float, m: int) -> int:
+    """The smallest success count whose lower bound exceeds ``bound`` at level α but not at level α/m."""
+    for k in range(trials + 1):
+        if lower_confidence_bound(k, trials, alpha) > bound:
+            assert lower_confidence_bound(k, trials, alpha / m) <= bound
+            return k
+    raise AssertionError("no crossing")
+
+
+def test_rate_comparison_uses_the_one_sided_clopper_pearson_bound() -> None:
+    (j,) = judge([rate("a", 140)], 0.05)[1]
+    assert j["lower_bound"] == pytest.approx(lower_confidence_bound(140, 200, 0.05))
+    assert (j["ci_low"], j["ci_high"]) == pytest.approx(clopper_pearson(140, 200, 0.10))
+    assert j["rate"] == 0.7 and j["theoretical"] == 0.6
+    assert j["margin"] == pytest.approx(j["lower_bound"] - 0.6)
+    assert j["violated"] is True and j["tightness"] == pytest.approx((0.7 - 0.5) / (0.6 - 0.5))
+
+
+@pytest.mark.parametrize("m", [2, 5, 10])
+def test_bonferroni_over_m_comparisons(m: int) -> None:
+    """Each of m comparisons is judged at level α/m: the same evidence is a violation alone and a pass
+    beside m − 1 harmless comparisons."""
+    alpha, trials, bound = 0.05, 200, 0.6
+    k = crossing_successes(trials, bound, alpha, m)
+    alone, _ = judge([rate("target", k, trials, bound)], alpha)
+    assert alone["status"] == "VIOLATION" and alone["violations"] == ["target"]
+    crowd = [rate("target", k, trials, bound)] + [rate(f"other{i}", 100, trials, bound) for i in range(m - 1)]
+    verdict, judged = judge(crowd, alpha)
+    assert verdict["status"] == "PASS" and verdict["n_comparisons"] == m
+    for j, row in zip(judged, crowd):
+        assert j["lower_bound"] == pytest.approx(lower_confidence_bound(row["successes"], trials, alpha / m))
+
+
+def test_bonferroni_applies_to_epsilon_comparisons() -> None:
+    """An ε comparison gets α/m too (then splits it over its thresholds)."""
+    row = epsilon("eps", [1, 3], [60, 30], claimed=None)
+    single = judge([row], 0.05)[1][0]["observed"]
+    shared = judge([row] + [rate(f"r{i}", 100) for i in range(4)], 0.05)[1][0]["observed"]
+    assert 0 < shared < single
+
+
+def test_epsilon_comparison_violation_and_unbounded_claim() -> None:
+    strong = epsilon("eps", [0, 0], [0, 1], claimed=0.5)  # perfect separation on 100 + 100 trials
+    verdict, (j,) = judge([strong], 0.05)
+    assert verdict["status"] == "VIOLATION" and j["observed"] > 0.5 and j["epsilon_ratio"] == j["observed"] / 0.5
+    verdict, (j,) = judge([{**strong, "epsilon_claimed": None}], 0.05)  # a non-private claim: ε = ∞
+    assert verdict["status"] == "PASS" and math.isinf(j["theoretical"]) and j["epsilon_ratio"] is None
+    assert verdict["worst_margin"] is None
+
+
+def test_verdict_names_the_worst_comparison() -> None:
+    verdict, _ = judge([rate("mild", 120), rate("worst", 190), rate("bad", 160)], 0.05)
+    assert verdict["status"] == "VIOLATION"
+    assert verdict["violations"] == ["worst", "bad"]
+    assert verdict["worst_comparison"] == "worst"
+    assert "worst" in verdict["explanation"] and "\n" not in verdict["explanation"]
+    verdict, _ = judge([rate("a", 100), rate("b", 110)], 0.05)
+    assert verdict["status"] == "PASS" and verdict["worst_comparison"] == "b" and verdict["violations"] == []
+    verdict, judged = judge([], 0.05)
+    assert verdict["status"] == "PASS" and judged == [] and verdict["worst_comparison"] is None
+
+
+def test_smaller_alpha_is_more_lenient() -> None:
+    rows = [rate("a", crossing_successes(200, 0.6, 0.05, 20))]
+    assert judge(rows, 0.05)[0]["status"] == "VIOLATION"
+    assert judge(rows, 0.05 / 20)[0]["status"] == "PASS"
+
+
+BAD_ROWS = {
+    "unknown kind": ({"id": "x", "kind": "vibes"}, "kind"),
+    "no id": ({"kind": "rate", "trials": 10, "successes": 1, "ball": 0.5, "bound": 0.6}, "comparisons[0]"),
+    "successes above trials": (rate("x", 300), "between 0 and trials"),
+    "zero trials": (rate("x", 0, trials=0), "between 0 and trials"),
+    "float trials": ({**rate("x", 1), "trials": 10.5}, "trials"),
+    "bool successes": ({**rate("x", 1), "successes": True}, "successes"),
+    "bound above one": (rate("x", 1, bound=1.5), "bound"),
+    "ball missing": ({k: v for k, v in rate("x", 1).items() if k != "ball"}, "ball"),
+    "threshold lists differ": ({**epsilon("e", [1, 2], [3, 4]), "false_negatives": [3]}, "equal length"),
+    "count above negatives": (epsilon("e", [101], [3]), "out of range"),
+    "negative claimed epsilon": (epsilon("e", [1], [3], claimed=-1.0), "epsilon_claimed"),
+}
+
+
+@pytest.mark.parametrize("name", BAD_ROWS)
+def test_malformed_comparisons_are_bad_input(name: str) -> None:
+    row, field = BAD_ROWS[name]
+    with pytest.raises(BadInputError, match=re.escape(field)):
+        judge([row], 0.05)
+
+
+@pytest.mark.parametrize("alpha", [0.0, 1.0, -0.1, float("nan")])
+def test_alpha_out_of_range(alpha: float) -> None:
+    with pytest.raises(BadInputError, match="alpha"):
+        judge([rate("a", 100)], alpha)
+
+
+def test_judge_comparison_level_is_used_as_given() -> None:
+    j = judge_comparison(rate("a", 150), 0.001, "where")
+    assert j["lower_bound"] == pytest.approx(lower_confidence_bound(150, 200, 0.001))
+
+
+def test_junit_xml_one_testcase_per_comparison() -> None:
+    rows = [rate("attribute/<likelihood>", 100), rate('distinguishing-attribute/"iterates"', 195),
+            epsilon("distinguishing-epsilon/iterates", [5, 2], [40, 60], claimed=5.0)]
+    verdict, judged = judge(rows, 0.05)
+    root = ET.fromstring(junit_xml(verdict, judged))
+    assert root.tag == "testsuite"
+    cases = root.findall("testcase")
+    assert [c.get("name") for c in cases] == [r["id"] for r in rows]  # names escaped and read back intact
+    assert root.get("tests") == "3" and root.get("failures") == "1"
+    failed = [c.get("name") for c in cases if c.find("failure") is not None]
+    assert failed == ['distinguishing-attribute/"iterates"']
+    assert "limit" in cases[1].find("failure").get("message")
