@@ -241,6 +241,9 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
         options = typing.get_args(tp)
         if value is None and type(None) in options:
             return None
+        present = [option for option in options if option is not type(None)]
+        if len(present) == 1:  # Optional[X]: X's own error names the nested field
+            return _coerce(value, present[0], path)
         for option in options:
             if option is type(None):
                 continue
