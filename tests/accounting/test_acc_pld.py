@@ -45,7 +45,8 @@ def test_spec_reference_table(z, p, steps):
     assert acc.discretization == 1e-4
     eps, *bounds = REFERENCE[(z, p, steps)]
     got = acc.bound(np.array(BALLS))
-    print(f"z={z} p={p} T={steps}: ε(1e-5)={acc.epsilon(1e-5):.4f} (SPEC {eps}), 1-f={np.round(got, 5)} (SPEC {bounds})")
+    print(f"z={z} p={p} T={steps}: ε(1e-5)={acc.epsilon(1e-5):.4f} (SPEC {eps}), "
+          f"1-f={np.round(got, 5)} (SPEC {bounds})")
     assert acc.epsilon(1e-5) == pytest.approx(eps, abs=0.002)
     np.testing.assert_allclose(got, bounds, atol=0.002)
     # Much tighter in fact: every table entry is the printed rounding of our number.

@@ -38,7 +38,10 @@ def adult_small(adult_table) -> Design:
 @pytest.fixture(scope="session")
 def fitted(adult2, adult6, adult_small):
     """Base models A(D) by Newton, keyed by fixture name."""
-    return {name: fit_newton(d.X, d.y, 1.0).w for name, d in (("adult2", adult2), ("adult6", adult6), ("adult_small", adult_small))}
+    return {
+        name: fit_newton(d.X, d.y, 1.0).w
+        for name, d in (("adult2", adult2), ("adult6", adult6), ("adult_small", adult_small))
+    }
 
 
 @pytest.fixture
