@@ -24,7 +24,7 @@ How each mechanism is accounted:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -80,7 +80,7 @@ class MechanismSpec:
     steps: int = 0
     public_pretrain_steps: int = 0
     relation: Relation = "add-remove"
-    schedule: Schedule | None = field(default=None)
+    schedule: Schedule | None = None
 
     def __post_init__(self) -> None:
         if self.name not in MECHANISMS:
@@ -190,22 +190,23 @@ class MechanismAccountant:
         return float(out) if np.ndim(delta) == 0 else out
 
     def delta(self, epsilon: npt.ArrayLike) -> float | np.ndarray:
-        """δ(ε) = max over both directions of the hockey-stick divergence, vectorised over ε >= 0."""
+        """δ(ε), the maximum over both directions of the hockey-stick divergence, vectorised over
+        ε >= 0. Read off the symmetric curve (its conjugate, exact for the discrete pair and equal to
+        dp_accounting's ``get_delta_for_epsilon`` to ~1e-12, which loops in Python over the PMF)."""
         e = _validate.epsilons(epsilon)
         if self.spec.name == NONPRIVATE:
             out = np.ones(e.shape)
         elif self.spec.name == PUBLIC_ONLY:
             out = np.zeros(e.shape)
         else:
-            pld = composed_pld(self.spec.segments(), self.relation, True, self.discretization)
             flat = e.ravel()
-            order = np.argsort(flat)  # dp_accounting's vectorised routine wants ascending ε
+            order = np.argsort(flat)
+            ascending = np.asarray(self.curve().delta(flat[order]), dtype=float)
+            # δ is non-increasing in ε; enforce it against rounding with the conservative running
+            # maximum from the right.
             values = np.empty_like(flat)
-            # δ is non-increasing in ε; dp_accounting's running sums can break that by ~1e-19 where δ
-            # meets the +∞ mass, so take the running maximum from the right (the conservative fix).
-            ascending = np.asarray(pld.get_delta_for_epsilon(flat[order]), dtype=float)
             values[order] = np.maximum.accumulate(ascending[::-1])[::-1]
-            out = np.clip(values, 0.0, 1.0).reshape(e.shape)
+            out = values.reshape(e.shape)
         return float(out) if np.ndim(epsilon) == 0 else out
 
     def gdp_clt_mu(self) -> float | None:

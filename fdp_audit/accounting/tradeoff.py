@@ -266,9 +266,6 @@ class TradeoffCurve:
         """``f ≡ 0``: the two hypotheses are perfectly distinguishable (ε = ∞)."""
         return cls([0.0, 1.0], [1.0, 1.0])
 
-    def __len__(self) -> int:
-        return int(self.alpha.size)
-
     def __repr__(self) -> str:
         return f"TradeoffCurve({self.alpha.size} vertices, f(0)={1 - self.power[0]:.6g})"
 
@@ -323,5 +320,7 @@ class TradeoffCurve:
 
     def _segment_slopes(self) -> np.ndarray:
         if self._slopes is None:
-            self._slopes = np.diff(self.power) / np.diff(self.alpha)
+            # Non-increasing for a convex f; rounding in very short segments can break that slightly,
+            # and the binary search in delta() needs it sorted.
+            self._slopes = np.minimum.accumulate(np.diff(self.power) / np.diff(self.alpha))
         return self._slopes

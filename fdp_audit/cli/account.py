@@ -11,7 +11,8 @@ import argparse
 import contextlib
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 from fdp_audit.accounting import MECHANISMS, InvalidParameterError, MechanismAccountant, MechanismSpec
 from fdp_audit.accounting.pld import RELATIONS
@@ -21,6 +22,7 @@ DEFAULT_DELTAS = (1e-3, 1e-5, 1e-6)
 DEFAULT_EPSILONS = (1.0, 2.0, 4.0, 8.0)
 DEFAULT_ALPHAS = (1e-3, 1e-2, 0.1, 0.25, 0.5)
 DEFAULT_BALLS = (1e-3, 0.1, 0.25, 0.5)
+_FLAG_FIELDS = {"noise_multiplier": "--noise-multiplier", "sample_rate": "--sample-rate", "steps": "--steps"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,7 +62,15 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _report(accountant, spec, deltas, epsilons, alphas, balls, checkpoint) -> dict:
+def _report(
+    accountant: MechanismAccountant,
+    spec: MechanismSpec,
+    deltas: list[float],
+    epsilons: list[float],
+    alphas: list[float],
+    balls: list[float],
+    checkpoint: str | None,
+) -> dict[str, Any]:
     return {
         "epsilon": {_key(d): _number(accountant.epsilon(d)) for d in deltas},
         "delta": {_key(e): _number(accountant.delta(e)) for e in epsilons},
@@ -108,11 +118,9 @@ def _mechanism(args: argparse.Namespace) -> tuple[MechanismSpec, float | None]:
         if value is None:
             raise BadInputError("is required (or give --checkpoint PATH)", field=flag)
     _check_parameters(args.noise_multiplier, args.sample_rate, args.steps, _FLAG_FIELDS)
-    spec = MechanismSpec("dp_sgd", args.noise_multiplier, args.sample_rate, args.steps, relation=args.relation)
+    # DP-SGD and Algorithm 1 have the same curve (Theorem 5); the name only labels the output.
+    spec = MechanismSpec("fdp_sgd", args.noise_multiplier, args.sample_rate, args.steps, relation=args.relation)
     return spec, None
-
-
-_FLAG_FIELDS = {"noise_multiplier": "--noise-multiplier", "sample_rate": "--sample-rate", "steps": "--steps"}
 
 
 def _check_parameters(z: float, p: float, steps: int, fields: dict[str, str]) -> None:
@@ -168,7 +176,9 @@ def _default_deltas(checkpoint_delta: float | None) -> tuple[float, ...]:
     return (checkpoint_delta, *(d for d in DEFAULT_DELTAS if d != checkpoint_delta))
 
 
-def _values(given: Sequence[float] | None, default: Sequence[float], flag: str, ok, interval: str) -> list[float]:
+def _values(
+    given: Sequence[float] | None, default: Sequence[float], flag: str, ok: Callable[[float], bool], interval: str
+) -> list[float]:
     values = list(default if not given else given)
     for value in values:
         if not ok(value):  # NaN fails every comparison and is rejected here too
@@ -185,7 +195,7 @@ def _number(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _table(result: dict) -> str:
+def _table(result: dict[str, Any]) -> str:
     params = result["parameters"]
     head = (
         f"{params['mechanism']} ({params['relation']}): noise multiplier {params['noise_multiplier']}, "

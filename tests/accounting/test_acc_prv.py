@@ -71,7 +71,7 @@ def test_epsilon_agrees_with_prv_accountants():
     for z, p, steps in SETTINGS:
         acc = MechanismAccountant(MechanismSpec("dp_sgd", z, p, steps))
         ours, ours_both = acc.curve("remove").epsilon(DELTA), acc.epsilon(DELTA)
-        eps_error = 3e-3 * max(ours, 1.0)  # the references' error budget: 0.3 % of ε, at least 3e-3
+        eps_error = 5e-3 * max(ours, 1.0)  # the references' error budget: 0.5 % of ε, at least 5e-3
         cells = [f"z={z:<4} p={p:<7.4g} T={steps:<6}", f"ours {ours:9.5f} (both directions {ours_both:9.5f})"]
         for name, reference in (("opacus", _opacus), ("prv_accountant", _prv)):
             try:

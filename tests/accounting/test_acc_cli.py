@@ -1,0 +1,155 @@
+"""`fdp-audit account` and `fdp-audit calibrate` (SPEC 5.1)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import types
+
+import pytest
+
+from fdp_audit.cli import main
+
+BASE = ["account", "--noise-multiplier", "1.0", "--sample-rate", "0.0625", "--steps", "100"]
+
+
+def _run(capsys, argv):
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_account_json_has_exactly_the_spec_shape(capsys):
+    argv = [*BASE, "--delta", "1e-5", "--epsilon", "4", "--alpha", "0.5", "--ball", "0.5", "--ball", "0.001", "--json"]
+    code, out, err = _run(capsys, argv)
+    assert code == 0 and err == ""
+    result = json.loads(out)
+    assert set(result) == {"epsilon", "delta", "f", "bound", "parameters"}
+    assert result["epsilon"]["1e-05"] == pytest.approx(4.376, abs=0.002)
+    assert result["bound"] == {"0.5": pytest.approx(0.7783, abs=1e-4), "0.001": pytest.approx(0.01384, abs=1e-5)}
+    assert result["f"]["0.5"] == pytest.approx(1 - 0.7783, abs=1e-4)
+    assert 0 < result["delta"]["4.0"] < 1e-4
+    params = result["parameters"]
+    assert (params["noise_multiplier"], params["sample_rate"], params["steps"]) == (1.0, 0.0625, 100)
+    assert params["relation"] == "add-remove" and params["discretization"] == 1e-4
+
+
+def test_account_defaults_and_table(capsys):
+    code, out, _ = _run(capsys, [*BASE, "--json"])
+    assert code == 0
+    result = json.loads(out)
+    assert "1e-05" in result["epsilon"] and result["f"] and result["bound"] and result["delta"]
+    code, out, _ = _run(capsys, BASE)
+    assert code == 0 and "Theorem 4" in out and "1e-05" in out
+
+
+def test_account_replace_relation_leaks_more(capsys):
+    _, out, _ = _run(capsys, [*BASE, "--delta", "1e-5", "--json"])
+    _, out_replace, _ = _run(capsys, [*BASE, "--delta", "1e-5", "--relation", "replace", "--json"])
+    assert json.loads(out_replace)["epsilon"]["1e-05"] > json.loads(out)["epsilon"]["1e-05"]
+
+
+BAD_ACCOUNT = [
+    (["--noise-multiplier", "0"], "--noise-multiplier"),
+    (["--noise-multiplier", "-1"], "--noise-multiplier"),
+    (["--noise-multiplier", "nan"], "--noise-multiplier"),
+    (["--noise-multiplier", "abc"], "--noise-multiplier"),
+    (["--sample-rate", "0"], "--sample-rate"),
+    (["--sample-rate", "1.5"], "--sample-rate"),
+    (["--steps", "0"], "--steps"),
+    (["--delta", "0"], "--delta"),
+    (["--delta", "1"], "--delta"),
+    (["--ball", "1.5"], "--ball"),
+    (["--alpha", "-0.1"], "--alpha"),
+    (["--epsilon", "-1"], "--epsilon"),
+    (["--relation", "swap"], "--relation"),
+]
+
+
+@pytest.mark.parametrize(("override", "flag"), BAD_ACCOUNT)
+def test_account_bad_input_is_one_line_exit_2(capsys, override, flag):
+    argv = list(BASE)
+    if override[0] in argv:
+        argv[argv.index(override[0]) + 1] = override[1]
+    else:
+        argv += override
+    code, out, err = _run(capsys, argv)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and flag in err and "Traceback" not in err
+
+
+def test_account_missing_parameter(capsys):
+    code, _, err = _run(capsys, ["account", "--noise-multiplier", "1.0", "--steps", "10"])
+    assert code == 2 and "--sample-rate" in err and len(err.strip().splitlines()) == 1
+
+
+def test_account_checkpoint_unavailable(capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "fdp_audit.training.checkpoint", None)  # import now fails
+    code, _, err = _run(capsys, ["account", "--checkpoint", "model.pt"])
+    assert code == 2 and "checkpoint support is not available yet" in err
+
+
+def test_account_checkpoint_metadata(capsys, monkeypatch):
+    meta = {"mechanism": "fdp_sgd_shared_batch", "noise_multiplier": 1.0, "sample_rate": 0.0625, "steps": 100,
+            "delta": 1e-5}
+    fake = types.SimpleNamespace(read_privacy_metadata=lambda path: dict(meta))
+    monkeypatch.setitem(sys.modules, "fdp_audit.training.checkpoint", fake)
+    code, out, _ = _run(capsys, ["account", "--checkpoint", "model.pt", "--json"])
+    assert code == 0
+    result = json.loads(out)
+    assert result["parameters"]["mechanism"] == "fdp_sgd_shared_batch"  # accounted as it claims
+    assert result["epsilon"]["1e-05"] == pytest.approx(4.376, abs=0.002)
+    code, _, err = _run(capsys, ["account", "--checkpoint", "model.pt", "--steps", "5"])
+    assert code == 2 and "--checkpoint" in err
+    fake.read_privacy_metadata = lambda path: {**meta, "sample_rate": 2.0}
+    code, _, err = _run(capsys, ["account", "--checkpoint", "model.pt"])
+    assert code == 2 and "sample_rate" in err and len(err.strip().splitlines()) == 1
+
+
+def test_account_nonprivate_checkpoint_reports_infinite_epsilon_as_null(capsys, monkeypatch):
+    fake = types.SimpleNamespace(read_privacy_metadata=lambda path: {"mechanism": "nonprivate", "delta": 1e-5})
+    monkeypatch.setitem(sys.modules, "fdp_audit.training.checkpoint", fake)
+    code, out, _ = _run(capsys, ["account", "--checkpoint", "model.pt", "--json"])
+    assert code == 0 and json.loads(out)["epsilon"]["1e-05"] is None
+
+
+def test_account_refuses_hopeless_parameters_cleanly(capsys):
+    code, _, err = _run(capsys, ["account", "--noise-multiplier", "0.3", "--sample-rate", "1", "--steps", "10000"])
+    assert code == 2 and "--noise-multiplier" in err and len(err.strip().splitlines()) == 1
+
+
+def test_calibrate(capsys):
+    argv = ["calibrate", "--epsilon", "3", "--delta", "1e-5", "--sample-rate", "1", "--steps", "4", "--json"]
+    code, out, _ = _run(capsys, argv)
+    assert code == 0
+    result = json.loads(out)
+    assert result["achieved_epsilon"] <= 3.0 and result["noise_multiplier"] > 0
+
+
+def test_calibrate_max_steps(capsys):
+    argv = ["calibrate", "--max-steps", "--noise-multiplier", "2", "--epsilon", "2", "--delta", "1e-5",
+            "--sample-rate", "0.05"]
+    code, out, _ = _run(capsys, argv)
+    assert code == 0 and out.startswith("max steps:") and "achieved ε" in out
+    assert int(out.split()[2]) >= 1
+
+
+BAD_CALIBRATE = [
+    (["--epsilon", "-1", "--delta", "1e-5", "--sample-rate", "0.1", "--steps", "10"], "--epsilon"),
+    (["--epsilon", "1", "--delta", "0", "--sample-rate", "0.1", "--steps", "10"], "--delta"),
+    (["--epsilon", "1", "--delta", "1e-5", "--sample-rate", "0", "--steps", "10"], "--sample-rate"),
+    (["--epsilon", "1", "--delta", "1e-5", "--sample-rate", "0.1", "--steps", "0"], "--steps"),
+    (["--epsilon", "1", "--delta", "1e-5", "--sample-rate", "0.1"], "--steps"),
+    (["--epsilon", "1", "--delta", "1e-5", "--sample-rate", "0.1", "--steps", "5", "--noise-multiplier", "1"],
+     "--noise-multiplier"),
+    (["--max-steps", "--epsilon", "1", "--delta", "1e-5", "--sample-rate", "0.1"], "--noise-multiplier"),
+    (["--max-steps", "--noise-multiplier", "0", "--epsilon", "1", "--delta", "1e-5", "--sample-rate", "0.1"],
+     "--noise-multiplier"),
+]
+
+
+@pytest.mark.parametrize(("args", "flag"), BAD_CALIBRATE)
+def test_calibrate_bad_input_is_one_line_exit_2(capsys, args, flag):
+    code, out, err = _run(capsys, ["calibrate", *args])
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1 and flag in err and "Traceback" not in err
