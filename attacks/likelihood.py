@@ -20,4 +20,4 @@ class LikelihoodAttack(Attack):
         logits = predict_logits(k.model, view.params, k.candidates)  # [R, V, out]
         labels = torch.full(logits.shape[:2], k.label, dtype=torch.long)
         log_likelihood = -example_loss(logits, labels)
-        return AttackOutput(log_likelihood + torch.log(k.prior.clamp_min(1e-300)))
+        return AttackOutput(log_likelihood + torch.log(k.prior.double().clamp_min(1e-300)))

@@ -14,7 +14,7 @@ class PriorAttack(Attack):
 
     def infer(self, view: View) -> AttackOutput:
         trials = _trial_count(view)
-        return AttackOutput(torch.log(self.knowledge.prior.clamp_min(1e-300)).expand(trials, -1).clone())
+        return AttackOutput(torch.log(self.knowledge.prior.double().clamp_min(1e-300)).expand(trials, -1).clone())
 
 
 def _trial_count(view: View) -> int:

@@ -58,6 +58,8 @@ def judge_comparison(row: dict[str, Any], level: float, where: str) -> dict[str,
         if not (isinstance(thresholds, list) and isinstance(fp, list) and isinstance(fn, list)
                 and len(thresholds) == len(fp) == len(fn)):
             raise BadInputError("thresholds and error counts must be lists of equal length", where)
+        if any(not isinstance(t, int | float) or isinstance(t, bool) for t in thresholds):
+            raise BadInputError("thresholds must be numbers", f"{where}.thresholds")
         if any(not isinstance(c, int) or c < 0 or c > negatives for c in fp) or any(
                 not isinstance(c, int) or c < 0 or c > positives for c in fn):
             raise BadInputError("error counts out of range", where)
@@ -74,8 +76,8 @@ def judge_comparison(row: dict[str, Any], level: float, where: str) -> dict[str,
 
 def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The verdict and every comparison's evaluation, Bonferroni-corrected over all of them."""
-    if not 0 < alpha < 1:
-        raise BadInputError(f"must be in (0, 1), got {alpha}", "alpha")
+    if not isinstance(alpha, int | float) or isinstance(alpha, bool) or not 0 < alpha < 1:
+        raise BadInputError(f"must be in (0, 1), got {alpha!r}", "alpha")
     if not isinstance(comparisons, list):
         raise BadInputError("must be a list", "results.comparisons")
     m = max(len(comparisons), 1)
@@ -83,7 +85,7 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
     for i, row in enumerate(comparisons):
         if not isinstance(row, dict) or not isinstance(row.get("id"), str):
             raise BadInputError("each comparison needs an id", f"results.comparisons[{i}]")
-        judged.append({"id": row["id"], "kind": row["kind"],
+        judged.append({"id": row["id"], "kind": row.get("kind"),
                        **judge_comparison(row, alpha / m, f"results.comparisons[{i}]")})
     violations = [j for j in judged if j["violated"]]
     worst = max(judged, key=lambda j: j["margin"] if math.isfinite(j["margin"]) else -math.inf, default=None)

@@ -12,26 +12,25 @@ from typing import Any
 import pytest
 import yaml
 
-FAULTY = frozenset({"fdp_sgd_shared_batch", "dp_sgd_half_noise", "dp_sgd_no_clip", "fdp_sgd_leaky_public",
-                    "dp_sgd_wrong_rate"})
 
-
-def small_config(mechanism: str = "fdp_sgd", *, seed: int = 0, rows: int = 300, **sections: dict[str, Any]
+def small_config(name: str = "fdp_sgd", /, *, seed: int = 0, rows: int = 300, **sections: dict[str, Any]
                  ) -> dict[str, Any]:
     """A raw config dict for a tiny CPU run on the synthetic table (protected column ``protected``, a binary
     prior, public ``public-0..4``). Keyword sections (``mechanism=``, ``audit=`` …) update the defaults."""
+    from fdp_audit.training.mechanisms import FAULTY_MECHANISMS
+
     raw: dict[str, Any] = {
         "name": "tiny",
         "seed": seed,
         "device": "cpu",
         "data": {"dataset": "synthetic", "protected": ["protected"], "synthetic_rows": rows},
         "model": {"kind": "logistic"},
-        "mechanism": {"name": mechanism, "faulty": mechanism in FAULTY, "noise_multiplier": 1.0,
+        "mechanism": {"name": name, "faulty": name in FAULTY_MECHANISMS, "noise_multiplier": 1.0,
                       "sample_rate": 0.1, "public_batch_size": 32, "steps": 20, "clip_norm": 1.0,
                       "delta": 1.0e-5, "optimizer": {"name": "sgd", "lr": 1.0}},
         "audit": {"trials": 24, "games": ["distinguishing"], "attacks": ["prior", "iterates"]},
     }
-    if mechanism == "fdp_dpsgd":
+    if name == "fdp_dpsgd":
         raw["mechanism"]["public_pretrain_steps"] = 5
     for key, value in sections.items():
         if isinstance(value, dict) and isinstance(raw.get(key), dict):
@@ -68,9 +67,24 @@ def cli(capsys: pytest.CaptureFixture[str]) -> Callable[..., CliResult]:
     return run
 
 
-def one_line_error(err: str) -> str:
-    """The single stderr line of a bad-input exit (SPEC 5.1: one line, never a traceback)."""
+def _one_line_error(err: str) -> str:
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, f"expected one line on stderr, got {err!r}"
-    assert "Traceback" not in err
+    assert "Traceback" not in err and lines[0].startswith("fdp-audit: error: ")
     return lines[0]
+
+
+@pytest.fixture(scope="session")
+def one_line_error() -> Callable[[str], str]:
+    """The single stderr line of a bad-input exit (SPEC 5.1: one line naming the problem, never a traceback)."""
+    return _one_line_error
+
+
+@pytest.fixture(name="small_config", scope="session")
+def _small_config_fixture() -> Callable[..., dict[str, Any]]:
+    return small_config
+
+
+@pytest.fixture(name="write_yaml", scope="session")
+def _write_yaml_fixture() -> Callable[[Path, dict[str, Any]], Path]:
+    return write_yaml

@@ -39,7 +39,10 @@ class Journal:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a", encoding="utf-8") as handle:
-            handle.write(json.dumps(row) + "\n")
+        with open(self.path, "a+b") as handle:
+            # after a killed run's torn last line, start a new line rather than extend (and lose) it
+            size = handle.seek(0, os.SEEK_END)
+            torn = size > 0 and handle.seek(size - 1) >= 0 and handle.read(1) != b"\n"
+            handle.write((("\n" if torn else "") + json.dumps(row) + "\n").encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())

@@ -59,4 +59,6 @@ def read_results(path: str | Path) -> dict[str, Any]:
     for key in ("kind", "verdict", "mechanism", "reproducibility"):
         if key not in results:
             raise BadInputError("missing section", f"results.{key}")
+        if key != "kind" and not isinstance(results[key], dict):
+            raise BadInputError("must be a mapping", f"results.{key}")
     return results

@@ -18,6 +18,7 @@ from fdp_audit import __version__
 from fdp_audit.accounting.tradeoff import gaussian_tradeoff
 from fdp_audit.audit.games import GameRecord, gradient_canary_game, record_canary_game
 from fdp_audit.audit.journal import Journal
+from fdp_audit.audit.results import finite_or_none
 from fdp_audit.audit.stats import clopper_pearson, lower_confidence_bound, roc_counts, selection_thresholds
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
@@ -124,7 +125,9 @@ def _full_roc(record: GameRecord, attack: str) -> dict[str, list[float]]:
 
 
 def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[str, Any]:
-    """Play the configured games and return the results dictionary (verdict included)."""
+    """Play the configured games and return the results dictionary (verdict included), as results.json holds
+    it: non-finite numbers (the ε of a non-private baseline) are null, so the report renders the same numbers
+    from this dictionary as from the file."""
     mech, audit = config.mechanism, config.audit
     data = prepare_data(config.data, config.seed)
     device = resolve_device(config.device)
@@ -149,7 +152,7 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
         records.append(record)
     verdict, judged = judge(comparisons, audit.alpha)
     by_id = {j["id"]: j for j in judged}
-    return {
+    return finite_or_none({
         "schema_version": 1, "kind": "audit", "title": config.report.title or config.name,
         "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "verdict": verdict,
@@ -165,7 +168,7 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
             "dataset": config.data.dataset, "dataset_fingerprint": data.fingerprint, "command": command,
             "device": str(device), "trials": audit.trials,
         },
-    }
+    })
 
 
 def mechanism_section(config: Config) -> dict[str, Any]:

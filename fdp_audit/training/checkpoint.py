@@ -116,11 +116,12 @@ def load_checkpoint(path: str | Path) -> tuple[Params, dict[str, Any], Model]:
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - any unpickling failure means an unreadable or unsafe file
-        reason = "contains objects other than tensors" if "weights_only" in str(err) else "unreadable or truncated"
+        # torch names the weights_only option in every failure; a refused class or function is a GLOBAL
+        reason = "contains objects other than tensors" if "GLOBAL" in str(err) else "unreadable or truncated"
         raise BadInputError(f"checkpoint {path.name} refused: {reason}") from err
     if not isinstance(payload, dict) or set(payload) != {"format_version", "params", "metadata"}:
         raise BadInputError(f"checkpoint {path.name} does not have the fdp-audit layout")
-    if payload["format_version"] != FORMAT_VERSION:
+    if type(payload["format_version"]) is not int or payload["format_version"] != FORMAT_VERSION:  # not a tensor
         raise BadInputError(f"unsupported checkpoint format {payload['format_version']!r}", "checkpoint.format_version")
     try:
         metadata = json.loads(payload["metadata"])

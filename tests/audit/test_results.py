@@ -77,6 +77,12 @@ def test_missing_section_with_valid_checksum(tmp_path: Path) -> None:
         read_results(write_results(tmp_path / "results.json", results))
 
 
+@pytest.mark.parametrize("section", ["verdict", "mechanism", "reproducibility"])
+def test_section_that_is_not_a_mapping(tmp_path: Path, section: str) -> None:
+    with pytest.raises(BadInputError, match=f"results.{section}: must be a mapping"):
+        read_results(write_results(tmp_path / "results.json", minimal_results(**{section: [1, 2]})))
+
+
 @pytest.mark.parametrize(("content", "message"), [
     (b'{"schema_version": 1, "kind": "au', "not valid JSON"),
     (b"\xff\xfe not text", "not valid JSON"),

@@ -1,0 +1,163 @@
+"""Trial journal and resume (SPEC 5.2, issue 13): finished trials are journaled chunk by chunk, an interrupted
+audit resumes without losing or recomputing them, and the resumed results equal an uninterrupted run's."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fdp_audit.audit.journal import Journal
+from fdp_audit.audit.runner import config_hash
+from fdp_audit.config import config_from_dict, load_config
+
+VOLATILE = ("created", "checksum")
+FINISHED = (0, 1)  # pass or violation: a completed audit either way
+
+
+def comparable(results: dict[str, Any]) -> dict[str, Any]:
+    """Results without what legitimately differs between two runs: the time stamp, the checksum over it, and
+    the command line that produced them."""
+    out = {k: v for k, v in results.items() if k not in VOLATILE}
+    out["reproducibility"] = {k: v for k, v in results["reproducibility"].items() if k != "command"}
+    return out
+
+
+def journal_rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# -- the journal file --------------------------------------------------------------------------------------------
+
+def test_record_and_reload(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "journal.jsonl"
+    journal = Journal(path, "hash-a")
+    journal.record("distinguishing", np.array([3, 4]), np.array([1, 0]),
+                   {"iterates": np.array([[0.1, 0.9], [0.7, -0.2]])})
+    journal.record("attribute", np.array([10]), np.array([2]), {"prior": np.array([[0.0, -1.0, -2.0]])})
+    again = Journal(path, "hash-a")
+    assert again.finished("distinguishing") == {3: (1, {"iterates": [0.1, 0.9]}), 4: (0, {"iterates": [0.7, -0.2]})}
+    assert again.finished("attribute") == {10: (2, {"prior": [0.0, -1.0, -2.0]})}
+    assert again.finished("simulator") == {}
+    assert len(path.read_text().splitlines()) == 2
+
+
+def test_other_configuration_and_torn_lines_are_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "journal.jsonl"
+    Journal(path, "old").record("distinguishing", np.array([0]), np.array([1]), {"iterates": np.array([[1.0, 2.0]])})
+    Journal(path, "new").record("distinguishing", np.array([1]), np.array([0]), {"iterates": np.array([[3.0, 4.0]])})
+    with open(path, "a", encoding="utf-8") as handle:  # a process killed in the middle of a line
+        handle.write('{"config_hash": "new", "game": "distinguishing", "indices": [2], "lab')
+    journal = Journal(path, "new")
+    assert journal.finished("distinguishing") == {1: (0, {"iterates": [3.0, 4.0]})}
+    assert Journal(path, "old").finished("distinguishing") == {0: (1, {"iterates": [1.0, 2.0]})}
+
+
+def test_appending_after_a_torn_line(tmp_path: Path) -> None:
+    """A resumed audit appends its chunks after the torn line of the killed one; they must stay readable."""
+    path = tmp_path / "journal.jsonl"
+    Journal(path, "h").record("distinguishing", np.array([0]), np.array([1]), {"iterates": np.array([[1.0, 2.0]])})
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write('{"config_hash": "h", "game": "distinguishing", "indices": [1], "lab')
+    Journal(path, "h").record("distinguishing", np.array([1]), np.array([0]), {"iterates": np.array([[3.0, 4.0]])})
+    assert sorted(Journal(path, "h").finished("distinguishing")) == [0, 1]
+
+
+def test_in_memory_journal_writes_nothing(tmp_path: Path) -> None:
+    journal = Journal(None, "x")
+    journal.record("distinguishing", np.array([0]), np.array([1]), {"iterates": np.array([[1.0, 2.0]])})
+    assert journal.finished("distinguishing") == {0: (1, {"iterates": [1.0, 2.0]})}
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_config_hash_depends_on_everything_that_changes_trials(small_config) -> None:
+    base = config_hash(config_from_dict(small_config()))
+    assert base == config_hash(config_from_dict(small_config()))
+    assert base != config_hash(config_from_dict(small_config(seed=1)))
+    assert base != config_hash(config_from_dict(small_config(mechanism={"steps": 21})))
+    assert base != config_hash(config_from_dict(small_config(audit={"trials": 25})))
+
+
+# -- resume ------------------------------------------------------------------------------------------------------
+
+def resume_config(small_config, write_yaml, folder: Path, steps: int, chunk: int, trials: int) -> Path:
+    raw = small_config("fdp_sgd", rows=200, mechanism={"steps": steps, "sample_rate": 0.05},
+                       audit={"trials": trials, "max_models_per_chunk": chunk,
+                              "attacks": ["prior", "iterates", "iterates_public_aligned"]})
+    return write_yaml(folder / "resume.yaml", raw)
+
+
+def test_resume_reuses_journaled_trials(small_config, write_yaml, cli, tmp_path: Path) -> None:
+    """In-process: keep the first two chunks of a finished audit's journal, run again, and only the missing
+    trials are trained — with the same results as the uninterrupted run. (The verdict is not what is tested:
+    exit code 0 or 1 are both finished audits.)"""
+    config = resume_config(small_config, write_yaml, tmp_path, steps=10, chunk=6, trials=24)
+    full = tmp_path / "full"
+    assert cli("audit", config, "--out", full).code in FINISHED
+    rows = journal_rows(full / "journal.jsonl")
+    assert [len(r["indices"]) for r in rows] == [6, 6, 6, 6]
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    lines = (full / "journal.jsonl").read_text().splitlines(keepends=True)
+    (partial / "journal.jsonl").write_text("".join(lines[:2]))
+    assert cli("audit", config, "--out", partial).code in FINISHED
+    resumed = journal_rows(partial / "journal.jsonl")
+    assert resumed[:2] == rows[:2] and len(resumed) == 4  # two chunks reused, two trained
+    indices = [i for r in resumed for i in r["indices"]]
+    assert sorted(indices) == list(range(24))  # nothing recomputed, nothing lost
+    assert comparable(json.loads((partial / "results.json").read_text())) == comparable(
+        json.loads((full / "results.json").read_text()))
+    # a second complete run trains nothing
+    assert cli("audit", config, "--out", partial).code in FINISHED
+    assert len(journal_rows(partial / "journal.jsonl")) == 4
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume(small_config, write_yaml, cli, tmp_path: Path) -> None:
+    """A real interruption: SIGKILL a command-line audit after its first chunk is journaled. Nothing but the
+    journal is left (no partial results.json or report); the re-run keeps the journaled trials (their
+    indices appear once in the journal) and its results equal an uninterrupted run with the same seed."""
+    trials, chunk = 24, 4
+    config = resume_config(small_config, write_yaml, tmp_path, steps=150, chunk=chunk, trials=trials)
+    out = tmp_path / "killed"
+    journal = out / "journal.jsonl"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "fdp_audit", "audit", str(config), "--out", str(out)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        deadline = time.monotonic() + 300
+        while not (journal.exists() and journal.read_text().endswith("\n")):
+            assert process.poll() is None, "the audit ended before its first chunk was journaled"
+            assert time.monotonic() < deadline, "no chunk journaled in 300 s"
+            time.sleep(0.02)
+        process.send_signal(signal.SIGKILL)
+    finally:
+        process.kill()
+        process.wait()
+    assert process.returncode == -signal.SIGKILL
+    killed_rows = journal_rows(journal)
+    done = [i for r in killed_rows for i in r["indices"]]
+    assert 0 < len(done) < trials, "the kill must land between the first and the last chunk"
+    leftovers = sorted(p.name for p in out.iterdir())
+    assert leftovers == ["journal.jsonl"], leftovers  # no results.json, no report.html, no temporary file
+
+    assert cli("audit", config, "--out", out).code in FINISHED
+    rows = journal_rows(journal)
+    assert rows[:len(killed_rows)] == killed_rows
+    indices = [i for r in rows for i in r["indices"]]
+    assert sorted(indices) == list(range(trials))  # each trial trained exactly once over both runs
+    assert sum(len(r["indices"]) for r in rows[len(killed_rows):]) == trials - len(done)
+
+    reference = tmp_path / "reference"
+    assert cli("audit", config, "--out", reference).code in FINISHED
+    assert comparable(json.loads((out / "results.json").read_text())) == comparable(
+        json.loads((reference / "results.json").read_text()))
+    assert load_config(config).audit.max_models_per_chunk == chunk

@@ -1,0 +1,158 @@
+"""``fdp-audit gate RESULTS`` (SPEC 5.1): re-judges saved comparisons at a given α; exit 0 pass, 1 violation,
+2 bad input (a corrupt or hand-edited results file included), JUnit XML on request."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fdp_audit.audit.results import SCHEMA_VERSION, write_results
+from fdp_audit.audit.stats import lower_confidence_bound
+
+TRIALS, BOUND = 200, 0.6
+# 200 trials against a bound of 0.6: the smallest count whose one-sided lower bound beats the bound at level
+# 0.05/2 (the stored α over two comparisons), but not at 0.001/2.
+BORDERLINE = next(k for k in range(TRIALS) if lower_confidence_bound(k, TRIALS, 0.025) > BOUND)
+
+
+def results(successes: int, alpha: float = 0.05, stored_status: str = "PASS") -> dict[str, Any]:
+    comparisons = [
+        {"id": "attribute/likelihood", "kind": "rate", "game": "attribute", "attack": "likelihood",
+         "trials": TRIALS, "successes": 100, "ball": 0.5, "bound": BOUND},
+        {"id": "distinguishing-attribute/iterates", "kind": "rate", "game": "distinguishing", "attack": "iterates",
+         "trials": TRIALS, "successes": successes, "ball": 0.5, "bound": BOUND},
+    ]
+    return {"schema_version": SCHEMA_VERSION, "kind": "audit", "created": "2024-01-01T00:00:00Z",
+            "verdict": {"status": stored_status, "alpha": alpha}, "mechanism": {"name": "fdp_sgd"},
+            "reproducibility": {"seed": 0}, "comparisons": comparisons}
+
+
+@pytest.fixture
+def passing(tmp_path: Path) -> Path:
+    return write_results(tmp_path / "pass" / "results.json", results(110))
+
+
+@pytest.fixture
+def violating(tmp_path: Path) -> Path:
+    # 190 of 200 against a bound of 0.6: the lower bound is about 0.9, far above at any sensible α
+    return write_results(tmp_path / "violation" / "results.json", results(190))
+
+
+def test_pass(cli, passing: Path) -> None:
+    result = cli("gate", passing)
+    assert result.code == 0
+    assert result.out.startswith("PASS at α=0.05 over 2 comparisons")
+
+
+def test_violation_exit_code_one(cli, violating: Path) -> None:
+    result = cli("gate", violating)
+    assert result.code == 1
+    assert result.out.startswith("VIOLATION") and "distinguishing-attribute/iterates" in result.out
+
+
+def test_gate_rejudges_rather_than_trusting_the_stored_verdict(cli, tmp_path: Path) -> None:
+    path = write_results(tmp_path / "results.json", results(190, stored_status="PASS"))
+    assert cli("gate", path).code == 1
+
+
+def test_alpha_override(cli, tmp_path: Path) -> None:
+    assert lower_confidence_bound(BORDERLINE, TRIALS, 0.001 / 2) <= BOUND
+    path = write_results(tmp_path / "results.json", results(BORDERLINE))
+    assert cli("gate", path).code == 1  # the stored α = 0.05
+    strict = cli("gate", path, "--alpha", "0.001")
+    assert strict.code == 0 and "α=0.001" in strict.out
+    path = write_results(tmp_path / "stored.json", results(BORDERLINE, alpha=0.001))
+    assert cli("gate", path).code == 0  # the stored α is the default
+    assert cli("gate", path, "--alpha", "0.05").code == 1
+
+
+@pytest.mark.parametrize("alpha", ["0", "1", "1.5", "-0.01"])
+def test_alpha_out_of_range_is_bad_input(cli, one_line_error, passing: Path, alpha: str) -> None:
+    result = cli("gate", passing, "--alpha", alpha)
+    assert result.code == 2
+    assert "alpha" in one_line_error(result.err)
+
+
+def test_hand_edited_number_is_refused(cli, one_line_error, violating: Path) -> None:
+    data = json.loads(violating.read_text())
+    data["comparisons"][1]["successes"] = 120  # turn the violation into a pass by hand
+    violating.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    result = cli("gate", violating)
+    assert result.code == 2
+    assert "checksum" in one_line_error(result.err)
+    assert result.out == ""
+
+
+@pytest.mark.parametrize("cut", [0.5, 0.99])
+def test_corrupt_json_is_refused(cli, one_line_error, passing: Path, cut: float) -> None:
+    text = passing.read_bytes()
+    passing.write_bytes(text[: int(len(text) * cut)])
+    result = cli("gate", passing)
+    assert result.code == 2
+    assert "not valid JSON" in one_line_error(result.err)
+
+
+def test_missing_file_is_refused(cli, one_line_error, tmp_path: Path) -> None:
+    result = cli("gate", tmp_path / "absent.json")
+    assert result.code == 2
+    assert "not found" in one_line_error(result.err)
+
+
+def _edit(results: dict[str, Any], where: str, value: Any) -> dict[str, Any]:
+    *path, last = where.split(".")
+    node: Any = results
+    for key in path:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    key = int(last) if isinstance(node, list) else last
+    if value is KeyError:
+        del node[key]
+    else:
+        node[key] = value
+    return results
+
+
+EPSILON_ROW = {"id": "distinguishing-epsilon/iterates", "kind": "epsilon", "thresholds": [0.0, 1.0],
+               "false_positives": [3, 1], "false_negatives": [10, 20], "negatives": 50, "positives": 50,
+               "delta": 1e-5, "epsilon_claimed": 2.0}
+
+# A results file that is consistent with its checksum (written by another tool, or another version) can still
+# be malformed; the gate must say which field, with exit code 2, never an internal error.
+MALFORMED = {
+    "negative successes": ("comparisons.0.successes", -3, "successes"),
+    "comparison without kind": ("comparisons.0.kind", KeyError, "kind"),
+    "comparison not an object": ("comparisons.1", "oops", "comparisons[1]"),
+    "comparisons not a list": ("comparisons", {"a": 1}, "results.comparisons"),
+    "stored alpha not a number": ("verdict.alpha", "0.05", "alpha"),
+    "verdict not an object": ("verdict", ["PASS"], "results.verdict"),
+    "threshold not a number": ("comparisons.2.thresholds", ["low", "high"], "thresholds"),
+    "error counts not integers": ("comparisons.2.false_positives", [0.5, 1], "out of range"),
+    "delta missing": ("comparisons.2.delta", KeyError, "delta"),
+}
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+def test_malformed_results_with_a_valid_checksum(cli, one_line_error, tmp_path: Path, name: str) -> None:
+    where, value, field = MALFORMED[name]
+    data = results(110)
+    data["comparisons"].append(dict(EPSILON_ROW))
+    result = cli("gate", write_results(tmp_path / "results.json", _edit(data, where, value)))
+    assert result.code == 2, result.err
+    assert field in one_line_error(result.err)
+
+
+@pytest.mark.parametrize(("fixture", "failures"), [("passing", 0), ("violating", 1)])
+def test_junit(cli, request, tmp_path: Path, fixture: str, failures: int) -> None:
+    path = request.getfixturevalue(fixture)
+    junit = tmp_path / "reports" / "gate.xml"
+    result = cli("gate", path, "--junit", junit)
+    assert result.code == failures
+    root = ET.parse(junit).getroot()
+    cases = root.findall("testcase")
+    ids = [c["id"] for c in json.loads(path.read_text())["comparisons"]]
+    assert [c.get("name") for c in cases] == ids
+    assert int(root.get("tests")) == len(ids) and int(root.get("failures")) == failures
+    assert sum(c.find("failure") is not None for c in cases) == failures
