@@ -10,7 +10,7 @@ fast path (:mod:`fdp_audit.training.ghost`) with its materialised ``torch.func``
 Our step is timed through the public engine: ``train_models`` with 1 + k steps minus ``train_models`` with
 1 step, divided by k, so the per-run set-up (Ψ of the data set, initialisation) is excluded. Opacus
 batches are drawn from its Poisson data loader beforehand, so its data loading is excluded too. All
-candidates run with one intra-op thread, interleaved round by round, timed by the CPU time of the thread
+candidates run with one intra-op thread, interleaved round by round, timed by CPU time
 (:mod:`benchmarks.timing`).
 """
 

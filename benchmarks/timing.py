@@ -5,9 +5,10 @@ shared machine hits all of them alike; each round gives one time per candidate a
 record reports the median times, the median of the per-round ratios, and the interquartile range of those
 ratios as ``spread``.
 
-Single-threaded benchmarks may be timed by the CPU time of the calling thread (``CPU_CLOCK``) instead of
-the wall clock: on a machine shared with other jobs, wall time mostly measures how often the scheduler
-preempts us, while the thread's CPU time measures the work done. On an idle machine the two agree.
+Benchmarks may be timed by the CPU time of the process (``CPU_CLOCK``, all its threads) instead of the wall
+clock: on a machine shared with other jobs, wall time mostly measures how often the scheduler preempts
+us, while CPU time measures the work done. For a single-threaded computation on an idle machine the two
+agree.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import torch
 Record = dict[str, Any]
 Clock = Callable[[], float]
 WALL_CLOCK: Clock = time.perf_counter
-CPU_CLOCK: Clock = time.thread_time
+CPU_CLOCK: Clock = time.process_time
 
 
 @contextlib.contextmanager

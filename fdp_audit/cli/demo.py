@@ -54,8 +54,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"utility: {row['mechanism']:<12} test accuracy {row['accuracy']:.4f}")
     for game in results["games"]:
         for attack in game["attacks"]:
-            print(f"{game['game']:<15} {attack['attack']:<24} success {attack['rate']:.3f} "
-                  f"(Ball {attack['ball']:.3f}, bound {attack['bound']:.3f}) {attack['status']}")
+            if game["game"] == "attribute":
+                print(f"attribute ({game['canary']}): {attack['attack']:<24} success {attack['rate']:.3f} "
+                      f"(Ball {attack['ball']:.3f}, bound {attack['bound']:.3f}) {attack['status']}")
+            else:
+                claimed = attack["epsilon_claimed"]
+                claimed_text = "∞" if claimed is None else f"{claimed:.3f}"
+                print(f"{game['game']} game: {attack['attack']:<24} ε lower bound "
+                      f"{attack['epsilon_lower_bound']:.3f} (claimed {claimed_text}) {attack['status']}")
     verdict = results["verdict"]
     print(f"VERDICT: {verdict['status']} — {verdict['explanation']}")
     print(f"report: {report}  ({time.time() - start:.0f} s)")

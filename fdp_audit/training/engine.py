@@ -234,13 +234,14 @@ class _Step:
         return flat, batch
 
     def _ghost_public_term(self, idx: torch.Tensor, is_canary: torch.Tensor, step: int) -> ghost.PublicTerm | None:
-        """ℓ_pub∘Ψ of ℓ_priv for the fast path; a fill row (mask, mean) makes the public inputs unnecessary."""
+        """ℓ_pub∘Ψ of ℓ_priv for the fast path; an input split (mask, mean, label DP) makes the public inputs
+        unnecessary."""
         if self.recipe.private_loss != "decomposed":
             return None
         reads_protected = self.recipe.public_reads_protected
         split = ghost.input_split(self.loss, reads_protected, self.model.n_inputs)
         inputs = None
-        if split is None or split.fill is None:
+        if split is None:
             inputs, _ = self._public_inputs(idx, is_canary, step, streams.Stream.PRIVATE_PAD)
         label_free = self.loss is not None and self.loss.label_free and not reads_protected
         return ghost.PublicTerm(inputs, label_free, split)
@@ -280,7 +281,11 @@ class _Step:
         if gradient_canary:
             weights = weights * ~is_canary
         inputs, y = self._public_inputs(idx, is_canary, step, streams.Stream.PUBLIC_PAD)
-        flat = flatten(self.public_grad(params, inputs, y, weights), lead=1)
+        if ghost.supports(self.model):  # one forward and backward pass, no per-model torch.func transform
+            label_free = self.loss is not None and self.loss.label_free and not self.recipe.public_reads_protected
+            flat = ghost.gradient_sum(self.model, params, inputs, y, weights, label_free)
+        else:
+            flat = flatten(self.public_grad(params, inputs, y, weights), lead=1)
         if gradient_canary:
             canary_grad = self.canaries.public_gradient
             if self.recipe.public_reads_protected:  # the full loss: ∇ℓ = ∇ℓ_pub∘Ψ + ∇ℓ_priv

@@ -50,33 +50,31 @@ def supports(model: Model) -> bool:
 
 @dataclass(frozen=True)
 class InputSplit:
-    """How the public term's model input ``x'`` relates to the record ``x``: equal on the ``shared``
-    columns; on the ``completed`` columns either per-example values or, when ``fill`` is given, that one
-    row for every example."""
+    """The public term's model input ``x'`` as a function of the record ``x``: equal to ``x`` on the
+    ``shared`` columns and to the fixed row ``fill`` on the ``completed`` ones (``mask``, ``mean``; label DP
+    and the leaky recipe share every column)."""
 
     shared: torch.Tensor  # long [d_u]
     completed: torch.Tensor  # long [d_v]
-    fill: torch.Tensor | None = None  # [d_v]
+    fill: torch.Tensor  # [d_v]
 
 
 def input_split(public_loss: PublicLoss | None, reads_protected: bool, n_inputs: int) -> InputSplit | None:
-    """The :class:`InputSplit` of a public loss (SPEC 2.3 constructions), or None when ``x'`` shares no
-    known structure with ``x`` (``blur``). ``reads_protected``: the faulty recipe whose public loss is
-    evaluated on the record itself."""
-    everything = InputSplit(torch.arange(n_inputs), torch.zeros(0, dtype=torch.long), torch.zeros(0))
+    """The :class:`InputSplit` of a public loss (SPEC 2.3 constructions), or None when ``x'`` is not such a
+    function of ``x`` (``gaussian_pad`` and ``impute`` complete each record differently, ``blur`` changes
+    every column). ``reads_protected``: the faulty recipe whose public loss reads the record itself."""
     if reads_protected or (public_loss is not None and isinstance(public_loss.feature_map, LabelOnlyMap)):
-        return everything
-    if public_loss is None or not isinstance(public_loss.feature_map, FeatureSplit):
+        return InputSplit(torch.arange(n_inputs), torch.zeros(0, dtype=torch.long), torch.zeros(0))
+    if public_loss is None or public_loss.fill is None or not isinstance(public_loss.feature_map, FeatureSplit):
         return None
     split = public_loss.feature_map
-    fill = public_loss.fill if public_loss.name in ("mask", "mean") else None
-    return InputSplit(split.public_columns, split.protected_columns, fill)
+    return InputSplit(split.public_columns, split.protected_columns, public_loss.fill)
 
 
 @dataclass(frozen=True)
 class PublicTerm:
-    """The public loss inside ℓ_priv = ℓ − ℓ_pub∘Ψ: its model inputs ``x'`` ``[R, K, d]`` (not needed when
-    ``split`` has a fill row, which determines them), and whether it is label-free (label DP)."""
+    """The public loss inside ℓ_priv = ℓ − ℓ_pub∘Ψ: its model inputs ``x'`` ``[R, K, d]`` (not needed when a
+    ``split`` determines them), and whether it is label-free (label DP)."""
 
     inputs: torch.Tensor | None
     label_free: bool = False
@@ -112,43 +110,57 @@ class _Layer:
     public: torch.Tensor | None
 
 
-Columns = slice | torch.Tensor  # a contiguous run of input columns, or their indices
+Runs = tuple[slice, ...]  # a set of input columns as contiguous runs (encoded features are runs)
 
 
 @dataclass(frozen=True)
 class _SplitLayer:
-    """Inputs of a first layer under an :class:`InputSplit` with a fill row: the records ``x`` ``[R, K, d]``,
-    their shared columns ``u`` ``[R, K, d_u]``, and ``Δ = v − c`` ``[R, K, d_v]``, the records' completed
-    columns minus the fill row ``c``, which is all of ``x − x'``; ``fill_row`` is ``c`` placed in a
-    full-width row of zeros."""
+    """Inputs of a first layer under an :class:`InputSplit`: the records ``x`` ``[R, K, d]``, the column runs
+    of the shared and completed columns, the fill row ``c`` (``[d_v]``, and in a full-width row of zeros),
+    and the side the matrix products need: the shared columns ``u`` when they are fewer, else
+    ``Δ = v − c``, the records' completed columns minus the fill, which is all of ``x − x'``."""
 
     record: torch.Tensor
-    shared: torch.Tensor
-    difference: torch.Tensor
+    shared_runs: Runs
+    completed_runs: Runs
     fill: torch.Tensor
     fill_row: torch.Tensor
-    shared_columns: Columns
-    completed_columns: Columns
+    shared: torch.Tensor | None
+    difference: torch.Tensor | None
 
 
-def _columns(indices: torch.Tensor, device: torch.device) -> Columns:
-    """Column groups of encoded data are contiguous runs; a run is taken as a view instead of a copy."""
-    n = indices.numel()
-    if n == 0 or (int(indices[-1]) - int(indices[0]) == n - 1 and bool((indices.diff() == 1).all())):
-        start = int(indices[0]) if n else 0
-        return slice(start, start + n)
-    return indices.to(device)
+def _runs(indices: torch.Tensor) -> Runs:
+    """Consecutive indices grouped into slices, in the given order."""
+    values = indices.tolist()
+    runs, start = [], 0
+    for i in range(1, len(values) + 1):
+        if i == len(values) or values[i] != values[i - 1] + 1:
+            runs.append(slice(values[start], values[i - 1] + 1))
+            start = i
+    return tuple(runs)
 
 
-def _take(t: torch.Tensor, columns: Columns) -> torch.Tensor:
-    return t[..., columns] if isinstance(columns, slice) else t.index_select(-1, columns)
+def _take(t: torch.Tensor, runs: Runs) -> torch.Tensor:
+    """The columns of ``t`` in ``runs``; a single run is a view, not a copy."""
+    if len(runs) == 1:
+        return t[..., runs[0]]
+    return torch.cat([t[..., run] for run in runs], dim=-1) if runs else t[..., :0]
 
 
-def _add_columns(target: torch.Tensor, columns: Columns, values: torch.Tensor, alpha: float = 1.0) -> None:
-    if isinstance(columns, slice):
-        target[..., columns].add_(values, alpha=alpha)
-    else:
-        target.index_add_(-1, columns, values, alpha=alpha)
+def _add_columns(target: torch.Tensor, runs: Runs, values: torch.Tensor, alpha: float = 1.0) -> None:
+    offset = 0
+    for run in runs:
+        width = run.stop - run.start
+        target[..., run].add_(values[..., offset:offset + width], alpha=alpha)
+        offset += width
+
+
+def _square_over(t: torch.Tensor, runs: Runs) -> torch.Tensor:
+    """``Σ_j t_j²`` over the columns in ``runs``, read in place."""
+    total = torch.zeros(t.shape[:-1], dtype=t.dtype, device=t.device)
+    for run in runs:
+        total += _square(t[..., run])
+    return total
 
 
 def _logit_gradients(logits: torch.Tensor, y: torch.Tensor, label_free: bool) -> torch.Tensor:
@@ -174,31 +186,29 @@ def _first_layer(params: Params, batch: PrivateBatch
                  ) -> tuple[_Layer | _SplitLayer, torch.Tensor, torch.Tensor | None]:
     """The first layer's inputs and its pre-activations on the records and the completed inputs.
 
-    With a fill row, ``x' = x − Δ`` is zero-padded ``Δ`` away from ``x``, so ``z' = z − Δ W_vᵀ``, or,
-    when fewer columns are shared than completed, ``z' = u W_uᵀ + W c + b`` directly: either way the
+    Under an :class:`InputSplit`, ``z' = u W_uᵀ + W c + b`` when fewer columns are shared than completed,
+    else ``z' = z − Δ W_vᵀ`` (``x'`` is ``x`` minus ``Δ`` on the completed columns): either way the
     completed inputs cost a product over the smaller column set only."""
     weight, bias, x = params["layer0.weight"], params["layer0.bias"], batch.x
     z = _linear(x, weight, bias)
     if batch.public is None:
         return _Layer(x, None), z, None
     split = batch.public.split
-    if split is None or split.fill is None:
+    if split is None:
         assert batch.public.inputs is not None
         public = batch.public.inputs.to(x.dtype)
         return _Layer(x, public), z, _linear(public, weight, bias)
-    shared_columns, completed_columns = _columns(split.shared, x.device), _columns(split.completed, x.device)
+    shared_runs, completed_runs = _runs(split.shared), _runs(split.completed)
     fill = split.fill.to(x.device, x.dtype)
     fill_row = x.new_zeros(x.shape[-1])
-    _add_columns(fill_row, completed_columns, fill)
-    shared, difference = _take(x, shared_columns), _take(x, completed_columns)
-    if bool(split.fill.any()):  # mask fills with zeros: then Δ is the completed columns themselves
-        difference = difference - fill
+    _add_columns(fill_row, completed_runs, fill)
     if split.shared.numel() < split.completed.numel():
-        z_public = _linear(shared, _take(weight, shared_columns), bias + weight @ fill_row)
-    else:
-        z_public = torch.baddbmm(z, difference, _take(weight, completed_columns).transpose(1, 2), alpha=-1.0)
-    layer = _SplitLayer(x, shared, difference, fill, fill_row, shared_columns, completed_columns)
-    return layer, z, z_public
+        shared = _take(x, shared_runs)
+        z_public = _linear(shared, _take(weight, shared_runs), bias + weight @ fill_row)
+        return _SplitLayer(x, shared_runs, completed_runs, fill, fill_row, shared, None), z, z_public
+    difference = _take(x, completed_runs) - fill
+    z_public = torch.baddbmm(z, difference, _take(weight, completed_runs).transpose(1, 2), alpha=-1.0)
+    return _SplitLayer(x, shared_runs, completed_runs, fill, fill_row, None, difference), z, z_public
 
 
 def _trace(model: Model, params: Params, batch: PrivateBatch, label_free: bool = False
@@ -239,6 +249,18 @@ def _square(a: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vector_norm(a, dim=-1).square()
 
 
+def _split_inner_products(layer: _SplitLayer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``‖f‖², f·ã', ‖ã'‖²`` per example for a split first layer: ``f`` is ``Δ`` on the completed columns and
+    ``ã' = [u, c, 1]``. The large side is read in place; ``Δ`` is formed only for a non-zero fill."""
+    public_squared = _square_over(layer.record, layer.shared_runs) + layer.fill.square().sum() + 1.0
+    difference = layer.difference
+    if difference is None and bool(layer.fill.any()):
+        difference = _take(layer.record, layer.completed_runs) - layer.fill
+    if difference is None:  # a zero fill (mask): Δ is the completed columns themselves and Δ·c = 0
+        return _square_over(layer.record, layer.completed_runs), torch.zeros_like(public_squared), public_squared
+    return _square(difference), difference @ layer.fill, public_squared
+
+
 def _layer_squared_norms(layer: _Layer | _SplitLayer, delta: torch.Tensor, delta_public: torch.Tensor | None
                          ) -> torch.Tensor:
     """One layer's share of ``‖g‖²`` per example ``[R, K]``: ``‖δ‖²‖ã‖²`` for the full loss, else the
@@ -248,8 +270,7 @@ def _layer_squared_norms(layer: _Layer | _SplitLayer, delta: torch.Tensor, delta
         return _square(delta) * (_square(layer.record) + 1.0)
     e = delta - delta_public
     if isinstance(layer, _SplitLayer):
-        f_squared, f_dot = _square(layer.difference), layer.difference @ layer.fill
-        public_squared = _square(layer.shared) + layer.fill.square().sum() + 1.0
+        f_squared, f_dot, public_squared = _split_inner_products(layer)
     else:
         assert layer.public is not None
         f = layer.record - layer.public
@@ -270,15 +291,16 @@ def _layer_weighted_sum(layer: _Layer | _SplitLayer, delta: torch.Tensor, delta_
         assert layer.public is not None
         gradient = torch.baddbmm(torch.bmm(weighted.transpose(1, 2), layer.record),
                                  weighted_public.transpose(1, 2), layer.public, alpha=-1.0)
-    elif layer.shared.shape[2] < layer.difference.shape[2]:
+    elif layer.shared is not None:
         # δ xᵀ − δ' x'ᵀ with x' = [u, c]: full product on x, the public term on the shared columns only.
         gradient = torch.bmm(weighted.transpose(1, 2), layer.record)
         gradient -= weighted_public.sum(dim=1)[..., None] * layer.fill_row
-        _add_columns(gradient, layer.shared_columns, torch.bmm(weighted_public.transpose(1, 2), layer.shared), -1.0)
+        _add_columns(gradient, layer.shared_runs, torch.bmm(weighted_public.transpose(1, 2), layer.shared), -1.0)
     else:
         # δ xᵀ − δ' (x − Δ)ᵀ = e xᵀ + δ' Δᵀ: the second term lives on the completed columns only.
+        assert layer.difference is not None
         gradient = torch.bmm(weighted_difference.transpose(1, 2), layer.record)
-        _add_columns(gradient, layer.completed_columns, torch.bmm(weighted_public.transpose(1, 2), layer.difference))
+        _add_columns(gradient, layer.completed_runs, torch.bmm(weighted_public.transpose(1, 2), layer.difference))
     return torch.cat([gradient.flatten(1), weighted_difference.sum(dim=1)], 1)
 
 
