@@ -8,13 +8,15 @@ Okumura sphere (:mod:`.neighbours`). Coverage and privacy loss (:mod:`.coverage`
 and typical profiles (:mod:`.profile`), the ε sweep and its transition (:mod:`.transition`), Monte
 Carlo coverage for mechanisms without a density (:mod:`.monte_carlo`), the optional diffprivlib
 mechanism (:mod:`.third_party`), figures (:mod:`.figures`) and the end-to-end run behind
-``fdp-audit profile`` (:mod:`.pipeline`).
+``fdp-audit profile`` (:mod:`.pipeline`: ``run_profile``, ``results_dict``, ``make_figures``,
+``write_outputs``; not re-exported here so that importing the maths does not import matplotlib).
 """
 
 from fdp_audit.profiles.coverage import (
     analytic_log_coverage,
     empirical_coverage,
     gaussian_kl,
+    laplace_mean_abs_loss,
     laplace_mean_loss,
     mean_loss,
 )
@@ -26,9 +28,11 @@ from fdp_audit.profiles.mechanisms import (
     OutputPerturbation,
     gaussian_sigma,
     laplace_beta,
+    make_mechanism,
 )
 from fdp_audit.profiles.monte_carlo import MonteCarloLoss, default_cutoff, monte_carlo_privacy_loss
 from fdp_audit.profiles.neighbours import (
+    NeighbourModels,
     Neighbours,
     exact_neighbour_models,
     okumura_spheres,
@@ -36,8 +40,15 @@ from fdp_audit.profiles.neighbours import (
     replacement_neighbours,
     worst_case_points,
 )
-from fdp_audit.profiles.profile import PrivacyProfile, TypicalProfile, privacy_profile, typical_profile
-from fdp_audit.profiles.transition import EpsilonSweep, Transition, beta_star, detect_transition, epsilon_sweep
+from fdp_audit.profiles.profile import PrivacyProfile, TypicalProfile, privacy_profile, profile_at, typical_profile
+from fdp_audit.profiles.transition import (
+    EpsilonSweep,
+    Transition,
+    beta_star,
+    detect_transition,
+    epsilon_sweep,
+    rank_positions,
+)
 
 __all__ = [
     "Design",
@@ -45,6 +56,7 @@ __all__ = [
     "GaussianOutputPerturbation",
     "LaplaceOutputPerturbation",
     "MonteCarloLoss",
+    "NeighbourModels",
     "Neighbours",
     "OutputPerturbation",
     "PrivacyProfile",
@@ -62,14 +74,18 @@ __all__ = [
     "gaussian_kl",
     "gaussian_sigma",
     "laplace_beta",
+    "laplace_mean_abs_loss",
     "laplace_mean_loss",
     "loss_gradients",
+    "make_mechanism",
     "mean_loss",
     "monte_carlo_privacy_loss",
     "normalise_rows",
     "objective",
     "okumura_spheres",
     "privacy_profile",
+    "profile_at",
+    "rank_positions",
     "removal_neighbours",
     "replacement_neighbours",
     "typical_profile",

@@ -76,9 +76,11 @@ def design_from_table(table: Table, columns: Sequence[str], label: str, rows: in
     columns = list(columns)
     if not columns:
         raise BadInputError("list at least one column", "profile.columns")
-    for name in [*columns, label]:
+    for name in columns:
         if name not in table.columns:
             raise BadInputError(f"no column {name!r} in data set {table.name}", "profile.columns")
+    if label not in table.columns:
+        raise BadInputError(f"no label column {label!r} in data set {table.name}", "data.label")
     if label in columns:
         raise BadInputError(f"the label {label!r} cannot also be a feature", "profile.columns")
     if len(set(columns)) != len(columns):

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from matplotlib import colormaps
+from matplotlib import colormaps, rc_context
 from matplotlib.cm import ScalarMappable
 from matplotlib.colors import LogNorm
 from matplotlib.figure import Figure
@@ -45,8 +45,17 @@ def figure_png(fig: Figure, dpi: int = 110) -> bytes:
 
 
 def _labels(features: Sequence[str], prefix: str) -> tuple[str, str]:
+    if len(features) == 1:
+        return f"{prefix}[{features[0]}]", "(one parameter)"
     note = f"  (2 of {len(features)} coords)" if len(features) > 2 else ""
     return f"{prefix}[{features[0]}]", f"{prefix}[{features[1]}]{note}"
+
+
+def _xy(points: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first two coordinates (last axis) of parameter vectors; a zero second one when d = 1."""
+    points = np.asarray(points)
+    second = points[..., 1] if points.shape[-1] > 1 else np.zeros_like(points[..., 0])
+    return points[..., 0], second
 
 
 def _thin(count: int) -> np.ndarray:
@@ -63,15 +72,18 @@ def scatter_figure(panels: Sequence[ScatterPanel], features: Sequence[str], titl
     cols = min(len(panels), 4)
     rows = math.ceil(len(panels) / cols)
     fig = Figure(figsize=(3.6 * cols, 3.3 * rows + 0.5), layout="constrained")
-    axes = fig.subplots(rows, cols, squeeze=False).ravel()
+    # At large ε the clouds span a few 1e-6 around values near 0.02: tick labels need an offset.
+    with rc_context({"axes.formatter.offset_threshold": 2}):
+        axes = fig.subplots(rows, cols, squeeze=False).ravel()
     xlabel, ylabel = _labels(features, "w")
     turbo = colormaps["turbo"]
     for ax, panel in zip(axes, panels):
         m = panel.neighbours.shape[0]
         for j in range(m):
-            pts = panel.neighbours[j]
-            ax.scatter(pts[:, 0], pts[:, 1], s=9, alpha=0.55, color=turbo(0.05 + 0.9 * j / max(m - 1, 1)), linewidths=0)
-        ax.scatter(panel.base[:, 0], panel.base[:, 1], marker="x", s=28, color="black", zorder=3)
+            ax.scatter(
+                *_xy(panel.neighbours[j]), s=9, alpha=0.55, color=turbo(0.05 + 0.9 * j / max(m - 1, 1)), linewidths=0
+            )
+        ax.scatter(*_xy(panel.base), marker="x", s=28, color="black", zorder=3)
         ax.set_title(f"ε = {panel.epsilon:g}   (log₁₀ ε = {math.log10(panel.epsilon):.2g})", fontsize=9)
         ax.set_xlabel(xlabel, fontsize=8)
         ax.set_ylabel(ylabel, fontsize=8)
@@ -100,15 +112,15 @@ def worst_case_figure(
     xlabel, ylabel = _labels(features, "Δw")
     keep = _thin(exact.shape[0])
     d_exact, d_wc = exact[keep] - w, worst_case[keep] - w
-    ax_all.scatter(d_wc[:, 0], d_wc[:, 1], s=30, marker="x", color="tab:red", linewidths=0.8, label="A_wc(y_i) − A(D)")
-    ax_all.scatter(d_exact[:, 0], d_exact[:, 1], s=5, color="tab:blue", label="exact A(y_i) − A(D)")
+    ax_all.scatter(*_xy(d_wc), s=30, marker="x", color="tab:red", linewidths=0.8, label="A_wc(y_i) − A(D)")
+    ax_all.scatter(*_xy(d_exact), s=5, color="tab:blue", label="exact A(y_i) − A(D)")
     ax_all.scatter([0], [0], marker="*", s=120, color="black", zorder=3, label="A(D)")
     ax_all.set(xlabel=xlabel, ylabel=ylabel, title="(a) neighbour models, offsets from A(D)")
     ax_all.legend(fontsize=7, loc="best")
 
     finite = np.where(np.isfinite(relative_error), relative_error, -np.inf)
     i = int(np.argmax(finite))
-    c, e, a = centres[i] - w, exact[i] - w, worst_case[i] - w
+    c, e, a = (np.array(_xy(p)) for p in (centres[i] - w, exact[i] - w, worst_case[i] - w))
     ax_one.add_patch(Circle((c[0], c[1]), radii[i], fill=False, color="0.4", linestyle="--", label="Okumura sphere"))
     ax_one.scatter([0], [0], marker="*", s=140, color="black", zorder=3, label="A(D) (on the sphere)")
     ax_one.scatter([c[0]], [c[1]], marker="+", s=80, color="0.4", label="centre R")
@@ -167,8 +179,7 @@ def profiles_figure(
         values = _by_position(profile)[keep]
         order = np.argsort(values)  # draw the most exposed last, on top
         points = ax.scatter(
-            deltas[keep][order, 0],
-            deltas[keep][order, 1],
+            *_xy(deltas[keep][order]),
             c=values[order],
             cmap="turbo",
             s=size,
@@ -177,7 +188,7 @@ def profiles_figure(
         )
         ax.scatter([0], [0], marker="s", s=50, facecolor="none", edgecolor="black", linewidths=1.5, label="A(D)")
         ax.scatter(
-            [offset[0]], [offset[1]], marker="o", s=110, facecolor="none", edgecolor="black", linewidths=2, label="M"
+            *_xy(offset[None, :]), marker="o", s=110, facecolor="none", edgecolor="black", linewidths=2, label="M"
         )
         ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
         ax.set_aspect("equal", adjustable="datalim")
@@ -276,11 +287,15 @@ def transition_figure(
 def neighbour_curves_figure(
     sweep: EpsilonSweep, positions: np.ndarray, delta_norms: np.ndarray, row_ids: np.ndarray, d: int, scale_low: float
 ) -> Figure:
-    """Per-neighbour mean losses (paper Fig. 7): against β (left) and against s = β‖Δ_i‖ (right), where
-    the curves of all neighbours collapse. Top: mean |l| (normalised); bottom: the mean signed loss,
-    i.e. KL(𝒜(D) ‖ 𝒜(y_i)), with the exact curve (κ_d(s) for Laplace, s²/2 for Gaussian)."""
+    """Per-neighbour mean losses (paper Fig. 7) of the neighbours at ``positions`` (all with ‖Δ_i‖ > 0):
+    against β (left) and against s = β‖Δ_i‖ (right), where the curves of all neighbours collapse.
+    Top: mean |l| (normalised); bottom: the mean signed loss, i.e. KL(𝒜(D) ‖ 𝒜(y_i)), with the exact
+    curve (κ_d(s) for Laplace, s²/2 for Gaussian)."""
     fig = Figure(figsize=(12, 8.4), layout="constrained")
     (ax_abs, ax_abs_s), (ax_kl, ax_kl_s) = fig.subplots(2, 2)
+    if len(positions) == 0:
+        fig.suptitle("no neighbour changes the model: every privacy loss is 0")
+        return fig
     name = _scale_name(sweep.mechanism)
     cmap = colormaps["viridis"]
     for j, p in enumerate(positions):

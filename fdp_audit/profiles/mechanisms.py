@@ -64,12 +64,12 @@ def gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
     return math.exp(brentq(excess, lo, hi, xtol=1e-14, rtol=1e-14))
 
 
-def _stable_numerator(deltas: np.ndarray, noise: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """‖Δ‖² - 2Δ·b for every (noise row k, neighbour i), and ‖Δ‖² + ‖b‖² - 2Δ·b = ‖Δ - b‖²."""
-    cross = noise @ deltas.T
-    numerator = np.einsum("ij,ij->i", deltas, deltas)[None, :] - 2.0 * cross
-    squared = np.maximum(numerator + np.einsum("kj,kj->k", noise, noise)[:, None], 0.0)
-    return numerator, squared
+def _numerator(deltas: np.ndarray, noise: np.ndarray) -> np.ndarray:
+    """‖Δ_i‖² - 2Δ_i·b_k for every noise row k and neighbour i: shape (k, n), built in place."""
+    numerator = noise @ deltas.T
+    numerator *= -2.0
+    numerator += np.einsum("ij,ij->i", deltas, deltas)[None, :]
+    return numerator
 
 
 class OutputPerturbation(Protocol):
@@ -138,10 +138,17 @@ class LaplaceOutputPerturbation:
 
     def privacy_loss(self, deltas: np.ndarray, noise: np.ndarray) -> np.ndarray:
         """Signed l(D, y_i, A(D) + b_k) for noise rows b_k (k, d) and offsets Δ_i (n, d): shape (k, n)."""
-        numerator, squared = _stable_numerator(deltas, noise)
-        denominator = np.sqrt(squared) + np.linalg.norm(noise, axis=1)[:, None]
-        # Δ = 0 and b = 0 together: both distributions have their centre at M, the loss is 0.
-        return self.beta * np.divide(numerator, denominator, out=np.zeros_like(numerator), where=denominator > 0)
+        numerator = _numerator(deltas, noise)
+        squared_b = np.einsum("kj,kj->k", noise, noise)[:, None]
+        # ‖Δ - b‖ + ‖b‖, with ‖Δ - b‖² = numerator + ‖b‖² (a sum of positives: no cancellation that matters).
+        denominator = numerator + squared_b
+        np.maximum(denominator, 0.0, out=denominator)
+        np.sqrt(denominator, out=denominator)
+        denominator += np.sqrt(squared_b)
+        # A zero denominator means Δ = b = 0 (M at both centres), where the numerator is 0 as well.
+        np.divide(numerator, denominator, out=numerator, where=denominator > 0)
+        numerator *= self.beta
+        return numerator
 
 
 @dataclass(frozen=True)
@@ -167,8 +174,9 @@ class GaussianOutputPerturbation:
         return -0.5 * d * math.log(2 * math.pi * self.sigma**2) - 0.5 * np.sum(noise**2, axis=-1) / self.sigma**2
 
     def privacy_loss(self, deltas: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        numerator, _ = _stable_numerator(deltas, noise)
-        return numerator / (2.0 * self.sigma**2)
+        numerator = _numerator(deltas, noise)
+        numerator /= 2.0 * self.sigma**2
+        return numerator
 
 
 def make_mechanism(

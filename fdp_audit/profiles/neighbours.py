@@ -55,7 +55,8 @@ class Neighbours:
 
 @dataclass(frozen=True)
 class NeighbourModels:
-    """Exact A(y_i) (m, d) with the Newton iterations each needed and the last step size."""
+    """Exact A(y_i) (m, d) with the Newton iterations each needed and the last step size (0 and 0 for a
+    neighbour equal to D)."""
 
     models: np.ndarray
     iterations: np.ndarray
@@ -132,9 +133,14 @@ def exact_neighbour_models(
     m = len(neighbours)
     models = torch.from_numpy(np.tile(w, (m, 1)))
     iterations = torch.zeros(m, dtype=torch.int64)
-    last_step = torch.full((m,), float("inf"), dtype=torch.float64)
-    for start in range(0, m, block):
-        active = torch.arange(start, min(start + block, m))
+    last_step = torch.zeros(m, dtype=torch.float64)
+    # A replacement equal to the row itself leaves D unchanged: A(y_i) = A(D) exactly, nothing to solve
+    # (solving would only add rounding noise, which a relative error would then divide by).
+    todo = np.arange(m)
+    if neighbours.replacement is not None:
+        todo = todo[np.any(neighbours.replacement != X[neighbours.rows], axis=1)]
+    for start in range(0, todo.size, block):
+        active = torch.from_numpy(todo[start : start + block])
         previous = torch.full((active.numel(),), float("inf"), dtype=torch.float64)
         for _ in range(max_iter):
             W = models[active]

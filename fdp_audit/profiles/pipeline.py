@@ -86,12 +86,16 @@ SCATTER_NEIGHBOURS, SCATTER_SAMPLES = 50, 20
 DIFFPRIVLIB_MAX_ROWS = 2000
 MC_ROWS, MC_SAMPLES = 5, 20_000
 CURVE_POINTS = 200  # rank positions kept per profile curve in the JSON
-CURVE_ROW_QUANTILES = (0.01, 0.25, 0.5, 0.75, 0.95)  # neighbours drawn in the per-neighbour figure
+CURVE_ROW_QUANTILES = (0.01, 0.25, 0.5, 0.75, 0.95)  # of ‖Δ_i‖ > 0: neighbours in the per-neighbour figure
 BUNDLED = ("adult", "german", "diabetes", "digits")
+OPTIONAL_FIGURES = ("scatter_diffprivlib",)
 
 
 @dataclass(frozen=True)
 class McCheck:
+    """The Monte Carlo estimate of l at one model point M = A(D) + ``point`` for the neighbours at
+    ``positions``, beside the exact (density) values."""
+
     epsilon: float
     point: np.ndarray
     positions: np.ndarray
@@ -99,7 +103,7 @@ class McCheck:
     analytic: np.ndarray
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProfileRun:
     """Everything :func:`run_profile` computed; arrays are indexed by neighbour position 0..n-1
     (``design.row_ids`` maps positions to source rows)."""
@@ -315,9 +319,13 @@ def run_profile(config: Config) -> ProfileRun:
     positions = rank_positions(design.n, np.array(settings.rank_quantiles))
     transition = detect_transition(sweep, positions, TAU)
     b_star, row_max = beta_star(deltas)
-    order = np.argsort(np.linalg.norm(deltas, axis=1))
-    curve_positions = np.unique(
-        np.append(order[np.round(np.array(CURVE_ROW_QUANTILES) * (design.n - 1)).astype(int)], row_max)
+    norms = np.linalg.norm(deltas, axis=1)
+    order = np.argsort(norms)
+    moved = order[norms[order] > 0]  # rows whose neighbour changes the model (all, for removal)
+    curve_positions = (
+        np.unique(np.append(moved[np.round(np.array(CURVE_ROW_QUANTILES) * (moved.size - 1)).astype(int)], row_max))
+        if moved.size
+        else np.array([], dtype=int)
     )
     lap("profiles_and_sweep")
 
@@ -666,6 +674,9 @@ def write_outputs(run: ProfileRun, out_dir: str | Path) -> dict[str, Any]:
     results = results_dict(run)
     for name, png in rendered.items():
         atomic_write_bytes(out / "figures" / f"{name}.png", png)
+    # An optional figure from an earlier run into the same folder would otherwise look current.
+    for stale in set(OPTIONAL_FIGURES) - set(rendered):
+        (out / "figures" / f"{stale}.png").unlink(missing_ok=True)
     atomic_write_bytes(out / "profiles.npz", arrays)
     atomic_write_json(out / "profile.json", results)
     return results

@@ -177,4 +177,4 @@ def beta_star(deltas: np.ndarray) -> tuple[float, int]:
     """β* = 1/max_i ‖A(D) - A(y_i)‖ and the position i of y_max (paper Sec. 5.4, Fig. 7)."""
     norms = np.linalg.norm(deltas, axis=1)
     i = int(np.argmax(norms))
-    return 1.0 / float(norms[i]), i
+    return (1.0 / float(norms[i]) if norms[i] > 0 else float("inf")), i

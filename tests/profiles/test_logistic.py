@@ -50,6 +50,8 @@ def test_bad_columns_are_reported_by_field(adult_table):
         design_from_table(adult_table, ("age",), "income", rows=10**6)
     with pytest.raises(BadInputError, match="data.label"):
         design_from_table(adult_table, ("age",), "education")
+    with pytest.raises(BadInputError, match="data.label"):
+        design_from_table(adult_table, ("age",), "no-such-label")
 
 
 @pytest.mark.parametrize("name", ["adult2", "adult6", "adult_small"])

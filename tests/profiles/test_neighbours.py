@@ -100,3 +100,15 @@ def test_worst_case_accuracy_on_the_two_column_setting(adult2, fitted):
     wc = worst_case_points(adult2.X, adult2.y, w, 1.0, neighbours)
     relative = np.linalg.norm(wc - exact, axis=1) / np.linalg.norm(exact - w, axis=1)
     assert relative.max() == pytest.approx(1.076e-2, rel=0.01)
+
+
+def test_replacement_by_the_reference_value_itself_leaves_the_model_unchanged(adult_small, fitted):
+    w = fitted["adult_small"]
+    neighbours = replacement_neighbours(
+        adult_small.X, adult_small.feature_mask(["marital-status"]), adult_small.reference
+    )
+    unchanged = np.all(neighbours.replacement == adult_small.X, axis=1)
+    assert 0 < unchanged.sum() < adult_small.n  # rows already in the most frequent category
+    exact = exact_neighbour_models(adult_small.X, adult_small.y, w, 1.0, neighbours)
+    assert np.all(exact.models[unchanged] == w) and np.all(exact.iterations[unchanged] == 0)
+    assert np.all(np.linalg.norm(exact.models[~unchanged] - w, axis=1) > 0)
