@@ -1,8 +1,10 @@
 """The attack interface (SPEC 3): ``fit`` on what the adversary knows, ``infer`` on what it sees.
 
-Attacks score every candidate value of the target's protected attribute (higher is more likely), for all
-trials at once (a leading trial/model dimension), so guesses, success rates and ROC curves all come from
-the same scores.
+Attacks on a categorical protected attribute score every candidate value of the target's protected attribute
+(higher is more likely), for all trials at once (a leading trial/model dimension), so guesses, success rates
+and ROC curves all come from the same scores. Attacks on continuous protected features (reconstruction,
+SPEC 2.5) return an estimate of the protected coordinates instead, judged by
+:func:`attacks.success.reconstruction_success`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import ClassVar, Literal
 
 import torch
 
+from fdp_audit.errors import BadInputError
+from fdp_audit.training.engine import TrainingProblem
 from fdp_audit.training.models import Model, Params
 
 ThreatModel = Literal["prior", "black_box", "white_box", "iterates"]
@@ -24,15 +28,29 @@ class Knowledge:
     """What the adversary knows before seeing the mechanism's output.
 
     ``candidates[v]`` is the target record completed with protected value v (its public part u = Ψ(x) is
-    known); ``prior[v] = Pr[v | u]``. Informed adversaries also know the rest of the data set S \\ {x} and
-    the accounted mechanism parameters. A gradient canary (the audit hook) is described by the parameter
-    coordinates of its private and public directions and by the sign each candidate gives the private one.
+    known); ``prior[v] = Pr[v | u]``. One target may be shared by all trials (candidates ``[V, d]``, an int
+    label, prior ``[V]``) or each trial may have its own (candidates ``[R, V, d]``, labels ``[R]``, prior
+    ``[R, V]``), as when the real records of one checkpoint are attacked at once. Informed adversaries also
+    know the rest of the data set S \\ {x} and the accounted mechanism parameters. A gradient canary (the
+    audit hook) is described by the parameter coordinates of its private and public directions and by the
+    sign each candidate gives the private one.
+
+    Continuous protected features: ``protected_coordinates`` are their indices in the model input, and
+    ``candidates`` has one row, the target completed with the prior's centre (the Ball-maximising guess of
+    SPEC 2.5), so its other coordinates are the known public part u.
+
+    Informed white-box attacks assume the trainer minimised ``Σ_{x∈S} ℓ(θ; x) + (λ/2)‖θ‖²`` with
+    ``λ = l2_regularization`` (a mean objective with strength Λ, as in SPEC 2.7, has λ = nΛ).
+
+    The shadow-model attack trains ``shadow_models`` models of ``shadow_problem`` -- the target's mechanism
+    and settings run on data the adversary owns (the population split) -- from the streams of
+    ``shadow_seed``, each with the target inserted with a known candidate value.
     """
 
     model: Model
-    candidates: torch.Tensor  # [V, d]
-    label: int
-    prior: torch.Tensor  # [V]
+    candidates: torch.Tensor  # [V, d] or [R, V, d]
+    label: int | torch.Tensor  # or [R]
+    prior: torch.Tensor  # [V] or [R, V]
     rest_x: torch.Tensor | None = None
     rest_y: torch.Tensor | None = None
     noise_multiplier: float | None = None
@@ -41,6 +59,45 @@ class Knowledge:
     canary_private_coordinate: int | None = None
     canary_public_coordinate: int | None = None
     candidate_signs: torch.Tensor | None = None  # [V] ±1 for a gradient canary
+    protected_coordinates: tuple[int, ...] | None = None
+    l2_regularization: float = 0.0
+    shadow_problem: TrainingProblem | None = None
+    shadow_models: int = 64
+    shadow_seed: int = 0
+
+    def require(self, attack: str, *fields: str) -> None:
+        """Refuse, as bad input, an attack whose knowledge lacks what it needs."""
+        missing = [name for name in fields if getattr(self, name) is None]
+        if missing:
+            raise BadInputError(f"attack {attack!r} needs {', '.join(missing)} in its knowledge", "audit.attacks")
+
+    def protected_index(self) -> torch.Tensor:
+        """The protected coordinates of a continuous target as an index tensor ``[k]``, checked."""
+        self.require("reconstruction", "protected_coordinates")
+        index = torch.as_tensor(self.protected_coordinates, dtype=torch.long)
+        d = self.candidates.shape[-1]
+        if index.numel() == 0 or len(set(index.tolist())) != index.numel() or not bool(
+                torch.all((index >= 0) & (index < d))):
+            raise BadInputError(f"protected coordinates must be distinct indices below {d}", "protected_coordinates")
+        return index
+
+    def templates(self, trials: int) -> torch.Tensor:
+        """The continuous target's template row (prior's centre in the protected coordinates) in every
+        trial, ``[R, d]`` in float64."""
+        return self.candidates[..., 0, :].double().expand(trials, -1)
+
+    def prior_centre(self, trials: int) -> torch.Tensor:
+        """The prior's centre in every trial, ``[R, k]``."""
+        return self.templates(trials)[:, self.protected_index()]
+
+    @property
+    def per_trial(self) -> bool:
+        """Each trial has its own target (candidates ``[R, V, d]``)."""
+        return self.candidates.dim() == 3
+
+    def labels(self, trials: int) -> torch.Tensor:
+        """The target's label in every trial, ``[R]``."""
+        return torch.as_tensor(self.label, dtype=torch.long).expand(trials)
 
 
 @dataclass(frozen=True)
@@ -56,15 +113,21 @@ class View:
 
 @dataclass(frozen=True)
 class AttackOutput:
-    scores: torch.Tensor  # [R, V]
+    """Candidate scores (categorical attacks) or the reconstruction of the k protected coordinates
+    (continuous attacks)."""
+
+    scores: torch.Tensor | None = None  # [R, V]
+    estimate: torch.Tensor | None = None  # [R, k]
 
     @property
     def guess(self) -> torch.Tensor:
+        assert self.scores is not None, "a reconstruction has an estimate, not candidate scores"
         return self.scores.argmax(dim=1)
 
 
 class Attack(ABC):
-    """Base class: subclasses set ``name``, ``threat_model`` and ``supports`` and implement ``infer``."""
+    """Base class: subclasses set ``name``, ``threat_model`` and ``supports`` (the protected-attribute kinds
+    they attack) and implement ``infer``."""
 
     name: ClassVar[str]
     threat_model: ClassVar[ThreatModel]

@@ -4,7 +4,6 @@ towards zero). Scores are negative gradient norms."""
 
 from __future__ import annotations
 
-import torch
 from torch.func import grad, vmap
 
 from attacks.base import Attack, AttackOutput, View
@@ -19,10 +18,11 @@ class GradientNormAttack(Attack):
     def infer(self, view: View) -> AttackOutput:
         k = self.knowledge
         assert view.params is not None
-        label = torch.tensor(k.label)
+        labels = k.labels(next(iter(view.params.values())).shape[0])
 
-        def loss(params, x):
+        def loss(params, x, label):
             return example_loss(k.model.forward(params, x), label)
 
-        per_candidate = vmap(vmap(grad(loss), in_dims=(None, 0)), in_dims=(0, None))(view.params, k.candidates)
+        per_model = vmap(grad(loss), in_dims=(None, 0, None))  # over candidates
+        per_candidate = vmap(per_model, in_dims=(0, 0 if k.per_trial else None, 0))(view.params, k.candidates, labels)
         return AttackOutput(-flatten(per_candidate, lead=2).norm(dim=-1))

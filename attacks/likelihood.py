@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import torch
+from torch.func import vmap
 
 from attacks.base import Attack, AttackOutput, View
 from fdp_audit.training.engine import predict_logits
@@ -17,7 +18,10 @@ class LikelihoodAttack(Attack):
     def infer(self, view: View) -> AttackOutput:
         k = self.knowledge
         assert view.params is not None
-        logits = predict_logits(k.model, view.params, k.candidates)  # [R, V, out]
-        labels = torch.full(logits.shape[:2], k.label, dtype=torch.long)
+        if k.per_trial:  # trial r's model on trial r's candidates
+            logits = vmap(k.model.forward)(view.params, k.candidates)  # [R, V, out]
+        else:
+            logits = predict_logits(k.model, view.params, k.candidates)  # [R, V, out]
+        labels = k.labels(logits.shape[0])[:, None].expand(logits.shape[:2])
         log_likelihood = -example_loss(logits, labels)
         return AttackOutput(log_likelihood + torch.log(k.prior.double().clamp_min(1e-300)))

@@ -1,5 +1,7 @@
 """``prior`` threat model: the Bayes-optimal guess from Pr[v | u] without looking at the model. Its success
-is Ball (SPEC 2.5) and it is the baseline other attacks are reported against."""
+is Ball (SPEC 2.5) and it is the baseline other attacks are reported against. For continuous protected
+features the guess is the prior's centre (the centre of the Ball-maximising ball for the Gaussian and box
+priors of SPEC 2.5)."""
 
 from __future__ import annotations
 
@@ -11,9 +13,12 @@ from attacks.base import Attack, AttackOutput, View
 class PriorAttack(Attack):
     name = "prior"
     threat_model = "prior"
+    supports = frozenset({"categorical", "continuous"})
 
     def infer(self, view: View) -> AttackOutput:
         trials = _trial_count(view)
+        if self.knowledge.protected_coordinates is not None:
+            return AttackOutput(estimate=self.knowledge.prior_centre(trials).clone())
         return AttackOutput(torch.log(self.knowledge.prior.double().clamp_min(1e-300)).expand(trials, -1).clone())
 
 

@@ -30,7 +30,12 @@ def test_zero_prior_values_never_win() -> None:
 
 def test_registry_declares_threat_models() -> None:
     assert {name: cls.threat_model for name, cls in ATTACKS.items()} == {
-        "prior": "prior", "likelihood": "black_box", "gradient": "white_box", "iterates": "iterates",
-        "iterates_public_aligned": "iterates"}
+        "prior": "prior", "likelihood": "black_box", "shadow": "black_box", "gradient": "white_box",
+        "informed_gradient": "white_box", "reconstruction": "white_box", "gradient_matching": "white_box",
+        "iterates": "iterates", "iterates_public_aligned": "iterates"}
+    assert [name for name, cls in ATTACKS.items() if "continuous" in cls.supports] == [
+        "prior", "reconstruction", "gradient_matching"]
+    assert [name for name, cls in ATTACKS.items() if "categorical" not in cls.supports] == [
+        "reconstruction", "gradient_matching"]
     assert [name for name, cls in ATTACKS.items() if cls.needs_gradient_canary] == [
         "iterates", "iterates_public_aligned"]

@@ -1,0 +1,69 @@
+"""``black_box`` meta-classifier on shadow models (SPEC 3).
+
+The adversary runs the target's mechanism itself on data it owns (``Knowledge.shadow_problem``, the
+population split), ``shadow_models`` times, each time inserting the target completed with a *known* value:
+value ``j mod V`` for shadow j, so every value is equally represented. A shadow model's outputs on all V
+candidate completions (the log-probability of every class, ``V·C`` features) are what a black-box adversary
+can observe; a multinomial logistic regression learns from them the value that was inserted. Trained on
+balanced values, it estimates ``Pr[v | outputs]`` under a uniform prior, i.e. the likelihood up to a
+constant, so the score adds the log prior: ``score_v = log Pr_uniform[v | outputs] + log Pr[v | u]``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from sklearn.linear_model import LogisticRegression
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from attacks.base import Attack, AttackOutput, Knowledge, View
+from fdp_audit.errors import BadInputError
+from fdp_audit.training.engine import Canaries, predict_logits, train_models
+from fdp_audit.training.models import Model, Params
+
+
+def output_features(model: Model, params: Params, candidates: torch.Tensor) -> np.ndarray:
+    """Every model's class log-probabilities on every candidate, flattened: ``[R, V·C]``."""
+    logits = predict_logits(model, params, candidates.to(next(iter(params.values())).device)).double()
+    if logits.shape[-1] == 1:  # one logit: the two classes' log-probabilities
+        log_probabilities = torch.stack([F.logsigmoid(-logits[..., 0]), F.logsigmoid(logits[..., 0])], dim=-1)
+    else:
+        log_probabilities = F.log_softmax(logits, dim=-1)
+    return log_probabilities.flatten(1).detach().cpu().numpy()
+
+
+class ShadowModelAttack(Attack):
+    name = "shadow"
+    threat_model = "black_box"
+
+    def fit(self, knowledge: Knowledge) -> ShadowModelAttack:
+        knowledge.require(self.name, "shadow_problem")
+        if knowledge.per_trial:
+            raise BadInputError(f"attack {self.name!r} trains shadow models for one target, not one per trial",
+                                "audit.attacks")
+        values = knowledge.candidates.shape[0]
+        if knowledge.shadow_models < 2 * values:
+            raise BadInputError(f"needs at least two shadow models per candidate value ({2 * values}), got "
+                                f"{knowledge.shadow_models}", "shadow_models")
+        problem = knowledge.shadow_problem
+        inserted = torch.arange(knowledge.shadow_models) % values
+        canaries = Canaries(knowledge.candidates[inserted].to(problem.x.dtype),
+                            torch.full((knowledge.shadow_models,), int(knowledge.label), dtype=torch.long),
+                            torch.ones(knowledge.shadow_models, dtype=torch.bool),
+                            torch.ones(knowledge.shadow_models, dtype=torch.bool))
+        features = np.concatenate([
+            output_features(knowledge.model, chunk.params, knowledge.candidates)
+            for chunk in train_models(problem, knowledge.shadow_seed, range(knowledge.shadow_models), canaries,
+                                      device=problem.x.device)])
+        self.classifier = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000))
+        self.classifier.fit(features, inserted.numpy())
+        return super().fit(knowledge)
+
+    def infer(self, view: View) -> AttackOutput:
+        k = self.knowledge
+        assert view.params is not None
+        log_posterior = self.classifier.predict_log_proba(output_features(k.model, view.params, k.candidates))
+        scores = torch.as_tensor(log_posterior, dtype=torch.float64)  # classes 0..V-1, all seen in training
+        return AttackOutput(scores + torch.log(k.prior.double().clamp_min(1e-300)).cpu())
