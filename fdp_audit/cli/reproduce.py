@@ -1,16 +1,42 @@
-"""`fdp-audit reproduce` (SPEC 5.1)."""
+"""`fdp-audit reproduce [NAME ...] [--out DIR] [--quick]` (SPEC 5.1, issue 11): regenerate the paper
+reproductions (:mod:`fdp_audit.reproduce`), each as ``<name>.md`` + ``<name>.json`` in ``--out``."""
 
 from __future__ import annotations
 
 import argparse
+import time
+from pathlib import Path
 
-from fdp_audit.errors import BadInputError
+from fdp_audit.cli import EXIT_OK
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("reproduce", help="(not implemented yet)")
+    from fdp_audit.reproduce import REPRODUCTIONS
+
+    parser = subparsers.add_parser("reproduce", help="regenerate the paper reproduction tables → <out>/<name>.md/.json",
+                                   description=f"Reproductions: {', '.join(REPRODUCTIONS)} (default: all available).")
+    parser.add_argument("names", nargs="*", metavar="NAME", help="reproductions to run (default: all)")
+    parser.add_argument("--out", default="reports/reproduce", help="output folder (default: reports/reproduce)")
+    parser.add_argument("--quick", action="store_true", help="small data, few steps and seeds (seconds each)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    raise BadInputError("'reproduce' is not implemented yet")
+    from fdp_audit.reproduce import REPRODUCTIONS, run_reproduction
+    from fdp_audit.reproduce.common import ReproductionUnavailable
+
+    names = list(dict.fromkeys(args.names)) or list(REPRODUCTIONS)
+    for name in names:  # refuse an unknown name before any work starts
+        if name not in REPRODUCTIONS:
+            run_reproduction(name, Path(args.out), args.quick)
+    for name in names:
+        start = time.monotonic()
+        try:
+            summary = run_reproduction(name, Path(args.out), args.quick)
+        except ReproductionUnavailable as err:
+            if args.names:
+                raise
+            print(f"{name}: skipped ({err})")
+            continue
+        print(f"{name}: {summary['summary']} [{time.monotonic() - start:.0f} s] → {summary['markdown']}")
+    return EXIT_OK

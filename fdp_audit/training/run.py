@@ -19,6 +19,7 @@ from fdp_audit.errors import BadInputError
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, accuracy, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Params, build_model
+from fdp_audit.training.progress import TrainingProgress, epsilon_curve
 from fdp_audit.training.public_losses import build_public_loss
 
 
@@ -104,11 +105,21 @@ def checkpoint_metadata(config: Config, data: PreparedData, problem: TrainingPro
 
 
 def train_one(config: Config, data: PreparedData, seed: int | None = None, progress: bool = False) -> TrainedModel:
-    """Train the configured mechanism once (model index 0 of ``seed``)."""
+    """Train the configured mechanism once (model index 0 of ``seed``); ``progress`` shows a per-step bar
+    with the training loss and the ε spent so far (:mod:`fdp_audit.training.progress`)."""
     seed = config.seed if seed is None else seed
     device = resolve_device(config.device)
     problem = build_problem(config, data)
-    (chunk,) = list(train_models(problem, seed, [0], device=device, progress=progress))
+    on_step = None
+    if progress:
+        mech = config.mechanism
+        curve = epsilon_curve(mech, problem.hyper.noise_multiplier, float(accountant(mech).epsilon(mech.delta)))
+        on_step = TrainingProgress(problem, mech.name, curve)
+    try:
+        (chunk,) = list(train_models(problem, seed, [0], device=device, on_step=on_step))
+    finally:
+        if on_step is not None:
+            on_step.close()
     params = {k: v[0].detach().cpu() for k, v in chunk.params.items()}
     acc = accuracy(problem.model, {k: v[None] for k, v in params.items()}, torch.as_tensor(data.test.x),
                    torch.as_tensor(data.test.y))

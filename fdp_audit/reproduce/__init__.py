@@ -1,0 +1,37 @@
+"""Paper reproductions behind ``fdp-audit reproduce`` and ``make reproduce`` (issue 11, SPEC 5.1).
+
+Each reproduction is one module exposing ``run(out_dir, quick) -> Summary``: it writes ``<name>.md`` and
+``<name>.json`` into ``out_dir`` and returns a short summary. ``quick`` shrinks data, steps and grids so
+that the whole registry runs in tests; the full runs regenerate the tables quoted in the README.
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+from fdp_audit.errors import BadInputError
+
+# name → module of fdp_audit.reproduce (function ``run_<name>`` if the module holds several, else ``run``);
+# ordered cheapest first. Modules are imported on use: the command line starts without torch.
+REPRODUCTIONS: dict[str, str] = {
+    "label_dp": "label_dp",
+    "utility": "utility",
+    "weak_public": "weak_public",
+    "purchase_like": "purchase_like",
+    "prop3": "prop3",
+    "gate_proof": "gate_proof",
+    "corrdp": "pipelines",
+    "profile": "pipelines",
+    "tightness": "tightness",
+}
+
+
+def run_reproduction(name: str, out_dir: Path, quick: bool = False) -> dict[str, Any]:
+    """Run one reproduction by name and return its summary."""
+    if name not in REPRODUCTIONS:
+        raise BadInputError(f"unknown reproduction {name!r} (known: {', '.join(REPRODUCTIONS)})", "NAME")
+    module = importlib.import_module(f"fdp_audit.reproduce.{REPRODUCTIONS[name]}")
+    runner = getattr(module, f"run_{name}", None) or module.run
+    return runner(out_dir, quick)

@@ -1,0 +1,131 @@
+"""What the reproductions share: test-accuracy grids over mechanisms and ε (several seeds batched through
+:func:`~fdp_audit.training.engine.train_models`), markdown tables, and writing ``<name>.md`` +
+``<name>.json``."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fdp_audit.atomic_io import atomic_write_json, atomic_write_text
+from fdp_audit.config import Config
+from fdp_audit.data.prepare import PreparedData
+from fdp_audit.errors import BadInputError
+from fdp_audit.training.engine import accuracy, train_models
+from fdp_audit.training.mechanisms import MECHANISMS
+from fdp_audit.training.run import accountant, build_problem, noise_multiplier, resolve_device, with_mechanism
+
+Summary = dict[str, Any]
+
+
+class ReproductionUnavailable(BadInputError):
+    """A registered reproduction whose code has not landed yet; ``reproduce`` without names skips it."""
+
+UTILITY_MECHANISMS = ("nonprivate", "public_only", "dp_sgd", "fdp_sgd", "fdp_dpsgd")
+
+
+@dataclass(frozen=True)
+class AccuracyCell:
+    mechanism: str
+    epsilon: float | None  # target ε; None for mechanisms without private steps
+    noise_multiplier: float | None
+    accuracies: tuple[float, ...]  # one per seed (model index)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.accuracies)
+
+    @property
+    def sd(self) -> float:
+        return statistics.stdev(self.accuracies) if len(self.accuracies) > 1 else 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"mechanism": self.mechanism, "epsilon": self.epsilon, "noise_multiplier": self.noise_multiplier,
+                "accuracies": list(self.accuracies), "mean": self.mean, "sd": self.sd}
+
+
+def mechanism_config(config: Config, name: str, epsilon: float | None, pretrain_steps: int) -> Config:
+    """``config`` with mechanism ``name`` calibrated to ``epsilon`` at the config's δ; public pre-training
+    (``pretrain_steps``) only for ``fdp_dpsgd``, whose defining feature it is."""
+    cfg = with_mechanism(config, name)
+    pretrain = pretrain_steps if name == "fdp_dpsgd" else 0
+    return replace(cfg, mechanism=replace(cfg.mechanism, target_epsilon=epsilon, public_pretrain_steps=pretrain))
+
+
+def seed_accuracies(config: Config, data: PreparedData, seeds: int) -> tuple[float, ...]:
+    """Test accuracy of ``seeds`` models (model indices 0..seeds-1 of ``config.seed``), trained as one batch."""
+    device = resolve_device(config.device)
+    problem = build_problem(config, data)
+    x_test = torch.as_tensor(data.test.x, device=device)
+    y_test = torch.as_tensor(data.test.y, device=device)
+    acc = torch.cat([accuracy(problem.model, chunk.params, x_test, y_test)
+                     for chunk in train_models(problem, config.seed, range(seeds), device=device)])
+    return tuple(float(a) for a in acc)
+
+
+def accuracy_grid(config: Config, data: PreparedData, epsilons: Sequence[float], seeds: int,
+                  pretrain_steps: int, mechanisms: Sequence[str] = UTILITY_MECHANISMS) -> list[AccuracyCell]:
+    """Test accuracy of every mechanism at every ε (once for mechanisms without private steps)."""
+    cells = []
+    for name in mechanisms:
+        private = MECHANISMS[name].recipe.private
+        for epsilon in (epsilons if private else (None,)):
+            cfg = mechanism_config(config, name, epsilon, pretrain_steps)
+            z = noise_multiplier(cfg.mechanism) if private else None
+            cells.append(AccuracyCell(name, epsilon, z, seed_accuracies(cfg, data, seeds)))
+    return cells
+
+
+def claimed_epsilon(config: Config) -> float:
+    mech = config.mechanism
+    return float(accountant(mech).epsilon(mech.delta))
+
+
+def grid_table(cells: Sequence[AccuracyCell], epsilons: Sequence[float]) -> str:
+    """Markdown: one row per mechanism, one column per ε, ``mean ± sd`` test accuracy in %."""
+    headers = ["mechanism", *(f"ε = {e:g}" for e in epsilons)]
+    rows = []
+    for name in dict.fromkeys(c.mechanism for c in cells):
+        mine = [c for c in cells if c.mechanism == name]
+        if mine[0].epsilon is None:
+            rows.append([name, *([percent(mine[0])] * len(epsilons))])
+        else:
+            by_eps = {c.epsilon: c for c in mine}
+            rows.append([name, *(percent(by_eps[e]) for e in epsilons)])
+    return markdown_table(headers, rows)
+
+
+def percent(cell: AccuracyCell) -> str:
+    return f"{100 * cell.mean:.1f} ± {100 * cell.sd:.1f}"
+
+
+def cell(cells: Sequence[AccuracyCell], mechanism: str, epsilon: float | None = None) -> AccuracyCell:
+    return next(c for c in cells if c.mechanism == mechanism and (c.epsilon is None or c.epsilon == epsilon))
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    def text(value: Any) -> str:
+        if isinstance(value, float):
+            return "∞" if math.isinf(value) else f"{value:.4g}"
+        return str(value)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(text(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def write_reproduction(out_dir: Path, name: str, title: str, sections: Sequence[str], payload: dict[str, Any],
+                       summary: str) -> Summary:
+    """Write ``<name>.md`` (title, then the markdown sections) and ``<name>.json`` (``payload``), atomically."""
+    out_dir = Path(out_dir)
+    markdown = "\n\n".join([f"# {title}", *sections]) + "\n"
+    md_path = atomic_write_text(out_dir / f"{name}.md", markdown)
+    json_path = atomic_write_json(out_dir / f"{name}.json", {"name": name, "title": title, "summary": summary,
+                                                             **payload})
+    return {"name": name, "summary": summary, "markdown": str(md_path), "json": str(json_path)}

@@ -1,0 +1,57 @@
+"""``purchase_like``: FDP-SGD against DP-SGD on a Purchase100-shaped synthetic table (FDP paper Sec. 6.2,
+Figure 4): 600 binary features, 100 classes, the first 100 features public (``configs/purchase_like.yaml``).
+
+The table comes from :func:`fdp_audit.data.synthetic.purchase_like_table` (recipe in its docstring) and is
+written in the Purchase100 file format, so that it goes through the same loader and encoder as the real
+data. The model is smaller than the paper's 600-300-100 MLP (see the config) to run in minutes on CPU.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from fdp_audit.atomic_io import atomic_write_text
+from fdp_audit.config import load_config
+from fdp_audit.data.prepare import prepare_data
+from fdp_audit.data.synthetic import purchase_like_table
+from fdp_audit.reproduce.common import Summary
+from fdp_audit.reproduce.utility import compare_mechanisms
+
+CONFIG = Path(__file__).parents[2] / "configs" / "purchase_like.yaml"
+ROWS, QUICK_ROWS, QUICK_STEPS = 6_000, 2_000, 60
+N_FEATURES, N_PUBLIC = 600, 100
+EPSILONS, SEEDS = (2.0, 4.0, 8.0), 3
+QUICK_EPSILONS, QUICK_SEEDS = (4.0,), 2
+
+
+def write_purchase_file(path: Path, rows: int, seed: int) -> Path:
+    """The Purchase-like table in the Purchase100 layout ``label,f1,…,f600``."""
+    table = purchase_like_table(rows, seed, n_features=N_FEATURES, n_public=N_PUBLIC)
+    features = np.column_stack([table.columns[c] for c in table.column_names[:N_FEATURES]]).astype(np.int8)
+    lines = [label + "," + ",".join(map(str, row)) for label, row in zip(table.columns["label"], features.tolist())]
+    return atomic_write_text(path, "\n".join(lines) + "\n")
+
+
+def run(out_dir: Path, quick: bool = False) -> Summary:
+    config = load_config(CONFIG)
+    rows = QUICK_ROWS if quick else ROWS
+    path = write_purchase_file(Path(out_dir) / "data" / "purchase_like.csv", rows, config.seed)
+    protected = tuple(f"feature-{j}" for j in range(N_PUBLIC, N_FEATURES))
+    config = replace(config, data=replace(config.data, path=str(path), protected=protected))
+    if quick:
+        config = replace(config, mechanism=replace(config.mechanism, steps=QUICK_STEPS,
+                                                   public_pretrain_steps=QUICK_STEPS))
+    data = prepare_data(config.data, config.seed)
+    setup = (f"Purchase-like synthetic table ({rows} rows: {data.train.n_rows} train, {data.test.n_rows} test; "
+             f"{N_FEATURES} binary features, 100 classes), features 0-{N_PUBLIC - 1} and the label public; MLP "
+             f"{N_FEATURES}-{'-'.join(map(str, config.model.hidden))}-100;")
+    paper = ["- Paper (Purchase100, Figure 4, 600-300-100 MLP): FDP-SGD improves on DP-SGD by 10–20 points at "
+             "every ε; at ε = 4 and 8 FDP-SGD reaches 24.2 % and 46.8 % where public pre-training then DP-SGD "
+             "(fdp_dpsgd) reaches 9.2 % and 24.6 %. Absolute accuracies on the synthetic table are not comparable; "
+             "the ordering and the size of the gap are."]
+    epsilons, seeds = (QUICK_EPSILONS, QUICK_SEEDS) if quick else (EPSILONS, SEEDS)
+    return compare_mechanisms(out_dir, "purchase_like", "Purchase-like: FDP-SGD vs DP-SGD at equal ε", config, data,
+                              epsilons, seeds, setup, paper, quick)
