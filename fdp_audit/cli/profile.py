@@ -1,7 +1,10 @@
 """`fdp-audit profile CONFIG [--out DIR]` (SPEC 5.1, 2.7): privacy profiles and the ε transition.
 
-Writes ``profile.json`` (every number the report shows), ``profiles.npz`` (the full per-row arrays)
-and ``figures/*.png`` into ``--out`` (default: the config's ``report.out_dir``), each file atomically.
+Writes ``profile.json`` (every number the report shows), ``profiles.npz`` (the full per-row arrays),
+``report_section.json`` (the section ``fdp-audit report --profile`` adds to an HTML report) and
+``figures/*.png`` into ``--out`` (default: the config's ``report.out_dir``), each file atomically.
+Output perturbation (laplace, gaussian) gets exact profiles and the ε transition; DP-SGD and FDP-SGD
+get a Monte Carlo estimate over trained models (:mod:`fdp_audit.profiles.trained`).
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from fdp_audit.profiles.pipeline import run_profile, write_outputs
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "profile",
-        help="privacy profiles and the ε transition of output perturbation (SPEC 2.7)",
+        help="privacy profiles and the ε transition (SPEC 2.7)",
         description="Compute per-row privacy profiles, typical profiles over model samples, the ε sweep and "
-        "its transition, and write profile.json, profiles.npz and figures.",
+        "its transition (output perturbation), or Monte Carlo estimates of the privacy loss over trained "
+        "models (dp_sgd, fdp_sgd), and write profile.json, profiles.npz, report_section.json and figures.",
     )
     parser.add_argument("config", metavar="CONFIG", help="YAML config with a 'profile' section")
     parser.add_argument("--out", metavar="DIR", default=None, help="output folder (default: report.out_dir)")
@@ -29,15 +33,25 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     out_dir = args.out or config.report.out_dir
     results = write_outputs(run_profile(config), out_dir)
-    transition = results["transition"]
-    accuracy = results["worst_case_accuracy"]["max_relative_error"]
-    print(
-        f"profile: n = {results['setting']['n']}, d = {results['setting']['d']}; "
-        f"ε_low = {_fmt(transition['epsilon_low'])}, ε_high = {_fmt(transition['epsilon_high'])}, "
-        f"ε* = {_fmt(transition['epsilon_star'])}; max A_wc relative error {_fmt(accuracy)}; "
-        f"wrote {out_dir}/profile.json",
-        file=sys.stdout,
-    )
+    setting = results["setting"]
+    head = f"profile: {setting['mechanism']}, n = {setting['n']}, d = {setting['d']}; "
+    if results["kind"] == "privacy_profile_estimate":
+        centre = results["centre"]
+        finite = [abs(v) for v in centre["estimate"] if v is not None]
+        body = (
+            f"{results['label']} over {results['estimate']['base_samples']} trained models per distribution, "
+            f"{results['estimate']['neighbours_studied']} neighbours: max |l̂| at the centre "
+            f"{_fmt(max(finite) if finite else None)} (cutoff c = {_fmt(centre['cutoff'])}, "
+            f"{centre['unresolved']} unresolved), claimed ε = {_fmt(results['training']['claimed_epsilon'])}"
+        )
+    else:
+        transition = results["transition"]
+        body = (
+            f"ε_low = {_fmt(transition['epsilon_low'])}, ε_high = {_fmt(transition['epsilon_high'])}, "
+            f"ε* = {_fmt(transition['epsilon_star'])}; max A_wc relative error "
+            f"{_fmt(results['worst_case_accuracy']['max_relative_error'])}"
+        )
+    print(f"{head}{body}; wrote {out_dir}/profile.json", file=sys.stdout)
     return 0
 
 

@@ -22,6 +22,7 @@ from matplotlib.ticker import NullFormatter
 
 from fdp_audit.profiles.coverage import laplace_mean_abs_loss, laplace_mean_loss
 from fdp_audit.profiles.mechanisms import MechanismName
+from fdp_audit.profiles.monte_carlo import MonteCarloLoss
 from fdp_audit.profiles.profile import PrivacyProfile
 from fdp_audit.profiles.transition import EpsilonSweep, Transition
 
@@ -362,3 +363,63 @@ def neighbour_curves_figure(
 def _span(values: np.ndarray) -> tuple[float, float]:
     positive = values[values > 0]
     return float(positive.min()), float(positive.max())
+
+
+def estimate_scatter_figure(
+    base: np.ndarray, neighbours: np.ndarray, rows: np.ndarray, names: Sequence[str], title: str
+) -> Figure:
+    """Trained models of 𝒜(D) (black ×) and of each studied neighbour 𝒜(y_i) (one colour each, ordered by
+    the non-private offset) in the first two parameters: the clouds a Monte Carlo coverage counts."""
+    fig = Figure(figsize=(6.4, 5.4), layout="constrained")
+    ax = fig.subplots()
+    turbo = colormaps["turbo"]
+    m = neighbours.shape[0]
+    keep = _thin(base.shape[0])[:: max(1, base.shape[0] // 1000)]
+    for j in range(m):
+        ax.scatter(*_xy(neighbours[j][keep]), s=6, alpha=0.35, linewidths=0,
+                   color=turbo(0.05 + 0.9 * j / max(m - 1, 1)), label=f"$\\mathcal{{A}}(y_i)$, row {rows[j]}")
+    ax.scatter(*_xy(base[keep]), marker="x", s=14, linewidths=0.7, color="black", label="$\\mathcal{A}(D)$")
+    xlabel, ylabel = _labels(names, "θ")
+    ax.set(xlabel=xlabel, ylabel=ylabel)
+    ax.legend(fontsize=6, loc="best", markerscale=2)
+    fig.suptitle(title, fontsize=9)
+    return fig
+
+
+def estimate_profile_figure(
+    centre: MonteCarloLoss, typical: np.ndarray, rows: np.ndarray, claimed_epsilon: float, title: str
+) -> Figure:
+    """Estimated privacy profiles of a trained mechanism: (a) |l̂| at the centre M̄ of the samples of 𝒜(D),
+    each studied neighbour with its ±1 standard error; (b) the estimated typical profile (sorted |l̂| averaged
+    over held-out model points). The claimed ε (an (ε, δ) guarantee, so not a hard ceiling) is a dashed
+    line when it is on the scale of the estimates, and written otherwise."""
+    fig = Figure(figsize=(11, 4.4), layout="constrained")
+    ax_c, ax_t = fig.subplots(1, 2)
+    loss, error = np.abs(centre.loss[0]), centre.standard_error[0]
+    order = np.argsort(loss, kind="stable")
+    ranks = np.arange(1, loss.size + 1)
+    finite = np.isfinite(loss[order])
+    ax_c.errorbar(ranks[finite], loss[order][finite], yerr=np.where(np.isfinite(error), error, 0)[order][finite],
+                  fmt="o", color="tab:blue", capsize=3, label="|l̂| ± 1 s.e.")
+    for r, j in zip(ranks, order):
+        ax_c.annotate(f"row {rows[j]}", (r, loss[j] if np.isfinite(loss[j]) else 0), fontsize=6,
+                      xytext=(3, 3), textcoords="offset points")
+    if (~finite).any():
+        ax_c.set_title(f"{int((~finite).sum())} unresolved (infinite) not drawn", fontsize=8, loc="right")
+    ax_c.set(xlabel="rank (ascending |l̂|)", ylabel="|l̂(D, y_i, M̄)|", title=f"(a) at M̄, cutoff c = {centre.cutoff:.3g}")
+    ax_t.plot(ranks, typical, marker="o", color="tab:purple", label="typical |l̂| (mean over points)")
+    ax_t.set(xlabel="rank (ascending |l̂|)", ylabel="typical |l̂|", title="(b) estimated typical profile")
+    top = max(float(np.nanmax(np.where(np.isfinite(loss), loss + np.nan_to_num(error), 0))),
+              float(np.nanmax(np.where(np.isfinite(typical), typical, 0))), 1e-3)
+    for ax in (ax_c, ax_t):
+        # The claimed ε is drawn only when it is on the scale of the estimates; otherwise it is written.
+        if np.isfinite(claimed_epsilon) and claimed_epsilon <= 1.5 * top:
+            ax.axhline(claimed_epsilon, color="black", linestyle="--", linewidth=1,
+                       label=f"claimed ε = {claimed_epsilon:.3g}")
+        elif np.isfinite(claimed_epsilon):
+            ax.text(0.02, 0.97, f"claimed ε = {claimed_epsilon:.3g}: {claimed_epsilon / top:.0f}× the top of this axis",
+                    transform=ax.transAxes, fontsize=7, va="top")
+        ax.set_ylim(bottom=0)
+        ax.legend(fontsize=7, loc="center left")
+    fig.suptitle(title, fontsize=9)
+    return fig

@@ -16,7 +16,12 @@ Choices made here (documented in the JSON):
   Δ_i = A(y_i) - A(D) and q their median norm, so the circle ‖A(y) - M‖ = ‖A(D) - M‖ of zero loss
   (through A(D), centred at M) cuts through the neighbour cloud (paper Fig. 4b).
 * The scatter shows 50 neighbours evenly spread over the ranking by ‖Δ_i‖ (including y_max), 20 model
-  samples each, at every ε of ``profile.epsilons`` (paper Figs. 1 and 8).
+  samples each, at every ε of ``profile.epsilons`` (paper Figs. 1 and 8), on the first
+  ``profile.scatter_rows`` rows when set (the paper's 100) so that one config draws every figure.
+* ``profile.diffprivlib: true`` adds diffprivlib's objective perturbation to the scatter, and is bad
+  input when diffprivlib cannot run (:func:`.third_party.unavailable_reason`).
+* DP-SGD and FDP-SGD have no output density: :func:`run_profile` hands them to :mod:`.trained`
+  (Monte Carlo coverage over models from the batched engine) and :func:`write_outputs` writes theirs.
 * The Monte Carlo check estimates l for the 5 most exposed rows at one model point by sampling the
   analytic mechanism (K = 20,000 per distribution), at the ε where β‖Δ_max‖ = 1, and sets it beside
   the exact value: a live test of the estimator used for DP-SGD.
@@ -39,7 +44,7 @@ from fdp_audit.atomic_io import atomic_write_bytes, atomic_write_json
 from fdp_audit.config import Config, ProfileConfig
 from fdp_audit.data.datasets import DEFAULT_LABELS, load_bundled
 from fdp_audit.errors import BadInputError
-from fdp_audit.profiles import third_party
+from fdp_audit.profiles import third_party, trained
 from fdp_audit.profiles.coverage import gaussian_kl, laplace_mean_loss
 from fdp_audit.profiles.design import Design, design_from_table
 from fdp_audit.profiles.figures import (
@@ -69,7 +74,9 @@ from fdp_audit.profiles.neighbours import (
     replacement_neighbours,
     worst_case_points,
 )
-from fdp_audit.profiles.profile import PrivacyProfile, profile_at
+from fdp_audit.profiles.profile import PrivacyProfile, profile_at, spread_positions
+from fdp_audit.profiles.section import report_section
+from fdp_audit.profiles.trained import TRAINED_MECHANISMS, TrainedProfileRun, run_trained_profile
 from fdp_audit.profiles.transition import (
     TAU,
     EpsilonSweep,
@@ -131,7 +138,8 @@ class ProfileRun:
     curve_positions: np.ndarray
     mc_check: McCheck
     scatter: list[ScatterPanel]
-    scatter_positions: np.ndarray
+    scatter_design: Design  # the first profile.scatter_rows rows, or ``design``
+    scatter_positions: np.ndarray  # positions in scatter_design
     diffprivlib_scatter: list[ScatterPanel] | None
     diffprivlib_status: str
     timings: dict[str, float] = field(default_factory=dict)
@@ -165,7 +173,8 @@ def unit_mechanism(name: MechanismName) -> LaplaceOutputPerturbation | GaussianO
     return LaplaceOutputPerturbation(1.0) if name == "laplace" else GaussianOutputPerturbation(1.0)
 
 
-def _load_design(config: Config, settings: ProfileConfig) -> tuple[Design, str]:
+def _load_design(config: Config, settings: ProfileConfig, rows: int | None) -> tuple[Design, str]:
+    """The profile design of ``settings.columns`` on the first ``rows`` complete rows (None: all)."""
     dataset = config.data.dataset
     if dataset not in BUNDLED:
         raise BadInputError(
@@ -173,7 +182,7 @@ def _load_design(config: Config, settings: ProfileConfig) -> tuple[Design, str]:
         )
     label = config.data.label or DEFAULT_LABELS[dataset]
     table = load_bundled(dataset, drop_missing=False)
-    return design_from_table(table, settings.columns, label, settings.rows), label
+    return design_from_table(table, settings.columns, label, rows), label
 
 
 def _neighbours(config: Config, settings: ProfileConfig, design: Design) -> Neighbours:
@@ -194,12 +203,6 @@ def _off_centre_offset(deltas: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(deltas, axis=1)
     _, _, vt = np.linalg.svd(deltas - deltas.mean(axis=0), full_matrices=False)
     return np.median(norms) * vt[0]
-
-
-def _spread_positions(order: np.ndarray, count: int) -> np.ndarray:
-    """``count`` positions evenly spread over ``order`` (ascending), always including its last one."""
-    picks = np.unique(np.round(np.linspace(0, order.size - 1, min(count, order.size))).astype(int))
-    return order[picks]
 
 
 def _scatter(
@@ -231,16 +234,25 @@ def _neighbour_data(design: Design, neighbours: Neighbours, position: int) -> tu
     return X, design.y
 
 
+def _check_diffprivlib(settings: ProfileConfig, scatter_n: int) -> None:
+    """Refuse, before any work, a diffprivlib scatter that cannot be drawn."""
+    if settings.mechanism in TRAINED_MECHANISMS:
+        raise BadInputError("the diffprivlib scatter goes with output perturbation (laplace, gaussian)",
+                            "profile.diffprivlib")
+    reason = third_party.unavailable_reason()
+    if reason is not None:
+        raise BadInputError(f"the optional diffprivlib cannot run here ({reason}); set it to false",
+                            "profile.diffprivlib")
+    if scatter_n > DIFFPRIVLIB_MAX_ROWS:
+        raise BadInputError(f"the scatter has {scatter_n} rows, more than {DIFFPRIVLIB_MAX_ROWS} for diffprivlib "
+                            "(one fit per sample and neighbour); set profile.scatter_rows", "profile.diffprivlib")
+
+
 def _diffprivlib_scatter(
     settings: ProfileConfig, design: Design, neighbours: Neighbours, positions: np.ndarray, rng: np.random.Generator
 ) -> tuple[list[ScatterPanel] | None, str]:
     if not settings.diffprivlib:
         return None, "disabled by profile.diffprivlib"
-    reason = third_party.unavailable_reason()
-    if reason is not None:
-        return None, f"skipped: the optional diffprivlib does not import ({reason})"
-    if design.n > DIFFPRIVLIB_MAX_ROWS:
-        return None, f"skipped: {design.n} rows > {DIFFPRIVLIB_MAX_ROWS} (one fit per sample and neighbour)"
     lam, panels = settings.regularization, []
     for epsilon in sorted(settings.epsilons):
         base = third_party.diffprivlib_samples(design.X, design.y, epsilon, lam, SCATTER_SAMPLES, rng)
@@ -274,20 +286,19 @@ def _mc_check(
     return McCheck(epsilon, point, positions, estimate, analytic)
 
 
-def run_profile(config: Config) -> ProfileRun:
-    """Compute profiles, the ε sweep and its transition, and the figure data for ``config.profile``."""
+def run_profile(config: Config) -> ProfileRun | TrainedProfileRun:
+    """Compute profiles, the ε sweep and its transition, and the figure data for ``config.profile``;
+    for DP-SGD and FDP-SGD, the Monte Carlo estimate of :mod:`.trained` instead."""
     settings = config.profile
     if settings is None:
         raise BadInputError("the config has no profile section", "profile")
-    if settings.mechanism not in ("laplace", "gaussian"):
-        raise BadInputError(
-            f"mechanism {settings.mechanism!r} has no known output density: its coverage needs independently "
-            "trained models from the batched training engine, which this command does not drive yet "
-            "(fdp_audit.profiles.monte_carlo takes such samples)",
-            "profile.mechanism",
-        )
     if not settings.sweep_min_epsilon < settings.sweep_max_epsilon:
         raise BadInputError("must be below profile.sweep_max_epsilon", "profile.sweep_min_epsilon")
+    design, label = _load_design(config, settings, settings.rows)
+    if settings.diffprivlib:
+        _check_diffprivlib(settings, min(settings.scatter_rows or design.n, design.n))
+    if settings.mechanism in TRAINED_MECHANISMS:
+        return run_trained_profile(config, design, label, _neighbours(config, settings, design))
     name: MechanismName = settings.mechanism
     lam = settings.regularization
     streams = [np.random.default_rng(s) for s in np.random.SeedSequence([config.seed, 0x9F0F]).spawn(4)]
@@ -300,7 +311,6 @@ def run_profile(config: Config) -> ProfileRun:
         timings[stage] = round(now - clock, 3)
         clock = now
 
-    design, label = _load_design(config, settings)
     base = fit_newton(design.X, design.y, lam)
     lap("base_model")
     neighbours = _neighbours(config, settings, design)
@@ -334,9 +344,22 @@ def run_profile(config: Config) -> ProfileRun:
         mc_epsilon = float(np.sqrt(sweep.epsilons[0] * sweep.epsilons[-1]))
     mc_check = _mc_check(name, settings, design, deltas, mc_epsilon, streams[1])
     lap("monte_carlo_check")
-    scatter_positions = _spread_positions(order, SCATTER_NEIGHBOURS)
-    scatter = _scatter(name, settings, design, base.w, base.w + deltas[scatter_positions], streams[2])
-    dpl_panels, dpl_status = _diffprivlib_scatter(settings, design, neighbours, scatter_positions, streams[3])
+    if settings.scatter_rows is not None and settings.scatter_rows < design.n:
+        scatter_design, _ = _load_design(config, settings, settings.scatter_rows)
+        scatter_neighbours = _neighbours(config, settings, scatter_design)
+        scatter_w = fit_newton(scatter_design.X, scatter_design.y, lam).w
+        scatter_models = exact_neighbour_models(
+            scatter_design.X, scatter_design.y, scatter_w, lam, scatter_neighbours
+        ).models
+        scatter_order = np.argsort(np.linalg.norm(scatter_models - scatter_w, axis=1))
+    else:
+        scatter_design, scatter_neighbours, scatter_w = design, neighbours, base.w
+        scatter_models, scatter_order = base.w + deltas, order
+    scatter_positions = spread_positions(scatter_order, SCATTER_NEIGHBOURS)
+    scatter = _scatter(name, settings, scatter_design, scatter_w, scatter_models[scatter_positions], streams[2])
+    dpl_panels, dpl_status = _diffprivlib_scatter(
+        settings, scatter_design, scatter_neighbours, scatter_positions, streams[3]
+    )
     lap("scatter")
     return ProfileRun(
         config=config,
@@ -362,6 +385,7 @@ def run_profile(config: Config) -> ProfileRun:
         curve_positions=curve_positions,
         mc_check=mc_check,
         scatter=scatter,
+        scatter_design=scatter_design,
         scatter_positions=scatter_positions,
         diffprivlib_scatter=dpl_panels,
         diffprivlib_status=dpl_status,
@@ -569,9 +593,10 @@ def results_dict(run: ProfileRun) -> dict[str, Any]:
         },
         "scatter": {
             "epsilons": sorted(s.epsilons),
+            "n": run.scatter_design.n,
             "neighbours_shown": int(run.scatter_positions.size),
             "samples_per_distribution": SCATTER_SAMPLES,
-            "rows_shown": [int(design.row_ids[p]) for p in run.scatter_positions],
+            "rows_shown": [int(run.scatter_design.row_ids[p]) for p in run.scatter_positions],
             "diffprivlib": run.diffprivlib_status,
         },
         "figures": {name: f"figures/{name}.png" for name in figure_names(run)},
@@ -595,14 +620,14 @@ def _figure_makers(run: ProfileRun) -> dict[str, Callable[[], Figure]]:
             run.scatter,
             design.features,
             f"{what}: samples of $\\mathcal{{A}}(D)$ (×) and of {run.scatter_positions.size} "
-            f"neighbours (○), n = {design.n}",
+            f"neighbours (○), n = {run.scatter_design.n}",
         ),
     }
     if run.diffprivlib_scatter is not None:
         makers["scatter_diffprivlib"] = lambda: scatter_figure(
             run.diffprivlib_scatter,
             design.features,
-            f"diffprivlib LogisticRegression (objective perturbation), n = {design.n}",
+            f"diffprivlib LogisticRegression (objective perturbation), n = {run.scatter_design.n}",
         )
     makers.update(
         {
@@ -664,19 +689,23 @@ def _arrays_npz(run: ProfileRun) -> bytes:
     return buffer.getvalue()
 
 
-def write_outputs(run: ProfileRun, out_dir: str | Path) -> dict[str, Any]:
-    """Write ``figures/*.png``, ``profiles.npz`` and ``profile.json`` (last) into ``out_dir``, each
-    atomically; returns the results dict. Everything is rendered in memory first, so a failure leaves
-    no partial file behind."""
+def write_outputs(run: ProfileRun | TrainedProfileRun, out_dir: str | Path) -> dict[str, Any]:
+    """Write ``figures/*.png``, ``profiles.npz``, ``report_section.json`` and ``profile.json`` (last) into
+    ``out_dir``, each atomically; returns the results dict. Everything is rendered in memory first, so a
+    failure leaves no partial file behind."""
     out = Path(out_dir)
-    rendered = {name: figure_png(fig) for name, fig in make_figures(run).items()}
-    arrays = _arrays_npz(run)
-    results = results_dict(run)
+    if isinstance(run, TrainedProfileRun):
+        figures, arrays, results = trained.make_figures(run), trained.arrays_npz(run), trained.results_dict(run)
+    else:
+        figures, arrays, results = make_figures(run), _arrays_npz(run), results_dict(run)
+    rendered = {name: figure_png(fig) for name, fig in figures.items()}
+    section = report_section(results, figures)
     for name, png in rendered.items():
         atomic_write_bytes(out / "figures" / f"{name}.png", png)
     # An optional figure from an earlier run into the same folder would otherwise look current.
     for stale in set(OPTIONAL_FIGURES) - set(rendered):
         (out / "figures" / f"{stale}.png").unlink(missing_ok=True)
     atomic_write_bytes(out / "profiles.npz", arrays)
+    atomic_write_json(out / "report_section.json", section)
     atomic_write_json(out / "profile.json", results)
     return results

@@ -50,6 +50,13 @@ def privacy_profile(loss: np.ndarray, rows: np.ndarray | None = None) -> Privacy
     return PrivacyProfile(magnitude[order], ids[order])
 
 
+def spread_positions(order: np.ndarray, count: int) -> np.ndarray:
+    """``count`` entries evenly spread over ``order`` (neighbour positions ranked ascending by some
+    measure of exposure), always including its last, most exposed one."""
+    picks = np.unique(np.round(np.linspace(0, order.size - 1, min(count, order.size))).astype(int))
+    return order[picks]
+
+
 def profile_at(
     mechanism: OutputPerturbation, deltas: np.ndarray, offset: np.ndarray, rows: np.ndarray | None = None
 ) -> PrivacyProfile:

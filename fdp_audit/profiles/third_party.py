@@ -18,12 +18,16 @@ import numpy as np
 
 
 def unavailable_reason() -> str | None:
-    """None when diffprivlib imports; otherwise why not. Being installed is not enough: diffprivlib
-    0.6.6 imports private names of scikit-learn (``sklearn.tree._tree.DOUBLE``) that newer releases
-    removed, so with scikit-learn 1.9 the import itself fails."""
+    """None when diffprivlib imports *and* builds its LogisticRegression; otherwise why not.
+
+    Being installed is not enough. diffprivlib 0.6.6 (the newest release) fails twice against
+    scikit-learn 1.9: its package import reaches ``diffprivlib.models.forest``, which imports
+    ``sklearn.tree._tree.DOUBLE`` (no longer exported), and, past that, its LogisticRegression passes
+    ``multi_class=`` to scikit-learn's constructor, which no longer takes it (removed in 1.8)."""
     try:
-        importlib.import_module("diffprivlib.models")
-    except ImportError as err:
+        models = importlib.import_module("diffprivlib.models")
+        models.LogisticRegression(epsilon=1.0, data_norm=1.0, fit_intercept=False)
+    except Exception as err:  # noqa: BLE001 - any failure means the optional mechanism cannot run here
         return f"{type(err).__name__}: {err}"
     return None
 
