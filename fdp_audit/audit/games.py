@@ -14,12 +14,14 @@ canary; the attacks score the canary's candidate values; the trial's secret come
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from attacks import ATTACKS, Attack, Knowledge, View
+from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.config import Config
 from fdp_audit.data.encoding import ColumnGroup, EncodedData
 from fdp_audit.data.features import FeatureSplit
@@ -76,23 +78,35 @@ def _attacks(names: tuple[str, ...], gradient_canary: bool) -> dict[str, Attack]
     return chosen
 
 
-def _run_trials(game: str, problem: TrainingProblem, seed: int, indices: np.ndarray, canaries: Canaries,
+def _trained_views(config: Config, problem: TrainingProblem, indices: torch.Tensor, canaries: Canaries,
+                   record_iterates: bool, device: torch.device, max_chunk: int) -> Iterator[tuple[torch.Tensor, View]]:
+    """Train one model per trial — batched by the engine, or one call per trial of a third-party mechanism —
+    and yield each chunk's trial indices with what the attacks see."""
+    if config.mechanism.third_party is not None:
+        mechanism = load_mechanism(config.mechanism.third_party)
+        yield from train_third_party(mechanism, problem, config.seed, indices, canaries, record_iterates)
+        return
+    for chunk in train_models(problem, config.seed, indices, canaries, record_iterates, device, max_chunk=max_chunk,
+                              progress=True):
+        it = chunk.iterates
+        yield chunk.model_indices, (View(chunk.params) if it is None else View(
+            chunk.params, it.noisy_private_sums, it.public_gradients, it.canary_public_counts))
+
+
+def _run_trials(game: str, config: Config, problem: TrainingProblem, indices: np.ndarray, canaries: Canaries,
                 labels: np.ndarray, attacks: dict[str, Attack], record_iterates: bool, device: torch.device,
                 journal, max_chunk: int) -> dict[str, np.ndarray]:
     finished = journal.finished(game)
     todo = np.array([i for i in range(len(indices)) if int(indices[i]) not in finished], dtype=np.int64)
     if len(todo):
         rows = torch.as_tensor(todo)
-        for chunk in train_models(problem, seed, torch.as_tensor(indices[todo]), canaries.take(rows), record_iterates,
-                                  device, max_chunk=max_chunk, progress=True):
-            it = chunk.iterates
-            view = View(chunk.params, *(None,) * 3) if it is None else View(
-                chunk.params, it.noisy_private_sums, it.public_gradients, it.canary_public_counts)
+        position = {int(v): k for k, v in enumerate(indices)}
+        for model_indices, view in _trained_views(config, problem, torch.as_tensor(indices[todo]),
+                                                  canaries.take(rows), record_iterates, device, max_chunk):
             scores = {name: attack.infer(view).scores.detach().cpu().double().numpy()
                       for name, attack in attacks.items()}
-            position = {int(v): k for k, v in enumerate(indices)}
-            chunk_labels = np.array([labels[position[int(i)]] for i in chunk.model_indices])
-            journal.record(game, chunk.model_indices.numpy(), chunk_labels, scores)
+            chunk_labels = np.array([labels[position[int(i)]] for i in model_indices])
+            journal.record(game, model_indices.numpy(), chunk_labels, scores)
     finished = journal.finished(game)
     return {name: np.array([finished[int(i)][1][name] for i in indices]) for name in attacks}
 
@@ -128,7 +142,7 @@ def gradient_canary_game(game: str, config: Config, data: PreparedData, trials: 
     names = ("x0 (s=-1)", "x1 (s=+1)") if game == "distinguishing" else ("simulator", "real")
     if len(attacks) <= ("prior" in attacks):
         raise BadInputError(f"the {game} game needs an iterates attack in audit.attacks", "audit.attacks")
-    scores = _run_trials(game, problem, seed, indices, canaries, labels, attacks, True, device, journal, max_chunk)
+    scores = _run_trials(game, config, problem, indices, canaries, labels, attacks, True, device, journal, max_chunk)
     return GameRecord(game, labels, scores, prior.numpy(), {n: a.threat_model for n, a in attacks.items()}, names)
 
 
@@ -161,7 +175,7 @@ def record_canary_game(config: Config, data: PreparedData, trials: int, device: 
     knowledge = Knowledge(problem.model, candidates, label, torch.as_tensor(prior, dtype=torch.float32), x, y,
                           problem.hyper.noise_multiplier, problem.hyper.sample_rate, problem.hyper.clip_norm)
     attacks = {name: a.fit(knowledge) for name, a in _attacks(config.audit.attacks, False).items()}
-    scores = _run_trials("attribute", problem, seed, indices, canaries, labels, attacks, False, device, journal,
+    scores = _run_trials("attribute", config, problem, indices, canaries, labels, attacks, False, device, journal,
                          max_chunk)
     names = tuple(f"{group.feature}={group.categories[c]}" for c in chosen)
     return GameRecord("attribute", labels, scores, prior, {n: a.threat_model for n, a in attacks.items()}, names)

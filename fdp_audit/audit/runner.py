@@ -19,12 +19,20 @@ from fdp_audit.accounting.tradeoff import gaussian_tradeoff
 from fdp_audit.audit.games import GameRecord, gradient_canary_game, record_canary_game
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.results import finite_or_none
-from fdp_audit.audit.stats import clopper_pearson, lower_confidence_bound, roc_counts, selection_thresholds
+from fdp_audit.audit.stats import (
+    clopper_pearson,
+    lower_confidence_bound,
+    roc_counts,
+    selection_thresholds,
+    tightness,
+)
+from fdp_audit.audit.third_party import load_mechanism, train_third_party
+from fdp_audit.audit.tightness import bayes_optimal_success
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.gate import judge
-from fdp_audit.training.engine import accuracy, train_models
+from fdp_audit.training.engine import Canaries, accuracy, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.run import accountant, build_problem, noise_multiplier, resolve_device, with_mechanism
 
@@ -71,14 +79,26 @@ def utility_section(config: Config, data: PreparedData, models: int = 3) -> dict
     device = resolve_device(config.device)
     x_test, y_test = torch.as_tensor(data.test.x, device=device), torch.as_tensor(data.test.y, device=device)
     rows = []
-    for name in dict.fromkeys((config.mechanism.name, "dp_sgd", "public_only", "nonprivate")):
-        cfg = config if name == config.mechanism.name else with_mechanism(config, name)
+    third_party = config.mechanism.third_party
+    names = ((f"third-party {third_party}",) if third_party else ()) + (config.mechanism.name, "dp_sgd",
+                                                                        "public_only", "nonprivate")
+    for name in dict.fromkeys(names):
+        cfg = config if name in (config.mechanism.name, names[0]) else with_mechanism(config, name)
         problem = build_problem(cfg, data)
-        acc = torch.cat([accuracy(problem.model, chunk.params, x_test, y_test)
-                         for chunk in train_models(problem, config.seed + 1, range(models), device=device)])
+        if third_party and name == names[0]:  # the user's function, each model without a canary
+            absent = torch.zeros(models, dtype=torch.bool)
+            canaries = Canaries(torch.zeros(models, data.train.n_features), torch.zeros(models, dtype=torch.long),
+                                absent, absent)
+            trained = train_third_party(load_mechanism(third_party), problem, config.seed + 1, torch.arange(models),
+                                        canaries, record_iterates=False)
+            params = [view.params for _, view in trained]
+        else:
+            params = [chunk.params for chunk in train_models(problem, config.seed + 1, range(models), device=device)]
+        acc = torch.cat([accuracy(problem.model, {k: v.to(device) for k, v in p.items()}, x_test, y_test)
+                         for p in params])
         eps = accountant(cfg.mechanism).epsilon(cfg.mechanism.delta)
         rows.append({"mechanism": name, "accuracy": float(acc.mean()), "std": float(acc.std()) if models > 1 else None,
-                     "epsilon": float(eps), "faulty": MECHANISMS[name].faulty})
+                     "epsilon": float(eps), "faulty": MECHANISMS[cfg.mechanism.name].faulty})
     return {"metric": "test accuracy", "models_per_mechanism": models, "rows": rows}
 
 
@@ -95,7 +115,7 @@ def _rate_comparisons(record: GameRecord, bound: float, prefix: str) -> list[dic
     return rows
 
 
-def _epsilon_comparisons(record: GameRecord, delta: float, claimed: float, relation: str) -> list[dict[str, Any]]:
+def epsilon_comparisons(record: GameRecord, delta: float, claimed: float, relation: str) -> list[dict[str, Any]]:
     """ROC of the score difference; thresholds chosen on even trials, errors counted on odd trials."""
     rows = []
     selection, evaluation = np.arange(0, len(record.labels), 2), np.arange(1, len(record.labels), 2)
@@ -147,7 +167,7 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
             comparisons += _rate_comparisons(record, float(add_remove.bound(0.5)), f"{game}-attribute")
             relation_acct = replace_one if game == "distinguishing" else add_remove
             claimed = float(relation_acct.epsilon(mech.delta))
-            comparisons += _epsilon_comparisons(record, mech.delta, claimed,
+            comparisons += epsilon_comparisons(record, mech.delta, claimed,
                                                 "replace" if game == "distinguishing" else "add_remove")
         records.append(record)
     verdict, judged = judge(comparisons, audit.alpha)
@@ -175,6 +195,12 @@ def mechanism_section(config: Config) -> dict[str, Any]:
     mech = config.mechanism
     info = MECHANISMS[mech.name]
     eps = float(accountant(mech).epsilon(mech.delta))
+    if mech.third_party is not None:
+        return {"name": f"third-party {mech.third_party}", "faulty": False,
+                "description": f"A user-supplied training function, audited against the claim of {mech.name}: "
+                               f"{info.description}", "claimed_as": mech.name,
+                "noise_multiplier": noise_multiplier(mech), "sample_rate": mech.sample_rate, "steps": mech.steps,
+                "clip_norm": mech.clip_norm, "delta": mech.delta, "epsilon": eps}
     return {"name": mech.name, "faulty": info.faulty, "description": info.description,
             "noise_multiplier": noise_multiplier(mech), "sample_rate": mech.sample_rate, "steps": mech.steps,
             "clip_norm": mech.clip_norm, "delta": mech.delta, "public_batch_size": mech.public_batch_size,
@@ -232,19 +258,19 @@ def tightness_section(records: list[GameRecord], by_id, replace_one, add_remove)
     """How close the iterates attack comes to the Bayes-optimal adversary of the same game, and how tight
     Theorem 4 itself is: optimum = ½ + δ_replace(0)/2 for the ±C canary with a uniform binary prior."""
     rows = []
-    optimum = 0.5 + 0.5 * float(replace_one.delta(0.0))
+    optimum = bayes_optimal_success(replace_one)
     bound = float(add_remove.bound(0.5))
     for record in records:
         key = f"{record.game}-attribute/iterates"
         if record.game != "distinguishing" or key not in by_id:
             continue
         j = by_id[key]
-        share = None if optimum <= 0.5 else (j["rate"] - 0.5) / (optimum - 0.5)
-        ci = None if optimum <= 0.5 else [(j["ci_low"] - 0.5) / (optimum - 0.5), (j["ci_high"] - 0.5) / (optimum - 0.5)]
+        share = tightness(j["rate"], 0.5, optimum)
+        ci = None if share is None else [tightness(j["ci_low"], 0.5, optimum), tightness(j["ci_high"], 0.5, optimum)]
         sim = by_id.get("simulator-epsilon/iterates")
         rows.append({"epsilon": float(add_remove.epsilon(1e-5)), "attack_rate": j["rate"], "optimal_success": optimum,
                      "bound": bound, "attack_advantage_share": share, "ci": ci,
-                     "theorem4_tightness": None if bound <= 0.5 else (optimum - 0.5) / (bound - 0.5),
+                     "theorem4_tightness": tightness(optimum, 0.5, bound),
                      "simulator_epsilon_ratio": None if sim is None else sim["epsilon_ratio"]})
     return {"rows": rows}
 

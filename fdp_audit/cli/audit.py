@@ -1,5 +1,9 @@
-"""`fdp-audit audit CONFIG|CHECKPOINT` (SPEC 5.1): run the game audit → results.json, report.html.
-Exit 0 pass, 1 violation, 2 bad input."""
+"""`fdp-audit audit CONFIG|CHECKPOINT` (SPEC 4, 5.1) → results.json, report.html. Exit 0 pass, 1 violation,
+2 bad input.
+
+A config runs the game audit. A checkpoint (``.pt``) runs the checkpoint audit on its real training records
+(informational unless ``audit.gate_on_estimated`` or ``--gate-on-estimated``); ``--games N`` instead replays
+its training recipe in a game audit of N trials."""
 
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--games", type=int, metavar="N", help="with a checkpoint: replay its recipe in N trials")
     parser.add_argument("--out", help="output folder (default: report.out_dir of the config)")
     parser.add_argument("--seed", type=int, help="override the config's seed")
+    parser.add_argument("--gate-on-estimated", action="store_true",
+                        help="with a checkpoint: let the attacks on its real records (estimated bound) fail the gate")
     parser.set_defaults(handler=run)
 
 
@@ -33,9 +39,6 @@ def audit_config(args: argparse.Namespace):
         from fdp_audit.training.checkpoint import load_checkpoint
 
         _, metadata, _ = load_checkpoint(target)
-        if not args.games:
-            raise BadInputError("auditing a checkpoint's real records is not implemented yet; pass --games N to "
-                                "replay its training recipe in a game audit", "--games")
         config = config_from_dict(metadata["config"])
         config = replace(config, audit=replace(config.audit, trials=args.games))
     else:
@@ -55,17 +58,45 @@ def audit_config(args: argparse.Namespace):
     return config
 
 
+def checkpoint_results(args: argparse.Namespace) -> tuple[dict, Path]:
+    """The checkpoint audit of the real training records (no --games)."""
+    from fdp_audit.audit.checkpoint_audit import read_checkpoint, run_checkpoint_audit
+
+    for flag, value in (("--trials", args.trials), ("--seed", args.seed)):
+        if value is not None:
+            raise BadInputError("applies to games; with a checkpoint pass --games N to replay its recipe", flag)
+    if args.alpha is not None and not 0 < args.alpha < 1:
+        raise BadInputError("must be in (0, 1)", "--alpha")
+    checkpoint = read_checkpoint(args.target)
+    audit = checkpoint.config.audit
+    alpha = audit.alpha if args.alpha is None else args.alpha
+    results = run_checkpoint_audit(checkpoint, alpha, audit.gate_on_estimated or args.gate_on_estimated,
+                                   command=shlex.join(["fdp-audit", *sys.argv[1:]]))
+    return results, Path(args.out or checkpoint.config.report.out_dir)
+
+
 def run(args: argparse.Namespace) -> int:
+    from fdp_audit.audit.checkpoint_audit import summary_lines
     from fdp_audit.audit.results import write_results
     from fdp_audit.audit.runner import run_audit
     from fdp_audit.report.render import write_report
 
-    config = audit_config(args)
-    out = Path(args.out or config.report.out_dir)
-    results = run_audit(config, out, command=shlex.join(["fdp-audit", *sys.argv[1:]]))
+    if args.games is not None and args.games < 1:
+        raise BadInputError("must be >= 1", "--games")
+    if Path(args.target).suffix == ".pt" and not args.games:
+        results, out = checkpoint_results(args)
+    else:
+        if args.gate_on_estimated:
+            raise BadInputError("applies to the checkpoint audit of a .pt file without --games",
+                                "--gate-on-estimated")
+        config = audit_config(args)
+        out = Path(args.out or config.report.out_dir)
+        results = run_audit(config, out, command=shlex.join(["fdp-audit", *sys.argv[1:]]))
     path = write_results(out / "results.json", results)
     report = write_report(results, out / "report.html")
     verdict = results["verdict"]
+    if "checkpoint_audit" in results:
+        print("\n".join(summary_lines(results["checkpoint_audit"])))
     print(f"{verdict['status']}: {verdict['explanation']}")
     print(f"results: {path}\nreport: {report}")
     return EXIT_VIOLATION if verdict["status"] == "VIOLATION" else EXIT_OK

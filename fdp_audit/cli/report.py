@@ -26,6 +26,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "-o", "--output", metavar="HTML", help=f"report to write (default: {DEFAULT_NAME} beside RESULTS)"
     )
+    parser.add_argument(
+        "--profile", metavar="SECTION", help="report_section.json written by 'fdp-audit profile', shown as the "
+        "report's privacy-profile section"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -37,6 +41,8 @@ def run(args: argparse.Namespace) -> int:
     if target.exists() and source.exists() and target.samefile(source):
         raise BadInputError("would overwrite RESULTS with the report", "--output")
     results = load_results(source)
+    if args.profile:
+        results["profile"] = load_results(args.profile)
     try:
         written = write_report(results, target)
     except BadInputError as err:  # a contract error names the field; the user also needs the file

@@ -268,17 +268,31 @@ def _checkpoint(node: Node) -> Section:
             text(a["attack"]),
             text(a["threat_model"]),
             num(a["rate"]),
+            span(a["ci_low"], a["ci_high"]) if a.present("ci_low") else Cell(number(None)),
+            _optional_num(a, "advantage_over_prior"),
             num(a["estimated_ball"], nullable=True),
             num(a["estimated_bound"], nullable=True),
             status(a["status"]),
         ]
         for a in node["attacks"].elements()
     ]
-    columns = ("Attack", "Threat model", "Rate", "Estimated Ball", "Estimated bound", "Status")
-    section = Section("checkpoint", "Checkpoint audit (informational)", texts.CHECKPOINT)
-    records = node.present("records")
-    if records:
-        section.facts.append(("records attacked", num(records)))
+    columns = ("Attack", "Threat model", "Rate", "Interval", "Over prior", "Estimated Ball (mean)",
+               "Estimated bound (mean)", "Status")
+    gated = node.present("gated")
+    mode = "gated on estimates" if gated and gated.value is True else "informational"
+    title = f"Checkpoint audit ({mode})"
+    section = Section("checkpoint", title, texts.CHECKPOINT)
+    for key, label in (("records", "records attacked"), ("attribute", "secret attribute"),
+                       ("allowed_advantage", "advantage allowed by the estimated bound")):
+        child = node.present(key)
+        if child:
+            section.facts.append((label, scalar(child) or _json_cell(child)))
+    prior_model = node.present("prior_model")
+    for key, label in (("temperature", "prior model temperature"),
+                       ("calibration_error", "prior model calibration error (ECE)")):
+        child = prior_model.present(key) if prior_model else None
+        if child:
+            section.facts.append((label, num(child)))
     section.tables.append(Table("checkpoint-table", columns, rows))
     return section
 

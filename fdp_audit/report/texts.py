@@ -78,7 +78,8 @@ PROFILE = Help(
     "Privacy profiles: how much each record's presence changes the output distribution, ranked over records, "
     "and the ε range over which noise actually buys privacy.",
     "Below ε_low more noise buys no further coverage; above ε_high there is effectively no privacy; between "
-    "them is the transition.",
+    "them is the transition. For DP-SGD and FDP-SGD (no known output density) the losses are Monte Carlo "
+    "estimates over trained models, shown with their cutoff radius, sample counts and standard errors.",
 )
 CORRDP = Help(
     "CorrDP accounts for correlation between sensitive and insensitive features: neighbours differ in one kind "

@@ -105,11 +105,70 @@ def test_bad_config_files(cli, one_line_error, tmp_path: Path) -> None:
     assert not out.exists()
 
 
-def test_audit_a_checkpoint_by_replaying_its_recipe(cli, one_line_error, tiny: Path, tmp_path: Path) -> None:
+def test_audit_a_checkpoints_real_records(cli, one_line_error, tiny: Path, tmp_path: Path) -> None:
+    """Without --games: the attacks on the training records, informational (no comparison) unless gated."""
     checkpoint = tmp_path / "model.pt"
     assert cli("train", tiny, "--out", checkpoint).code == 0
+    out = tmp_path / "records"
+    result = cli("audit", checkpoint, "--out", out)
+    assert result.code == 0, result.err
+    assert "checkpoint audit (150 training records, secret 'protected', informational)" in result.out
+    results = read_results(out / "results.json")
+    section = results["checkpoint_audit"]
+    assert results["comparisons"] == [] and results["verdict"]["status"] == "PASS"
+    assert [a["attack"] for a in section["attacks"]] == ["prior", "likelihood", "gradient"]
+    assert {a["status"] for a in section["attacks"]} == {"info"}
+    assert results["reproducibility"]["checkpoint_sha256"] == section["checkpoint_sha256"]
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert 'id="checkpoint"' in html and "Checkpoint audit (informational)" in html
+
+    gated = tmp_path / "gated"
+    result = cli("audit", checkpoint, "--out", gated, "--gate-on-estimated", "--alpha", "0.1")
+    assert result.code in (0, 1), result.err  # the verdict on estimated bounds is not what is tested here
+    results = read_results(gated / "results.json")
+    assert [c["id"] for c in results["comparisons"]] == ["checkpoint/likelihood", "checkpoint/gradient"]
+    assert results["verdict"]["alpha"] == 0.1 and results["checkpoint_audit"]["gated"] is True
+    assert {a["status"] for a in results["checkpoint_audit"]["attacks"][1:]} <= {"pass", "violation"}
+    assert cli("gate", gated / "results.json").code == result.code
+
+
+@pytest.mark.parametrize(("argv", "field"), [
+    (["--trials", "5"], "--trials"),
+    (["--seed", "1"], "--seed"),
+    (["--alpha", "2"], "--alpha"),
+    (["--games", "0"], "--games"),
+])
+def test_checkpoint_audit_bad_arguments(cli, one_line_error, tiny: Path, tmp_path: Path, argv: list[str],
+                                        field: str) -> None:
+    checkpoint = tmp_path / "model.pt"
+    assert cli("train", tiny, "--out", checkpoint).code == 0
+    result = cli("audit", checkpoint, "--out", tmp_path / "never", *argv)
+    assert result.code == 2 and field in one_line_error(result.err)
+    assert not (tmp_path / "never").exists()
+
+
+def test_gate_on_estimated_needs_a_checkpoint(cli, one_line_error, tiny: Path, tmp_path: Path) -> None:
+    result = cli("audit", tiny, "--out", tmp_path / "never", "--gate-on-estimated")
+    assert result.code == 2 and "--gate-on-estimated" in one_line_error(result.err)
+
+
+def test_checkpoint_of_other_data_is_refused(cli, one_line_error, tiny: Path, tmp_path: Path) -> None:
+    """A checkpoint whose recorded fingerprint is not that of the data its config prepares (the data changed,
+    or the metadata was edited) cannot have its records attacked: exit 2, nothing written."""
+    from fdp_audit.training.checkpoint import load_checkpoint, save_checkpoint
+
+    checkpoint = tmp_path / "model.pt"
+    assert cli("train", tiny, "--out", checkpoint).code == 0
+    params, metadata, _ = load_checkpoint(checkpoint)
+    save_checkpoint(checkpoint, params, {**metadata, "dataset_fingerprint": "0" * 16})
     result = cli("audit", checkpoint, "--out", tmp_path / "never")
-    assert result.code == 2 and "--games" in one_line_error(result.err)
+    assert result.code == 2 and "dataset_fingerprint" in one_line_error(result.err)
+    assert not (tmp_path / "never").exists()
+
+
+def test_audit_a_checkpoint_by_replaying_its_recipe(cli, tiny: Path, tmp_path: Path) -> None:
+    checkpoint = tmp_path / "model.pt"
+    assert cli("train", tiny, "--out", checkpoint).code == 0
     out = tmp_path / "replay"
     result = cli("audit", checkpoint, "--games", "12", "--out", out)
     assert result.code in (0, 1), result.err  # a finished audit; its verdict is not what is tested here
@@ -117,3 +176,17 @@ def test_audit_a_checkpoint_by_replaying_its_recipe(cli, one_line_error, tiny: P
     expected = load_config(tiny).to_dict()
     expected["audit"]["trials"] = 12
     assert results["reproducibility"]["config"] == expected
+
+
+@pytest.mark.slow
+def test_shipped_adult_config_end_to_end(cli, tmp_path: Path) -> None:
+    """configs/adult_fdp.yaml (FDP-SGD on the full Adult data, every attack) with few trials: the whole
+    pipeline runs and the exit code is the verdict's (1 exactly when VIOLATION)."""
+    out = tmp_path / "adult"
+    result = cli("audit", Path(__file__).parents[2] / "configs" / "adult_fdp.yaml", "--out", out, "--trials", "6")
+    assert result.code in (0, 1), result.err
+    results = read_results(out / "results.json")
+    assert result.code == (1 if results["verdict"]["status"] == "VIOLATION" else 0)
+    assert results["reproducibility"]["dataset"] == "adult" and results["mechanism"]["name"] == "fdp_sgd"
+    assert {g["game"] for g in results["games"]} == {"attribute", "distinguishing"}
+    assert (out / "report.html").is_file()

@@ -1,0 +1,160 @@
+"""Third-party mechanisms (SPEC 4 mode 3, issue 7 item 5): the game audit runs a user's training function
+unchanged and judges it against the privacy it claims.
+
+A config names the function and states the claim::
+
+    mechanism:
+      third_party: my_package.training:train      # or path/to/file.py:train (relative to the working folder)
+      name: dp_sgd            # the claim: accounted as this mechanism (dp_sgd, fdp_sgd, fdp_dpsgd, public_only)
+      noise_multiplier: 1.0   # with these claimed z (or target_epsilon), p, T and clip norm C
+      sample_rate: 0.01
+      steps: 1000
+      clip_norm: 1.0
+
+The function has the signature of the built-in mechanisms (what :func:`fdp_audit.training.engine.train_models`
+receives, for one model)::
+
+    def train(problem: TrainingProblem, seed: int, canary: Canaries) -> Params | MechanismOutput
+
+* ``problem``: the data set S (``problem.x``, ``problem.y``, encoded), Ψ (``problem.feature_map``), the
+  architecture (``problem.model``: ``forward(params, x)``, ``shapes()``), the public loss, and the claimed
+  settings (``problem.hyper``: z, p, T, C, public batch size, optimiser). ``problem.recipe`` describes the
+  built-in mechanism named as the claim; a third-party function need not follow it.
+* ``seed``: a fresh integer per trial; all randomness must come from it (trials must be independent).
+* ``canary``: one extra record (every tensor has a leading dimension of 1) that the function must add to its
+  data set — to the private (Poisson-sampled) population when ``canary.in_private[0]``, to the public
+  population when ``canary.in_public[0]``. For the gradient-canary games (``distinguishing``, ``simulator``)
+  it also carries ``private_gradient`` and ``public_gradient`` (``[1, P]``, P parameters in the order of
+  ``problem.model.shapes()``): the canary's raw private-loss gradient and public-loss gradient, to be used
+  in place of computing them (the audit hook of SPEC 3; clip and noise them as any other record's).
+* Return the final parameters (a dict name → tensor of ``problem.model.shapes()``, no model dimension) —
+  enough for the attribute game — or a :class:`MechanismOutput` that also releases the per-step noisy private
+  sums and public gradients, which the ``iterates`` attacks of the gradient-canary games read.
+
+The audit calls the function once per trial in a Python loop (opaque code cannot be batched); everything
+else (games, attacks, statistics, verdict) is the built-in audit's.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from attacks import View
+from fdp_audit.errors import BadInputError
+from fdp_audit.training.engine import Canaries, TrainingProblem
+from fdp_audit.training.models import Params
+
+FIELD = "mechanism.third_party"
+TRIALS_PER_CHUNK = 32  # trials whose outputs are stacked before the attacks score them
+
+
+@dataclass(frozen=True)
+class MechanismOutput:
+    """What a third-party mechanism releases: the final model and, optionally, its per-step updates."""
+
+    params: Params  # final model, no model dimension
+    noisy_private_sums: torch.Tensor | None = None  # [T, P]: Σ clipped private gradients + noise, per step
+    public_gradients: torch.Tensor | None = None  # [T, P]: the public-loss gradient applied at each step
+    canary_public_counts: torch.Tensor | None = None  # [T]: times the canary was in each public batch
+
+    @property
+    def has_iterates(self) -> bool:
+        return self.noisy_private_sums is not None
+
+
+ThirdPartyMechanism = Callable[[TrainingProblem, int, Canaries], "Params | MechanismOutput"]
+
+
+def load_mechanism(spec: str) -> ThirdPartyMechanism:
+    """Resolve ``module:function`` (importable) or ``file.py:function`` (a path) to the function."""
+    location, _, name = spec.rpartition(":")
+    if not location or not name.isidentifier():
+        raise BadInputError(f"must be 'module:function' or 'file.py:function', got {spec!r}", FIELD)
+    try:
+        if location.endswith(".py"):
+            path = Path(location).resolve()
+            if not path.is_file():
+                raise BadInputError(f"no such file {location!r}", FIELD)
+            module_name = f"fdp_audit_third_party_{path.stem}"
+            module_spec = importlib.util.spec_from_file_location(module_name, path)
+            assert module_spec is not None and module_spec.loader is not None
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[module_name] = module  # dataclasses and pickling look modules up by name
+            module_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(location)
+    except BadInputError:
+        raise
+    except ImportError as err:
+        raise BadInputError(f"cannot import {location!r}: {err}", FIELD) from err
+    function = getattr(module, name, None)
+    if not callable(function):
+        raise BadInputError(f"{location!r} has no function {name!r}", FIELD)
+    try:
+        inspect.signature(function).bind(None, 0, None)
+    except TypeError as err:
+        raise BadInputError(f"{name} must take (problem, seed, canary): {err}", FIELD) from err
+    return function
+
+
+def trial_seed(seed: int, index: int) -> int:
+    """The seed handed to trial ``index``: independent of every other trial's (a SeedSequence draw)."""
+    return int(np.random.SeedSequence([seed, index, 0x3D9A27]).generate_state(1, dtype=np.uint64)[0] >> 1)
+
+
+def _output(value: Params | MechanismOutput, problem: TrainingProblem, record_iterates: bool) -> MechanismOutput:
+    """Check one trial's return value against the model and the games' needs."""
+    output = value if isinstance(value, MechanismOutput) else MechanismOutput(value)
+    shapes = problem.model.shapes()
+    params = output.params
+    if not isinstance(params, dict) or set(params) != set(shapes):
+        raise BadInputError(f"must return parameters named {sorted(shapes)}", FIELD)
+    for key, shape in shapes.items():
+        if not isinstance(params[key], torch.Tensor) or tuple(params[key].shape) != shape:
+            raise BadInputError(f"returned parameter {key} of shape {tuple(getattr(params[key], 'shape', ()))}, "
+                                f"expected {shape}", FIELD)
+    if record_iterates:
+        if not output.has_iterates or output.public_gradients is None:
+            raise BadInputError("the gradient-canary games need the per-step noisy private sums and public "
+                                "gradients: return a MechanismOutput with them, or audit only the attribute "
+                                "game", FIELD)
+        width = problem.model.n_parameters
+        for key in ("noisy_private_sums", "public_gradients"):
+            tensor = getattr(output, key)
+            if tensor.dim() != 2 or tensor.shape[1] != width:
+                raise BadInputError(f"{key} must have shape [steps, {width}], got {tuple(tensor.shape)}", FIELD)
+    return output
+
+
+def _stack(outputs: list[MechanismOutput], record_iterates: bool) -> View:
+    params = {k: torch.stack([o.params[k].detach().float().cpu() for o in outputs]) for k in outputs[0].params}
+    if not record_iterates:
+        return View(params)
+    steps = {o.noisy_private_sums.shape[0] for o in outputs} | {o.public_gradients.shape[0] for o in outputs}
+    if len(steps) != 1:
+        raise BadInputError(f"trials released different numbers of steps {sorted(steps)}", FIELD)
+    (t,) = steps
+    counts = [torch.zeros(t) if o.canary_public_counts is None else o.canary_public_counts.detach().float().cpu()
+              for o in outputs]
+    return View(params, torch.stack([o.noisy_private_sums.detach().float().cpu() for o in outputs]),
+                torch.stack([o.public_gradients.detach().float().cpu() for o in outputs]), torch.stack(counts))
+
+
+def train_third_party(mechanism: ThirdPartyMechanism, problem: TrainingProblem, seed: int, indices: torch.Tensor,
+                      canaries: Canaries, record_iterates: bool) -> Iterator[tuple[torch.Tensor, View]]:
+    """Run the mechanism once per trial (trial ``indices[i]`` with canary row i) and yield what the attacks
+    see, chunk by chunk, as the batched engine's trials are yielded."""
+    for start in range(0, len(indices), TRIALS_PER_CHUNK):
+        rows = torch.arange(start, min(start + TRIALS_PER_CHUNK, len(indices)))
+        outputs = [_output(mechanism(problem, trial_seed(seed, int(indices[r])), canaries.take(r[None])), problem,
+                           record_iterates) for r in rows]
+        yield indices[rows], _stack(outputs, record_iterates)

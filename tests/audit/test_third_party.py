@@ -1,0 +1,96 @@
+"""Third-party mechanisms (SPEC 4 mode 3, issue 7 item 5): a training function outside fdp-audit, audited
+unchanged — the shipped honest example passes, the leaky one is a violation — and every way of naming or
+writing such a function wrongly is bad input."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+from scipy.stats import binom, norm
+
+from fdp_audit.audit.third_party import load_mechanism, trial_seed
+from fdp_audit.config import config_from_dict, load_config
+from fdp_audit.errors import BadInputError
+
+ROOT = Path(__file__).parents[2]
+EXAMPLES = Path(__file__).parent / "third_party_mechanisms.py"
+
+
+@pytest.fixture
+def in_repository(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The shipped configs name the example by a path relative to the repository root."""
+    monkeypatch.chdir(ROOT)
+    return ROOT
+
+
+@pytest.mark.slow
+def test_honest_third_party_dp_sgd_passes(verdict_only_audit, in_repository) -> None:
+    """At p = 1 Theorem 4 is tight, so the iterates attack sits on the bound Φ(√T/z) = 0.760: a false
+    VIOLATION has probability ≤ α = 0.001 (the config's level). Its success must also match that optimum
+    within the two-sided binomial interval at level 1e-3 — the audit really ran the user's DP-SGD."""
+    results = verdict_only_audit(load_config(in_repository / "configs" / "third_party_dp_sgd.yaml"))
+    assert results["verdict"]["status"] == "PASS", results["verdict"]["explanation"]
+    assert results["mechanism"]["name"].endswith("third_party_mechanisms.py:honest_dp_sgd")
+    assert results["mechanism"]["claimed_as"] == "dp_sgd"
+    (row,) = [c for c in results["comparisons"] if c["id"] == "distinguishing-attribute/iterates"]
+    optimum = norm.cdf(math.sqrt(2) / 2)
+    assert binom.ppf(5e-4, row["trials"], optimum) <= row["successes"] <= binom.ppf(1 - 5e-4, row["trials"], optimum)
+
+
+@pytest.mark.slow
+def test_leaky_third_party_dp_sgd_is_a_violation(verdict_only_audit, in_repository) -> None:
+    """Its real noise multiplier is z/150: the attack succeeds with probability Φ(150·√2/2) ≈ 1, so a miss
+    (a lower confidence bound under 0.760 at level 0.001/3) is impossible in practice (< 1e-30)."""
+    results = verdict_only_audit(load_config(in_repository / "configs" / "third_party_leaky.yaml"))
+    assert results["verdict"]["status"] == "VIOLATION"
+    assert "distinguishing-attribute/iterates" in results["verdict"]["violations"]
+
+
+def test_final_model_only_plays_the_attribute_game(verdict_only_audit, small_config) -> None:
+    raw = small_config("dp_sgd", mechanism={"third_party": f"{EXAMPLES}:final_model_only", "sample_rate": 1.0,
+                                            "steps": 2, "noise_multiplier": 2.0},
+                       audit={"trials": 8, "games": ["attribute"], "attacks": ["prior", "likelihood"]})
+    results = verdict_only_audit(config_from_dict(raw))
+    assert [c["id"] for c in results["comparisons"]] == ["attribute/likelihood"]
+    raw["audit"]["games"] = ["distinguishing"]
+    raw["audit"]["attacks"] = ["prior", "iterates"]
+    with pytest.raises(BadInputError, match="mechanism.third_party: the gradient-canary games need"):
+        verdict_only_audit(config_from_dict(raw))
+
+
+@pytest.mark.parametrize(("spec", "message"), [
+    ("fdp_audit.no_such_module:train", "cannot import"),
+    ("fdp_audit.audit.stats:no_such_function", "has no function"),
+    ("fdp_audit.audit.stats:selection_thresholds", "must take (problem, seed, canary)"),
+    ("no/such/file.py:train", "no such file"),
+])
+def test_bad_function_names(spec: str, message: str) -> None:
+    with pytest.raises(BadInputError, match="mechanism.third_party") as err:
+        load_mechanism(spec)
+    assert message in str(err.value)
+
+
+def test_bad_function_name_exits_two(cli, one_line_error, small_config, write_yaml, tmp_path: Path) -> None:
+    raw = small_config("dp_sgd", mechanism={"third_party": "fdp_audit.no_such_module:train"})
+    result = cli("audit", write_yaml(tmp_path / "c.yaml", raw), "--out", tmp_path / "never")
+    assert result.code == 2 and "mechanism.third_party" in one_line_error(result.err)
+    assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize(("mechanism", "field"), [
+    ({"third_party": "no-colon"}, "mechanism.third_party"),
+    ({"third_party": "a.b:1abc"}, "mechanism.third_party"),
+    ({"third_party": "a.b:train", "name": "dp_sgd_no_clip", "faulty": True}, "mechanism.name"),
+    ({"third_party": "a.b:train", "name": "corrdp_sgd"}, "mechanism.name"),
+])
+def test_config_states_a_valid_claim(mechanism: dict, field: str) -> None:
+    with pytest.raises(BadInputError, match=field):
+        config_from_dict({"mechanism": {"name": "dp_sgd", **mechanism}})
+
+
+def test_trial_seeds_are_distinct_and_reproducible() -> None:
+    seeds = [trial_seed(0, i) for i in range(10_000)] + [trial_seed(1, i) for i in range(10_000)]
+    assert len(set(seeds)) == len(seeds) and all(0 <= s < 2**63 for s in seeds)
+    assert trial_seed(0, 5) == trial_seed(0, 5)

@@ -1,0 +1,66 @@
+"""Example third-party mechanisms for the game audit (SPEC 4 mode 3): a DP-SGD written from scratch, as an
+outside team would write it, with the signature of :mod:`fdp_audit.audit.third_party` — and the same code with
+a classic bug, the noise divided by the expected batch size before the sum is (so twice), which the gate must
+catch. ``configs/third_party_dp_sgd.yaml`` and ``configs/third_party_leaky.yaml`` audit them."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch.func import grad, vmap
+
+from fdp_audit.audit.third_party import MechanismOutput
+from fdp_audit.training.engine import Canaries, TrainingProblem
+from fdp_audit.training.models import example_loss
+
+
+def _dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries, noise_divisor: float) -> MechanismOutput:
+    """Poisson-sampled DP-SGD of ``problem.model``: clip each example's gradient to C, add N(0, (zC)²) noise
+    (divided by ``noise_divisor``), step by the noisy sum over the expected batch size p·n."""
+    model, h = problem.model, problem.hyper
+    generator = torch.Generator().manual_seed(seed)
+    x, y = problem.x.float(), problem.y
+    in_private = bool(canary.in_private[0])
+    if in_private:  # the canary joins the Poisson-sampled population as its last record
+        x, y = torch.cat([x, canary.x.float()]), torch.cat([y, canary.y])
+    shapes = model.shapes()
+    params = {name: torch.zeros(shape) for name, shape in shapes.items()}
+
+    def loss(p, xi, yi):
+        return example_loss(model.forward(p, xi), yi)
+
+    per_example = vmap(grad(loss), in_dims=(None, 0, 0))
+    expected_batch = h.sample_rate * problem.n
+    sums, width = [], sum(math.prod(s) for s in shapes.values())
+    for _ in range(h.steps):
+        batch = torch.nonzero(torch.rand(len(x), generator=generator) < h.sample_rate)[:, 0]
+        grads = per_example(params, x[batch], y[batch])
+        flat = torch.cat([grads[name].reshape(len(batch), -1) for name in shapes], dim=1)
+        if in_private and canary.private_gradient is not None:  # the audit hook: the canary's fixed gradient
+            flat[batch == len(x) - 1] = canary.private_gradient[0].float()
+        clipped = flat * torch.clamp(h.clip_norm / flat.norm(dim=1, keepdim=True).clamp_min(1e-12), max=1.0)
+        noise = h.noise_multiplier * h.clip_norm * torch.randn(width, generator=generator) / noise_divisor
+        noisy = clipped.sum(dim=0) + noise
+        sums.append(noisy)
+        step, start = noisy / expected_batch, 0
+        for name, shape in shapes.items():
+            size = math.prod(shape)
+            params[name] = params[name] - h.optimizer.lr * step[start:start + size].reshape(shape)
+            start += size
+    sums_tensor = torch.stack(sums)
+    return MechanismOutput(params, sums_tensor, torch.zeros_like(sums_tensor), torch.zeros(h.steps))
+
+
+def honest_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -> MechanismOutput:
+    return _dp_sgd(problem, seed, canary, noise_divisor=1.0)
+
+
+def leaky_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -> MechanismOutput:
+    """The bug: ``noise / m`` added to the *sum*, which is divided by m again — z is in effect z/m."""
+    return _dp_sgd(problem, seed, canary, noise_divisor=problem.hyper.sample_rate * problem.n)
+
+
+def final_model_only(problem: TrainingProblem, seed: int, canary: Canaries) -> dict[str, torch.Tensor]:
+    """Returns the final model alone: enough for the attribute game, not for the gradient-canary games."""
+    return honest_dp_sgd(problem, seed, canary).params
