@@ -18,6 +18,7 @@ from fdp_audit import __version__
 from fdp_audit.accounting.tradeoff import gaussian_tradeoff
 from fdp_audit.audit.games import GameRecord, gradient_canary_game, record_canary_game
 from fdp_audit.audit.journal import Journal
+from fdp_audit.audit.reconstruction_game import ReconstructionRecord, reconstruction_game
 from fdp_audit.audit.results import finite_or_none
 from fdp_audit.audit.stats import (
     clopper_pearson,
@@ -30,7 +31,6 @@ from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.audit.tightness import bayes_optimal_success
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
-from fdp_audit.errors import BadInputError
 from fdp_audit.gate import judge
 from fdp_audit.training.engine import Canaries, accuracy, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
@@ -154,12 +154,13 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
     journal = Journal(None if out_dir is None else out_dir / "journal.jsonl", config_hash(config))
     chunk = audit.max_models_per_chunk or DEFAULT_CHUNK
     add_remove, replace_one = accountant(mech), accountant(mech, "replace")
-    records: list[GameRecord] = []
+    records: list[GameRecord | ReconstructionRecord] = []
     comparisons: list[dict[str, Any]] = []
     for game in audit.games:
         if game == "reconstruction":
-            raise BadInputError("the reconstruction game is not implemented yet", "audit.games")
-        if game == "attribute":
+            record = reconstruction_game(config, data, audit.trials, device, journal, chunk)
+            comparisons += record.comparisons()
+        elif game == "attribute":
             record = record_canary_game(config, data, audit.trials, device, journal, chunk)
             comparisons += _rate_comparisons(record, float(add_remove.bound(record.prior.max())), "attribute")
         else:
@@ -179,7 +180,8 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
         "mechanism": mechanism_section(config),
         "accounting": accounting_section(config),
         "games": [section for r in records
-                  for section in game_sections(r, by_id, add_remove, replace_one, audit.alpha)],
+                  for section in (reconstruction_sections(r, by_id, audit.alpha) if isinstance(r, ReconstructionRecord)
+                                  else game_sections(r, by_id, add_remove, replace_one, audit.alpha))],
         "tightness": tightness_section(records, by_id, replace_one, add_remove),
         "utility": utility_section(config, data),
         "comparisons": comparisons,
@@ -252,6 +254,32 @@ def game_sections(record: GameRecord, by_id, add_remove, replace_one, alpha: flo
     sections.append({"game": record.game, "trials": int(len(record.labels)), "relation": relation,
                      "attacks": distinguishers})
     return sections
+
+
+def reconstruction_sections(record: ReconstructionRecord, by_id, alpha: float) -> list[dict[str, Any]]:
+    """The reconstruction game's report section: success within each radius ρ against Ball(ρ) and
+    1 − f(Ball(ρ)); the prior attack is shown for reference and not judged."""
+    attacks = []
+    for attack in record.estimates:
+        points = []
+        for rho, successes, ball, bound in zip(record.rho, record.successes(attack), record.ball, record.bound,
+                                               strict=True):
+            successes, trials = int(successes), record.trials
+            ci = clopper_pearson(successes, trials, alpha)
+            lower = lower_confidence_bound(successes, trials, alpha)
+            point = {"rho": float(rho), "ball": float(ball), "bound": float(bound), "successes": successes,
+                     "rate": successes / trials, "ci_low": ci[0], "ci_high": ci[1], "lower_bound": lower,
+                     "margin": lower - float(bound), "status": "info"}
+            j = by_id.get(f"{record.game}/{attack}/rho={rho:g}")
+            if j is not None:
+                point |= {"ci_low": j["ci_low"], "ci_high": j["ci_high"], "lower_bound": j["lower_bound"],
+                          "margin": j["margin"], "status": "violation" if j["violated"] else "pass"}
+            points.append(point)
+        attacks.append({"attack": attack, "threat_model": record.threat_models[attack], "trials": record.trials,
+                        "points": points})
+    return [{"game": "reconstruction", "trials": record.trials,
+             "prior": {"kind": record.prior, "scale": record.scale, "dim": int(record.truth.shape[1])},
+             "metric": record.metric, "protected_features": list(record.protected_features), "attacks": attacks}]
 
 
 def tightness_section(records: list[GameRecord], by_id, replace_one, add_remove) -> dict[str, Any]:
