@@ -14,7 +14,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from fdp_audit.reproduce import REPRODUCTIONS
 
     parser = subparsers.add_parser("reproduce", help="regenerate the paper reproduction tables → <out>/<name>.md/.json",
-                                   description=f"Reproductions: {', '.join(REPRODUCTIONS)} (default: all available).")
+                                   description=f"Reproductions: {', '.join(REPRODUCTIONS)} (default: all).")
     parser.add_argument("names", nargs="*", metavar="NAME", help="reproductions to run (default: all)")
     parser.add_argument("--out", default="reports/reproduce", help="output folder (default: reports/reproduce)")
     parser.add_argument("--quick", action="store_true", help="small data, few steps and seeds (seconds each)")
@@ -23,7 +23,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fdp_audit.reproduce import REPRODUCTIONS, run_reproduction
-    from fdp_audit.reproduce.common import ReproductionUnavailable
 
     names = list(dict.fromkeys(args.names)) or list(REPRODUCTIONS)
     for name in names:  # refuse an unknown name before any work starts
@@ -31,12 +30,6 @@ def run(args: argparse.Namespace) -> int:
             run_reproduction(name, Path(args.out), args.quick)
     for name in names:
         start = time.monotonic()
-        try:
-            summary = run_reproduction(name, Path(args.out), args.quick)
-        except ReproductionUnavailable as err:
-            if args.names:
-                raise
-            print(f"{name}: skipped ({err})")
-            continue
+        summary = run_reproduction(name, Path(args.out), args.quick)
         print(f"{name}: {summary['summary']} [{time.monotonic() - start:.0f} s] → {summary['markdown']}")
     return EXIT_OK
