@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
+import reprlib
 import types
 import typing
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Any, Literal
 
 import yaml
 
+from fdp_audit.bounded_read import read_bounded
 from fdp_audit.errors import BadInputError
 
 MAX_CONFIG_BYTES = 1_000_000
@@ -152,7 +154,12 @@ class ProfileConfig:
     sweep_max_epsilon: float = field(default=1e3, metadata=_range(0, None, True))
     sweep_points: int = field(default=31, metadata=_range(3, 1000))
     cutoff: float | None = field(default=None, metadata=_range(0, None, True))  # Monte Carlo radius c
-    diffprivlib: bool = True  # add the optional third-party scatter when the package is installed
+    # dp_sgd / fdp_sgd: coverage by Monte Carlo over trained models (`samples` models of 𝒜(D) and of each
+    # of `monte_carlo_rows` neighbours), estimated at `monte_carlo_points` held-out models M ~ 𝒜(D)
+    monte_carlo_rows: int = field(default=8, metadata=_range(1, 10_000))
+    monte_carlo_points: int = field(default=20, metadata=_range(1, 10_000))
+    scatter_rows: int | None = field(default=None, metadata=_range(2))  # the scatter on the first rows only
+    diffprivlib: bool = False  # the optional third-party scatter; bad input when diffprivlib cannot run
     regularization: float = field(default=1.0, metadata=_range(0, None, True))
 
 
@@ -219,6 +226,23 @@ def _to_plain(value: Any) -> Any:
     return value
 
 
+def _bounded_repr() -> reprlib.Repr:
+    bounded = reprlib.Repr()  # keyword arguments need Python 3.12
+    bounded.maxlevel, bounded.maxlist, bounded.maxdict, bounded.maxtuple = 2, 4, 4, 4
+    bounded.maxstring = bounded.maxother = 60
+    bounded.maxlong = 40
+    return bounded
+
+
+_REPR = _bounded_repr()
+
+
+def _short(value: Any) -> str:
+    """A bounded repr for error messages: a config may hold a megabyte string or, through YAML aliases, a
+    list of 10^9 elements held by reference, whose full repr would never finish."""
+    return _REPR.repr(value)
+
+
 def _type_name(tp: Any) -> str:
     origin = typing.get_origin(tp)
     if origin is Literal:
@@ -251,35 +275,35 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
                 return _coerce(value, option, path)
             except BadInputError:
                 continue
-        raise BadInputError(f"must be {_type_name(tp)}, got {value!r}", path)
+        raise BadInputError(f"must be {_type_name(tp)}, got {_short(value)}", path)
     if origin is Literal:
         if value not in typing.get_args(tp):
-            raise BadInputError(f"must be {_type_name(tp)}, got {value!r}", path)
+            raise BadInputError(f"must be {_type_name(tp)}, got {_short(value)}", path)
         return value
     if origin is tuple:
         if not isinstance(value, list | tuple):
-            raise BadInputError(f"must be a list, got {value!r}", path)
+            raise BadInputError(f"must be a list, got {_short(value)}", path)
         inner = typing.get_args(tp)[0]
         return tuple(_coerce(v, inner, f"{path}[{i}]") for i, v in enumerate(value))
     if dataclasses.is_dataclass(tp):
         return _build(tp, value, path)
     if tp is bool:
         if not isinstance(value, bool):
-            raise BadInputError(f"must be true or false, got {value!r}", path)
+            raise BadInputError(f"must be true or false, got {_short(value)}", path)
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise BadInputError(f"must be an integer, got {value!r}", path)
+            raise BadInputError(f"must be an integer, got {_short(value)}", path)
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise BadInputError(f"must be a number, got {value!r}", path)
+            raise BadInputError(f"must be a number, got {_short(value)}", path)
         if not math.isfinite(value):
-            raise BadInputError(f"must be finite, got {value!r}", path)
+            raise BadInputError(f"must be finite, got {_short(value)}", path)
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise BadInputError(f"must be a string, got {value!r}", path)
+            raise BadInputError(f"must be a string, got {_short(value)}", path)
         return value
     raise TypeError(f"unsupported schema type {tp!r} at {path}")
 
@@ -291,9 +315,9 @@ def _check_range(value: Any, spec: tuple, path: str) -> None:
     lo, hi, lo_open, hi_open = spec
     for v in values:
         if lo is not None and (v < lo or (lo_open and v == lo)):
-            raise BadInputError(f"must be {'>' if lo_open else '>='} {lo}, got {v!r}", path)
+            raise BadInputError(f"must be {'>' if lo_open else '>='} {lo}, got {_short(v)}", path)
         if hi is not None and (v > hi or (hi_open and v == hi)):
-            raise BadInputError(f"must be {'<' if hi_open else '<='} {hi}, got {v!r}", path)
+            raise BadInputError(f"must be {'<' if hi_open else '<='} {hi}, got {_short(v)}", path)
 
 
 def _build(cls: type, raw: Any, path: str) -> Any:
@@ -305,7 +329,7 @@ def _build(cls: type, raw: Any, path: str) -> Any:
     known = {f.name: f for f in dataclasses.fields(cls)}
     for key in raw:
         if key not in known:
-            where = f"{path}.{key}" if path else str(key)
+            where = (f"{path}.{key}" if path else str(key))[:120]  # a key may be a megabyte long
             raise BadInputError(f"unknown key (allowed: {', '.join(known)})", where)
     kwargs = {}
     for name, spec in known.items():
@@ -336,6 +360,14 @@ def _check_consistency(config: Config) -> None:
         )
     if mech.faulty and mech.name not in faulty_names:
         raise BadInputError(f"'{mech.name}' is not a faulty mechanism", "mechanism.faulty")
+    if mech.third_party is not None:  # the name is the privacy claim the third-party function is audited against
+        if not re.fullmatch(r"[^:\s]+:[A-Za-z_]\w*", mech.third_party):
+            raise BadInputError(f"must be 'module:function' or 'file.py:function', got {mech.third_party!r}",
+                                "mechanism.third_party")
+        if mech.name in faulty_names or mech.name == "corrdp_sgd":
+            raise BadInputError(f"the claim of a third-party mechanism cannot be {mech.name!r}; name the mechanism "
+                                "whose accounting it claims (dp_sgd, fdp_sgd, fdp_dpsgd, public_only)",
+                                "mechanism.name")
     if mech.noise_multiplier is None and mech.target_epsilon is None and mech.name not in (
         "nonprivate",
         "public_only",
@@ -366,20 +398,20 @@ def config_from_dict(raw: Any) -> Config:
 def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config; every failure is a one-line :class:`BadInputError`."""
     path = Path(path)
-    if not path.is_file():
-        raise BadInputError(f"config file not found: {path}")
-    if path.stat().st_size > MAX_CONFIG_BYTES:
-        raise BadInputError(f"config file larger than {MAX_CONFIG_BYTES} bytes: {path}")
     try:
-        raw = yaml.load(path.read_text(encoding="utf-8"), Loader=_Loader)  # _Loader is a SafeLoader
-    except OSError as err:
-        raise BadInputError(f"cannot read config {path}: {err.strerror or err}") from err
+        text = read_bounded(path, MAX_CONFIG_BYTES, "config file").decode("utf-8")
     except UnicodeDecodeError as err:
         raise BadInputError(f"config is not UTF-8 text: {path}") from err
+    try:
+        raw = yaml.load(text, Loader=_Loader)  # _Loader is a SafeLoader
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""
         raise BadInputError(f"malformed YAML{where}: {path}") from err
+    except RecursionError as err:  # PyYAML composes nested collections recursively
+        raise BadInputError(f"malformed YAML: nested too deeply: {path}") from err
+    except ValueError as err:  # a timestamp such as 2001-13-45, an integer of more than 4300 digits
+        raise BadInputError(f"malformed YAML: a value cannot be read ({str(err)[:80]}): {path}") from err
     return config_from_dict(raw)
 
 

@@ -10,22 +10,33 @@ from pathlib import Path
 
 import numpy as np
 
+from fdp_audit.bounded_read import read_bounded
+from fdp_audit.errors import BadInputError
+
+# Far above the journal of the largest audit the config allows (10^6 trials of a few scores each).
+MAX_JOURNAL_BYTES = 1 << 30
+
 
 class Journal:
     def __init__(self, path: Path | None, config_hash: str):
         self.path, self.config_hash = path, config_hash
         self.entries: dict[str, dict[int, tuple[int, dict[str, list[float]]]]] = {}
         if path is not None and path.exists():
-            for line in path.read_text(encoding="utf-8").splitlines():
+            text = read_bounded(path, MAX_JOURNAL_BYTES, "trial journal").decode("utf-8", errors="replace")
+            for number, line in enumerate(text.splitlines(), start=1):
                 try:
                     row = json.loads(line)
-                except ValueError:
+                except (ValueError, RecursionError):
                     continue
                 if not isinstance(row, dict) or row.get("config_hash") != config_hash:
                     continue
-                game = self.entries.setdefault(row["game"], {})
-                for i, index in enumerate(row["indices"]):
-                    game[int(index)] = (int(row["labels"][i]), {a: s[i] for a, s in row["scores"].items()})
+                try:
+                    game = self.entries.setdefault(str(row["game"]), {})
+                    for i, index in enumerate(row["indices"]):
+                        game[int(index)] = (int(row["labels"][i]), {a: s[i] for a, s in row["scores"].items()})
+                except (KeyError, IndexError, TypeError, ValueError, AttributeError):
+                    raise BadInputError(f"{path} line {number}: malformed entry; delete the journal to start the "
+                                        "audit afresh") from None
 
     def finished(self, game: str) -> dict[int, tuple[int, dict[str, list[float]]]]:
         return self.entries.get(game, {})

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fdp_audit.atomic_io import atomic_write_json
+from fdp_audit.bounded_read import read_bounded
 from fdp_audit.errors import BadInputError
 
 SCHEMA_VERSION = 1
@@ -41,13 +42,9 @@ def write_results(path: str | Path, results: dict[str, Any]) -> Path:
 def read_results(path: str | Path) -> dict[str, Any]:
     """Load and verify a results file: JSON, schema version, checksum, required sections."""
     path = Path(path)
-    if not path.is_file():
-        raise BadInputError(f"results file not found: {path}")
-    if path.stat().st_size > MAX_RESULTS_BYTES:
-        raise BadInputError(f"results file larger than {MAX_RESULTS_BYTES} bytes: {path}")
     try:
-        results = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as err:
+        results = json.loads(read_bounded(path, MAX_RESULTS_BYTES, "results file").decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:  # RecursionError: nested too deeply
         raise BadInputError(f"results file is not valid JSON: {path}") from err
     if not isinstance(results, dict):
         raise BadInputError("results file is not a JSON object", "results")

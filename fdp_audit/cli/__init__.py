@@ -2,8 +2,8 @@
 
 Each subcommand lives in its own module of this package and exposes ``register(subparsers)``, which adds
 its parser and sets ``handler`` to a function ``(args) -> int``. Exit codes: 0 success or pass,
-1 privacy violation (``audit``, ``gate``), 2 bad input, 3 internal error. Bad input never shows a
-traceback: it is one line on stderr naming the field.
+1 privacy violation (``audit``, ``gate``), 2 bad input (including a path that cannot be read or written),
+3 internal error. Neither shows a traceback: it is one line on stderr naming the field or file.
 """
 
 from __future__ import annotations
@@ -62,17 +62,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             return EXIT_BAD_INPUT
         return int(args.handler(args))
     except BadInputError as err:
-        print(f"fdp-audit: error: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _bad_input(err)
+    except OSError as err:
+        if err.filename is None:  # not about a path: an internal error
+            return _internal_error(err)
+        # an output folder that is a file, a read-only location, a full disk: the user's paths, not a bug
+        return _bad_input(BadInputError(f"cannot use {err.filename}: {err.strerror or err}"))
     except KeyboardInterrupt:
         print("fdp-audit: interrupted", file=sys.stderr)
         return 130
     except Exception as err:  # noqa: BLE001 - last line of defence: one line, never a traceback
-        if os.environ.get("FDP_AUDIT_DEBUG"):
-            raise
-        print(
-            f"fdp-audit: internal error: {type(err).__name__}: {' '.join(str(err).split())} "
-            "(set FDP_AUDIT_DEBUG=1 for a traceback)",
-            file=sys.stderr,
-        )
-        return EXIT_INTERNAL
+        return _internal_error(err)
+
+
+def _bad_input(err: BadInputError) -> int:
+    print(f"fdp-audit: error: {err}", file=sys.stderr)
+    return EXIT_BAD_INPUT
+
+
+def _internal_error(err: Exception) -> int:
+    if os.environ.get("FDP_AUDIT_DEBUG"):
+        raise err
+    print(
+        f"fdp-audit: internal error: {type(err).__name__}: {' '.join(str(err).split())[:500]} "
+        "(set FDP_AUDIT_DEBUG=1 for a traceback)",
+        file=sys.stderr,
+    )
+    return EXIT_INTERNAL

@@ -85,8 +85,8 @@ class TableEncoder:
             if table.kinds[name] == "numeric":
                 if not np.all(np.isfinite(values)):
                     raise BadInputError(f"column {name!r} has missing or non-finite values", "data")
-                scale = float(values.std()) or 1.0
-                groups.append(ColumnGroup(name, "numeric", start, start + 1, (), float(values.mean()), scale))
+                mean, scale = _mean_and_scale(values)
+                groups.append(ColumnGroup(name, "numeric", start, start + 1, (), mean, scale))
                 start += 1
             else:
                 categories = tuple(sorted(set(values.tolist())))
@@ -109,7 +109,13 @@ class TableEncoder:
         for g in self.groups:
             values = table.columns[g.feature]
             if g.kind == "numeric":
-                x[:, g.start] = (values - g.mean) / g.scale
+                with np.errstate(over="ignore", invalid="ignore"):
+                    standardised = ((values - g.mean) / g.scale).astype(np.float32)
+                if not np.all(np.isfinite(standardised)):
+                    raise BadInputError(f"column {g.feature!r}: values too far apart to standardise in float32 "
+                                        f"(largest magnitude {np.nanmax(np.abs(values)):.3g}); rescale the column",
+                                        "data")
+                x[:, g.start] = standardised
             else:
                 lookup = {c: i for i, c in enumerate(g.categories)}
                 codes = np.array([lookup.get(v, -1) for v in values.tolist()])
@@ -120,3 +126,13 @@ class TableEncoder:
         if np.any(y < 0):
             raise BadInputError(f"label column {self.label!r} has values unseen when fitting", "data.label")
         return EncodedData(x, y, self.groups, self.classes, self.label, table.fingerprint())
+
+
+def _mean_and_scale(values: np.ndarray) -> tuple[float, float]:
+    """Mean and standard deviation (1 for a constant column) computed on ``values / max|values|``, so that a
+    column of values near the float64 limit (1e308) does not overflow to inf and then NaN inputs."""
+    largest = float(np.max(np.abs(values))) if len(values) else 0.0
+    if largest == 0.0:
+        return 0.0, 1.0
+    unit = values / largest
+    return float(unit.mean()) * largest, float(unit.std()) * largest or 1.0

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fdp_audit.bounded_read import read_bounded
 from fdp_audit.data.table import MISSING, ColumnKind, Table
 from fdp_audit.errors import BadInputError
 
@@ -37,19 +38,8 @@ _INTEGER = re.compile(r"[+-]?[0-9]+")  # ASCII digits only: str.isdigit and \d a
 
 
 def _read_bytes(path: Path, max_bytes: int) -> bytes:
-    """At most ``max_bytes`` of a regular file; reading one byte more detects a file that is too large
-    even when its size changed after ``stat`` or it is not a regular file."""
-    if not path.exists():
-        raise BadInputError(f"data file not found: {path}", FIELD)
-    if not path.is_file():
-        raise BadInputError(f"not a regular file: {path}", FIELD)
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(max_bytes + 1)
-    except OSError as err:
-        raise BadInputError(f"cannot read {path}: {err.strerror or err}", FIELD) from err
-    if len(raw) > max_bytes:
-        raise BadInputError(f"{path} is larger than the limit of {max_bytes} bytes", FIELD)
+    """At most ``max_bytes`` of a regular, non-empty file."""
+    raw = read_bounded(path, max_bytes, "data file", FIELD)
     if not raw.strip():
         raise BadInputError(f"{path} is empty", FIELD)
     return raw
@@ -172,21 +162,36 @@ def _load_parquet(
                             "install it or convert the file to CSV", FIELD) from None
     raw = _read_bytes(path, max_bytes)
     try:
-        parquet = pq.read_table(io.BytesIO(raw))
+        parquet_file = pq.ParquetFile(io.BytesIO(raw))
+        header, n_rows = parquet_file.schema_arrow.names, parquet_file.metadata.num_rows
     except Exception as err:  # noqa: BLE001 - pyarrow raises many types for a corrupt file
         raise BadInputError(f"{path}: not a readable Parquet file ({type(err).__name__})", FIELD) from err
+    repeated = sorted({name for name in (*numeric, *categorical) if header.count(name) > 1})
+    if repeated:
+        raise BadInputError(f"{path}: column(s) {repeated} appear more than once", FIELD)
     for field_name, names in (("data.numeric", numeric), ("data.categorical", categorical)):
-        absent = [name for name in names if name not in parquet.column_names]
+        absent = [name for name in names if name not in header]
         if absent:
             raise BadInputError(f"column(s) {absent} not in {path}", field_name)
-    if parquet.num_rows == 0:
+    if n_rows == 0:
         raise BadInputError(f"{path} has no data rows", FIELD)
+    # Compression lets a small file decode to billions of cells; bound the decoded size like a CSV's text.
+    cells = n_rows * (len(numeric) + len(categorical))
+    if cells > max_bytes // 8:
+        raise BadInputError(f"{path}: {n_rows} rows of {len(numeric) + len(categorical)} columns decode to more "
+                            f"than the limit of {max_bytes} bytes", FIELD)
+    try:
+        parquet = parquet_file.read(columns=[*numeric, *categorical])
+    except Exception as err:  # noqa: BLE001 - a corrupt column chunk
+        raise BadInputError(f"{path}: not a readable Parquet file ({type(err).__name__})", FIELD) from err
     columns: dict[str, np.ndarray] = {}
     for column in numeric:
         try:
             values = np.array(parquet.column(column).to_pylist(), dtype=np.float64)  # None → NaN
         except (TypeError, ValueError):
             raise BadInputError(f"{path} column {column!r}: not numeric", FIELD) from None
+        if values.shape != (n_rows,):  # a column of lists
+            raise BadInputError(f"{path} column {column!r}: not numeric (values are lists)", FIELD)
         if np.isinf(values).any():
             raise BadInputError(f"{path} column {column!r}: infinite value", FIELD)
         columns[column] = values

@@ -14,6 +14,8 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from fdp_audit.atomic_io import atomic_write_text
+from fdp_audit.audit.results import MAX_RESULTS_BYTES
+from fdp_audit.bounded_read import read_bounded
 from fdp_audit.errors import BadInputError
 from fdp_audit.report.sections import build_view
 
@@ -46,20 +48,20 @@ def _reject_constant(name: str) -> float:
 def load_results(path: str | os.PathLike) -> dict[str, Any]:
     """Read a results.json; a missing, unreadable or malformed file is bad input naming the file."""
     where = str(path)
+    if not os.path.lexists(where):  # never raises, unlike Path.exists on a name that is too long
+        raise BadInputError("no such file", where)
     try:
-        raw = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadInputError("no such file", where) from None
+        raw = read_bounded(path, MAX_RESULTS_BYTES, "results file", where).decode("utf-8")
     except UnicodeDecodeError:
         raise BadInputError("not UTF-8 text", where) from None
-    except OSError as err:
-        raise BadInputError(err.strerror or type(err).__name__, where) from None
     try:
         results = json.loads(raw, parse_constant=_reject_constant)
     except json.JSONDecodeError as err:
         raise BadInputError(f"not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}", where) from None
     except ValueError as err:
         raise BadInputError(str(err), where) from None
+    except RecursionError:
+        raise BadInputError("not valid JSON: nested too deeply", where) from None
     if not isinstance(results, dict):
         raise BadInputError("expected a JSON object at the top level", where)
     return results

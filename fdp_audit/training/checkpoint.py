@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from fdp_audit.atomic_io import atomic_write_bytes
+from fdp_audit.bounded_read import read_bounded
 from fdp_audit.errors import BadInputError
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model, Params
@@ -109,12 +110,9 @@ def model_from_metadata(metadata: dict[str, Any]) -> Model:
 def load_checkpoint(path: str | Path) -> tuple[Params, dict[str, Any], Model]:
     """Read and validate a checkpoint: parameters, metadata, and the model they belong to."""
     path = Path(path)
-    if not path.is_file():
-        raise BadInputError(f"checkpoint not found: {path}")
-    if path.stat().st_size > MAX_CHECKPOINT_BYTES:
-        raise BadInputError(f"checkpoint larger than {MAX_CHECKPOINT_BYTES} bytes: {path}")
+    raw = read_bounded(path, MAX_CHECKPOINT_BYTES, "checkpoint")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        payload = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
     except Exception as err:  # noqa: BLE001 - any unpickling failure means an unreadable or unsafe file
         # torch names the weights_only option in every failure; a refused class or function is a GLOBAL
         reason = "contains objects other than tensors" if "GLOBAL" in str(err) else "unreadable or truncated"

@@ -1,0 +1,44 @@
+"""Reading untrusted files with a size limit (SPEC 5.1, 5.2; issue 13).
+
+Configs, data tables, checkpoints, ``results.json`` and the trial journal may come from anyone. Each is
+read through :func:`read_bounded`, which never holds more than ``max_bytes + 1`` bytes: reading one byte
+past the limit detects a file that is too large even when it grew after ``stat`` or is not a regular file
+(a FIFO, ``/dev/zero``). Every failure is one :class:`~fdp_audit.errors.BadInputError`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fdp_audit.errors import BadInputError
+
+
+def read_bounded(path: str | os.PathLike, max_bytes: int, what: str = "file", field: str | None = None) -> bytes:
+    """The bytes of the regular file ``path``, refused when larger than ``max_bytes``.
+
+    ``what`` names the file in messages (``"config file"``, ``"checkpoint"``), ``field`` is the config field or
+    flag that named it. A missing file, a directory, a path the system cannot look up (too long, a NUL byte)
+    and a read error are bad input too.
+    """
+    path = Path(path)
+    try:
+        exists, regular = path.exists(), path.is_file()
+    except (OSError, ValueError) as err:  # ENAMETOOLONG, ELOOP, an embedded NUL byte
+        raise BadInputError(f"cannot look up {what} {str(path)[:200]!r}: {_reason(err)}", field) from None
+    if not exists:
+        raise BadInputError(f"{what} not found: {path}", field)
+    if not regular:
+        raise BadInputError(f"{what} not found: {path} is not a regular file", field)
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(max_bytes + 1)
+    except OSError as err:
+        raise BadInputError(f"cannot read {what} {path}: {_reason(err)}", field) from None
+    if len(raw) > max_bytes:
+        raise BadInputError(f"{what} {path} is larger than the limit of {max_bytes} bytes", field)
+    return raw
+
+
+def _reason(err: Exception) -> str:
+    return getattr(err, "strerror", None) or str(err) or type(err).__name__
