@@ -62,7 +62,8 @@ class DataConfig:
     synthetic_prior: tuple[float, ...] = (0.5, 0.5)
     synthetic_prior_kind: Literal["categorical", "gaussian", "box"] = "categorical"
     synthetic_public_features: int = field(default=5, metadata=_range(1))
-    blur_sigma: float = field(default=1.0, metadata=_range(0, None, True))
+    public_map: Literal["columns", "label_only", "blur"] = "columns"  # Ψ (SPEC 2.2); see data/prepare.py
+    blur_sigma: float = field(default=1.0, metadata=_range(0, None, True))  # public_map: blur
 
 
 @dataclass(frozen=True)

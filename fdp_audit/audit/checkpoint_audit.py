@@ -118,7 +118,7 @@ def checkpoint_data(checkpoint: Checkpoint) -> PreparedData:
 
 
 def secret_attribute(data: PreparedData) -> ColumnGroup:
-    split = data.feature_split
+    split = data.column_split()
     if not split.protected_groups or split.protected_groups[0].kind != "categorical":
         raise BadInputError("the checkpoint audit needs a categorical first protected attribute", "data.protected")
     return split.protected_groups[0]

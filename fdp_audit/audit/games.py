@@ -63,7 +63,8 @@ def _with_canary_columns(data: PreparedData) -> PreparedData:
         x = np.concatenate([part.x, np.zeros((part.n_rows, 2), dtype=part.x.dtype)], axis=1)
         return EncodedData(x, part.y, groups, part.classes, part.label, part.fingerprint)
 
-    split = FeatureSplit(groups, data.feature_split.protected_features, data.feature_split.label_public)
+    columns = data.column_split()
+    split = FeatureSplit(groups, columns.protected_features, columns.label_public)
     return PreparedData(widen(data.train), widen(data.population), widen(data.test), split, data.table_name)
 
 
@@ -149,7 +150,7 @@ def gradient_canary_game(game: str, config: Config, data: PreparedData, trials: 
 def record_canary_game(config: Config, data: PreparedData, trials: int, device: torch.device, journal,
                        max_chunk: int) -> GameRecord:
     """The attribute game with a real canary record (final-model attacks)."""
-    split = data.feature_split
+    split = data.column_split()
     if not split.protected_groups or split.protected_groups[0].kind != "categorical":
         raise BadInputError("the attribute game needs a categorical first protected attribute", "data.protected")
     group = split.protected_groups[0]

@@ -113,7 +113,7 @@ def _continuous_attacks(names: tuple[str, ...]) -> dict[str, Attack]:
 def reconstruction_game(config: Config, data: PreparedData, trials: int, device: torch.device, journal,
                         max_chunk: int) -> ReconstructionRecord:
     """Play ``trials`` reconstruction trials (finished ones are read back from ``journal``)."""
-    split = data.feature_split
+    split = data.column_split()
     groups = split.protected_groups
     if not groups or any(g.kind != "numeric" for g in groups):
         raise BadInputError("the reconstruction game needs continuous (numeric) protected features",

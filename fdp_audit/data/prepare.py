@@ -11,14 +11,14 @@ import torch
 from fdp_audit.config import DataConfig
 from fdp_audit.data import datasets, formats, synthetic
 from fdp_audit.data.encoding import EncodedData, TableEncoder
-from fdp_audit.data.features import FeatureSplit
+from fdp_audit.data.features import BlurMap, FeatureMap, FeatureSplit, LabelOnlyMap
 from fdp_audit.data.table import Table, split_rows
 from fdp_audit.errors import BadInputError
 
 
 @dataclass(frozen=True)
 class PreparedData:
-    """Encoded splits sharing one encoding, and the column-subset Ψ.
+    """Encoded splits sharing one encoding, and Ψ (a column subset unless ``data.public_map`` says otherwise).
 
     ``train`` is the data set S a mechanism trains on; ``population`` is disjoint from it and stands for
     what an adversary may know about the population (Pr[v | u]); ``test`` measures utility."""
@@ -26,8 +26,16 @@ class PreparedData:
     train: EncodedData
     population: EncodedData
     test: EncodedData
-    feature_split: FeatureSplit
+    feature_split: FeatureMap
     table_name: str
+
+    def column_split(self) -> FeatureSplit:
+        """Ψ as a column subset, which the audit games need: they insert canaries whose protected columns
+        vary while the public ones stay fixed."""
+        if not isinstance(self.feature_split, FeatureSplit):
+            raise BadInputError("the audit games and attacks need a column-subset Ψ (public_map: columns), "
+                                f"not {self.feature_split.spec()['kind']!r}", "data.public_map")
+        return self.feature_split
 
     @property
     def fingerprint(self) -> str:
@@ -93,5 +101,22 @@ def prepare_data(config: DataConfig, seed: int) -> PreparedData:
     train = encoder.transform(train_table)
     population = encoder.transform(population_table)
     test = encoder.transform(test_table) if test_table is not None else population
-    split = FeatureSplit(encoder.groups, tuple(config.protected), config.label_public)
-    return PreparedData(train, population, test, split, table.name)
+    return PreparedData(train, population, test, public_map(config, encoder), table.name)
+
+
+def public_map(config: DataConfig, encoder: TableEncoder) -> FeatureMap:
+    """Ψ of SPEC 2.2: the columns not listed as protected (``columns``); Ψ(x, y) = x with the label protected
+    (``label_only``, label DP); or Ψ(x, y) = (blur_σ(x), y) for square grey-scale images (``blur``)."""
+    if config.public_map == "columns":
+        return FeatureSplit(encoder.groups, tuple(config.protected), config.label_public)
+    if config.protected:
+        raise BadInputError(f"public_map {config.public_map!r} defines the protected part itself; set "
+                            "data.protected: []", "data.protected")
+    if config.public_map == "label_only":
+        return LabelOnlyMap()
+    width = sum(group.stop - group.start for group in encoder.groups)
+    side = int(round(width ** 0.5))
+    if side * side != width or any(group.kind != "numeric" for group in encoder.groups):
+        raise BadInputError(f"public_map 'blur' needs square grey-scale images (numeric features, a square "
+                            f"count); got {width} encoded features", "data.public_map")
+    return BlurMap(side, side, config.blur_sigma)

@@ -20,9 +20,8 @@ import numpy as np
 import torch
 from torch.func import grad, vmap
 
-from fdp_audit.config import Config, load_config
-from fdp_audit.data.features import LabelOnlyMap
-from fdp_audit.data.prepare import PreparedData, prepare_data
+from fdp_audit.config import load_config
+from fdp_audit.data.prepare import prepare_data
 from fdp_audit.reproduce.common import (
     AccuracyCell,
     Summary,
@@ -42,11 +41,6 @@ CONFIG = Path(__file__).parents[2] / "configs" / "label_dp.yaml"
 EPSILONS, SEEDS = (1.0, 2.0, 4.0), 3
 QUICK_EPSILONS, QUICK_SEEDS, QUICK_STEPS = (2.0,), 2, 40
 RANDOM_WEIGHT_SCALE = 10.0  # logits of order 10·‖x‖: near one-hot predictions, wrong for 9 in 10 classes
-
-
-def label_only_data(config: Config) -> PreparedData:
-    """The config's data with Ψ(x, y) = x (label DP as FDP)."""
-    return replace(prepare_data(config.data, config.seed), feature_split=LabelOnlyMap())
 
 
 def lipschitz_ratios(model: Model, params: Params, x: torch.Tensor, y: torch.Tensor) -> dict[str, np.ndarray]:
@@ -76,7 +70,7 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
     epsilons, seeds = (QUICK_EPSILONS, QUICK_SEEDS) if quick else (EPSILONS, SEEDS)
     if quick:
         config = replace(config, mechanism=replace(config.mechanism, steps=QUICK_STEPS))
-    data = label_only_data(config)
+    data = prepare_data(config.data, config.seed)
     x, y = data.tensors()
     model = build_model(config.model, data.train.n_features, data.train.n_classes)
 

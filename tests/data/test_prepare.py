@@ -112,3 +112,35 @@ def test_purchase_file_through_prepare(tmp_path):
     data = prepare_data(DataConfig(dataset="purchase", path=str(path), protected=protected), seed=0)
     assert data.train.n_features == 600 and data.train.n_classes == 3
     assert len(data.feature_split.public_columns) == 100
+
+
+def test_label_only_map_is_label_dp():
+    """public_map label_only: Ψ(x, y) = x, the label is protected; the audit games refuse it by name."""
+    data = prepare_data(DataConfig(dataset="digits", protected=(), public_map="label_only"), 0)
+    x, y = data.tensors()
+    view = data.feature_split(x[:5], y[:5])
+    assert torch.equal(view.features, x[:5]) and view.labels is None
+    with pytest.raises(BadInputError) as err:
+        data.column_split()
+    assert err.value.field == "data.public_map"
+
+
+def test_blur_map_blurs_square_images_and_keeps_the_label():
+    data = prepare_data(DataConfig(dataset="digits", protected=(), public_map="blur", blur_sigma=1.0), 0)
+    x, y = data.tensors()
+    view = data.feature_split(x[:5], y[:5])
+    assert view.features.shape == x[:5].shape and torch.equal(view.labels, y[:5])
+    assert not torch.allclose(view.features, x[:5])  # fine detail is gone
+    # a blur averages: every blurred image keeps its mean up to the reflect padding's edge effects
+    assert float((view.features.mean(1) - x[:5].mean(1)).abs().max()) < 0.2 * float(x[:5].std())
+
+
+@pytest.mark.parametrize(("overrides", "field"), [
+    ({"dataset": "digits", "public_map": "label_only"}, "data.protected"),  # digits has no default protected
+    ({"dataset": "adult", "protected": (), "public_map": "blur"}, "data.public_map"),  # not images
+])
+def test_non_column_maps_refuse_what_they_cannot_mean(overrides, field):
+    config = DataConfig(**{"protected": ("pixel-0",), **overrides})
+    with pytest.raises(BadInputError) as err:
+        prepare_data(config, 0)
+    assert err.value.field == field
