@@ -78,6 +78,35 @@ def ratio_record(name: str, ours: list[float], baseline: list[float], unit: str 
     return record
 
 
+@contextlib.contextmanager
+def phase_clock(targets: Mapping[str, tuple[Any, str]], clock: Clock = CPU_CLOCK) -> Iterator[dict[str, float]]:
+    """Where a computation's time goes (issue 12): inside the block, each function ``getattr(owner, name)``
+    of ``targets`` (label → (owner, name)) is replaced by a wrapper that adds its seconds on ``clock`` to
+    the yielded dict under its label. The targets must not call one another (no time is counted twice)."""
+    seconds = dict.fromkeys(targets, 0.0)
+    originals = {label: getattr(owner, name) for label, (owner, name) in targets.items()}
+
+    def timed(label: str) -> Callable[..., Any]:
+        function = originals[label]
+
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            start = clock()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                seconds[label] += clock() - start
+
+        return wrapper
+
+    for label, (owner, name) in targets.items():
+        setattr(owner, name, timed(label))
+    try:
+        yield seconds
+    finally:
+        for label, (owner, name) in targets.items():
+            setattr(owner, name, originals[label])
+
+
 def error_record(name: str, error: BaseException | str) -> Record:
     """A benchmark that could not run reports why instead of crashing the harness."""
     message = error if isinstance(error, str) else f"{type(error).__name__}: {error}"

@@ -1,10 +1,9 @@
 """The batched training engine (SPEC 2.3, 6; issues 4 and 5).
 
 Trains R independent models of one architecture in one computation: parameters carry a leading model
-dimension, per-example gradients come from ``torch.func`` (``vmap`` over models of ``vmap`` over examples
-of ``grad``), and every model draws its own Poisson masks, public batches and noise from counter-based
+dimension, and every model draws its own Poisson masks, public batches and noise from counter-based
 streams keyed by (seed, model index) (:mod:`fdp_audit.training.streams`). A single model is the case
-R = 1, so model k of a batch equals model k trained alone.
+R = 1 of the same code, so model k of a batch equals model k trained alone (to float rounding, 1e-5).
 
 One step of Algorithm 1 (SPEC 2.3), per model:
 
@@ -14,18 +13,43 @@ One step of Algorithm 1 (SPEC 2.3), per model:
 4. ``g_pub = (1/m') Σ_{x∈B_pub} ∇ℓ_pub(w; Ψ(x))`` — built from :class:`PublicView` only;
 5. ``g = g_pub + α·g_priv``; optimiser step; optional projection.
 
-Canaries (the audit games' need) are per-model extra records in slot n of the data set, present in the
-private and/or public population independently, without copying the data set R times. A *gradient
-canary* (the audit-only hook of SPEC 3, ``iterates``) fixes the canary's raw private-loss gradient and its
-public-loss gradient to given vectors; the mechanism then treats them as it treats any record's
-gradients (it clips them, or fails to, exactly as it does for real records).
+How a batch of models is computed (SPEC 6):
+
+* *Tables, not copies.* Every per-record quantity (records, labels, the public loss's inputs built from Ψ,
+  the first layer's per-record inner products) is computed once per chunk as a table with one row per
+  record of S followed by one row per model's canary; a model's batch is an ``index_select`` of table rows.
+  Canaries (the audit games' need) are per-model extra records in slot n of the data set, present in the
+  private and/or public population independently; no data set is copied R times.
+* *Three ways to clip* (:func:`private_path`). Logistic models (GLMs) take
+  :mod:`fdp_audit.training.glm`: ``‖∇ℓ‖ = ‖softmax − onehot‖·‖x̃‖`` with ``‖x̃‖²`` (and, for ℓ_priv, the
+  other per-record inner products) precomputed in a table, the logits from cache-sized blocks of gathered
+  rows, and the clipped sum as one ``embedding_bag`` over the table — no per-example gradient, and no
+  batch-sized copy of the data. Other stacks of linear layers (MLP) take the ghost path of
+  :mod:`fdp_audit.training.ghost`: per-example norms from inner products and the clipped sum as one
+  re-weighted pass. Other layers (CNN) take per-example gradients from ``torch.func`` (``vmap`` over
+  models of ``vmap`` over examples of ``grad``). The public gradient of a logistic model is read from the
+  table of public inputs the same way.
+* *Memory.* :func:`bytes_per_model` estimates one model's share of a step on the path actually taken;
+  :func:`chunk_size_for` splits the models into chunks that fit a quarter of the free memory and refuses,
+  with a :class:`BadInputError`, a configuration of which not even one model fits. Chunks are trained one
+  after another and yielded as they finish.
+
+A *gradient canary* (the audit-only hook of SPEC 3, ``iterates``) fixes the canary's raw private-loss
+gradient and its public-loss gradient to given vectors; the mechanism then treats them as it treats any
+record's gradients (it clips them, or fails to, exactly as it does for real records).
+
+Where a step's time goes (issue 12; ``python -m benchmarks.b2_batched`` prints it): for 256 DP-SGD
+logistic regressions on Adult (expected batch 256, one CPU thread, about 8 ms a step) about 45 % gathers
+batch rows for the logits, 20 % is the Poisson sampler (its counter hash, then the gaps), 15 % the
+clipped-sum ``embedding_bag`` and 8 % the Gaussian noise; the rest is element-wise work on ``[R, K]``
+tensors and Python. The gathers and the hash are memory passes: that is what a further speed-up must cut.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 
 import torch
@@ -35,7 +59,7 @@ from tqdm.auto import tqdm
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.features import FeatureMap, PublicView
 from fdp_audit.errors import BadInputError
-from fdp_audit.training import ghost, streams
+from fdp_audit.training import ghost, glm, streams
 from fdp_audit.training.mechanisms import Recipe
 from fdp_audit.training.models import Model, Params, example_loss, label_free_loss
 from fdp_audit.training.optim import Optimizer, learning_rate, project_l2
@@ -130,8 +154,32 @@ def unflatten(flat: torch.Tensor, model: Model) -> Params:
     return out
 
 
+def _has_public_table(problem: TrainingProblem) -> bool:
+    """Whether the public loss's model inputs are a function of the record (every public loss but
+    gaussian_pad, whose padding is fresh noise at every use)."""
+    loss = problem.public_loss
+    return problem.recipe.public_reads_protected or (loss is not None and loss.pad_width == 0)
+
+
+def private_path(problem: TrainingProblem) -> str:
+    """How the private part is computed: ``"glm"`` (logistic models whose ℓ_priv inputs are a function of
+    the record: norms and sums straight from record tables, :mod:`fdp_audit.training.glm`), ``"ghost"``
+    (other stacks of linear layers: ghost norms, :mod:`fdp_audit.training.ghost`), or ``"materialised"``
+    (per-example gradients from ``torch.func``)."""
+    if not ghost.supports(problem.model):
+        return "materialised"
+    if problem.model.kind == "logistic" and (problem.recipe.private_loss != "decomposed"
+                                             or _has_public_table(problem)):
+        return "glm"
+    return "ghost"
+
+
 class _Step:
-    """One mechanism step for a chunk of models; holds the per-chunk constant tensors."""
+    """One mechanism step for a chunk of models; holds the per-chunk constant tensors.
+
+    Every per-record quantity lives in a *table* with one row per record of S followed by one row per
+    model's canary (row ``n + r`` is model r's canary), so a batch is one ``index_select`` of table rows
+    and the data set is never copied per model."""
 
     def __init__(self, problem: TrainingProblem, keys: torch.Tensor, canaries: Canaries | None,
                  device: torch.device):
@@ -144,21 +192,47 @@ class _Step:
         self.sigma = (self.hyper.noise_multiplier * self.recipe.noise_factor * self.hyper.clip_norm
                       if self.recipe.private else 0.0)
         self.loss = problem.public_loss
-        # Ψ of the whole data set once; the public loss only ever sees these views.
-        self.views = problem.feature_map(problem.x, problem.y)
-        self.canary_views = None if canaries is None else problem.feature_map(canaries.x, canaries.y)
-        self.completed = None
-        if self.loss is not None and self.loss.pad_width == 0:
-            self.completed = self.loss.inputs(self.views)
-            self.canary_completed = None if canaries is None else self.loss.inputs(self.canary_views)
+        self.canary_rows = self.n + torch.arange(keys.shape[0], device=device)
+        self.x_table = self._table(problem.x, None if canaries is None else canaries.x)
+        self.y_table = self._table(problem.y, None if canaries is None else canaries.y)
+        # The public loss's model inputs: the full record for the faulty leaky recipe; else built from Ψ
+        # once for every row, or (gaussian_pad) from Ψ's features plus fresh padding noise per use.
+        self.public_table: torch.Tensor | None = None
+        self.public_features: torch.Tensor | None = None
+        if self.recipe.public_reads_protected:
+            self.public_table = self.x_table
+        elif self.loss is not None:
+            views = problem.feature_map(self.x_table, self.y_table)
+            if self.loss.pad_width == 0:
+                self.public_table = self.loss.inputs(views)
+            else:
+                self.public_features = views.features
+        self.label_free = self.loss is not None and self.loss.label_free and not self.recipe.public_reads_protected
+        self.fast = ghost.supports(self.model)
+        self.glm = self.fast and self.model.kind == "logistic"
+        self.path = private_path(problem)
+        self.tables: glm.RecordTables | None = None
+        self.split = None
+        self.products: torch.Tensor | None = None  # ghost.input_products of every row, when a function of it
+        decomposed = self.recipe.private_loss == "decomposed"
+        if self.recipe.private_loss != "none" and self.path == "glm":
+            self.tables = glm.record_tables(self.x_table, self.public_table if decomposed else None)
+        elif self.recipe.private_loss != "none" and self.path == "ghost":
+            if decomposed:
+                self.split = ghost.input_split(self.loss, self.recipe.public_reads_protected, self.model.n_inputs)
+            if not decomposed or self.split is not None:
+                self.products = ghost.input_products(self.x_table, self.split)
         self.per_example_grad = vmap(vmap(grad(self._private_example_loss), in_dims=(None, 0, 0, 0)),
                                      in_dims=(0, 0, 0, 0))
         self.public_grad = vmap(grad(self._public_batch_loss), in_dims=(0, 0, 0, 0))
 
+    def _table(self, records: torch.Tensor, canary_records: torch.Tensor | None) -> torch.Tensor:
+        return records if canary_records is None else torch.cat([records, canary_records.to(records.dtype)])
+
     # -- losses -------------------------------------------------------------------------------------
     def _public_term(self, params: Params, inputs: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         logits = self.model.forward(params, inputs)
-        if self.loss is not None and self.loss.label_free and not self.recipe.public_reads_protected:
+        if self.label_free:
             return label_free_loss(logits)
         return example_loss(logits, y)
 
@@ -174,34 +248,32 @@ class _Step:
         return (self._public_term(params, inputs, y) * weights).sum()
 
     # -- gathering ----------------------------------------------------------------------------------
-    def _gather(self, table: torch.Tensor, canary_rows: torch.Tensor | None, idx: torch.Tensor,
-                is_canary: torch.Tensor) -> torch.Tensor:
-        base = table[idx.clamp(max=self.n - 1)]
-        if canary_rows is None:
-            return base
-        return torch.where(is_canary[..., None], canary_rows[:, None, :].to(base.dtype), base)
+    def _rows(self, idx: torch.Tensor, is_canary: torch.Tensor) -> torch.Tensor:
+        """Table rows ``[R, K]`` of sampled slots ``idx`` (slot n is each model's own canary; padding and
+        unused canary slots read row 0, with weight 0)."""
+        if self.canaries is None:  # no slot n: the slots are the rows
+            return idx
+        return torch.where(is_canary, self.canary_rows[:, None], idx.clamp(max=self.n - 1))
 
-    def _public_inputs(self, idx: torch.Tensor, is_canary: torch.Tensor, step: int,
-                       stream: streams.Stream) -> tuple[torch.Tensor, torch.Tensor]:
-        """Model inputs and labels for the public loss on records ``idx`` (``[R, K]``)."""
-        canary_x = None if self.canaries is None else self.canaries.x
-        canary_y = None if self.canaries is None else self.canaries.y[:, None]
-        y = self._gather(self.p.y[:, None], canary_y, idx, is_canary)[..., 0]
-        if self.recipe.public_reads_protected:  # the faulty variant: the full record, protected columns too
-            return self._gather(self.p.x, canary_x, idx, is_canary), y
-        assert self.loss is not None
-        if self.completed is not None:
-            return self._gather(self.completed, self.canary_completed, idx, is_canary), y
-        features = self._gather(self.views.features, None if self.canary_views is None
-                                else self.canary_views.features, idx, is_canary)
-        noise = streams.normal(self.keys, step, stream, idx.shape[1] * self.loss.pad_width, self.device)
-        noise = noise.reshape(*idx.shape, self.loss.pad_width)
-        return self.loss.inputs(PublicView(features, y), noise), y
+    @staticmethod
+    def _gather(table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        return table.index_select(0, rows.flatten()).view(*rows.shape, *table.shape[1:])
+
+    def _public_inputs(self, rows: torch.Tensor, step: int, stream: streams.Stream) -> torch.Tensor:
+        """Model inputs of the public loss on table rows ``rows`` (``[R, K]``)."""
+        if self.public_table is not None:
+            return self._gather(self.public_table, rows)
+        assert self.loss is not None and self.public_features is not None
+        features = self._gather(self.public_features, rows)
+        noise = streams.normal(self.keys, step, stream, rows.shape[1] * self.loss.pad_width, self.device)
+        noise = noise.reshape(*rows.shape, self.loss.pad_width)
+        return self.loss.inputs(PublicView(features, None), noise)
 
     # -- the step -----------------------------------------------------------------------------------
     def private_part(self, params: Params, step: int) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Noisy clipped sum ``[R, P]`` and the Poisson batch (indices, validity, canary flags). Linear stacks
-        clip by ghost norms (:mod:`fdp_audit.training.ghost`), other models from materialised gradients."""
+        """Noisy clipped sum ``[R, P]`` and the Poisson batch (table rows, validity, canary flags). Logistic
+        models clip from record tables (:mod:`fdp_audit.training.glm`), other linear stacks by ghost norms
+        (:mod:`fdp_audit.training.ghost`), other models from materialised gradients."""
         r = self.keys.shape[0]
         n_slots = self.n + (1 if self.canaries is not None else 0)
         idx, valid = streams.poisson_sample(self.keys, step, n_slots, self.rate, self.device)
@@ -209,42 +281,40 @@ class _Step:
         if self.canaries is not None:
             valid = valid & ~(is_canary & ~self.canaries.in_private[:, None])
         is_canary = is_canary & valid
-        batch = {"idx": idx, "valid": valid, "is_canary": is_canary}
+        rows = self._rows(idx, is_canary)
+        batch = {"rows": rows, "valid": valid, "is_canary": is_canary}
         if idx.shape[1] == 0:
             flat = torch.zeros(r, self.model.n_parameters, device=self.device)
         else:
-            x = self._gather(self.p.x, None if self.canaries is None else self.canaries.x, idx, is_canary)
-            y = self._gather(self.p.y[:, None], None if self.canaries is None else self.canaries.y[:, None],
-                             idx, is_canary)[..., 0]
+            y = self._gather(self.y_table, rows)
             override = None
             if self.canaries is not None and self.canaries.private_gradient is not None:
                 override = ghost.GradientOverride(is_canary, self.canaries.private_gradient)
             clip_norm = self.hyper.clip_norm if self.recipe.clip else None
-            if ghost.supports(self.model):  # SPEC 6: norms from inner products, one re-weighted pass
-                private_batch = ghost.PrivateBatch(x, y, valid, self._ghost_public_term(idx, is_canary, step))
-                flat = ghost.clipped_private_sum(self.model, params, private_batch, clip_norm, override)
+            decomposed = self.recipe.private_loss == "decomposed"
+            if self.tables is not None:  # a GLM: norms and sums straight from the record tables
+                flat = glm.clipped_private_sum(params, self.tables, rows, y, valid, clip_norm, self.label_free,
+                                               override)
+            elif self.fast:  # SPEC 6: norms from inner products, one re-weighted pass
+                x = self._gather(self.x_table, rows)
+                products = None if self.products is None else self._gather(self.products, rows)
+                public = self._ghost_public_term(rows, step) if decomposed else None
+                flat = ghost.clipped_private_sum(self.model, params, ghost.PrivateBatch(x, y, valid, public, products),
+                                                 clip_norm, override)
             else:
-                public_inputs = x
-                if self.recipe.private_loss == "decomposed":
-                    public_inputs, _ = self._public_inputs(idx, is_canary, step, streams.Stream.PRIVATE_PAD)
+                x = self._gather(self.x_table, rows)
+                public_inputs = self._public_inputs(rows, step, streams.Stream.PRIVATE_PAD) if decomposed else x
                 flat = self._materialised_sum(params, x, y, public_inputs, valid, clip_norm, override)
         if self.sigma > 0:
             flat = flat + self.sigma * streams.normal(self.keys, step, streams.Stream.NOISE,
                                                       flat.shape[1], self.device, flat.dtype)
         return flat, batch
 
-    def _ghost_public_term(self, idx: torch.Tensor, is_canary: torch.Tensor, step: int) -> ghost.PublicTerm | None:
+    def _ghost_public_term(self, rows: torch.Tensor, step: int) -> ghost.PublicTerm:
         """ℓ_pub∘Ψ of ℓ_priv for the fast path; an input split (mask, mean, label DP) makes the public inputs
         unnecessary."""
-        if self.recipe.private_loss != "decomposed":
-            return None
-        reads_protected = self.recipe.public_reads_protected
-        split = ghost.input_split(self.loss, reads_protected, self.model.n_inputs)
-        inputs = None
-        if split is None:
-            inputs, _ = self._public_inputs(idx, is_canary, step, streams.Stream.PRIVATE_PAD)
-        label_free = self.loss is not None and self.loss.label_free and not reads_protected
-        return ghost.PublicTerm(inputs, label_free, split)
+        inputs = None if self.split is not None else self._public_inputs(rows, step, streams.Stream.PRIVATE_PAD)
+        return ghost.PublicTerm(inputs, self.label_free, self.split)
 
     def _materialised_sum(self, params: Params, x: torch.Tensor, y: torch.Tensor, public_inputs: torch.Tensor,
                           valid: torch.Tensor, clip_norm: float | None,
@@ -265,7 +335,7 @@ class _Step:
         """Public gradient ``[R, P]`` and how often each model's canary was in its public batch."""
         r = self.keys.shape[0]
         if private_batch is not None:  # shared batch (Proposition 3): the private Poisson batch
-            idx, is_canary = private_batch["idx"], private_batch["is_canary"]
+            rows, is_canary = private_batch["rows"], private_batch["is_canary"]
             weights = private_batch["valid"].to(self.p.x.dtype)
             denominator = self.expected_batch
         else:
@@ -274,18 +344,22 @@ class _Step:
             idx = streams.uniform_indices(self.keys, step, streams.Stream.PUBLIC_SAMPLE,
                                           self.hyper.public_batch_size, self.n + has, self.device)
             is_canary = idx == self.n
+            rows = self._rows(idx, is_canary)
             weights = torch.ones(idx.shape, dtype=self.p.x.dtype, device=self.device)
             denominator = float(self.hyper.public_batch_size)
         counts = is_canary.sum(dim=1)
         gradient_canary = self.canaries is not None and self.canaries.public_gradient is not None
         if gradient_canary:
             weights = weights * ~is_canary
-        inputs, y = self._public_inputs(idx, is_canary, step, streams.Stream.PUBLIC_PAD)
-        if ghost.supports(self.model):  # one forward and backward pass, no per-model torch.func transform
-            label_free = self.loss is not None and self.loss.label_free and not self.recipe.public_reads_protected
-            flat = ghost.gradient_sum(self.model, params, inputs, y, weights, label_free)
+        y = self._gather(self.y_table, rows)
+        if self.glm and self.public_table is not None:  # straight from the table of public inputs
+            flat = glm.gradient_sum(params, self.public_table, rows, y, weights, self.label_free)
         else:
-            flat = flatten(self.public_grad(params, inputs, y, weights), lead=1)
+            inputs = self._public_inputs(rows, step, streams.Stream.PUBLIC_PAD)
+            if self.fast:  # one forward and backward pass, no per-model torch.func transform
+                flat = ghost.gradient_sum(self.model, params, inputs, y, weights, self.label_free)
+            else:
+                flat = flatten(self.public_grad(params, inputs, y, weights), lead=1)
         if gradient_canary:
             canary_grad = self.canaries.public_gradient
             if self.recipe.public_reads_protected:  # the full loss: ∇ℓ = ∇ℓ_pub∘Ψ + ∇ℓ_priv
@@ -309,15 +383,29 @@ def _available_bytes(device: torch.device) -> int:
 
 
 def bytes_per_model(problem: TrainingProblem, record_iterates: bool) -> int:
-    """Peak memory one model adds to a chunk: per-example gradients (and their clipped copies) over the
-    widest Poisson batch, activations, and the recorded iterates."""
-    h = problem.hyper
+    """Peak memory one model adds to a chunk, following the path its private part takes
+    (:func:`private_path`; float32, over the widest Poisson batch): the GLM path holds a few values per
+    example and output (logits, their gradients, norms, weights; its gathered rows live in one shared
+    cache-sized buffer); the ghost path holds each layer's inputs, pre-activations and output gradients on
+    the records (and on the completed public inputs for ℓ_priv); neither materialises a per-example
+    gradient. The ``torch.func`` path holds per-example gradients ``[K, P]`` and their clipped copies. All
+    add the public batch's activations, a few parameter-sized vectors, and the recorded iterates."""
+    h, model = problem.hyper, problem.model
     rate = min(1.0, h.sample_rate * problem.recipe.rate_factor)
     width = rate * problem.n + 6 * math.sqrt(max(rate * problem.n, 1)) + 16
-    p = problem.model.n_parameters
-    widths = problem.model.n_inputs + sum(problem.model.hidden) + problem.model.n_outputs
+    p = model.n_parameters
+    activations = model.n_inputs + sum(model.hidden) + model.n_outputs
     batch = max(width, h.public_batch_size)
-    per_step = 4 * (4 * width * p + 3 * batch * widths + 8 * p)
+    terms = 2 if problem.recipe.private_loss == "decomposed" else 1
+    path = private_path(problem)
+    if path == "glm":
+        per_example = 4 * terms * model.n_outputs + 8
+        private, public = width * per_example, 4 * batch * model.n_outputs + 4 * batch
+    elif path == "ghost":
+        private, public = 3 * terms * width * activations, 3 * batch * activations
+    else:
+        private, public = 4 * width * p + width * activations, 3 * batch * activations
+    per_step = 4 * (private + public + 8 * p)
     return int(per_step + (8 * h.steps * p if record_iterates else 0))
 
 
@@ -338,11 +426,13 @@ def chunk_size_for(problem: TrainingProblem, record_iterates: bool, device: torc
 def train_models(problem: TrainingProblem, seed: int, model_indices: Sequence[int] | torch.Tensor,
                  canaries: Canaries | None = None, record_iterates: bool = False,
                  device: torch.device | str = "cpu", max_chunk: int | None = None,
-                 progress: bool = False) -> Iterator[ChunkResult]:
+                 progress: bool = False, on_step: Callable[[int, Params], None] | None = None
+                 ) -> Iterator[ChunkResult]:
     """Train one model per index, in memory-sized chunks, yielding each chunk when it is done.
 
     ``canaries`` (if given) has one row per entry of ``model_indices``. Results stream out chunk by chunk
-    so that callers never hold all models at once.
+    so that callers never hold all models at once. ``on_step(done, params)``, if given, is called after every
+    optimiser step of every chunk (``done`` counts public pre-training steps first, then private steps).
     """
     device = torch.device(device)
     indices = torch.as_tensor(list(model_indices), dtype=torch.long)
@@ -357,12 +447,13 @@ def train_models(problem: TrainingProblem, seed: int, model_indices: Sequence[in
                 canaries.x, canaries.y, canaries.in_private, canaries.in_public,
                 canaries.private_gradient, canaries.public_gradient))).take(rows.to(device))
         keys = streams.model_keys(seed, indices[rows])
-        params, iterates = _train_chunk(problem, keys, chunk_canaries, record_iterates, device)
+        params, iterates = _train_chunk(problem, keys, chunk_canaries, record_iterates, device, on_step)
         yield ChunkResult(indices[rows], params, iterates)
 
 
 def _train_chunk(problem: TrainingProblem, keys: torch.Tensor, canaries: Canaries | None,
-                 record_iterates: bool, device: torch.device) -> tuple[Params, Iterates | None]:
+                 record_iterates: bool, device: torch.device,
+                 on_step: Callable[[int, Params], None] | None = None) -> tuple[Params, Iterates | None]:
     recipe, hyper, model = problem.recipe, problem.hyper, problem.model
     step = _Step(problem, keys, canaries, device)
     params = model.init(keys, device)
@@ -373,6 +464,8 @@ def _train_chunk(problem: TrainingProblem, keys: torch.Tensor, canaries: Canarie
             g_pub, _ = step.public_part(params, PRETRAIN_STEP_OFFSET + t, None)
             lr = learning_rate(hyper.optimizer, t, hyper.public_pretrain_steps)
             params = _apply(optimizer, params, g_pub, lr, hyper, model)
+            if on_step is not None:
+                on_step(t + 1, params)
         optimizer = Optimizer(hyper.optimizer)
     record = None
     if record_iterates:
@@ -393,6 +486,8 @@ def _train_chunk(problem: TrainingProblem, keys: torch.Tensor, canaries: Canarie
             g_pub, counts = step.public_part(params, t, batch if recipe.public_batch == "shared" else None)
         g = g_pub + hyper.private_weight * g_priv if recipe.private_loss != "none" else g_pub
         params = _apply(optimizer, params, g, learning_rate(hyper.optimizer, t, hyper.steps), hyper, model)
+        if on_step is not None:
+            on_step(hyper.public_pretrain_steps + t + 1, params)
         if record is not None:
             record["noisy"][:, t] = noisy
             record["public"][:, t] = g_pub

@@ -84,12 +84,15 @@ class PublicTerm:
 @dataclass(frozen=True)
 class PrivateBatch:
     """A private batch ``[R, K, ...]`` and its loss: the full loss ℓ (DP-SGD) or, with a ``public`` term,
-    ℓ_priv = ℓ − ℓ_pub∘Ψ. ``valid`` marks real records (the rest is Poisson padding)."""
+    ℓ_priv = ℓ − ℓ_pub∘Ψ. ``valid`` marks real records (the rest is Poisson padding). ``input_products``:
+    the first layer's per-record inner products (:func:`input_products`), which depend on the record only,
+    so the engine computes them once per data set and gathers them instead of reading every input row."""
 
     x: torch.Tensor  # [R, K, d]
     y: torch.Tensor  # [R, K]
     valid: torch.Tensor  # [R, K] bool
     public: PublicTerm | None = None
+    input_products: torch.Tensor | None = None  # [R, K, 1 or 3]: input_products of x, if already known
 
 
 @dataclass(frozen=True)
@@ -163,7 +166,7 @@ def _square_over(t: torch.Tensor, runs: Runs) -> torch.Tensor:
     return total
 
 
-def _logit_gradients(logits: torch.Tensor, y: torch.Tensor, label_free: bool) -> torch.Tensor:
+def logit_gradients(logits: torch.Tensor, y: torch.Tensor, label_free: bool) -> torch.Tensor:
     """``∂ℓ/∂logits`` per example for the losses of :mod:`fdp_audit.training.models`: logistic loss
     ``σ(z) − y``, cross-entropy ``softmax(z) − onehot(y)``, and the label-free ``softplus`` /
     ``logsumexp`` of label DP, whose gradients are ``σ(z)`` / ``softmax(z)``."""
@@ -226,10 +229,10 @@ def _trace(model: Model, params: Params, batch: PrivateBatch, label_free: bool =
         layers.append(_Layer(h, h_public))
         z, z_public = _linear(h, weight, bias), None if h_public is None else _linear(h_public, weight, bias)
         pre_activations.append((z, z_public))
-    delta = _logit_gradients(z, batch.y, label_free)
+    delta = logit_gradients(z, batch.y, label_free)
     delta_public = None
     if batch.public is not None:
-        delta_public = _logit_gradients(z_public, batch.y, batch.public.label_free)
+        delta_public = logit_gradients(z_public, batch.y, batch.public.label_free)
     output_grads = [(delta, delta_public)]
     for i in range(n_layers - 1, 0, -1):
         # ReLU passes the gradient where its input was positive (torch's convention at 0 too).
@@ -249,33 +252,68 @@ def _square(a: torch.Tensor) -> torch.Tensor:
     return torch.linalg.vector_norm(a, dim=-1).square()
 
 
-def _split_inner_products(layer: _SplitLayer) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``‖f‖², f·ã', ‖ã'‖²`` per example for a split first layer: ``f`` is ``Δ`` on the completed columns and
-    ``ã' = [u, c, 1]``. The large side is read in place; ``Δ`` is formed only for a non-zero fill."""
-    public_squared = _square_over(layer.record, layer.shared_runs) + layer.fill.square().sum() + 1.0
-    difference = layer.difference
-    if difference is None and bool(layer.fill.any()):
-        difference = _take(layer.record, layer.completed_runs) - layer.fill
+def _split_inner_products(record: torch.Tensor, shared_runs: Runs, completed_runs: Runs, fill: torch.Tensor,
+                          difference: torch.Tensor | None = None
+                          ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``‖f‖², f·ã', ‖ã'‖²`` per record under an :class:`InputSplit`: ``f`` is ``Δ`` on the completed columns
+    and ``ã' = [u, c, 1]``. The record is read in place; ``Δ`` (if not given) is formed only for a non-zero
+    fill."""
+    public_squared = _square_over(record, shared_runs) + fill.square().sum() + 1.0
+    if difference is None and bool(fill.any()):
+        difference = _take(record, completed_runs) - fill
     if difference is None:  # a zero fill (mask): Δ is the completed columns themselves and Δ·c = 0
-        return _square_over(layer.record, layer.completed_runs), torch.zeros_like(public_squared), public_squared
-    return _square(difference), difference @ layer.fill, public_squared
+        return _square_over(record, completed_runs), torch.zeros_like(public_squared), public_squared
+    return _square(difference), difference @ fill, public_squared
 
 
-def _layer_squared_norms(layer: _Layer | _SplitLayer, delta: torch.Tensor, delta_public: torch.Tensor | None
+def input_products(x: torch.Tensor, split: InputSplit | None) -> torch.Tensor:
+    """The first layer's share of the norm identity that depends on the record alone, ``[..., 1]`` for the
+    full loss (``split`` None): ``‖x̃‖² = ‖x‖² + 1``; ``[..., 3]`` for ℓ_priv under ``split``:
+    ``‖f‖², f·ã', ‖ã'‖²`` of the difference form (module docstring)."""
+    if split is None:
+        return (_square(x) + 1.0)[..., None]
+    fill = split.fill.to(x.device, x.dtype)
+    return torch.stack(_split_inner_products(x, _runs(split.shared), _runs(split.completed), fill), dim=-1)
+
+
+def _inner_products(layer: _Layer | _SplitLayer, decomposed: bool) -> tuple[torch.Tensor, ...]:
+    """What :func:`input_products` gives, for any layer's inputs: ``(‖ã‖²,)`` for the full loss, else
+    ``(‖f‖², f·ã', ‖ã'‖²)`` with ``f = ã − ã'``."""
+    if not decomposed:
+        return (_square(layer.record) + 1.0,)
+    if isinstance(layer, _SplitLayer):
+        return _split_inner_products(layer.record, layer.shared_runs, layer.completed_runs, layer.fill,
+                                     layer.difference)
+    assert layer.public is not None
+    f = layer.record - layer.public
+    return _square(f), _dot(f, layer.public), _square(layer.public) + 1.0
+
+
+def _layer_squared_norms(products: tuple[torch.Tensor, ...], delta: torch.Tensor, delta_public: torch.Tensor | None
                          ) -> torch.Tensor:
     """One layer's share of ``‖g‖²`` per example ``[R, K]``: ``‖δ‖²‖ã‖²`` for the full loss, else the
     difference form ``‖δ‖²‖f‖² + ‖e‖²‖ã'‖² + 2(δ·e)(f·ã')`` of the module docstring (``f`` is zero on the
-    shared columns and on the bias)."""
+    shared columns and on the bias), from the layer's :func:`_inner_products`."""
     if delta_public is None:
-        return _square(delta) * (_square(layer.record) + 1.0)
+        return _square(delta) * products[0]
+    f_squared, f_dot, public_squared = products
     e = delta - delta_public
-    if isinstance(layer, _SplitLayer):
-        f_squared, f_dot, public_squared = _split_inner_products(layer)
-    else:
-        assert layer.public is not None
-        f = layer.record - layer.public
-        f_squared, f_dot, public_squared = _square(f), _dot(f, layer.public), _square(layer.public) + 1.0
     return _square(delta) * f_squared + _square(e) * public_squared + 2.0 * _dot(delta, e) * f_dot
+
+
+def _squared_norms(layers: list[_Layer | _SplitLayer], output_grads: list[tuple[torch.Tensor, torch.Tensor | None]],
+                   batch: PrivateBatch) -> torch.Tensor:
+    """``‖∇ℓ_priv‖²`` per example ``[R, K]``, summed over layers; the first layer's inner products come from
+    ``batch.input_products`` when the caller has them."""
+    decomposed = batch.public is not None
+    total = torch.zeros(batch.valid.shape, dtype=batch.x.dtype, device=batch.x.device)
+    for i, (layer, deltas) in enumerate(zip(layers, output_grads)):
+        if i == 0 and batch.input_products is not None:
+            products = tuple(batch.input_products.to(batch.x.dtype).unbind(-1))
+        else:
+            products = _inner_products(layer, decomposed)
+        total += _layer_squared_norms(products, *deltas)
+    return total
 
 
 def _layer_weighted_sum(layer: _Layer | _SplitLayer, delta: torch.Tensor, delta_public: torch.Tensor | None,
@@ -307,8 +345,8 @@ def _layer_weighted_sum(layer: _Layer | _SplitLayer, delta: torch.Tensor, delta_
 def private_norms(model: Model, params: Params, batch: PrivateBatch) -> torch.Tensor:
     """Per-example gradient norms ``‖∇ℓ_priv‖`` ``[R, K]``, never materialising the gradients."""
     layers, output_grads = _trace(model, params, batch)
-    squared = sum(_layer_squared_norms(layer, *deltas) for layer, deltas in zip(layers, output_grads))
-    return squared.clamp_min(0.0).sqrt()  # rounding can leave −1e-12 where the terms cancel exactly
+    # Rounding can leave −1e-12 where the terms cancel exactly.
+    return _squared_norms(layers, output_grads, batch).clamp_min(0.0).sqrt()
 
 
 def clipped_private_sum(model: Model, params: Params, batch: PrivateBatch, clip_norm: float | None,
@@ -322,17 +360,24 @@ def clipped_private_sum(model: Model, params: Params, batch: PrivateBatch, clip_
     weights = batch.valid.to(batch.x.dtype)
     computed = weights if override is None else weights * ~override.mask
     if clip_norm is not None:
-        squared = sum(_layer_squared_norms(layer, *deltas) for layer, deltas in zip(layers, output_grads))
+        squared = _squared_norms(layers, output_grads, batch)
         computed = computed * torch.clamp(clip_norm / squared.clamp_min(1e-24).sqrt(), max=1.0)
     flat = torch.cat([_layer_weighted_sum(layer, *deltas, computed) for layer, deltas in zip(layers, output_grads)],
                      dim=1)
-    if override is not None:
-        vectors = override.vectors.to(flat.dtype)
-        count = (weights * override.mask).sum(dim=1)
-        if clip_norm is not None:
-            count = count * torch.clamp(clip_norm / vectors.norm(dim=1).clamp_min(1e-12), max=1.0)
-        flat = flat + count[:, None] * vectors
-    return flat
+    return add_override(flat, weights, override, clip_norm)
+
+
+def add_override(flat: torch.Tensor, weights: torch.Tensor, override: GradientOverride | None,
+                 clip_norm: float | None) -> torch.Tensor:
+    """Add the overridden examples' clipped vectors to a clipped sum ``[R, P]`` that gave them weight 0:
+    each valid overridden example (``weights`` > 0) contributes ``clip_C(vectors[r])``."""
+    if override is None:
+        return flat
+    vectors = override.vectors.to(flat.dtype)
+    count = (weights * override.mask).sum(dim=1)
+    if clip_norm is not None:
+        count = count * torch.clamp(clip_norm / vectors.norm(dim=1).clamp_min(1e-12), max=1.0)
+    return flat + count[:, None] * vectors
 
 
 def gradient_sum(model: Model, params: Params, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor,

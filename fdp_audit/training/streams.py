@@ -6,23 +6,28 @@ Every random number is a hash of ``(model key, step, stream, position)``, so
   construction — changing one stream's draws cannot move another's;
 * model k's randomness does not depend on which other models share its batch, so a model trained
   inside a batch of R models equals the same model trained alone;
-* all models' draws are produced by one vectorised computation, with no Python loop over models.
+* all models' draws are produced by one vectorised computation, with no Python loop over models (but for
+  the generator blocks of a large model's Gaussian noise, below).
 
 The hash is a chain of 32-bit "lowbias32" finalisers (a bijection on 32-bit words with full avalanche),
-evaluated in int64 arithmetic with masking; two 32-bit words make one 53-bit uniform double. Gaussian
-noise, which needs one draw per parameter, instead seeds a Philox-free torch generator per model from the
-hash of (model key, step, stream): hashing hundreds of thousands of words per step would dominate a
-training step, and a per-model generator call costs microseconds.
+evaluated on int32 words with arithmetic modulo 2^32; two words make one 53-bit uniform double. Gaussian
+draws are Box–Muller transforms of such uniforms for the first few thousand per model (the noise of a
+small model, vectorised over models) and torch generators seeded from the hash beyond that (a large
+model's noise, where hashing millions of words per step would dominate the step).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from enum import IntEnum
 
 import torch
 
 _MASK32 = 0xFFFFFFFF
+HASHED_NORMALS = 4096  # a model's first normals of a request, hashed (Box–Muller), vectorised over models
+NORMAL_BLOCK = 16384  # normals per seeded-generator block beyond those
+POISSON_WIDTH_SIGMAS = 4.0  # gaps drawn at first, beyond the expected batch size, in standard deviations
 
 
 class Stream(IntEnum):
@@ -37,52 +42,113 @@ class Stream(IntEnum):
     GAME = 7  # audit games: the hidden bit or secret value of each trial
 
 
+def _as_words(x: torch.Tensor) -> torch.Tensor:
+    """The low 32 bits of an integer tensor as int32 words (two's complement bit patterns)."""
+    return (((x.to(torch.int64) + (1 << 31)) & _MASK32) - (1 << 31)).to(torch.int32)
+
+
+def _as_unsigned(words: torch.Tensor) -> torch.Tensor:
+    """int32 words as the values in [0, 2^32) they stand for, in int64."""
+    return words.to(torch.int64) & _MASK32
+
+
+def _constant(value: int) -> torch.Tensor:
+    """A 0-dim int32 word: int32 tensors combine with it in int32 kernels, about twice as fast as with a
+    Python integer (B2 profile), and a CPU 0-dim tensor serves as a scalar on any device."""
+    return _as_words(torch.tensor(value))
+
+
+_SHIFT_16, _LOW_16, _SHIFT_15, _LOW_17 = (_constant(c) for c in (16, 0xFFFF, 15, 0x1FFFF))
+_MULTIPLIERS = tuple(_constant(c) for c in (0x7FEB352D, 0x846CA68B, 0x1B873593))
+_SHIFT_5, _LOW_27, _SHIFT_6, _LOW_26 = (_constant(c) for c in (5, 0x7FFFFFF, 6, 0x3FFFFFF))
+
+
 def _mix32(x: torch.Tensor) -> torch.Tensor:
-    """lowbias32 finaliser on values in [0, 2^32) held in int64 (in place on a fresh copy)."""
-    x = x & _MASK32
-    x.bitwise_xor_(x >> 16)
-    x.mul_(0x7FEB352D).bitwise_and_(_MASK32)
-    x.bitwise_xor_(x >> 15)
-    x.mul_(0x846CA68B).bitwise_and_(_MASK32)
-    return x.bitwise_xor_(x >> 16)
+    """lowbias32 finaliser on int32 words (a fresh tensor). The arithmetic is modulo 2^32: products and
+    sums wrap, and a logical right shift is the arithmetic one with the sign-extended bits masked off.
+    int32 words move half the bytes of int64 ones, which is what a pass over hundreds of thousands of
+    words per step costs (B2 profile); a known-answer test pins the bits to the reference definition."""
+    x = x ^ ((x >> _SHIFT_16) & _LOW_16)
+    x.mul_(_MULTIPLIERS[0])
+    x.bitwise_xor_((x >> _SHIFT_15) & _LOW_17)
+    x.mul_(_MULTIPLIERS[1])
+    return x.bitwise_xor_((x >> _SHIFT_16) & _LOW_16)
 
 
 def model_keys(seed: int, model_indices: torch.Tensor | range | list[int]) -> torch.Tensor:
-    """One 32-bit key per model, a function of (seed, model index) only."""
+    """One 32-bit key per model (int64, in [0, 2^32)), a function of (seed, model index) only."""
     index = torch.as_tensor(list(model_indices) if isinstance(model_indices, range) else model_indices,
                             dtype=torch.int64)
-    lo = torch.full_like(index, seed & _MASK32)
-    hi = torch.full_like(index, (seed >> 32) & _MASK32)
-    return _mix32(_mix32(_mix32(lo) ^ hi) ^ _mix32(index ^ 0x9E3779B9))
+    lo = _as_words(torch.full_like(index, seed & _MASK32))
+    hi = _as_words(torch.full_like(index, (seed >> 32) & _MASK32))
+    return _as_unsigned(_mix32(_mix32(_mix32(lo) ^ hi) ^ _mix32(_as_words(index ^ 0x9E3779B9))))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _salts(step: int, stream: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``mix(step)`` and ``stream·0x68E31DA4`` as int32 values: the part of every model's base word that
+    depends on (step, stream) only, computed once (a single model's step is a few dozen tiny operations,
+    so each one saved counts in the sequential loop of B2)."""
+    return _mix32(_constant(step)), _constant(stream * 0x68E31DA4)
 
 
 def _words(keys: torch.Tensor, step: int, stream: Stream, count: int, device: torch.device) -> torch.Tensor:
-    """``[R, count]`` independent 32-bit words for each model key."""
-    keys = keys.to(device=device, dtype=torch.int64)
-    base = _mix32(_mix32(keys ^ _mix32(torch.tensor(step & _MASK32, device=device))) ^ int(stream) * 0x68E31DA4)
-    position = torch.arange(count, dtype=torch.int64, device=device)
-    return _mix32(_mix32(position[None, :] ^ base[:, None]).add_(base[:, None] * 0x1B873593))
+    """``[R, count]`` independent 32-bit words (int32 bit patterns) for each model key:
+    ``mix(mix(position ⊕ b) + b·0x1B873593)`` with ``b = mix(mix(key ⊕ mix(step)) ⊕ stream·0x68E31DA4)``."""
+    step_salt, stream_salt = _salts(step, int(stream))
+    base = _mix32(_mix32(_as_words(keys.to(device)) ^ step_salt) ^ stream_salt)
+    position = torch.arange(count, dtype=torch.int32, device=device)
+    return _mix32(_mix32(position[None, :] ^ base[:, None]).add_(base[:, None] * _MULTIPLIERS[2]))
+
+
+def _uniforms(words: torch.Tensor) -> torch.Tensor:
+    """Pairs of consecutive words as float64 uniforms in the open interval (0, 1), 53 random bits each."""
+    hi, lo = (words[:, 0::2] >> _SHIFT_5) & _LOW_27, (words[:, 1::2] >> _SHIFT_6) & _LOW_26  # 27 + 26 bits
+    # hi·2^26 + lo is an integer below 2^53 and 2^-53 a power of two: every step but the + 0.5 is exact.
+    return hi.to(torch.float64).mul_(67108864.0).add_(lo).add_(0.5).mul_(2.0**-53)
 
 
 def uniform(keys: torch.Tensor, step: int, stream: Stream, count: int,
             device: torch.device | str = "cpu") -> torch.Tensor:
     """``[R, count]`` float64 uniforms in the open interval (0, 1), 53 random bits each."""
-    device = torch.device(device)
-    words = _words(keys, step, stream, 2 * count, device)
-    hi, lo = words[:, 0::2] >> 5, words[:, 1::2] >> 6  # 27 + 26 = 53 bits
-    return ((hi * 67108864 + lo).to(torch.float64) + 0.5) / 9007199254740992.0
+    return _uniforms(_words(keys, step, stream, 2 * count, torch.device(device)))
 
 
 def normal(keys: torch.Tensor, step: int, stream: Stream, count: int,
            device: torch.device | str = "cpu", dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    """``[R, count]`` standard normals; model r's draws depend only on (key r, step, stream)."""
+    """``[R, count]`` standard normals. Draw j of model r depends only on (key r, step, stream, j), so a
+    shorter request is a prefix of a longer one (the engine asks for padding noise over batches whose
+    width depends on the other models of a chunk).
+
+    The first :data:`HASHED_NORMALS` draws are Box–Muller transforms of hashed uniforms, vectorised over
+    models (a small model's noise costs a few passes, not a Python loop over models). Each further block
+    of :data:`NORMAL_BLOCK` draws comes from a torch generator seeded by the hash of (key, step, stream,
+    block) — hashing millions of words per step would cost more than drawing them — and is always drawn
+    whole, since torch's own chunking makes ``randn(m)`` no prefix of ``randn(m')``."""
     device = torch.device(device)
-    seeds = _words(keys, step, stream, 2, torch.device("cpu"))
+    r = keys.shape[0]
+    head = min(count, HASHED_NORMALS)
+    blocks = -(-(count - head) // NORMAL_BLOCK)
+    pairs = -(-head // 2)
+    words = _words(keys, step, stream, 2 * HASHED_NORMALS + 2 * blocks if blocks else 4 * pairs, device)
+    u = _uniforms(words[:, :4 * pairs])
+    radius, angle = torch.log(u[:, 0::2]).mul_(-2.0).sqrt_(), u[:, 1::2].mul(2.0 * math.pi)
+    # Draw 2i is r_i cos θ_i and draw 2i + 1 is r_i sin θ_i (torch.polar would be 3x slower on a CPU).
+    draws = torch.stack([radius * torch.cos(angle), radius * torch.sin(angle)], dim=2).reshape(r, 2 * pairs)
+    if not blocks:
+        return draws[:, :count].to(dtype)
+    out = torch.empty(r, count, device=device, dtype=dtype)
+    out[:, :head] = draws[:, :head]
+    seeds = _as_unsigned(words[:, 2 * HASHED_NORMALS:]).tolist()
     generator = torch.Generator(device=device)
-    out = torch.empty(keys.shape[0], count, device=device, dtype=dtype)
-    for r, (hi, lo) in enumerate(seeds.tolist()):  # one generator call per model: microseconds
-        generator.manual_seed((hi << 32) | lo)
-        torch.randn(count, generator=generator, device=device, dtype=dtype, out=out[r])
+    block = torch.empty(NORMAL_BLOCK, device=device, dtype=dtype)
+    for model, model_seeds in enumerate(seeds):
+        for b in range(blocks):
+            generator.manual_seed((model_seeds[2 * b] << 32) | model_seeds[2 * b + 1])
+            torch.randn(NORMAL_BLOCK, generator=generator, device=device, dtype=dtype, out=block)
+            start = HASHED_NORMALS + b * NORMAL_BLOCK
+            stop = min(start + NORMAL_BLOCK, count)
+            out[model, start:stop] = block[:stop - start]
     return out
 
 
@@ -93,9 +159,10 @@ def poisson_sample(keys: torch.Tensor, step: int, n: int, rate: float,
 
     Returns ``(indices, valid)``, both ``[R, K]``: the included record indices in increasing order,
     padded to a common width K, and which entries are real. Exact and O(R·rate·n): the gaps between
-    included records are i.i.d. Geometric(rate), drawn by inversion; if the first draw of gaps does not
-    reach the end of the data set for some model (probability below 1e-9 by the width chosen), more
-    gaps are drawn from the same stream at fresh positions.
+    included records are i.i.d. Geometric(rate), drawn by inversion, gap j from uniform j of stream A; if
+    the first draw of gaps does not reach the end of the data set for some model (a binomial count beyond
+    :data:`POISSON_WIDTH_SIGMAS` standard deviations: probability below 1e-4), more gaps are drawn at the
+    next positions. The width costs time only: the sample is the same for any width.
     """
     device = torch.device(device)
     r = keys.shape[0]
@@ -103,23 +170,23 @@ def poisson_sample(keys: torch.Tensor, step: int, n: int, rate: float,
         indices = torch.arange(n, device=device).expand(r, n)
         return indices, torch.ones(r, n, dtype=torch.bool, device=device)
     mean = n * rate
-    width = int(mean + 6.0 * math.sqrt(mean * (1.0 - rate)) + 16)
+    width = int(mean + POISSON_WIDTH_SIGMAS * math.sqrt(mean * (1.0 - rate)) + 16)
     log_q = math.log1p(-rate)
     chunks, offset, last = [], 0, torch.full((r,), -1, dtype=torch.float64, device=device)
     while True:
         u = uniform(keys, step, Stream.PRIVATE_SAMPLE, offset + width, device)[:, offset:]
-        gaps = torch.floor(torch.log(u) / log_q) + 1.0
-        positions = last[:, None] + torch.cumsum(gaps, dim=1)
+        gaps = torch.log(u).div_(log_q).floor_().add_(1.0)
+        positions = torch.cumsum(gaps, dim=1).add_(last[:, None])
         chunks.append(positions)
         last = positions[:, -1]
         offset += width
         if bool((last >= n).all()):
             break
-    positions = torch.cat(chunks, dim=1)
+    positions = chunks[0] if len(chunks) == 1 else torch.cat(chunks, dim=1)
     valid = positions < n
-    k = int(valid.sum(dim=1).max().item()) if valid.any() else 0
+    k = int(valid.sum(dim=1).max()) if r else 0
     positions, valid = positions[:, :k], valid[:, :k]
-    return torch.where(valid, positions, torch.zeros_like(positions)).to(torch.int64), valid
+    return torch.where(valid, positions, 0.0).to(torch.int64), valid
 
 
 def uniform_indices(keys: torch.Tensor, step: int, stream: Stream, count: int, population: torch.Tensor,

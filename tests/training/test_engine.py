@@ -4,6 +4,7 @@ independence, noise scale, the documented behaviour of each faulty recipe, batch
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -80,9 +81,7 @@ def test_per_example_gradients_match_an_autograd_loop(model):
     params = {k: v.double() + 0.1 * torch.randn_like(v, dtype=torch.float64) for k, v in model.init(keys).items()}
     idx = torch.tensor([[0, 3, 5], [1, 2, 7]])
     x, y = problem.x[idx].double(), problem.y[idx]
-    public_inputs, _ = step._public_inputs(idx, torch.zeros_like(idx, dtype=torch.bool), 0,
-                                           streams.Stream.PRIVATE_PAD)
-    public_inputs = public_inputs.double()
+    public_inputs = step._public_inputs(idx, 0, streams.Stream.PRIVATE_PAD).double()
     per_example = engine.flatten(step.per_example_grad(params, x, y, public_inputs), lead=2)
     for r in range(2):
         leaves = {k: v[r].clone().requires_grad_(True) for k, v in params.items()}
@@ -240,10 +239,16 @@ def test_wrong_rate_recipe_samples_four_times_as_many():
 # -- batching and reproducibility ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("model", [Model("mlp", N_INPUTS, 3, (5,)), Model("cnn", 64, 3, (), 8)],
-                         ids=["mlp-fast", "cnn-materialised"])
-def test_model_in_a_batch_equals_the_model_alone(model):
+@pytest.mark.parametrize(("model", "public_loss"), [
+    (Model("logistic", N_INPUTS, 2), "mask"), (Model("logistic", N_INPUTS, 2), "gaussian_pad"),
+    (Model("mlp", N_INPUTS, 3, (5,)), "mask"), (Model("cnn", 64, 3, (), 8), "blur")],
+    ids=["logistic-glm", "logistic-gaussian-pad-ghost", "mlp-ghost", "cnn-materialised"])
+def test_model_in_a_batch_equals_the_model_alone(model, public_loss):
+    """Model k of a batch equals model k trained alone (1e-5): its streams are keyed by (seed, k), and its
+    padding noise (gaussian_pad) is drawn per position, whatever the batch width the other models need."""
     problem = _problem(model=model, steps=4)
+    if public_loss == "gaussian_pad":
+        problem = replace(problem, public_loss=build_public_loss("gaussian_pad", problem.feature_map))
     canaries = _canaries(model, 4, gradient=True)
     batch = _train(problem, models=4, canaries=canaries)
     alone = _train(problem, canaries=canaries.take(torch.tensor([2])), indices=[2])

@@ -99,6 +99,10 @@ def test_norms_equal_materialised_norms(name, loss, label_free, structure):
     expected = _materialised(model, params, x, y, public, label_free).norm(dim=-1)
     batch = ghost.PrivateBatch(x, y, torch.ones(x.shape[:2], dtype=torch.bool), _term(public, label_free, split))
     torch.testing.assert_close(ghost.private_norms(model, params, batch), expected, rtol=1e-10, atol=1e-12)
+    if loss == "full" or split is not None:  # the engine's precomputed per-record products give the same
+        products = ghost.input_products(x, split if loss == "decomposed" else None)
+        given = ghost.PrivateBatch(batch.x, batch.y, batch.valid, batch.public, products)
+        torch.testing.assert_close(ghost.private_norms(model, params, given), expected, rtol=1e-10, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
