@@ -91,6 +91,8 @@ def _gathered_blocks(table: torch.Tensor, rows: torch.Tensor, block: int) -> Ite
 def logits(table: torch.Tensor, rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
            ) -> torch.Tensor:
     """``W x_k + b`` for table rows ``rows`` ``[R, K]`` and per-model ``weight`` ``[R, o, d]``: ``[R, K, o]``."""
+    if rows.shape[1] == 0:  # no model sampled anyone at this step (small p)
+        return table.new_zeros(rows.shape[0], 0, weight.shape[1])
     out = table.new_empty(rows.shape[0], weight.shape[1], rows.shape[1])
     block = _models_per_block(rows, table.shape[1])
     for inputs, block_weight, block_out in zip(_gathered_blocks(table, rows, block), weight.split(block),
@@ -107,6 +109,8 @@ def weighted_rows(table: torch.Tensor, rows: torch.Tensor, coefficients: torch.T
     pass; for many, a blocked matrix product reads each row once."""
     r, k, o = coefficients.shape
     d = table.shape[1]
+    if k == 0:
+        return table.new_zeros(r, o, d)
     if o <= EMBEDDING_BAG_MAX_OUTPUTS:
         bags = rows[:, None, :].expand(r, o, k).reshape(-1)
         weights = coefficients.transpose(1, 2).reshape(-1).to(table.dtype)

@@ -267,3 +267,18 @@ def test_seeded_run_is_bit_for_bit_reproducible():
         assert torch.equal(first.params[name], second.params[name])
     assert torch.equal(first.iterates.noisy_private_sums, second.iterates.noisy_private_sums)
     assert torch.equal(first.iterates.public_gradients, second.iterates.public_gradients)
+
+
+@pytest.mark.parametrize("mechanism", ["dp_sgd", "fdp_sgd", "fdp_sgd_shared_batch"])
+def test_steps_where_no_model_samples_anyone(mechanism):
+    """At a tiny sample rate most steps have an empty private batch in every model (batch width 0): the
+    update is the noise alone, and the shared-batch public gradient is zero."""
+    problem = _problem(mechanism, rate=1e-3, steps=20)
+    chunk = _train(problem, models=3)
+    sizes = chunk.iterates.private_batch_sizes
+    assert (sizes.sum(dim=0) == 0).any()  # some step sampled no one in any model
+    for value in chunk.params.values():
+        assert torch.isfinite(value).all()
+    alone = _train(problem, indices=[1], models=1)
+    for name in chunk.params:
+        torch.testing.assert_close(alone.params[name][0], chunk.params[name][1], rtol=1e-5, atol=1e-5)
