@@ -58,10 +58,10 @@ def test_utility_table_has_every_mechanism(quick_outputs):
 
 
 def test_prop3_catches_the_shared_batch_and_passes_algorithm_1(quick_outputs):
-    """At 160 trials the aligned attack succeeds with probability 0.772 (configs/prop3.yaml) against the bound
-    0.577; the verdict needs 107 successes (Clopper-Pearson at α/4), so it is missed with probability 1.0e-3
-    (binomial tail); fdp_sgd raises a false alarm with probability ≤ α = 0.05 by the gate's guarantee. The
-    seeds are fixed, so the outcome is deterministic."""
+    """At 160 trials the aligned attack succeeds with probability Σ_k Bin(k; 1000, 0.005) Φ(√k / 1.5) = 0.914
+    (configs/prop3.yaml) against the bound 0.547; the verdict needs 103 successes (Clopper-Pearson at α/4), so
+    it is missed with probability 5e-22 (binomial tail); fdp_sgd raises a false alarm with probability ≤ α = 0.05
+    by the gate's guarantee. The seeds are fixed, so the outcome is deterministic."""
     payload = _load(quick_outputs, "prop3")
     assert payload["verdicts"] == {"fdp_sgd_shared_batch": "VIOLATION", "fdp_sgd": "PASS"}
 
