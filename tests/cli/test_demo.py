@@ -1,0 +1,36 @@
+"""`fdp-audit demo --quick` end to end (issue 11): a real subprocess, as `make demo` runs it, writes the
+report, the results, the checkpoint, and prints the verdict with the report's path."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fdp_audit.audit.results import read_results
+
+
+@pytest.mark.slow
+def test_demo_quick_end_to_end(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    done = subprocess.run([sys.executable, "-m", "fdp_audit", "demo", "--quick", "--out", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "VERDICT: PASS" in done.stdout and str(out / "report.html") in done.stdout
+    results = read_results(out / "results.json")  # checksum verified
+    assert results["verdict"]["status"] == "PASS"
+    games = {section["game"] for section in results["games"]}
+    assert {"attribute", "distinguishing"} <= games
+    threat_models = {attack["threat_model"] for section in results["games"] for attack in section["attacks"]}
+    assert {"prior", "black_box", "white_box", "iterates"} <= threat_models
+    mechanisms = {row["mechanism"] for row in results["utility"]["rows"]}
+    assert {"fdp_sgd", "dp_sgd"} <= mechanisms
+    assert results["checkpoint_audit"]["records"] > 0
+    assert (out / "model.pt").stat().st_size > 0
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "PASS" in html and "<svg" in html
+    assert not list(out.glob("*.tmp*"))  # atomic writes leave no temporary files
+    json.loads((out / "results.json").read_text(encoding="utf-8"))
