@@ -386,6 +386,11 @@ def _check_consistency(config: Config) -> None:
     ):
         if len(prior) < 2 or any(p < 0 for p in prior) or abs(sum(prior) - 1) > 1e-6:
             raise BadInputError("must list at least two non-negative probabilities summing to 1", name)
+    rho = config.audit.rho_grid
+    if not rho or any(not math.isfinite(r) or r <= 0 for r in rho) or len(set(rho)) != len(rho):
+        raise BadInputError("must list distinct finite radii ρ > 0", "audit.rho_grid")
+    if data.public_map == "label_only" and data.label_public:
+        raise BadInputError("public_map 'label_only' protects the label; set label_public: false", "data.label_public")
     if data.dataset in ("csv", "purchase", "criteo") and not data.path:
         raise BadInputError(f"dataset '{data.dataset}' needs a path", "data.path")
 

@@ -162,7 +162,7 @@ def attribute_prior(data: PreparedData, group: ColumnGroup, seed: int) -> Attrib
     order = np.random.default_rng(np.random.SeedSequence([seed, 0xBA11])).permutation(population.n_rows)
     cut = int(round(population.n_rows * (1 - CALIBRATION_SHARE)))
     fit_rows, calibration_rows = order[:cut], order[cut:]
-    if len(np.unique(truth[fit_rows])) < 2 or len(calibration_rows) == 0:
+    if len(np.unique(truth[fit_rows])) < 2 or not np.isin(truth[calibration_rows], truth[fit_rows]).any():
         raise BadInputError(f"the population split has too few rows with different {group.feature!r} values to "
                             "estimate Pr[v | u]", "data.population_fraction")
     with threadpool_limits(1, user_api="blas"):  # a small fit: BLAS threads only add synchronisation (100× here)

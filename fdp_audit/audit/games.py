@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from attacks import ATTACKS, Attack, Knowledge, View
+from attacks.base import AttributeKind
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.config import Config
 from fdp_audit.data.encoding import ColumnGroup, EncodedData
@@ -68,18 +69,20 @@ def _with_canary_columns(data: PreparedData) -> PreparedData:
     return PreparedData(widen(data.train), widen(data.population), widen(data.test), split, data.table_name)
 
 
-def _attacks(names: tuple[str, ...], gradient_canary: bool) -> dict[str, Attack]:
+def game_attacks(names: tuple[str, ...], kind: AttributeKind, gradient_canary: bool = False) -> dict[str, Attack]:
+    """The configured attacks that can play a game: those supporting its attribute ``kind`` and, except the
+    prior, needing a gradient canary exactly when the game has one. Unknown names are bad input."""
     chosen = {}
     for name in names:
         if name not in ATTACKS:
             raise BadInputError(f"unknown attack {name!r} (known: {', '.join(ATTACKS)})", "audit.attacks")
         cls = ATTACKS[name]
-        if name == "prior" or cls.needs_gradient_canary == gradient_canary:
+        if kind in cls.supports and (name == "prior" or cls.needs_gradient_canary == gradient_canary):
             chosen[name] = cls()
     return chosen
 
 
-def _trained_views(config: Config, problem: TrainingProblem, indices: torch.Tensor, canaries: Canaries,
+def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tensor, canaries: Canaries,
                    record_iterates: bool, device: torch.device, max_chunk: int) -> Iterator[tuple[torch.Tensor, View]]:
     """Train one model per trial — batched by the engine, or one call per trial of a third-party mechanism —
     and yield each chunk's trial indices with what the attacks see."""
@@ -102,7 +105,7 @@ def _run_trials(game: str, config: Config, problem: TrainingProblem, indices: np
     if len(todo):
         rows = torch.as_tensor(todo)
         position = {int(v): k for k, v in enumerate(indices)}
-        for model_indices, view in _trained_views(config, problem, torch.as_tensor(indices[todo]),
+        for model_indices, view in trained_views(config, problem, torch.as_tensor(indices[todo]),
                                                   canaries.take(rows), record_iterates, device, max_chunk):
             scores = {name: attack.infer(view).scores.detach().cpu().double().numpy()
                       for name, attack in attacks.items()}
@@ -139,7 +142,7 @@ def gradient_canary_game(game: str, config: Config, data: PreparedData, trials: 
     knowledge = Knowledge(problem.model, torch.zeros(2, d + 2), 0, prior, widened.tensors()[0], widened.tensors()[1],
                           hyper.noise_multiplier, hyper.sample_rate, hyper.clip_norm, private_coordinate,
                           public_coordinate, signs)
-    attacks = {name: a.fit(knowledge) for name, a in _attacks(config.audit.attacks, True).items()}
+    attacks = {name: a.fit(knowledge) for name, a in game_attacks(config.audit.attacks, "categorical", True).items()}
     names = ("x0 (s=-1)", "x1 (s=+1)") if game == "distinguishing" else ("simulator", "real")
     if len(attacks) <= ("prior" in attacks):
         raise BadInputError(f"the {game} game needs an iterates attack in audit.attacks", "audit.attacks")
@@ -173,9 +176,12 @@ def record_canary_game(config: Config, data: PreparedData, trials: int, device: 
     canaries = Canaries(candidates[torch.as_tensor(labels)], torch.full((trials,), label, dtype=torch.long),
                         torch.ones(trials, dtype=torch.bool), torch.ones(trials, dtype=torch.bool))
     x, y = data.tensors()
+    # shadow models are trained on the population split, which the adversary owns (SPEC 3)
+    shadow_problem = build_problem(config, replace(data, train=data.population))
     knowledge = Knowledge(problem.model, candidates, label, torch.as_tensor(prior, dtype=torch.float32), x, y,
-                          problem.hyper.noise_multiplier, problem.hyper.sample_rate, problem.hyper.clip_norm)
-    attacks = {name: a.fit(knowledge) for name, a in _attacks(config.audit.attacks, False).items()}
+                          problem.hyper.noise_multiplier, problem.hyper.sample_rate, problem.hyper.clip_norm,
+                          shadow_problem=shadow_problem, shadow_seed=seed + 1)
+    attacks = {name: a.fit(knowledge) for name, a in game_attacks(config.audit.attacks, "categorical").items()}
     scores = _run_trials("attribute", config, problem, indices, canaries, labels, attacks, False, device, journal,
                          max_chunk)
     names = tuple(f"{group.feature}={group.categories[c]}" for c in chosen)

@@ -26,11 +26,12 @@ import torch
 from attacks import ATTACKS, Attack, Knowledge, View
 from attacks.success import reconstruction_success
 from fdp_audit.accounting.ball import ball_gaussian, ball_uniform_box
+from fdp_audit.audit.games import game_attacks, trained_views
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.training import streams
-from fdp_audit.training.engine import Canaries, train_models
+from fdp_audit.training.engine import Canaries
 from fdp_audit.training.run import accountant, build_problem
 
 GAME = "reconstruction"
@@ -97,12 +98,7 @@ def ball_per_radius(prior: str, scale: float, dims: int, rho: np.ndarray) -> np.
 
 
 def _continuous_attacks(names: tuple[str, ...]) -> dict[str, Attack]:
-    chosen = {}
-    for name in names:
-        if name not in ATTACKS:
-            raise BadInputError(f"unknown attack {name!r} (known: {', '.join(ATTACKS)})", "audit.attacks")
-        if "continuous" in ATTACKS[name].supports:
-            chosen[name] = ATTACKS[name]()
+    chosen = game_attacks(names, "continuous")
     if len(chosen) <= ("prior" in chosen):
         continuous = [n for n, cls in ATTACKS.items() if "continuous" in cls.supports and n != "prior"]
         raise BadInputError(f"the reconstruction game needs one of {', '.join(continuous)} in audit.attacks",
@@ -143,14 +139,13 @@ def reconstruction_game(config: Config, data: PreparedData, trials: int, device:
         canary_x[:, list(protected)] = truth[todo]
         canaries = Canaries(canary_x.to(x.dtype), torch.full((len(todo),), label, dtype=torch.long),
                             torch.ones(len(todo), dtype=torch.bool), torch.ones(len(todo), dtype=torch.bool))
-        for chunk in train_models(problem, config.seed, torch.as_tensor(indices[todo]), canaries, device=device,
-                                  max_chunk=max_chunk, progress=True):
-            params = {name: value.detach().cpu() for name, value in chunk.params.items()}
+        for model_indices, view in trained_views(config, problem, torch.as_tensor(indices[todo]), canaries, False,
+                                                 device, max_chunk):
+            params = {name: value.detach().cpu() for name, value in view.params.items()}
             estimates = {name: attack.infer(View(params)).estimate.detach().double().numpy()
                          for name, attack in attacks.items()}
             # the journal's label slot is unused: the truth is recomputed from the GAME stream
-            journal.record(GAME, chunk.model_indices.numpy(), np.zeros(len(chunk.model_indices), np.int64),
-                           estimates)
+            journal.record(GAME, model_indices.numpy(), np.zeros(len(model_indices), np.int64), estimates)
     finished = journal.finished(GAME)
     estimates = {name: np.array([finished[int(i)][1][name] for i in indices], dtype=float) for name in attacks}
     ball = ball_per_radius(audit.reconstruction_prior, audit.reconstruction_scale, len(protected), rho)

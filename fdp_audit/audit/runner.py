@@ -31,6 +31,7 @@ from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.audit.tightness import bayes_optimal_success
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
+from fdp_audit.errors import BadInputError
 from fdp_audit.gate import judge
 from fdp_audit.training.engine import Canaries, accuracy, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
@@ -171,6 +172,9 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
             comparisons += epsilon_comparisons(record, mech.delta, claimed,
                                                 "replace" if game == "distinguishing" else "add_remove")
         records.append(record)
+    if not comparisons:  # a verdict over nothing would be a PASS that cannot fail
+        raise BadInputError("no configured attack can be judged in the configured games (only the prior?)",
+                            "audit.attacks")
     verdict, judged = judge(comparisons, audit.alpha)
     by_id = {j["id"]: j for j in judged}
     return finite_or_none({
@@ -182,7 +186,7 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
         "games": [section for r in records
                   for section in (reconstruction_sections(r, by_id, audit.alpha) if isinstance(r, ReconstructionRecord)
                                   else game_sections(r, by_id, add_remove, replace_one, audit.alpha))],
-        "tightness": tightness_section(records, by_id, replace_one, add_remove),
+        "tightness": tightness_section(records, by_id, replace_one, add_remove, mech.delta),
         "utility": utility_section(config, data),
         "comparisons": comparisons,
         "reproducibility": {
@@ -238,7 +242,7 @@ def game_sections(record: GameRecord, by_id, add_remove, replace_one, alpha: flo
     if record.game == "attribute":
         return sections
     relation = "replace" if record.game == "distinguishing" else "add_remove"
-    optimum = 0.5 + 0.5 * float((replace_one if relation == "replace" else add_remove).delta(0.0))
+    optimum = bayes_optimal_success(replace_one if relation == "replace" else add_remove)
     distinguishers = []
     for attack in record.scores:
         if attack == "prior":
@@ -282,7 +286,7 @@ def reconstruction_sections(record: ReconstructionRecord, by_id, alpha: float) -
              "metric": record.metric, "protected_features": list(record.protected_features), "attacks": attacks}]
 
 
-def tightness_section(records: list[GameRecord], by_id, replace_one, add_remove) -> dict[str, Any]:
+def tightness_section(records: list[GameRecord], by_id, replace_one, add_remove, delta: float) -> dict[str, Any]:
     """How close the iterates attack comes to the Bayes-optimal adversary of the same game, and how tight
     Theorem 4 itself is: optimum = ½ + δ_replace(0)/2 for the ±C canary with a uniform binary prior."""
     rows = []
@@ -296,7 +300,7 @@ def tightness_section(records: list[GameRecord], by_id, replace_one, add_remove)
         share = tightness(j["rate"], 0.5, optimum)
         ci = None if share is None else [tightness(j["ci_low"], 0.5, optimum), tightness(j["ci_high"], 0.5, optimum)]
         sim = by_id.get("simulator-epsilon/iterates")
-        rows.append({"epsilon": float(add_remove.epsilon(1e-5)), "attack_rate": j["rate"], "optimal_success": optimum,
+        rows.append({"epsilon": float(add_remove.epsilon(delta)), "attack_rate": j["rate"], "optimal_success": optimum,
                      "bound": bound, "attack_advantage_share": share, "ci": ci,
                      "theorem4_tightness": tightness(optimum, 0.5, bound),
                      "simulator_epsilon_ratio": None if sim is None else sim["epsilon_ratio"]})

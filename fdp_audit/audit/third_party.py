@@ -94,8 +94,8 @@ def load_mechanism(spec: str) -> ThirdPartyMechanism:
             module = importlib.import_module(location)
     except BadInputError:
         raise
-    except ImportError as err:
-        raise BadInputError(f"cannot import {location!r}: {err}", FIELD) from err
+    except Exception as err:  # any failure of the user's module at import time is bad input, not our bug
+        raise BadInputError(f"cannot import {location!r}: {type(err).__name__}: {err}", FIELD) from err
     function = getattr(module, name, None)
     if not callable(function):
         raise BadInputError(f"{location!r} has no function {name!r}", FIELD)
@@ -119,9 +119,7 @@ def _output(value: Params | MechanismOutput, problem: TrainingProblem, record_it
     if not isinstance(params, dict) or set(params) != set(shapes):
         raise BadInputError(f"must return parameters named {sorted(shapes)}", FIELD)
     for key, shape in shapes.items():
-        if not isinstance(params[key], torch.Tensor) or tuple(params[key].shape) != shape:
-            raise BadInputError(f"returned parameter {key} of shape {tuple(getattr(params[key], 'shape', ()))}, "
-                                f"expected {shape}", FIELD)
+        _check_tensor(params[key], f"parameter {key}", shape)
     if record_iterates:
         if not output.has_iterates or output.public_gradients is None:
             raise BadInputError("the gradient-canary games need the per-step noisy private sums and public "
@@ -129,10 +127,23 @@ def _output(value: Params | MechanismOutput, problem: TrainingProblem, record_it
                                 "game", FIELD)
         width = problem.model.n_parameters
         for key in ("noisy_private_sums", "public_gradients"):
-            tensor = getattr(output, key)
-            if tensor.dim() != 2 or tensor.shape[1] != width:
-                raise BadInputError(f"{key} must have shape [steps, {width}], got {tuple(tensor.shape)}", FIELD)
+            _check_tensor(getattr(output, key), key, (None, width))
+        if output.canary_public_counts is not None:
+            _check_tensor(output.canary_public_counts, "canary_public_counts", (output.noisy_private_sums.shape[0],))
     return output
+
+
+def _check_tensor(value: object, what: str, shape: tuple[int | None, ...]) -> None:
+    """A released tensor of the expected shape (None: any length) with finite entries: NaN scores would make
+    every attack guess the first candidate, and a broken mechanism could pass silently."""
+    if not isinstance(value, torch.Tensor):
+        raise BadInputError(f"returned {what} is a {type(value).__name__}, not a tensor", FIELD)
+    if value.dim() != len(shape) or any(want is not None and got != want for got, want in zip(value.shape, shape,
+                                                                                                strict=True)):
+        expected = "[" + ", ".join("steps" if s is None else str(s) for s in shape) + "]"
+        raise BadInputError(f"returned {what} of shape {tuple(value.shape)}, expected {expected}", FIELD)
+    if not torch.isfinite(value).all():
+        raise BadInputError(f"returned {what} has non-finite entries", FIELD)
 
 
 def _stack(outputs: list[MechanismOutput], record_iterates: bool) -> View:

@@ -37,6 +37,7 @@ from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.stats import clopper_pearson, tightness
 from fdp_audit.config import Config, config_from_dict
 from fdp_audit.data.prepare import prepare_data
+from fdp_audit.errors import BadInputError
 from fdp_audit.gate import judge
 from fdp_audit.training.run import accountant, noise_multiplier
 
@@ -45,9 +46,11 @@ TARGET_SHARE = 0.9
 CHUNK = 512
 
 
-def bayes_optimal_success(replace_one: MechanismAccountant) -> float:
-    """Best success of any adversary in the binary ±C-canary game with a uniform prior: ½ + δ_replace(0)/2."""
-    return 0.5 + 0.5 * float(replace_one.delta(0.0))
+def bayes_optimal_success(relation: MechanismAccountant) -> float:
+    """Best success of any adversary in the binary canary game of the accountant's relation with a uniform prior:
+    ½ + δ(0)/2, the total-variation distance (½ + δ_replace(0)/2 for the ±C canary). The pessimistic PLD makes
+    δ(0) an upper estimate, which can only lower the attack's reported share of the optimum."""
+    return 0.5 + 0.5 * float(relation.delta(0.0))
 
 
 def tightness_config(epsilon: float, sample_rate: float = 1 / 16, steps: int = 100, delta: float = 1e-5,
@@ -68,6 +71,9 @@ def trials_for_half_width(optimum: float, half_width: float, confidence: float =
     """Trials for a ±``half_width`` interval on the advantage share: the Wald width of the rate at the optimum,
     over the advantage, with 15% to spare for the exact (wider) Clopper–Pearson interval; even, since the ε
     lower bound splits the trials in halves."""
+    if optimum <= 0.5:
+        raise BadInputError("the mechanism leaks nothing measurable (Bayes-optimal success 1/2): no advantage to share",
+                            "mechanism")
     z = norm.ppf(0.5 + confidence / 2)
     n = (z * math.sqrt(optimum * (1 - optimum)) / (half_width * (optimum - 0.5))) ** 2 * 1.15
     return 2 * math.ceil(n / 2)
@@ -81,7 +87,7 @@ def tightness_row(config: Config, trials: int | None = None, half_width: float =
     mech = config.mechanism
     add_remove, replace_one = accountant(mech), accountant(mech, "replace")
     optimum, bound = bayes_optimal_success(replace_one), float(add_remove.bound(0.5))
-    trials = trials or trials_for_half_width(optimum, half_width, confidence)
+    trials = trials_for_half_width(optimum, half_width, confidence) if trials is None else trials
     data = prepare_data(config.data, config.seed)
     device, journal = torch.device(config.device if config.device != "auto" else "cpu"), Journal(None, "")
     distinguishing = gradient_canary_game("distinguishing", config, data, trials, device, journal, CHUNK)

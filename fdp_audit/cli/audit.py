@@ -32,15 +32,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def audit_config(args: argparse.Namespace):
-    from fdp_audit.config import config_from_dict, load_config
+    from fdp_audit.config import load_config
 
     target = Path(args.target)
     if target.suffix == ".pt":
-        from fdp_audit.training.checkpoint import load_checkpoint
+        from fdp_audit.audit.checkpoint_audit import checkpoint_data, read_checkpoint
 
-        _, metadata, _ = load_checkpoint(target)
-        config = config_from_dict(metadata["config"])
-        config = replace(config, audit=replace(config.audit, trials=args.games))
+        checkpoint = read_checkpoint(target)  # the claim pinned to the metadata, as the checkpoint audit uses it
+        checkpoint_data(checkpoint)  # refuses data that are not the ones it was trained on
+        config = replace(checkpoint.config, audit=replace(checkpoint.config.audit, trials=args.games))
     else:
         config = load_config(target)
     audit = config.audit

@@ -187,6 +187,11 @@ def run_trained_profile(config: Config, design: Design, label: str, neighbours: 
     mech = replace(config.mechanism, name=settings.mechanism)
     if noise_multiplier(mech) == 0:
         raise BadInputError("a noise-free mechanism has no finite privacy loss to estimate", "mechanism")
+    if settings.mechanism == "fdp_sgd" and neighbours.kind == "remove":
+        # Theorem 5: FDP-SGD's insertion/deletion guarantee is against a simulator that still draws public
+        # batches from Ψ(x), not against training on D − x, whose loss its ε does not bound.
+        raise BadInputError("fdp_sgd bounds replacing a record's protected part, not removing the record; use "
+                            "neighbour: replace", "profile.neighbour")
     relation = "add-remove" if neighbours.kind == "remove" else "replace"
     claimed = float(accountant(mech, relation).epsilon(mech.delta))
     norms = _erm_offsets(settings, design, neighbours)

@@ -3,8 +3,11 @@ has the shape the report renders."""
 
 from __future__ import annotations
 
+import pytest
+
 from fdp_audit.audit.runner import run_audit
 from fdp_audit.config import config_from_dict
+from fdp_audit.errors import BadInputError
 from fdp_audit.report.render import render_report
 
 
@@ -32,3 +35,16 @@ def test_reconstruction_game_is_judged_and_reported() -> None:
     assert results["verdict"]["status"] == "PASS"  # a correct mechanism; seeded, so deterministic
     html = render_report(results)
     assert "Reconstruction" in html and "reconstruction-attacks" in html
+
+
+def test_an_audit_with_nothing_to_judge_is_refused() -> None:
+    """Only the prior (which realises Ball and is never judged): a PASS would be one that cannot fail."""
+    config = config_from_dict({
+        "seed": 5, "device": "cpu",
+        "data": {"dataset": "synthetic", "protected": ["protected"], "synthetic_rows": 60},
+        "mechanism": {"name": "dp_sgd", "sample_rate": 0.5, "steps": 2, "noise_multiplier": 1.0},
+        "audit": {"trials": 4, "games": ["attribute"], "attacks": ["prior"]},
+    })
+    with pytest.raises(BadInputError) as err:
+        run_audit(config, out_dir=None)
+    assert err.value.field == "audit.attacks"

@@ -94,3 +94,31 @@ def test_trial_seeds_are_distinct_and_reproducible() -> None:
     seeds = [trial_seed(0, i) for i in range(10_000)] + [trial_seed(1, i) for i in range(10_000)]
     assert len(set(seeds)) == len(seeds) and all(0 <= s < 2**63 for s in seeds)
     assert trial_seed(0, 5) == trial_seed(0, 5)
+
+
+def test_non_finite_releases_are_bad_input(verdict_only_audit, small_config) -> None:
+    raw = small_config("dp_sgd", mechanism={"third_party": f"{EXAMPLES}:nan_model", "sample_rate": 1.0,
+                                            "steps": 2, "noise_multiplier": 2.0},
+                       audit={"trials": 4, "games": ["attribute"], "attacks": ["prior", "likelihood"]})
+    with pytest.raises(BadInputError, match="mechanism.third_party: returned parameter .* non-finite"):
+        verdict_only_audit(config_from_dict(raw))
+
+
+def test_a_module_that_fails_to_import_is_bad_input(tmp_path: Path) -> None:
+    broken = tmp_path / "broken.py"
+    broken.write_text("def train(problem, seed, canary):\n    return (\n", encoding="utf-8")
+    with pytest.raises(BadInputError, match="mechanism.third_party: cannot import .*SyntaxError"):
+        load_mechanism(f"{broken}:train")
+
+
+def test_the_reconstruction_game_runs_the_third_party_function(verdict_only_audit) -> None:
+    """Every game trains through the same trainer: the reconstruction game must call the user's function, not
+    the built-in mechanism named as its claim."""
+    raw = {"seed": 1, "device": "cpu",
+           "data": {"dataset": "synthetic", "protected": ["protected-0"], "synthetic_rows": 60,
+                    "synthetic_prior_kind": "gaussian"},
+           "mechanism": {"name": "dp_sgd", "third_party": f"{EXAMPLES}:calls_raise", "sample_rate": 1.0,
+                         "steps": 2, "noise_multiplier": 2.0},
+           "audit": {"trials": 2, "games": ["reconstruction"], "attacks": ["prior", "reconstruction"]}}
+    with pytest.raises(RuntimeError, match="third-party mechanism called"):
+        verdict_only_audit(config_from_dict(raw))

@@ -64,3 +64,13 @@ def leaky_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -> Mecha
 def final_model_only(problem: TrainingProblem, seed: int, canary: Canaries) -> dict[str, torch.Tensor]:
     """Returns the final model alone: enough for the attribute game, not for the gradient-canary games."""
     return honest_dp_sgd(problem, seed, canary).params
+
+
+def nan_model(problem: TrainingProblem, seed: int, canary: Canaries) -> dict[str, torch.Tensor]:
+    """A broken mechanism: NaN weights would make every attack guess the first candidate."""
+    return {name: torch.full(shape, float("nan")) for name, shape in problem.model.shapes().items()}
+
+
+def calls_raise(problem: TrainingProblem, seed: int, canary: Canaries) -> dict[str, torch.Tensor]:
+    """Proves that a game used the function: it fails as soon as it is called."""
+    raise RuntimeError("third-party mechanism called")

@@ -176,3 +176,12 @@ def test_diffprivlib_that_cannot_run_is_bad_input(tmp_path, capsys, monkeypatch)
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "profile.diffprivlib:" in err and "ImportError" in err
     assert not out.exists()
+
+
+def test_fdp_sgd_refuses_removal_neighbours(tmp_path, capsys):
+    """FDP-SGD's ε bounds replacement of the protected part (and insertion/deletion against a simulator that
+    keeps Ψ(x)), not training on D − x: comparing that loss with its ε would be wrong."""
+    text = TRAINED.format(out=tmp_path / "out", mechanism="fdp_sgd", neighbour="remove", public_loss="mask")
+    assert main(["profile", str(_write(tmp_path, text))]) == 2
+    assert "profile.neighbour:" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
