@@ -64,6 +64,8 @@ class ShadowModelAttack(Attack):
     def infer(self, view: View) -> AttackOutput:
         k = self.knowledge
         assert view.params is not None
-        log_posterior = self.classifier.predict_log_proba(output_features(k.model, view.params, k.candidates))
+        # a posterior of exactly 0 (a confident classifier) stays a finite, very low score
+        posterior = self.classifier.predict_proba(output_features(k.model, view.params, k.candidates))
+        log_posterior = np.log(np.maximum(posterior, np.finfo(float).tiny))
         scores = torch.as_tensor(log_posterior, dtype=torch.float64)  # classes 0..V-1, all seen in training
         return AttackOutput(scores + torch.log(k.prior.double().clamp_min(1e-300)).cpu())

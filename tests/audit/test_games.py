@@ -108,3 +108,15 @@ def test_bad_game_setup_is_bad_input(small_config, audit: dict, field: str) -> N
     config = config_from_dict(small_config(rows=100, audit=audit))
     with pytest.raises(BadInputError, match=re.escape(field)):
         run_audit(config, None)
+
+
+def test_shadow_attack_plays_the_attribute_game(small_config) -> None:
+    """Wiring: the meta-classifier's shadow models are trained on the population split (what the adversary
+    owns) and it scores every trial. Its power is tested on known answers in tests/attacks/test_shadow.py; here,
+    on a non-private model of a 16-row table (seeded, so deterministic), it guesses better than the prior."""
+    raw = small_config("nonprivate", rows=16, mechanism={"steps": 300, "sample_rate": 1.0},
+                       audit={"games": ["attribute"], "attacks": ["prior", "shadow"]})
+    record = play("attribute", raw, 40)
+    assert set(record.scores) == {"prior", "shadow"} and record.threat_models["shadow"] == "black_box"
+    assert record.scores["shadow"].shape == (40, 2) and np.isfinite(record.scores["shadow"].max(axis=1)).all()
+    assert successes(record, "shadow") > successes(record, "prior")
