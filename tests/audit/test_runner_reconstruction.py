@@ -3,6 +3,8 @@ has the shape the report renders."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from fdp_audit.audit.runner import run_audit
@@ -48,3 +50,28 @@ def test_an_audit_with_nothing_to_judge_is_refused() -> None:
     with pytest.raises(BadInputError) as err:
         run_audit(config, out_dir=None)
     assert err.value.field == "audit.attacks"
+
+
+def test_reconstruction_game_catches_a_model_trained_without_noise(monkeypatch) -> None:
+    """A third-party function that claims DP-SGD with z = 30 (p = 1, T = 200: μ = √200/30 ≈ 0.47) but trains
+    without clipping or noise: the closed-form reconstruction lands within ρ = 0.5 in nearly every trial
+    (known answer: 120/120 on the same setting, tests/audit/test_reconstruction_game.py), far above
+    1 − f(Ball(0.5)), so the gate must say VIOLATION."""
+    from fdp_audit.audit import runner
+
+    monkeypatch.setattr(runner, "utility_section", lambda config, data: {})
+    examples = Path(__file__).parent / "third_party_mechanisms.py"
+    config = config_from_dict({
+        "seed": 3, "device": "cpu",
+        "data": {"dataset": "synthetic", "protected": ["protected-0", "protected-1"], "synthetic_rows": 200,
+                 "synthetic_prior_kind": "gaussian"},
+        "mechanism": {"name": "dp_sgd", "third_party": f"{examples}:nonprivate_claimed_as_dp_sgd",
+                      "sample_rate": 1.0, "steps": 200, "noise_multiplier": 30.0,
+                      "optimizer": {"name": "sgd", "lr": 2.0}},
+        "audit": {"trials": 30, "games": ["reconstruction"], "attacks": ["prior", "reconstruction"],
+                  "rho_grid": [0.5]},
+    })
+    results = run_audit(config, out_dir=None)
+    assert results["verdict"]["status"] == "VIOLATION", results["verdict"]["explanation"]
+    (point,) = [a for a in results["games"][0]["attacks"] if a["attack"] == "reconstruction"][0]["points"]
+    assert point["bound"] < 0.5 and point["rate"] > 0.9

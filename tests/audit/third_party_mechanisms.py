@@ -6,12 +6,14 @@ catch. ``configs/third_party_dp_sgd.yaml`` and ``configs/third_party_leaky.yaml`
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 from torch.func import grad, vmap
 
 from fdp_audit.audit.third_party import MechanismOutput
-from fdp_audit.training.engine import Canaries, TrainingProblem
+from fdp_audit.training.engine import Canaries, TrainingProblem, train_models
+from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import example_loss
 
 
@@ -74,3 +76,11 @@ def nan_model(problem: TrainingProblem, seed: int, canary: Canaries) -> dict[str
 def calls_raise(problem: TrainingProblem, seed: int, canary: Canaries) -> dict[str, torch.Tensor]:
     """Proves that a game used the function: it fails as soon as it is called."""
     raise RuntimeError("third-party mechanism called")
+
+
+def nonprivate_claimed_as_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -> dict[str, torch.Tensor]:
+    """Claims the configured DP-SGD but trains without clipping or noise (the engine's non-private recipe):
+    every game must be able to catch it."""
+    plain = replace(problem, recipe=MECHANISMS["nonprivate"].recipe)
+    (chunk,) = train_models(plain, seed, [0], canary)
+    return {name: value[0] for name, value in chunk.params.items()}
