@@ -3,10 +3,14 @@
 For a linear model ``z = W x + b`` the per-example gradient of a loss is ``δ x̃ᵀ`` with ``δ = ∂ℓ/∂z``
 (``softmax − onehot``, or ``σ(z) − y`` for one logit) and ``x̃ = [x, 1]``, so DP-SGD's per-example norm is
 ``‖δ‖·‖x̃‖`` and the clipped sum ``Σ_k w_k δ_k x̃_kᵀ`` is a weighted sum of records. For Algorithm 1's
-ℓ_priv = ℓ(x) − ℓ_pub(x') (SPEC 2.3) the gradient is ``δ x̃ᵀ − δ' x̃'ᵀ = e x̃ᵀ + δ' fᵀ`` with
-``e = δ − δ'`` and ``f = x̃ − x̃'``, and (as in :mod:`fdp_audit.training.ghost`, in its difference form)
+ℓ_priv = ℓ(x) − ℓ_pub(x') (SPEC 2.3) the gradient is ``g = δ x̃ᵀ − δ' x̃'ᵀ`` with ``e = δ − δ'`` and
+``f = x̃ − x̃'``. Written as ``g = δ fᵀ + e x̃'ᵀ`` its norm is (as in :mod:`fdp_audit.training.ghost`, in its
+difference form)
 
-    ‖g‖² = ‖δ‖²‖f‖² + ‖e‖²‖x̃'‖² + 2 (δ·e)(f·x̃').
+    ‖g‖² = ‖δ‖²‖f‖² + ‖e‖²‖x̃'‖² + 2 (δ·e)(f·x̃'),
+
+and written as ``g = e x̃ᵀ + δ' fᵀ`` its sum over records reads the record table and the columns where x'
+differs only.
 
 Everything that depends on the record alone — ``‖x̃‖²``, or ``‖f‖², f·x̃', ‖x̃'‖²`` and ``f`` itself on the
 columns where ``x'`` differs from ``x`` — is computed once per data set (:func:`record_tables`) when the
