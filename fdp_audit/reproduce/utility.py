@@ -31,9 +31,10 @@ def quick_config(config: Config, rows: int = QUICK_ROWS, steps: int = QUICK_STEP
 
 def compare_mechanisms(out_dir: Path, name: str, title: str, config: Config, data: PreparedData,
                        epsilons: Sequence[float], seeds: int, setup: str, paper: Sequence[str],
-                       quick: bool) -> Summary:
+                       quick: bool, extra_sections: Sequence[str] = (), extra_payload: dict | None = None) -> Summary:
     """Test accuracy of nonprivate, public_only, dp_sgd, fdp_sgd and fdp_dpsgd at each ε, with the FDP gain,
-    DP-SGD's headroom and what the protected features add; ``paper`` lines compare with the paper."""
+    DP-SGD's headroom and what the protected features add; ``paper`` lines compare with the paper; a
+    reproduction may append its own sections and payload."""
     mech = config.mechanism
     cells = accuracy_grid(config, data, epsilons, seeds, mech.public_pretrain_steps)
     nonprivate, public_only = cell(cells, "nonprivate"), cell(cells, "public_only")
@@ -55,10 +56,12 @@ def compare_mechanisms(out_dir: Path, name: str, title: str, config: Config, dat
                f"(mean ± sd test accuracy, %)." + (" QUICK MODE (smaller data and fewer steps)." if quick else ""))
     summary = "; ".join(f"ε={e:g}: FDP−DP {100 * gains[e]:+.1f} pts" for e in epsilons)
     return write_reproduction(
-        out_dir, name, title, [setup + details, grid_table(cells, epsilons), "## Notes\n\n" + "\n".join(notes)],
+        out_dir, name, title, [setup + details, grid_table(cells, epsilons), *extra_sections,
+                               "## Notes\n\n" + "\n".join(notes)],
         {"quick": quick, "config": config.to_dict(), "cells": [c.as_dict() for c in cells],
          "fdp_minus_dp": {f"{e:g}": gains[e] for e in epsilons},
-         "dp_headroom": {f"{e:g}": headroom[e] for e in epsilons}, "protected_signal": protected_signal},
+         "dp_headroom": {f"{e:g}": headroom[e] for e in epsilons}, "protected_signal": protected_signal,
+         **(extra_payload or {})},
         summary)
 
 

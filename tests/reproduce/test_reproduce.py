@@ -14,7 +14,7 @@ from fdp_audit.data.formats import load_purchase
 from fdp_audit.reproduce.purchase_like import write_purchase_file
 
 pytestmark = pytest.mark.slow
-CHEAP = ("label_dp", "utility", "prop3")
+CHEAP = ("label_dp", "utility", "prop3", "purchase_like")
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +64,15 @@ def test_prop3_catches_the_shared_batch_and_passes_algorithm_1(quick_outputs):
     by the gate's guarantee. The seeds are fixed, so the outcome is deterministic."""
     payload = _load(quick_outputs, "prop3")
     assert payload["verdicts"] == {"fdp_sgd_shared_batch": "VIOLATION", "fdp_sgd": "PASS"}
+
+
+def test_purchase_like_compares_mechanisms_and_sweeps_the_private_weight(quick_outputs):
+    payload = _load(quick_outputs, "purchase_like")
+    assert {c["mechanism"] for c in payload["cells"]} == {"nonprivate", "public_only", "dp_sgd", "fdp_sgd",
+                                                          "fdp_dpsgd"}
+    (sweep,) = payload["private_weight_sweep"].values()
+    assert all(0.0 <= c["mean"] <= 1.0 for c in sweep)
+    assert "private weight α" in (quick_outputs / "purchase_like.md").read_text(encoding="utf-8")
 
 
 def test_purchase_file_round_trips_through_the_purchase_loader(tmp_path: Path):
