@@ -31,6 +31,12 @@ def _numbered(base: str, index: int) -> str:
     return base if index == 0 else f"{base}-{index + 1}"
 
 
+def _rate_cells(row: Node) -> list:
+    """A judged success rate against Theorem 4: successes, rate, interval, lower bound, Ball, bound, margin."""
+    return [num(row["successes"]), num(row["rate"]), span(row["ci_low"], row["ci_high"]), num(row["lower_bound"]),
+            num(row["ball"]), num(row["bound"]), num(row["margin"], signed)]
+
+
 def _attribute(game: Node, index: int) -> Section:
     rows = []
     attacks = game["attacks"]
@@ -40,13 +46,7 @@ def _attribute(game: Node, index: int) -> Section:
                 text(attack["attack"]),
                 text(attack["threat_model"]),
                 num(attack["trials"]),
-                num(attack["successes"]),
-                num(attack["rate"]),
-                span(attack["ci_low"], attack["ci_high"]),
-                num(attack["lower_bound"]),
-                num(attack["ball"]),
-                num(attack["bound"]),
-                num(attack["margin"], signed),
+                *_rate_cells(attack),
                 num(attack["tightness"], nullable=True),
                 status(attack["status"]),
             ]
@@ -102,13 +102,7 @@ def _reconstruction(game: Node, index: int) -> Section:
                     text(attack["threat_model"]),
                     num(attack["trials"]),
                     num(point["rho"]),
-                    num(point["successes"]),
-                    num(point["rate"]),
-                    span(point["ci_low"], point["ci_high"]),
-                    num(point["lower_bound"]),
-                    num(point["ball"]),
-                    num(point["bound"]),
-                    num(point["margin"], signed),
+                    *_rate_cells(point),
                     status(point["status"]),
                 ]
             )
