@@ -10,7 +10,8 @@ Every random number is a hash of ``(model key, step, stream, position)``, so
   the generator blocks of a large model's Gaussian noise, below).
 
 The hash is a chain of 32-bit "lowbias32" finalisers (a bijection on 32-bit words with full avalanche),
-evaluated on int32 words with arithmetic modulo 2^32; two words make one 53-bit uniform double. Gaussian
+evaluated on int32 words with arithmetic modulo 2^32, from a 64-bit base per (model key, step, stream);
+two words make one 53-bit uniform double. Gaussian
 draws are Box–Muller transforms of such uniforms for the first few thousand per model (the noise of a
 small model, vectorised over models) and torch generators seeded from the hash beyond that (a large
 model's noise, where hashing millions of words per step would dominate the step).
@@ -59,8 +60,9 @@ def _constant(value: int) -> torch.Tensor:
 
 
 _SHIFT_16, _LOW_16, _SHIFT_15, _LOW_17 = (_constant(c) for c in (16, 0xFFFF, 15, 0x1FFFF))
-_MULTIPLIERS = tuple(_constant(c) for c in (0x7FEB352D, 0x846CA68B, 0x1B873593))
+_MULTIPLIERS = tuple(_constant(c) for c in (0x7FEB352D, 0x846CA68B))
 _SHIFT_5, _LOW_27, _SHIFT_6, _LOW_26 = (_constant(c) for c in (5, 0x7FFFFFF, 6, 0x3FFFFFF))
+_HIGH_SALT = _constant(0x63D83595)
 
 
 def _mix32(x: torch.Tensor) -> torch.Tensor:
@@ -85,20 +87,31 @@ def model_keys(seed: int, model_indices: torch.Tensor | range | list[int]) -> to
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _salts(step: int, stream: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``mix(step)`` and ``stream·0x68E31DA4`` as int32 values: the part of every model's base word that
-    depends on (step, stream) only, computed once (a single model's step is a few dozen tiny operations,
-    so each one saved counts in the sequential loop of B2)."""
-    return _mix32(_constant(step)), _constant(stream * 0x68E31DA4)
+def _salts(step: int, stream: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``mix(step)``, ``mix(step ⊕ 0xA511E9B3)`` and ``stream·0x68E31DA4`` as int32 values: the parts of every
+    model's base words that depend on (step, stream) only, computed once (a single model's step is a few
+    dozen tiny operations, so each one saved counts in the sequential loop of B2)."""
+    return _mix32(_constant(step)), _mix32(_constant(step ^ 0xA511E9B3)), _constant(stream * 0x68E31DA4)
+
+
+def _bases(keys: torch.Tensor, step: int, stream: Stream, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The 64-bit base of each model's draw sequence at (step, stream), as two int32 words
+    ``b₁ = mix(mix(key ⊕ mix(step)) ⊕ s)`` and ``b₂ = mix(mix(key ⊕ mix(step ⊕ 0xA511E9B3)) ⊕ s ⊕ 0x63D83595)``
+    with ``s = stream·0x68E31DA4``. Two (key, step, stream) triples share a draw sequence only if both words
+    coincide: about 2^-64 per pair, where a single 32-bit base would let a few thousand of the millions of
+    triples of a large audit coincide."""
+    low_step, high_step, stream_salt = _salts(step, int(stream))
+    key_words = _as_words(keys.to(device))
+    low = _mix32(_mix32(key_words ^ low_step) ^ stream_salt)
+    return low, _mix32(_mix32(key_words ^ high_step) ^ stream_salt ^ _HIGH_SALT)
 
 
 def _words(keys: torch.Tensor, step: int, stream: Stream, count: int, device: torch.device) -> torch.Tensor:
     """``[R, count]`` independent 32-bit words (int32 bit patterns) for each model key:
-    ``mix(mix(position ⊕ b) + b·0x1B873593)`` with ``b = mix(mix(key ⊕ mix(step)) ⊕ stream·0x68E31DA4)``."""
-    step_salt, stream_salt = _salts(step, int(stream))
-    base = _mix32(_mix32(_as_words(keys.to(device)) ^ step_salt) ^ stream_salt)
+    ``mix(mix(position ⊕ b₁) + b₂)`` for the base ``(b₁, b₂)`` of :func:`_bases`."""
+    low, high = _bases(keys, step, stream, device)
     position = torch.arange(count, dtype=torch.int32, device=device)
-    return _mix32(_mix32(position[None, :] ^ base[:, None]).add_(base[:, None] * _MULTIPLIERS[2]))
+    return _mix32(_mix32(position[None, :] ^ low[:, None]).add_(high[:, None]))
 
 
 def _uniforms(words: torch.Tensor) -> torch.Tensor:
