@@ -29,12 +29,13 @@ def fitted(isolated, shadow_problem, targets, prior=(0.5, 0.5)) -> ShadowModelAt
     return ShadowModelAttack().fit(knowledge)
 
 
-def test_features_are_class_log_probabilities(isolated) -> None:
+def test_features_are_centred_class_log_probabilities(isolated) -> None:
     params = isolated.train(None, 2)
     candidates = isolated.targets(1, seed=0).candidates[0]
     features = torch.as_tensor(output_features(isolated.problem.model, params, candidates))
     logit = params["layer0.weight"][:, 0, :] @ candidates.T + params["layer0.bias"]  # [R, V]
     expected = torch.stack([torch.nn.functional.logsigmoid(-logit), torch.nn.functional.logsigmoid(logit)], dim=-1)
+    expected = expected - expected.mean(dim=1, keepdim=True)  # centred over the candidates, per class
     torch.testing.assert_close(features, expected.flatten(1).double(), rtol=1e-6, atol=1e-6)
 
 

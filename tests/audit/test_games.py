@@ -11,6 +11,7 @@ import pytest
 import torch
 from scipy.stats import binom, norm
 
+from attacks.shadow import ShadowModelAttack
 from fdp_audit.audit.games import (
     GAME_INDEX_OFFSET,
     _with_canary_columns,
@@ -110,13 +111,25 @@ def test_bad_game_setup_is_bad_input(small_config, audit: dict, field: str) -> N
         run_audit(config, None)
 
 
-def test_shadow_attack_plays_the_attribute_game(small_config) -> None:
+def test_shadow_attack_plays_the_attribute_game(small_config, monkeypatch) -> None:
     """Wiring: the meta-classifier's shadow models are trained on the population split (what the adversary
-    owns) and it scores every trial. Its power is tested on known answers in tests/attacks/test_shadow.py; here,
-    on a non-private model of a 16-row table (seeded, so deterministic), it guesses better than the prior."""
+    owns), under their own seed, and it scores every trial with a posterior plus the log prior. Its power is
+    tested on known answers in tests/attacks/test_shadow.py: in a 16-row game the other rows, not the
+    canary, decide how a final model ranks the candidates (seeded 200-trial games: the likelihood and
+    shadow attacks guess one value in every trial)."""
     raw = small_config("nonprivate", rows=16, mechanism={"steps": 300, "sample_rate": 1.0},
                        audit={"games": ["attribute"], "attacks": ["prior", "shadow"]})
+    fitted = []
+    fit = ShadowModelAttack.fit
+    monkeypatch.setattr(ShadowModelAttack, "fit",
+                        lambda self, knowledge: fitted.append(knowledge) or fit(self, knowledge))
     record = play("attribute", raw, 40)
     assert set(record.scores) == {"prior", "shadow"} and record.threat_models["shadow"] == "black_box"
-    assert record.scores["shadow"].shape == (40, 2) and np.isfinite(record.scores["shadow"].max(axis=1)).all()
-    assert successes(record, "shadow") > successes(record, "prior")
+    (knowledge,) = fitted
+    population = prepare_data(config_from_dict(raw).data, raw["seed"]).population
+    shadow_x = knowledge.shadow_problem.x
+    assert torch.equal(shadow_x, torch.as_tensor(population.x, dtype=shadow_x.dtype))
+    assert knowledge.shadow_seed == raw["seed"] + 1
+    assert record.scores["shadow"].shape == (40, 2)
+    posterior = np.exp(record.scores["shadow"] - np.log(record.prior))
+    np.testing.assert_allclose(posterior.sum(axis=1), 1.0, rtol=1e-9)
