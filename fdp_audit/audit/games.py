@@ -101,6 +101,12 @@ def _run_trials(game: str, config: Config, problem: TrainingProblem, indices: np
                 labels: np.ndarray, attacks: dict[str, Attack], record_iterates: bool, device: torch.device,
                 journal, max_chunk: int) -> dict[str, np.ndarray]:
     finished = journal.finished(game)
+    for index, label in zip(indices.tolist(), labels.tolist()):
+        # the journal's key should make this impossible; a stored score paired with another secret would not be
+        # a success rate at all, so a mismatch stops the audit instead of being averaged in
+        if index in finished and finished[index][0] != label:
+            raise BadInputError(f"trial {index} was journaled with another secret than this run draws; the journal "
+                                "belongs to another run: delete it to start the audit afresh", "journal.jsonl")
     todo = np.array([i for i in range(len(indices)) if int(indices[i]) not in finished], dtype=np.int64)
     if len(todo):
         rows = torch.as_tensor(todo)

@@ -1,6 +1,7 @@
 """Trial journal (SPEC 5.2): finished trials are appended as JSON lines as soon as their chunk of models is
-done, so an interrupted audit resumes without losing or recomputing them. Lines from a run with another
-configuration (a different hash) are ignored; a torn last line from a killed process is skipped."""
+done, so an interrupted audit resumes without losing or recomputing them. Lines written under another key
+(another configuration, code or library version: :func:`fdp_audit.audit.provenance.journal_key`) are
+ignored; a torn last line from a killed process is skipped."""
 
 from __future__ import annotations
 

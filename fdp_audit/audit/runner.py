@@ -4,8 +4,6 @@ gate, and assemble ``results.json``."""
 from __future__ import annotations
 
 import datetime
-import hashlib
-import json
 import math
 import platform
 from pathlib import Path
@@ -18,6 +16,7 @@ from fdp_audit import __version__
 from fdp_audit.accounting.tradeoff import gaussian_tradeoff
 from fdp_audit.audit.games import GameRecord, gradient_canary_game, record_canary_game
 from fdp_audit.audit.journal import Journal
+from fdp_audit.audit.provenance import journal_key
 from fdp_audit.audit.reconstruction_game import ReconstructionRecord, reconstruction_game
 from fdp_audit.audit.results import finite_or_none
 from fdp_audit.audit.stats import (
@@ -39,11 +38,6 @@ from fdp_audit.training.run import accountant, build_problem, noise_multiplier, 
 
 DELTAS = (1e-3, 1e-5, 1e-6)
 DEFAULT_CHUNK = 128
-
-
-def config_hash(config: Config) -> str:
-    text = json.dumps({"config": config.to_dict(), "version": __version__}, sort_keys=True)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def rdp_epsilon(z: float, p: float, steps: int, delta: float) -> float:
@@ -152,7 +146,7 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
     mech, audit = config.mechanism, config.audit
     data = prepare_data(config.data, config.seed)
     device = resolve_device(config.device)
-    journal = Journal(None if out_dir is None else out_dir / "journal.jsonl", config_hash(config))
+    journal = Journal(None if out_dir is None else out_dir / "journal.jsonl", journal_key(config, versions()))
     chunk = audit.max_models_per_chunk or DEFAULT_CHUNK
     add_remove, replace_one = accountant(mech), accountant(mech, "replace")
     records: list[GameRecord | ReconstructionRecord] = []

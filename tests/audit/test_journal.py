@@ -10,16 +10,19 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 import pytest
 
+from fdp_audit.audit import provenance
 from fdp_audit.audit.journal import Journal
-from fdp_audit.audit.runner import config_hash
+from fdp_audit.audit.provenance import journal_key
 from fdp_audit.config import config_from_dict, load_config
 
 VOLATILE = ("created", "checksum")
+THIRD_PARTY_EXAMPLES = Path(__file__).parent / "third_party_mechanisms.py"
 FINISHED = (0, 1)  # pass or violation: a completed audit either way
 
 
@@ -78,12 +81,68 @@ def test_in_memory_journal_writes_nothing(tmp_path: Path) -> None:
     assert list(tmp_path.iterdir()) == []
 
 
-def test_config_hash_depends_on_everything_that_changes_trials(small_config) -> None:
-    base = config_hash(config_from_dict(small_config()))
-    assert base == config_hash(config_from_dict(small_config()))
-    assert base != config_hash(config_from_dict(small_config(seed=1)))
-    assert base != config_hash(config_from_dict(small_config(mechanism={"steps": 21})))
-    assert base != config_hash(config_from_dict(small_config(audit={"trials": 25})))
+VERSIONS = {"fdp_audit": "0.1.0", "torch": "2.13.0"}
+
+
+def test_journal_key_depends_on_everything_that_changes_trials(small_config, monkeypatch) -> None:
+    """Configuration, library versions and the source of the code that runs a trial: a journal written by
+    another version of the streams would pair its scores with other secrets."""
+    config = config_from_dict(small_config())
+    base = journal_key(config, VERSIONS)
+    assert base == journal_key(config_from_dict(small_config()), dict(VERSIONS))
+    assert base != journal_key(config_from_dict(small_config(seed=1)), VERSIONS)
+    assert base != journal_key(config_from_dict(small_config(mechanism={"steps": 21})), VERSIONS)
+    assert base != journal_key(config_from_dict(small_config(audit={"trials": 25})), VERSIONS)
+    assert base != journal_key(config, {**VERSIONS, "torch": "2.14.0"})
+    monkeypatch.setattr(provenance, "source_digest", lambda: "edited")
+    assert base != journal_key(config, VERSIONS)
+
+
+def test_source_digest_follows_every_file_of_the_packages(tmp_path: Path, monkeypatch) -> None:
+    package = tmp_path / "package"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "streams.py").write_text("A = 1\n")
+    monkeypatch.setattr(provenance, "PACKAGES", (SimpleNamespace(__file__=str(package / "__init__.py"),
+                                                                 __name__="package"),))
+
+    def digest() -> str:
+        provenance.source_digest.cache_clear()
+        return provenance.source_digest()
+
+    first = digest()
+    assert digest() == first
+    (package / "sub" / "streams.py").write_text("A = 2\n")
+    edited = digest()
+    assert edited != first
+    (package / "sub" / "streams.py").rename(package / "sub" / "moved.py")
+    assert digest() not in (first, edited)
+    provenance.source_digest.cache_clear()
+
+
+def test_journal_key_follows_a_third_party_source_file(small_config, tmp_path: Path) -> None:
+    mechanism = tmp_path / "mechanism.py"
+    mechanism.write_text(THIRD_PARTY_EXAMPLES.read_text())
+    config = config_from_dict(small_config("dp_sgd", mechanism={"third_party": f"{mechanism}:honest_dp_sgd"}))
+    before = journal_key(config, VERSIONS)
+    assert journal_key(config, VERSIONS) == before
+    mechanism.write_text(THIRD_PARTY_EXAMPLES.read_text() + "\n# an edit\n")
+    assert journal_key(config, VERSIONS) != before
+
+
+def test_a_journaled_trial_with_another_secret_stops_the_audit(small_config, write_yaml, cli, tmp_path: Path) -> None:
+    """Defence in depth behind the key: a journal line whose secret differs from the one this run draws (a
+    hand-edited or foreign journal under the same key) is refused, not averaged in."""
+    config = resume_config(small_config, write_yaml, tmp_path, steps=5, chunk=6, trials=6)
+    out = tmp_path / "out"
+    assert cli("audit", config, "--out", out).code in FINISHED
+    rows = journal_rows(out / "journal.jsonl")
+    rows[0]["labels"][0] = 1 - rows[0]["labels"][0]
+    (out / "journal.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (out / "results.json").unlink()
+    result = cli("audit", config, "--out", out)
+    assert result.code == 2 and "journal.jsonl: trial" in result.err and "another secret" in result.err
+    assert not (out / "results.json").exists()
 
 
 # -- resume ------------------------------------------------------------------------------------------------------

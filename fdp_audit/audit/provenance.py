@@ -1,0 +1,56 @@
+"""What produced an audit's trials (SPEC 5.2): the key under which the trial journal stores them.
+
+A journal line is reused only by a run that would have computed the same line. That depends on the
+configuration, and also on the code that draws the secrets, trains the models and scores the attacks, and
+on the libraries it runs on: a journal written before an upgrade (or any edit of the random streams) holds
+scores of models trained for other secrets, and pairing them with this run's secrets yields a meaningless
+success rate, a PASS where the mechanism leaks. So the key digests the source of the packages that run a
+trial (``fdp_audit`` and ``attacks``), a third-party mechanism's source file, and the library versions.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+import json
+from pathlib import Path
+from typing import Any
+
+import attacks
+import fdp_audit
+from fdp_audit.audit.third_party import load_mechanism
+from fdp_audit.config import Config
+
+PACKAGES = (fdp_audit, attacks)
+
+
+def _file_digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def source_digest() -> str:
+    """SHA-256 over every Python file of the packages that run a trial, each named by its path inside its
+    package, in sorted order."""
+    digest = hashlib.sha256()
+    for package in PACKAGES:
+        root = Path(package.__file__).parent
+        for path in sorted(root.rglob("*.py")):
+            digest.update(f"{package.__name__}/{path.relative_to(root).as_posix()}\0".encode())
+            digest.update(_file_digest(path).encode())
+    return digest.hexdigest()
+
+
+def third_party_digest(spec: str) -> str | None:
+    """SHA-256 of the source file that defines a third-party mechanism (None if it has none on disk)."""
+    source = inspect.getsourcefile(load_mechanism(spec))
+    return None if source is None else _file_digest(Path(source))
+
+
+def journal_key(config: Config, versions: dict[str, str]) -> str:
+    """The journal key of a run: configuration, library versions, and the digests above (16 hex digits)."""
+    third_party = config.mechanism.third_party
+    content: dict[str, Any] = {"config": config.to_dict(), "versions": versions, "source": source_digest(),
+                               "third_party_source": None if third_party is None else third_party_digest(third_party)}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
