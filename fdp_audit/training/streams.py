@@ -11,10 +11,10 @@ Every random number is a hash of ``(model key, step, stream, position)``, so
 
 The hash is a chain of 32-bit "lowbias32" finalisers (a bijection on 32-bit words with full avalanche),
 evaluated on int32 words with arithmetic modulo 2^32, from a 64-bit base per (model key, step, stream);
-two words make one 53-bit uniform double. Gaussian
-draws are Box–Muller transforms of such uniforms for the first few thousand per model (the noise of a
-small model, vectorised over models) and torch generators seeded from the hash beyond that (a large
-model's noise, where hashing millions of words per step would dominate the step).
+two words make one 53-bit uniform double. Gaussian draws are Box–Muller transforms of such uniforms for
+the first few thousand per model (the noise of a small model, vectorised over models) and torch generators
+seeded from the hash beyond that (a large model's noise, where hashing millions of words per step would
+dominate the step).
 """
 
 from __future__ import annotations
