@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-import inspect
+import importlib.util
 import json
 from pathlib import Path
 from typing import Any
@@ -43,9 +43,15 @@ def source_digest() -> str:
 
 
 def third_party_digest(spec: str) -> str | None:
-    """SHA-256 of the source file that defines a third-party mechanism (None if it has none on disk)."""
-    source = inspect.getsourcefile(load_mechanism(spec))
-    return None if source is None else _file_digest(Path(source))
+    """SHA-256 of the file a third-party mechanism's spec names (``file.py:function``, or the module file of
+    ``module:function``; None for a module without one). Resolving the spec first gives its usual error."""
+    load_mechanism(spec)
+    location = spec.rpartition(":")[0]
+    if location.endswith(".py"):
+        return _file_digest(Path(location).resolve())
+    module_spec = importlib.util.find_spec(location)
+    origin = None if module_spec is None else module_spec.origin
+    return _file_digest(Path(origin)) if origin and Path(origin).is_file() else None
 
 
 def journal_key(config: Config, versions: dict[str, str]) -> str:

@@ -3,6 +3,7 @@ audit resumes without losing or recomputing them, and the resumed results equal 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -128,6 +129,9 @@ def test_journal_key_follows_a_third_party_source_file(small_config, tmp_path: P
     assert journal_key(config, VERSIONS) == before
     mechanism.write_text(THIRD_PARTY_EXAMPLES.read_text() + "\n# an edit\n")
     assert journal_key(config, VERSIONS) != before
+    # module:function names the module's file
+    expected = hashlib.sha256(THIRD_PARTY_EXAMPLES.read_bytes()).hexdigest()
+    assert provenance.third_party_digest("tests.audit.third_party_mechanisms:honest_dp_sgd") == expected
 
 
 def test_a_journaled_trial_with_another_secret_stops_the_audit(small_config, write_yaml, cli, tmp_path: Path) -> None:
