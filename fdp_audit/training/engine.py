@@ -39,8 +39,8 @@ gradient and its public-loss gradient to given vectors; the mechanism then treat
 record's gradients (it clips them, or fails to, exactly as it does for real records).
 
 Where a step's time goes (issue 12; ``python -m benchmarks.b2_batched`` prints it): for 256 DP-SGD
-logistic regressions on Adult (expected batch 256, one CPU thread, about 8 ms a step) about 45 % gathers
-batch rows for the logits, 20 % is the Poisson sampler (its counter hash, then the gaps), 15 % the
+logistic regressions on Adult (expected batch 256, one CPU thread, 8–10 ms a step) about 40 % gathers
+batch rows for the logits, 20 % is the Poisson sampler (its counter hash, then the gaps), 12 % the
 clipped-sum ``embedding_bag`` and 8 % the Gaussian noise; the rest is element-wise work on ``[R, K]``
 tensors and Python. The gathers and the hash are memory passes: that is what a further speed-up must cut.
 """
