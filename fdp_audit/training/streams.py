@@ -63,6 +63,8 @@ _SHIFT_16, _LOW_16, _SHIFT_15, _LOW_17 = (_constant(c) for c in (16, 0xFFFF, 15,
 _MULTIPLIERS = tuple(_constant(c) for c in (0x7FEB352D, 0x846CA68B))
 _SHIFT_5, _LOW_27, _SHIFT_6, _LOW_26 = (_constant(c) for c in (5, 0x7FFFFFF, 6, 0x3FFFFFF))
 _HIGH_SALT = _constant(0x63D83595)
+_SEED_SALT = _constant(0x2545F491)
+_INDEX_SALTS = tuple(_constant(c) for c in (0x9E3779B9, 0x5851F42D))
 
 
 def _mix32(x: torch.Tensor) -> torch.Tensor:
@@ -78,12 +80,23 @@ def _mix32(x: torch.Tensor) -> torch.Tensor:
 
 
 def model_keys(seed: int, model_indices: torch.Tensor | range | list[int]) -> torch.Tensor:
-    """One 32-bit key per model (int64, in [0, 2^32)), a function of (seed, model index) only."""
+    """One 64-bit key per model, a function of (seed, model index) only, as two int32 words ``[R, 2]``:
+
+    ``k₁ = mix(mix(mix(s₁) ⊕ s₂) ⊕ mix(i₁ ⊕ 0x9E3779B9) ⊕ i₂)``,
+    ``k₂ = mix(mix(mix(s₂ ⊕ 0x2545F491) ⊕ s₁) ⊕ mix(i₁ ⊕ 0x5851F42D) ⊕ i₂)``
+
+    for the seed's words ``(s₁, s₂)`` and the index's ``(i₁, i₂)`` (low word first). For one seed each word is
+    a bijection of the index's low word, so no two models of an audit share either word; models of two seeds
+    (an audit's trials and its shadow models) share a key with probability about 2^-64 per pair."""
     index = torch.as_tensor(list(model_indices) if isinstance(model_indices, range) else model_indices,
                             dtype=torch.int64)
-    lo = _as_words(torch.full_like(index, seed & _MASK32))
-    hi = _as_words(torch.full_like(index, (seed >> 32) & _MASK32))
-    return _as_unsigned(_mix32(_mix32(_mix32(lo) ^ hi) ^ _mix32(_as_words(index ^ 0x9E3779B9))))
+    seed_low = _as_words(torch.full_like(index, seed & _MASK32))
+    seed_high = _as_words(torch.full_like(index, (seed >> 32) & _MASK32))
+    index_low, index_high = _as_words(index), _as_words(index >> 32)
+    first = _mix32(_mix32(_mix32(seed_low) ^ seed_high) ^ _mix32(index_low ^ _INDEX_SALTS[0]) ^ index_high)
+    second = _mix32(_mix32(_mix32(seed_high ^ _SEED_SALT) ^ seed_low) ^ _mix32(index_low ^ _INDEX_SALTS[1])
+                    ^ index_high)
+    return torch.stack([first, second], dim=1)
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -96,14 +109,15 @@ def _salts(step: int, stream: int) -> tuple[torch.Tensor, torch.Tensor, torch.Te
 
 def _bases(keys: torch.Tensor, step: int, stream: Stream, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
     """The 64-bit base of each model's draw sequence at (step, stream), as two int32 words
-    ``b₁ = mix(mix(key ⊕ mix(step)) ⊕ s)`` and ``b₂ = mix(mix(key ⊕ mix(step ⊕ 0xA511E9B3)) ⊕ s ⊕ 0x63D83595)``
-    with ``s = stream·0x68E31DA4``. Two (key, step, stream) triples share a draw sequence only if both words
-    coincide: about 2^-64 per pair, where a single 32-bit base would let a few thousand of the millions of
-    triples of a large audit coincide."""
+    ``b₁ = mix(mix(k₁ ⊕ mix(step)) ⊕ s)`` and ``b₂ = mix(mix(k₂ ⊕ mix(step ⊕ 0xA511E9B3)) ⊕ s ⊕ 0x63D83595)``
+    for the key ``(k₁, k₂)`` and ``s = stream·0x68E31DA4``. At one (step, stream), ``b₁`` is a bijection of
+    ``k₁``: the models of one seed never share a base. Other (key, step, stream) triples share a draw sequence
+    only if both words coincide: about 2^-64 per pair, where a single 32-bit base would let a few thousand of
+    the millions of triples of a large audit coincide."""
     low_step, high_step, stream_salt = _salts(step, int(stream))
-    key_words = _as_words(keys.to(device))
-    low = _mix32(_mix32(key_words ^ low_step) ^ stream_salt)
-    return low, _mix32(_mix32(key_words ^ high_step) ^ stream_salt ^ _HIGH_SALT)
+    keys = keys.to(device)
+    low = _mix32(_mix32(keys[:, 0] ^ low_step) ^ stream_salt)
+    return low, _mix32(_mix32(keys[:, 1] ^ high_step) ^ stream_salt ^ _HIGH_SALT)
 
 
 def _words(keys: torch.Tensor, step: int, stream: Stream, count: int, device: torch.device) -> torch.Tensor:
