@@ -101,12 +101,6 @@ def _run_trials(game: str, config: Config, problem: TrainingProblem, indices: np
                 labels: np.ndarray, attacks: dict[str, Attack], record_iterates: bool, device: torch.device,
                 journal, max_chunk: int) -> dict[str, np.ndarray]:
     finished = journal.finished(game)
-    for index, label in zip(indices.tolist(), labels.tolist()):
-        # the journal's key should make this impossible; a stored score paired with another secret would not be
-        # a success rate at all, so a mismatch stops the audit instead of being averaged in
-        if index in finished and finished[index][0] != label:
-            raise BadInputError(f"trial {index} was journaled with another secret than this run draws; the journal "
-                                "belongs to another run: delete it to start the audit afresh", "journal.jsonl")
     todo = np.array([i for i in range(len(indices)) if int(indices[i]) not in finished], dtype=np.int64)
     if len(todo):
         rows = torch.as_tensor(todo)
@@ -148,7 +142,9 @@ def gradient_canary_game(game: str, config: Config, data: PreparedData, trials: 
     knowledge = Knowledge(problem.model, torch.zeros(2, d + 2), 0, prior, widened.tensors()[0], widened.tensors()[1],
                           hyper.noise_multiplier, hyper.sample_rate, hyper.clip_norm, private_coordinate,
                           public_coordinate, signs)
-    attacks = {name: a.fit(knowledge) for name, a in game_attacks(config.audit.attacks, "categorical", True).items()}
+    unfitted = game_attacks(config.audit.attacks, "categorical", True)
+    journal.check_reusable(game, indices, labels, unfitted, 2)
+    attacks = {name: a.fit(knowledge) for name, a in unfitted.items()}
     names = ("x0 (s=-1)", "x1 (s=+1)") if game == "distinguishing" else ("simulator", "real")
     if len(attacks) <= ("prior" in attacks):
         raise BadInputError(f"the {game} game needs an iterates attack in audit.attacks", "audit.attacks")
@@ -187,7 +183,9 @@ def record_canary_game(config: Config, data: PreparedData, trials: int, device: 
     knowledge = Knowledge(problem.model, candidates, label, torch.as_tensor(prior, dtype=torch.float32), x, y,
                           problem.hyper.noise_multiplier, problem.hyper.sample_rate, problem.hyper.clip_norm,
                           shadow_problem=shadow_problem, shadow_seed=seed + 1)
-    attacks = {name: a.fit(knowledge) for name, a in game_attacks(config.audit.attacks, "categorical").items()}
+    unfitted = game_attacks(config.audit.attacks, "categorical")
+    journal.check_reusable("attribute", indices, labels, unfitted, len(prior))
+    attacks = {name: a.fit(knowledge) for name, a in unfitted.items()}
     scores = _run_trials("attribute", config, problem, indices, canaries, labels, attacks, False, device, journal,
                          max_chunk)
     names = tuple(f"{group.feature}={group.categories[c]}" for c in chosen)

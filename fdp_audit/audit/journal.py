@@ -5,8 +5,10 @@ ignored; a torn last line from a killed process is skipped."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -42,6 +44,32 @@ class Journal:
     def finished(self, game: str) -> dict[int, tuple[int, dict[str, list[float]]]]:
         return self.entries.get(game, {})
 
+    def check_reusable(self, game: str, indices: np.ndarray, secrets: np.ndarray, attacks: Iterable[str],
+                       width: int) -> None:
+        """Before ``game``'s journaled trials among ``indices`` are reused (and before its attacks are fitted):
+        each must have been journaled with the secret this run draws for it and hold ``width`` numbers for
+        every attack in ``attacks``. The key (:func:`fdp_audit.audit.provenance.journal_key`) should make a
+        mismatch impossible; one means an edited or foreign journal, whose scores paired with this run's
+        secrets would not be a success rate at all, so it stops the audit."""
+        finished, names = self.finished(game), tuple(attacks)
+        for index, secret in zip(indices.tolist(), secrets.tolist()):
+            if index not in finished:
+                continue
+            stored, scores = finished[index]
+            if stored != secret:
+                raise BadInputError(f"trial {index} was journaled with another secret than this run draws; the "
+                                    "journal belongs to another run: delete it to start the audit afresh",
+                                    self._where())
+            for name in names:
+                values = scores.get(name)
+                if not isinstance(values, list) or len(values) != width or not all(
+                        isinstance(v, (int, float)) for v in values):
+                    raise BadInputError(f"trial {index} has no {width} scores of attack {name!r}; delete the "
+                                        "journal to start the audit afresh", self._where())
+
+    def _where(self) -> str:
+        return str(self.path) if self.path is not None else "journal"
+
     def record(self, game: str, indices: np.ndarray, labels: np.ndarray, scores: dict[str, np.ndarray]) -> None:
         row = {"config_hash": self.config_hash, "game": game, "indices": [int(i) for i in indices],
                "labels": [int(v) for v in labels], "scores": {a: s.tolist() for a, s in scores.items()}}
@@ -58,3 +86,11 @@ class Journal:
             handle.write((("\n" if torn else "") + json.dumps(row) + "\n").encode("utf-8"))
             handle.flush()
             os.fsync(handle.fileno())
+
+
+def secret_digests(secrets: np.ndarray) -> np.ndarray:
+    """One integer per row of a continuous secret (a reconstruction target), for the journal's secret slot:
+    the first 62 bits of the SHA-256 of the row's float64 bytes."""
+    rows = np.ascontiguousarray(secrets, dtype=np.float64).reshape(len(secrets), -1)
+    return np.array([int.from_bytes(hashlib.sha256(row.tobytes()).digest()[:8], "big") >> 2 for row in rows],
+                    dtype=np.int64)

@@ -5,7 +5,8 @@ configuration, and also on the code that draws the secrets, trains the models an
 on the libraries it runs on: a journal written before an upgrade (or any edit of the random streams) holds
 scores of models trained for other secrets, and pairing them with this run's secrets yields a meaningless
 success rate, a PASS where the mechanism leaks. So the key digests the source of the packages that run a
-trial (``fdp_audit`` and ``attacks``), a third-party mechanism's source file, and the library versions.
+trial (``fdp_audit`` and ``attacks``), the data, the library versions, and the file a third-party
+mechanism's spec names — only that file: after editing modules it imports, delete the journal.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import attacks
 import fdp_audit
 from fdp_audit.audit.third_party import load_mechanism
 from fdp_audit.config import Config
+from fdp_audit.data.prepare import PreparedData
 
 PACKAGES = (fdp_audit, attacks)
 
@@ -54,9 +56,12 @@ def third_party_digest(spec: str) -> str | None:
     return _file_digest(Path(origin)) if origin and Path(origin).is_file() else None
 
 
-def journal_key(config: Config, versions: dict[str, str]) -> str:
-    """The journal key of a run: configuration, library versions, and the digests above (16 hex digits)."""
+def journal_key(config: Config, versions: dict[str, str], data: PreparedData) -> str:
+    """The journal key of a run (16 hex digits): configuration, library versions, the data's fingerprints (a
+    CSV path names a file whose rows may change), and the digests above."""
     third_party = config.mechanism.third_party
-    content: dict[str, Any] = {"config": config.to_dict(), "versions": versions, "source": source_digest(),
-                               "third_party_source": None if third_party is None else third_party_digest(third_party)}
+    content: dict[str, Any] = {
+        "config": config.to_dict(), "versions": versions, "source": source_digest(),
+        "third_party_source": None if third_party is None else third_party_digest(third_party),
+        "data": [data.train.fingerprint, data.population.fingerprint]}
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]

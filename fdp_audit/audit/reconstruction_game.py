@@ -27,6 +27,7 @@ from attacks import ATTACKS, Attack, Knowledge, View
 from attacks.success import reconstruction_success
 from fdp_audit.accounting.ball import ball_gaussian, ball_uniform_box
 from fdp_audit.audit.games import game_attacks, trained_views
+from fdp_audit.audit.journal import secret_digests
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
@@ -127,11 +128,12 @@ def reconstruction_game(config: Config, data: PreparedData, trials: int, device:
     hyper = problem.hyper
     knowledge = Knowledge(problem.model, template[None, :], label, torch.ones(1), x, y, hyper.noise_multiplier,
                           hyper.sample_rate, hyper.clip_norm, protected_coordinates=protected)
-    attacks = {name: attack.fit(knowledge) for name, attack in attacks.items()}
-
     indices = np.arange(trials) + INDEX_OFFSET
     truth = secret_values(config.seed, indices, audit.reconstruction_prior, audit.reconstruction_scale,
                           len(protected))
+    digests = secret_digests(truth.numpy())
+    journal.check_reusable(GAME, indices, digests, attacks, len(protected))
+    attacks = {name: attack.fit(knowledge) for name, attack in attacks.items()}
     finished = journal.finished(GAME)
     todo = np.array([i for i in range(trials) if int(indices[i]) not in finished], dtype=np.int64)
     if len(todo):
@@ -144,8 +146,8 @@ def reconstruction_game(config: Config, data: PreparedData, trials: int, device:
             params = {name: value.detach().cpu() for name, value in view.params.items()}
             estimates = {name: attack.infer(View(params)).estimate.detach().double().numpy()
                          for name, attack in attacks.items()}
-            # the journal's label slot is unused: the truth is recomputed from the GAME stream
-            journal.record(GAME, model_indices.numpy(), np.zeros(len(model_indices), np.int64), estimates)
+            position = model_indices.numpy() - INDEX_OFFSET
+            journal.record(GAME, model_indices.numpy(), digests[position], estimates)
     finished = journal.finished(GAME)
     estimates = {name: np.array([finished[int(i)][1][name] for i in indices], dtype=float) for name in attacks}
     ball = ball_per_radius(audit.reconstruction_prior, audit.reconstruction_scale, len(protected), rho)

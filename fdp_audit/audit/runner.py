@@ -146,7 +146,8 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
     mech, audit = config.mechanism, config.audit
     data = prepare_data(config.data, config.seed)
     device = resolve_device(config.device)
-    journal = Journal(None if out_dir is None else out_dir / "journal.jsonl", journal_key(config, versions()))
+    journal = (Journal(None, "") if out_dir is None
+               else Journal(out_dir / "journal.jsonl", journal_key(config, versions(), data)))
     chunk = audit.max_models_per_chunk or DEFAULT_CHUNK
     add_remove, replace_one = accountant(mech), accountant(mech, "replace")
     records: list[GameRecord | ReconstructionRecord] = []

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -18,9 +19,13 @@ import numpy as np
 import pytest
 
 from fdp_audit.audit import provenance
-from fdp_audit.audit.journal import Journal
+from fdp_audit.audit.journal import Journal, secret_digests
 from fdp_audit.audit.provenance import journal_key
+from fdp_audit.audit.reconstruction_game import secret_values
+from fdp_audit.audit.runner import run_audit
 from fdp_audit.config import config_from_dict, load_config
+from fdp_audit.data.prepare import PreparedData, prepare_data
+from fdp_audit.errors import BadInputError
 
 VOLATILE = ("created", "checksum")
 THIRD_PARTY_EXAMPLES = Path(__file__).parent / "third_party_mechanisms.py"
@@ -85,18 +90,27 @@ def test_in_memory_journal_writes_nothing(tmp_path: Path) -> None:
 VERSIONS = {"fdp_audit": "0.1.0", "torch": "2.13.0"}
 
 
+def _key(raw: dict[str, Any], versions: dict[str, str] = VERSIONS, data: PreparedData | None = None) -> str:
+    config = config_from_dict(raw)
+    return journal_key(config, versions, data or prepare_data(config.data, config.seed))
+
+
 def test_journal_key_depends_on_everything_that_changes_trials(small_config, monkeypatch) -> None:
-    """Configuration, library versions and the source of the code that runs a trial: a journal written by
-    another version of the streams would pair its scores with other secrets."""
-    config = config_from_dict(small_config())
-    base = journal_key(config, VERSIONS)
-    assert base == journal_key(config_from_dict(small_config()), dict(VERSIONS))
-    assert base != journal_key(config_from_dict(small_config(seed=1)), VERSIONS)
-    assert base != journal_key(config_from_dict(small_config(mechanism={"steps": 21})), VERSIONS)
-    assert base != journal_key(config_from_dict(small_config(audit={"trials": 25})), VERSIONS)
-    assert base != journal_key(config, {**VERSIONS, "torch": "2.14.0"})
+    """Configuration, data, library versions and the source of the code that runs a trial: a journal written
+    by another version of the streams would pair its scores with other secrets."""
+    raw = small_config()
+    base = _key(raw)
+    assert base == _key(small_config(), dict(VERSIONS))
+    assert base != _key(small_config(seed=1))
+    assert base != _key(small_config(mechanism={"steps": 21}))
+    assert base != _key(small_config(audit={"trials": 25}))
+    assert base != _key(raw, {**VERSIONS, "torch": "2.14.0"})
+    data = prepare_data(config_from_dict(raw).data, raw["seed"])
+    assert base == _key(raw, data=data)
+    edited = replace(data, population=replace(data.population, fingerprint="rows edited in the CSV"))
+    assert base != _key(raw, data=edited)
     monkeypatch.setattr(provenance, "source_digest", lambda: "edited")
-    assert base != journal_key(config, VERSIONS)
+    assert base != _key(raw)
 
 
 def test_source_digest_follows_every_file_of_the_packages(tmp_path: Path, monkeypatch) -> None:
@@ -111,42 +125,81 @@ def test_source_digest_follows_every_file_of_the_packages(tmp_path: Path, monkey
         provenance.source_digest.cache_clear()
         return provenance.source_digest()
 
-    first = digest()
-    assert digest() == first
-    (package / "sub" / "streams.py").write_text("A = 2\n")
-    edited = digest()
-    assert edited != first
-    (package / "sub" / "streams.py").rename(package / "sub" / "moved.py")
-    assert digest() not in (first, edited)
-    provenance.source_digest.cache_clear()
+    try:
+        first = digest()
+        assert digest() == first
+        (package / "sub" / "streams.py").write_text("A = 2\n")
+        edited = digest()
+        assert edited != first
+        (package / "sub" / "streams.py").rename(package / "sub" / "moved.py")
+        assert digest() not in (first, edited)
+    finally:
+        provenance.source_digest.cache_clear()  # the real packages' digest for the rest of the session
 
 
 def test_journal_key_follows_a_third_party_source_file(small_config, tmp_path: Path) -> None:
     mechanism = tmp_path / "mechanism.py"
     mechanism.write_text(THIRD_PARTY_EXAMPLES.read_text())
-    config = config_from_dict(small_config("dp_sgd", mechanism={"third_party": f"{mechanism}:honest_dp_sgd"}))
-    before = journal_key(config, VERSIONS)
-    assert journal_key(config, VERSIONS) == before
+    raw = small_config("dp_sgd", mechanism={"third_party": f"{mechanism}:honest_dp_sgd"})
+    before = _key(raw)
+    assert _key(raw) == before
     mechanism.write_text(THIRD_PARTY_EXAMPLES.read_text() + "\n# an edit\n")
-    assert journal_key(config, VERSIONS) != before
+    assert _key(raw) != before
     # module:function names the module's file
     expected = hashlib.sha256(THIRD_PARTY_EXAMPLES.read_bytes()).hexdigest()
     assert provenance.third_party_digest("tests.audit.third_party_mechanisms:honest_dp_sgd") == expected
 
 
-def test_a_journaled_trial_with_another_secret_stops_the_audit(small_config, write_yaml, cli, tmp_path: Path) -> None:
-    """Defence in depth behind the key: a journal line whose secret differs from the one this run draws (a
-    hand-edited or foreign journal under the same key) is refused, not averaged in."""
+def _flip_secret(row: dict[str, Any]) -> str:
+    row["labels"][0] = 1 - row["labels"][0]
+    return "another secret"
+
+
+def _drop_attack(row: dict[str, Any]) -> str:
+    del row["scores"]["iterates"]
+    return "no 2 scores of attack 'iterates'"
+
+
+def _ragged_scores(row: dict[str, Any]) -> str:
+    row["scores"]["iterates"][0] = [0.5]
+    return "no 2 scores of attack 'iterates'"
+
+
+@pytest.mark.parametrize("edit", [_flip_secret, _drop_attack, _ragged_scores])
+def test_an_edited_journal_stops_the_audit(small_config, write_yaml, cli, tmp_path: Path, edit) -> None:
+    """Defence in depth behind the key: a journal line with a secret other than the one this run draws, or
+    without a score vector of the right length for every attack (a hand-edited or foreign journal under the
+    same key), is refused with exit 2 before any model is trained, not averaged in."""
     config = resume_config(small_config, write_yaml, tmp_path, steps=5, chunk=6, trials=6)
     out = tmp_path / "out"
     assert cli("audit", config, "--out", out).code in FINISHED
     rows = journal_rows(out / "journal.jsonl")
-    rows[0]["labels"][0] = 1 - rows[0]["labels"][0]
+    message = edit(rows[0])
     (out / "journal.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     (out / "results.json").unlink()
     result = cli("audit", config, "--out", out)
-    assert result.code == 2 and "journal.jsonl: trial" in result.err and "another secret" in result.err
+    assert result.code == 2 and "journal.jsonl: trial" in result.err and message in result.err, result.err
     assert not (out / "results.json").exists()
+
+
+def test_reconstruction_trials_are_journaled_with_a_digest_of_their_secret(tmp_path: Path) -> None:
+    """The reconstruction game's secret is a vector: the journal keeps a digest of it per trial, and a
+    journaled digest that differs from this run's secret stops the audit like a categorical one."""
+    config = config_from_dict({
+        "seed": 5, "device": "cpu",
+        "data": {"dataset": "synthetic", "protected": ["protected-0", "protected-1"], "synthetic_rows": 100,
+                 "synthetic_prior_kind": "gaussian"},
+        "mechanism": {"name": "dp_sgd", "sample_rate": 0.25, "steps": 5, "noise_multiplier": 1.0},
+        "audit": {"trials": 6, "games": ["reconstruction"], "attacks": ["prior", "reconstruction"]},
+    })
+    run_audit(config, tmp_path)
+    (row,) = journal_rows(tmp_path / "journal.jsonl")
+    truth = secret_values(5, np.array(row["indices"]), "gaussian", 1.0, 2).numpy()
+    assert row["labels"] == secret_digests(truth).tolist()
+    row["labels"][3] += 1
+    (tmp_path / "journal.jsonl").write_text(json.dumps(row) + "\n")
+    with pytest.raises(BadInputError, match="trial .* another secret"):
+        run_audit(config, tmp_path)
 
 
 # -- resume ------------------------------------------------------------------------------------------------------
