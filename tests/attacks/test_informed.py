@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.func import grad, vmap
 
-from attacks import ATTACKS, Knowledge, View, gradient_matching
+from attacks import ATTACKS, Knowledge, View
 from attacks.gradient_matching import match_gradient
 from attacks.informed import InformedGradientAttack, informed_residual
 from attacks.reconstruction import read_first_layer
@@ -107,14 +107,14 @@ def test_continuous_reconstruction_at_the_optimum(continuous, name: str) -> None
 
 
 @pytest.mark.parametrize(("hidden", "classes"), [((), 3), ((16,), 2), ((8, 8), 3)])
-def test_both_readers_invert_an_exact_gradient(monkeypatch, hidden: tuple[int, ...], classes: int) -> None:
+def test_both_readers_invert_an_exact_gradient(hidden: tuple[int, ...], classes: int) -> None:
     """Given a target's exact loss gradient at arbitrary parameters of a multiclass logistic regression or an
     MLP, the closed form (rank-one first layer) returns its protected values. Logistic regression's mismatch
     has one zero and gradient matching reaches it from the prior's centre. An MLP's mismatch is only
     piecewise smooth in v (ReLU kinks) and not convex: matching started 0.05 from the truth stalls at a kink
     for about 2 % of targets (14 of 640 over 40 parameter draws), so at least 6 of the 8 must be recovered
-    (a correct matcher fails that with probability about 6e-4; the seeds are fixed) and none may end worse
-    than it started. The attack therefore also starts from the closed form."""
+    (a correct matcher fails that with probability about 6e-4; the seeds are fixed). The attack therefore
+    also starts from the closed form."""
     d, trials, protected = 6, 8, (1, 4)
     model = Model("mlp" if hidden else "logistic", d, classes, hidden)
     params = {k: v.double() for k, v in model.init(streams.model_keys(5, range(trials))).items()}
@@ -140,9 +140,6 @@ def test_both_readers_invert_an_exact_gradient(monkeypatch, hidden: tuple[int, .
     recovered = (estimate - truth).abs().amax(dim=1) < 1e-6
     assert int(recovered.sum()) >= (trials if not hidden else trials - 2)
     assert float(mismatch[recovered].max()) < 1e-16
-    monkeypatch.setattr(gradient_matching, "MAX_ITERATIONS", 0)  # the mismatch at the start itself
-    _, start_mismatch = match_gradient(knowledge, params, gradient, start)
-    assert bool((mismatch <= start_mismatch).all())
 
 
 def test_a_vanishing_gradient_leaves_the_prior_centre() -> None:
