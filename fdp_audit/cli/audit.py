@@ -26,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--games", type=int, metavar="N", help="with a checkpoint: replay its recipe in N trials")
     parser.add_argument("--out", help="output folder (default: report.out_dir of the config)")
     parser.add_argument("--seed", type=int, help="override the config's seed")
+    parser.add_argument("--canaries", metavar="MANIFEST",
+                        help="with a checkpoint trained with --canaries: the one-run audit of its canaries (gating)")
     parser.add_argument("--gate-on-estimated", action="store_true",
                         help="with a checkpoint: let the attacks on its real records (estimated bound) fail the gate")
     parser.set_defaults(handler=run)
@@ -75,6 +77,22 @@ def checkpoint_results(args: argparse.Namespace) -> tuple[dict, Path]:
     return results, Path(args.out or checkpoint.config.report.out_dir)
 
 
+def one_run_results(args: argparse.Namespace) -> tuple[dict, Path]:
+    """The one-run audit of a checkpoint's canaries (``--canaries MANIFEST``)."""
+    from fdp_audit.audit.one_run.canaries import one_run_results as results_of
+
+    for flag, value in (("--trials", args.trials), ("--seed", args.seed), ("--games", args.games)):
+        if value is not None:
+            raise BadInputError("does not apply to a one-run audit", flag)
+    if Path(args.target).suffix != ".pt":
+        raise BadInputError("a one-run audit takes the checkpoint trained with --canaries", "target")
+    alpha = 0.05 if args.alpha is None else args.alpha
+    if not 0 < alpha < 1:
+        raise BadInputError("must be in (0, 1)", "--alpha")
+    results = results_of(Path(args.target), Path(args.canaries), alpha, shlex.join(["fdp-audit", *sys.argv[1:]]))
+    return results, Path(args.out or Path(args.target).parent)
+
+
 def run(args: argparse.Namespace) -> int:
     from fdp_audit.audit.checkpoint_audit import summary_lines
     from fdp_audit.audit.results import write_results
@@ -83,7 +101,9 @@ def run(args: argparse.Namespace) -> int:
 
     if args.games is not None and args.games < 1:
         raise BadInputError("must be >= 1", "--games")
-    if Path(args.target).suffix == ".pt" and not args.games:
+    if args.canaries is not None:
+        results, out = one_run_results(args)
+    elif Path(args.target).suffix == ".pt" and not args.games:
         results, out = checkpoint_results(args)
     else:
         if args.gate_on_estimated:
@@ -97,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
     verdict = results["verdict"]
     if "checkpoint_audit" in results:
         print("\n".join(summary_lines(results["checkpoint_audit"])))
+    if "one_run" in results:
+        from fdp_audit.audit.one_run.evaluation import summary_lines as one_run_lines
+
+        print("\n".join(one_run_lines(results["one_run"])))
     print(f"{verdict['status']}: {verdict['explanation']}")
     print(f"results: {path}\nreport: {report}")
     return EXIT_VIOLATION if verdict["status"] == "VIOLATION" else EXIT_OK

@@ -15,6 +15,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", help="checkpoint path (default: <report.out_dir>/model.pt)")
     parser.add_argument("--seed", type=int, help="override the config's seed")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="override the config's device")
+    parser.add_argument("--canaries", type=int, metavar="M", help="insert M gradient canaries for a one-run audit; "
+                        "writes <out>.canary-release.pt and the secrets' manifest <out>.canaries.json beside it")
+    parser.add_argument("--canary-game", choices=("inclusion", "value"),
+                        help="one-run game (default: value for FDP mechanisms, inclusion otherwise)")
+    parser.add_argument("--canary-values", type=int, default=2, metavar="K",
+                        help="candidates per canary in the value game (default 2)")
     parser.set_defaults(handler=run)
 
 
@@ -29,9 +35,15 @@ def run(args: argparse.Namespace) -> int:
         config = replace(config, device=args.device)
     seed = config.seed if args.seed is None else args.seed
     data = prepare_data(config.data, config.seed)
-    trained = train_one(config, data, seed, progress=True)
     out = Path(args.out) if args.out else Path(config.report.out_dir) / "model.pt"
-    save_checkpoint(out, trained.params, trained.metadata)
+    if args.canaries is not None:
+        from fdp_audit.audit.one_run.canaries import train_with_canaries
+
+        trained = train_with_canaries(config, data, args.canaries, out, seed, args.canary_game, args.canary_values)
+        print(f"canary release: {trained.release}\ncanary manifest (secrets): {trained.manifest}")
+    else:
+        trained = train_one(config, data, seed, progress=True)
+        save_checkpoint(out, trained.params, trained.metadata)
     eps = trained.metadata["epsilon"]
     eps_text = "∞" if eps is None else f"{eps:.3f}"
     print(f"trained {config.mechanism.name} (z={trained.metadata['noise_multiplier']:.4g}, "

@@ -18,6 +18,7 @@ from fdp_audit.report import figures, texts
 from fdp_audit.report.format import number, signed
 from fdp_audit.report.games import DISTINGUISHING_GAMES, game_sections
 from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, scalar, span, status, text
+from fdp_audit.report.one_run import one_run_section
 from fdp_audit.report.svg import UnsafeSvgError, inline_svg
 
 SCHEMA_VERSION = 1
@@ -92,6 +93,7 @@ def build_view(results: dict[str, Any]) -> ReportView:
         "sweep": _sweep,
         "tightness": _tightness,
         "checkpoint_audit": _checkpoint,
+        "one_run": one_run_section,
         "profile": lambda node: _free_form(node, "profile", "Privacy profiles and the ε transition", texts.PROFILE),
         "corrdp": lambda node: _free_form(node, "corrdp", "CorrDP (correlation-aware DP)", texts.CORRDP),
         "utility": _utility,

@@ -38,6 +38,15 @@ A *gradient canary* (the audit-only hook of SPEC 3, ``iterates``) fixes the cana
 gradient and its public-loss gradient to given vectors; the mechanism then treats them as it treats any
 record's gradients (it clips them, or fails to, exactly as it does for real records).
 
+A *canary block* (:class:`CanaryBlock`, one-run audits) inserts M gradient canaries into each model at once.
+The model gets ``2M + M₀`` extra parameters that its forward pass never reads, so no real record's gradient
+touches them: canary i's private gradient is a value on block coordinate i, its public gradient a value on
+coordinate M + i, and the last M₀ coordinates receive nothing but the mechanism's noise. The canaries are
+records in slots n … n+M-1 of the data set: the Poisson sampler (stream A) draws them with the real records,
+the public batches (stream B) too, and clipping, noise, normalisation and the optimiser treat their
+coordinates as any other. The noise of the model's own coordinates is the prefix of the noise stream, so a
+model's coordinates receive the same noise with or without a block.
+
 Where a step's time goes (issue 12; ``python -m benchmarks.b2_batched`` prints it): for 256 DP-SGD
 logistic regressions on Adult (expected batch 256, one CPU thread, 8–10 ms a step) about 40 % gathers
 batch rows for the logits, 20 % is the Poisson sampler (its counter hash, then the gaps), 12 % the
@@ -121,6 +130,35 @@ class Canaries:
 
 
 @dataclass(frozen=True)
+class CanaryBlock:
+    """M gradient canaries per model on a block of ``2M + null`` parameters appended to the model (module doc).
+
+    Canary i of model r is in the private population when ``in_private[r, i]``; its raw private gradient is
+    ``private_values[r, i]`` times block coordinate i, its public gradient ``public_values[r, i]`` times block
+    coordinate M + i. Every canary is in the public population (its Ψ is public)."""
+
+    private_values: torch.Tensor  # [R, M]
+    public_values: torch.Tensor  # [R, M]
+    in_private: torch.Tensor  # [R, M] bool
+    null: int  # coordinates that only noise reaches
+
+    @property
+    def count(self) -> int:
+        return self.private_values.shape[1]
+
+    @property
+    def size(self) -> int:
+        return 2 * self.count + self.null
+
+    def take(self, rows: torch.Tensor, device: torch.device) -> CanaryBlock:
+        return CanaryBlock(self.private_values.to(device)[rows], self.public_values.to(device)[rows],
+                           self.in_private.to(device)[rows], self.null)
+
+
+BLOCK_KEY = "canary.block"  # the parameter entry of a canary block
+
+
+@dataclass(frozen=True)
 class Iterates:
     """What the ``iterates`` adversary sees (SPEC 3): every released noisy private sum and public gradient,
     and the public batches' use of the canary slot (stream B is independent of the data, so releasing it
@@ -146,11 +184,14 @@ def flatten(tree: Params, lead: int) -> torch.Tensor:
 
 
 def unflatten(flat: torch.Tensor, model: Model) -> Params:
+    """The inverse of :func:`flatten`; columns beyond the model's parameters are its canary block."""
     out, start = {}, 0
     for name, shape in model.shapes().items():
         size = math.prod(shape)
         out[name] = flat[..., start:start + size].reshape(*flat.shape[:-1], *shape)
         start += size
+    if flat.shape[-1] > start:
+        out[BLOCK_KEY] = flat[..., start:]
     return out
 
 
@@ -182,10 +223,11 @@ class _Step:
     and the data set is never copied per model."""
 
     def __init__(self, problem: TrainingProblem, keys: torch.Tensor, canaries: Canaries | None,
-                 device: torch.device):
+                 device: torch.device, block: CanaryBlock | None = None):
         self.p, self.keys, self.device = problem, keys, device
         self.recipe, self.hyper, self.model = problem.recipe, problem.hyper, problem.model
-        self.canaries = canaries
+        self.canaries, self.block = canaries, block
+        self.clip_norm = self.hyper.clip_norm if self.recipe.clip else None
         self.n = problem.n
         self.rate = min(1.0, self.hyper.sample_rate * self.recipe.rate_factor)
         self.expected_batch = self.rate * self.n
@@ -255,6 +297,18 @@ class _Step:
             return idx
         return torch.where(is_canary, self.canary_rows[:, None], idx.clamp(max=self.n - 1))
 
+    def _block_slots(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Sampled slots ``[R, K]`` with the block canaries' slots (n and above) sent to row 0, the canary id of
+        each slot (0 where none), and which slots are block canaries."""
+        in_block = idx >= self.n
+        return torch.where(in_block, 0, idx), (idx - self.n).clamp(min=0), in_block
+
+    def _on_block(self, ids: torch.Tensor, values: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        """``[R, block size]``: ``values`` ``[R, K]`` summed onto block coordinates ``offset + ids``."""
+        assert self.block is not None
+        out = torch.zeros(values.shape[0], self.block.size, dtype=values.dtype, device=self.device)
+        return out.scatter_add_(1, ids + offset, values)
+
     @staticmethod
     def _gather(table: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         return table.index_select(0, rows.flatten()).view(*rows.shape, *table.shape[1:])
@@ -275,14 +329,20 @@ class _Step:
         models clip from record tables (:mod:`fdp_audit.training.glm`), other linear stacks by ghost norms
         (:mod:`fdp_audit.training.ghost`), other models from materialised gradients."""
         r = self.keys.shape[0]
-        n_slots = self.n + (1 if self.canaries is not None else 0)
+        n_slots = self.n + (1 if self.canaries is not None else 0) + (self.block.count if self.block else 0)
         idx, valid = streams.poisson_sample(self.keys, step, n_slots, self.rate, self.device)
+        block_ids = block_hits = None
+        if self.block is not None:  # slots n … n+M-1: present canaries join the batch on the block only
+            idx, block_ids, in_block = self._block_slots(idx)
+            block_hits = in_block & valid & self.block.in_private.gather(1, block_ids)
+            valid = valid & ~in_block
         is_canary = idx == self.n
         if self.canaries is not None:
             valid = valid & ~(is_canary & ~self.canaries.in_private[:, None])
         is_canary = is_canary & valid
         rows = self._rows(idx, is_canary)
-        batch = {"rows": rows, "valid": valid, "is_canary": is_canary}
+        batch = {"rows": rows, "valid": valid, "is_canary": is_canary, "block_ids": block_ids,
+                 "block_hits": block_hits}
         if idx.shape[1] == 0:
             flat = torch.zeros(r, self.model.n_parameters, device=self.device)
         else:
@@ -290,7 +350,7 @@ class _Step:
             override = None
             if self.canaries is not None and self.canaries.private_gradient is not None:
                 override = ghost.GradientOverride(is_canary, self.canaries.private_gradient)
-            clip_norm = self.hyper.clip_norm if self.recipe.clip else None
+            clip_norm = self.clip_norm
             decomposed = self.recipe.private_loss == "decomposed"
             if self.tables is not None:  # a GLM: norms and sums straight from the record tables
                 flat = glm.clipped_private_sum(params, self.tables, rows, y, valid, clip_norm, self.label_free,
@@ -305,6 +365,11 @@ class _Step:
                 x = self._gather(self.x_table, rows)
                 public_inputs = self._public_inputs(rows, step, streams.Stream.PRIVATE_PAD) if decomposed else x
                 flat = self._materialised_sum(params, x, y, public_inputs, valid, clip_norm, override)
+        if self.block is not None:
+            values = self.block.private_values.gather(1, block_ids) * block_hits
+            if clip_norm is not None:  # a canary's gradient lies on one coordinate: its norm is |value|
+                values = values * torch.clamp(clip_norm / values.abs().clamp_min(1e-12), max=1.0)
+            flat = torch.cat([flat, self._on_block(block_ids, values)], dim=1)
         if self.sigma > 0:
             flat = flat + self.sigma * streams.normal(self.keys, step, streams.Stream.NOISE,
                                                       flat.shape[1], self.device, flat.dtype)
@@ -334,18 +399,26 @@ class _Step:
                     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Public gradient ``[R, P]`` and how often each model's canary was in its public batch."""
         r = self.keys.shape[0]
+        block_ids = block_hits = None
         if private_batch is not None:  # shared batch (Proposition 3): the private Poisson batch
             rows, is_canary = private_batch["rows"], private_batch["is_canary"]
+            block_ids, block_hits = private_batch["block_ids"], private_batch["block_hits"]
             weights = private_batch["valid"].to(self.p.x.dtype)
             denominator = self.expected_batch
         else:
             has = (self.canaries.in_public.long() if self.canaries is not None
                    else torch.zeros(r, dtype=torch.long, device=self.device))
+            if self.block is not None:
+                has = has + self.block.count
             idx = streams.uniform_indices(self.keys, step, streams.Stream.PUBLIC_SAMPLE,
                                           self.hyper.public_batch_size, self.n + has, self.device)
+            if self.block is not None:
+                idx, block_ids, block_hits = self._block_slots(idx)
             is_canary = idx == self.n
             rows = self._rows(idx, is_canary)
             weights = torch.ones(idx.shape, dtype=self.p.x.dtype, device=self.device)
+            if block_hits is not None:
+                weights = weights * ~block_hits
             denominator = float(self.hyper.public_batch_size)
         counts = is_canary.sum(dim=1)
         gradient_canary = self.canaries is not None and self.canaries.public_gradient is not None
@@ -365,6 +438,13 @@ class _Step:
             if self.recipe.public_reads_protected:  # the full loss: ∇ℓ = ∇ℓ_pub∘Ψ + ∇ℓ_priv
                 canary_grad = canary_grad + self.canaries.private_gradient
             flat = flat + counts[:, None].to(flat.dtype) * canary_grad.to(flat.dtype)
+        if self.block is not None:
+            assert block_ids is not None and block_hits is not None
+            block = self._on_block(block_ids, self.block.public_values.gather(1, block_ids) * block_hits,
+                                   self.block.count)
+            if self.recipe.public_reads_protected:  # the full loss: ∇ℓ = ∇ℓ_pub∘Ψ + ∇ℓ_priv
+                block = block + self._on_block(block_ids, self.block.private_values.gather(1, block_ids) * block_hits)
+            flat = torch.cat([flat, block.to(flat.dtype)], dim=1)
         return flat / denominator, counts
 
 
@@ -382,7 +462,7 @@ def _available_bytes(device: torch.device) -> int:
     return int(os.environ.get("FDP_AUDIT_MEMORY_BYTES", 4 << 30))
 
 
-def bytes_per_model(problem: TrainingProblem, record_iterates: bool) -> int:
+def bytes_per_model(problem: TrainingProblem, record_iterates: bool, block_size: int = 0) -> int:
     """Peak memory one model adds to a chunk, following the path its private part takes
     (:func:`private_path`; float32, over the widest Poisson batch): the GLM path holds a few values per
     example and output (logits, their gradients, norms, weights; its gathered rows live in one shared
@@ -393,7 +473,7 @@ def bytes_per_model(problem: TrainingProblem, record_iterates: bool) -> int:
     h, model = problem.hyper, problem.model
     rate = min(1.0, h.sample_rate * problem.recipe.rate_factor)
     width = rate * problem.n + 6 * math.sqrt(max(rate * problem.n, 1)) + 16
-    p = model.n_parameters
+    p = model.n_parameters + block_size
     activations = model.n_inputs + sum(model.hidden) + model.n_outputs
     batch = max(width, h.public_batch_size)
     terms = 2 if problem.recipe.private_loss == "decomposed" else 1
@@ -410,9 +490,9 @@ def bytes_per_model(problem: TrainingProblem, record_iterates: bool) -> int:
 
 
 def chunk_size_for(problem: TrainingProblem, record_iterates: bool, device: torch.device,
-                   n_models: int, limit: int | None = None) -> int:
+                   n_models: int, limit: int | None = None, block_size: int = 0) -> int:
     """Models per chunk: what fits in a quarter of the available memory (the resource guard)."""
-    per_model = bytes_per_model(problem, record_iterates)
+    per_model = bytes_per_model(problem, record_iterates, block_size)
     budget = _available_bytes(device) // 4
     fits = budget // max(per_model, 1)
     if fits < 1:
@@ -426,18 +506,23 @@ def chunk_size_for(problem: TrainingProblem, record_iterates: bool, device: torc
 def train_models(problem: TrainingProblem, seed: int, model_indices: Sequence[int] | torch.Tensor,
                  canaries: Canaries | None = None, record_iterates: bool = False,
                  device: torch.device | str = "cpu", max_chunk: int | None = None,
-                 progress: bool = False, on_step: Callable[[int, Params], None] | None = None
-                 ) -> Iterator[ChunkResult]:
+                 progress: bool = False, on_step: Callable[[int, Params], None] | None = None,
+                 canary_block: CanaryBlock | None = None) -> Iterator[ChunkResult]:
     """Train one model per index, in memory-sized chunks, yielding each chunk when it is done.
 
-    ``canaries`` (if given) has one row per entry of ``model_indices``. Results stream out chunk by chunk
+    ``canaries`` (one canary record per model) or ``canary_block`` (M gradient canaries per model; the models'
+    parameters then include :data:`BLOCK_KEY`), if given, has one row per entry of ``model_indices``.
+    Results stream out chunk by chunk
     so that callers never hold all models at once. ``on_step(done, params)``, if given, is called after every
     optimiser step of every chunk (``done`` counts public pre-training steps first, then private steps).
     """
     device = torch.device(device)
     indices = torch.as_tensor(list(model_indices), dtype=torch.long)
     problem = problem.to(device)
-    size = chunk_size_for(problem, record_iterates, device, len(indices), max_chunk)
+    if canaries is not None and canary_block is not None:
+        raise ValueError("a model takes either one canary record or a canary block")
+    size = chunk_size_for(problem, record_iterates, device, len(indices), max_chunk,
+                          0 if canary_block is None else canary_block.size)
     starts = range(0, len(indices), size)
     for start in tqdm(starts, desc="training chunks", disable=not progress or len(starts) < 2):
         rows = torch.arange(start, min(start + size, len(indices)))
@@ -446,18 +531,23 @@ def train_models(problem: TrainingProblem, seed: int, model_indices: Sequence[in
             chunk_canaries = Canaries(*(None if t is None else t.to(device) for t in (
                 canaries.x, canaries.y, canaries.in_private, canaries.in_public,
                 canaries.private_gradient, canaries.public_gradient))).take(rows.to(device))
+        chunk_block = None if canary_block is None else canary_block.take(rows.to(device), device)
         keys = streams.model_keys(seed, indices[rows])
-        params, iterates = _train_chunk(problem, keys, chunk_canaries, record_iterates, device, on_step)
+        params, iterates = _train_chunk(problem, keys, chunk_canaries, record_iterates, device, on_step, chunk_block)
         yield ChunkResult(indices[rows], params, iterates)
 
 
 def _train_chunk(problem: TrainingProblem, keys: torch.Tensor, canaries: Canaries | None,
                  record_iterates: bool, device: torch.device,
-                 on_step: Callable[[int, Params], None] | None = None) -> tuple[Params, Iterates | None]:
+                 on_step: Callable[[int, Params], None] | None = None, block: CanaryBlock | None = None
+                 ) -> tuple[Params, Iterates | None]:
     recipe, hyper, model = problem.recipe, problem.hyper, problem.model
-    step = _Step(problem, keys, canaries, device)
+    step = _Step(problem, keys, canaries, device, block)
     params = model.init(keys, device)
     r, p_count = keys.shape[0], model.n_parameters
+    if block is not None:
+        params[BLOCK_KEY] = torch.zeros(r, block.size, device=device)
+        p_count += block.size
     optimizer = Optimizer(hyper.optimizer)
     if hyper.public_pretrain_steps and problem.public_loss is not None:
         for t in range(hyper.public_pretrain_steps):

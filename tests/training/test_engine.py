@@ -282,3 +282,56 @@ def test_steps_where_no_model_samples_anyone(mechanism):
     alone = _train(problem, indices=[1], models=1)
     for name in chunk.params:
         torch.testing.assert_close(alone.params[name][0], chunk.params[name][1], rtol=1e-5, atol=1e-5)
+
+
+# -- a canary block of many gradient canaries -----------------------------------------------------------------
+
+def test_canary_block_leaves_the_model_alone_and_matches_a_reference():
+    """M gradient canaries on a block: the model's coordinates equal those trained without the block (same
+    streams), and the block equals the reference Σ_t of clipped sampled canary values plus noise, rebuilt here
+    from the Poisson sampler over n + M slots and the noise stream's tail."""
+    problem = _problem("dp_sgd", steps=8, rate=0.3)
+    hyper, n, m = problem.hyper, problem.n, 50
+    generator = torch.Generator().manual_seed(3)
+    values = 3.0 * torch.where(torch.rand(1, m, generator=generator) < 0.5, -1.0, 1.0)  # raw 6C: clipped to C
+    present = torch.rand(1, m, generator=generator) < 0.5
+    block = engine.CanaryBlock(values, torch.ones(1, m), present, m)
+    (plain,) = train_models(problem, 5, [0])
+    (with_block,) = train_models(problem, 5, [0], canary_block=block)
+    for name, value in plain.params.items():
+        torch.testing.assert_close(with_block.params[name], value, atol=1e-5, rtol=1e-5)
+    keys = streams.model_keys(5, torch.tensor([0]))
+    p_model = problem.model.n_parameters
+    sigma = hyper.noise_multiplier * hyper.clip_norm
+    expected = torch.zeros(block.size, dtype=torch.float64)
+    for t in range(hyper.steps):
+        idx, valid = streams.poisson_sample(keys, t, n + m, hyper.sample_rate)
+        slots = idx[0][valid[0]]
+        canaries = slots[slots >= n] - n
+        step = torch.zeros(block.size, dtype=torch.float64)
+        step[canaries] = (values[0, canaries].sign() * hyper.clip_norm * present[0, canaries]).double()
+        step += sigma * streams.normal(keys, t, streams.Stream.NOISE, p_model + block.size)[0, p_model:].double()
+        expected -= hyper.optimizer.lr * hyper.private_weight * step / (hyper.sample_rate * n)
+    assert expected[:m].abs().max() > 0.1  # the canaries moved their coordinates
+    torch.testing.assert_close(with_block.params[engine.BLOCK_KEY][0].double(), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_canary_block_public_values_follow_the_public_batch():
+    """fdp_sgd: a canary's public value reaches its public coordinate exactly when stream B draws its slot; with
+    the faulty shared batch, exactly when it is in the private Poisson batch."""
+    for mechanism in ("fdp_sgd", "fdp_sgd_shared_batch"):
+        problem = _problem(mechanism, steps=1, noise=1e-6)
+        n, m = problem.n, 30
+        block = engine.CanaryBlock(torch.zeros(1, m), torch.ones(1, m), torch.ones(1, m, dtype=torch.bool), 5)
+        (chunk,) = train_models(problem, 2, [0], canary_block=block)
+        public = -chunk.params[engine.BLOCK_KEY][0, m:2 * m] / problem.hyper.optimizer.lr
+        keys = streams.model_keys(2, torch.tensor([0]))
+        if mechanism == "fdp_sgd":
+            idx = streams.uniform_indices(keys, 0, streams.Stream.PUBLIC_SAMPLE, problem.hyper.public_batch_size,
+                                          torch.tensor([n + m]))[0]
+            hits = torch.bincount(idx[idx >= n] - n, minlength=m).float() / problem.hyper.public_batch_size
+        else:
+            idx, valid = streams.poisson_sample(keys, 0, n + m, problem.hyper.sample_rate)
+            slots = idx[0][valid[0]]
+            hits = torch.bincount(slots[slots >= n] - n, minlength=m).float() / (problem.hyper.sample_rate * n)
+        torch.testing.assert_close(public, hits, atol=1e-4, rtol=1e-4)

@@ -1,0 +1,211 @@
+"""Statistics of a one-run audit: from (canaries, guesses, correct guesses) to a test of a privacy claim and an
+empirical ε.
+
+The game (both papers below). ``m`` canaries are inserted in one training; canary i carries an independent secret
+``S_i`` drawn uniformly from ``k`` values (membership: included or not, ``k = 2``; a protected value from a
+uniform ``k``-value prior with Ψ fixed, for FDP). After the training the auditor guesses the secret of ``c``
+canaries of its choice and abstains on the others; ``c'`` guesses are correct. The mechanism is private with
+respect to each canary's secret with the other canaries fixed, which is the per-record guarantee of the
+accountant (add/remove for inclusion, replace-one for a protected value).
+
+**(ε, δ) analysis** — Steinke, Nasr & Jagielski, "Privacy Auditing with One (1) Training Run", NeurIPS 2023
+(arXiv:2305.08846, main theorem, Theorem 3; ``k = 2``). If the mechanism is (ε, δ)-DP, the number W of correct
+guesses among at most ``c`` satisfies, for every v,
+
+    P[W >= v] <= β(v) + 2 m δ · max_{1 <= i <= v} (β(v - i) - β(v)) / i,   β(v) = P[Binomial(c, q) >= v],
+
+with ``q = e^ε / (1 + e^ε)`` (randomized response is the extremal mechanism). With δ = 0 the count of correct
+guesses is stochastically dominated by Binomial(c, q). This right-hand side is the p-value of the claim
+(:func:`steinke_p_value`); the empirical ε is the largest ε whose claim (ε, δ) is rejected at level α
+(:func:`steinke_epsilon`).
+
+**f-DP analysis** — Mahloujifar, Melis & Chaudhuri, "Auditing f-Differential Privacy in One Run", ICML 2025
+(arXiv:2410.22235; the reconstruction game with k candidates and abstention, and its numerical procedure,
+which the paper's appendix states as ``audit_rh_with_cap``). Write ``f̄(α) = 1 - f(α)`` for the *power* of the
+claimed trade-off curve (the largest probability under one neighbour of an event of probability α under the
+other) and ``f̄⁻¹(y) = inf{α : f̄(α) >= y}``. Starting from the hypothesis that the event "at least ``c'`` of
+``c`` guesses are correct" has probability τ, set
+
+    r_{c'} = τ c' / m,   h_{c'} = τ (c - c') / m,
+    h_i = max(h_{i+1}, (k - 1) f̄⁻¹(r_{i+1})),   r_i = min(1, r_{i+1} + i / (c - i) · (h_i - h_{i+1})),   i = c'-1 … 0.
+
+An f-DP mechanism can reach that event with probability τ only if ``r_0 + h_0 <= c / m``; if the recursion ends
+above ``c / m`` the event has probability below τ under the claim, so observing it rejects the claimed f at
+level τ (:func:`fdp_rejects`). The test uses the whole curve, not one (ε, δ) point, which is why it is tighter
+than the (ε, δ) analysis for Gaussian mechanisms. For ``f = f_{ε,0}``, ``k = 2`` the two analyses agree to a
+fraction of a percent in ε (a known-answer test checks it).
+
+**Empirical ε in the claimed family.** A one-run audit that rejects a claim also rejects every *stronger* claim
+of the same family (smaller μ for μ-GDP, a larger noise multiplier for the same subsampled Gaussian mechanism, a
+smaller ε at fixed δ); the empirical ε is the ε(δ) of the weakest claim the data reject at level α
+(:func:`family_epsilon`). That is a statement inside the family — the assumption is stated beside the number —
+while the Steinke ε needs no family.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+from scipy import stats
+
+from fdp_audit.accounting.tradeoff import TradeoffCurve, gaussian_epsilon
+
+InversePower = Callable[[float], float]  # y ↦ f̄⁻¹(y), non-decreasing on [0, 1]
+_NORMAL = NormalDist()
+
+
+def _check_counts(m: int, guesses: int, correct: int) -> None:
+    if not 0 <= correct <= guesses <= m or m < 1:
+        raise ValueError(f"need 0 <= correct <= guesses <= m, m >= 1 (m={m}, guesses={guesses}, correct={correct})")
+
+
+# -- (ε, δ): Steinke, Nasr & Jagielski ---------------------------------------------------------------------------
+
+def steinke_p_value(m: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
+    """Upper bound on ``P[W >= correct]`` for an (ε, δ)-DP mechanism (Theorem 3 of Steinke et al.; module doc)."""
+    _check_counts(m, guesses, correct)
+    q = 1.0 / (1.0 + math.exp(-epsilon))
+    tail = float(stats.binom.sf(correct - 1, guesses, q))
+    if delta == 0 or correct == 0:
+        return min(1.0, tail)
+    below = np.arange(1, correct + 1)
+    between = stats.binom.sf(correct - below - 1, guesses, q) - tail  # P[correct - i <= W < correct]
+    return min(1.0, tail + 2.0 * m * delta * float(np.max(between / below)))
+
+
+def _largest_rejected(rejects: Callable[[float], bool], low: float, high: float, tolerance: float,
+                      limit: float = 1e6) -> float:
+    """The supremum of the parameters in [low, limit] that ``rejects`` (monotone: true below a point, false above),
+    by doubling from ``high`` and then bisection; ``low`` when even ``low`` is not rejected, ``limit`` when
+    ``limit`` is."""
+    if not rejects(low):
+        return low
+    while rejects(high):
+        if high >= limit:
+            return limit
+        low, high = high, min(2.0 * high, limit)
+    while high - low > tolerance * max(1.0, low):
+        middle = 0.5 * (low + high)
+        low, high = (middle, high) if rejects(middle) else (low, middle)
+    return low
+
+
+def steinke_epsilon(m: int, guesses: int, correct: int, delta: float, alpha: float) -> float:
+    """The largest ε such that "(ε, δ)-DP" is rejected at level α: ``sup{ε : p(ε) <= α}`` (0 if none)."""
+    _check_counts(m, guesses, correct)
+    if guesses == 0:
+        return 0.0
+    return _largest_rejected(lambda e: steinke_p_value(m, guesses, correct, e, delta) <= alpha, 0.0, 1.0, 1e-6)
+
+
+# -- f-DP: Mahloujifar, Melis & Chaudhuri -------------------------------------------------------------------------
+
+def gaussian_inverse_power(mu: float) -> InversePower:
+    """``f̄⁻¹`` of μ-GDP: ``1 - G_μ(α) = Φ(Φ⁻¹(α) + μ)``, so ``f̄⁻¹(y) = Φ(Φ⁻¹(y) - μ)``."""
+    if mu == math.inf:
+        return lambda y: 0.0
+
+    def inverse(y: float) -> float:
+        if y <= 0.0:
+            return 0.0
+        if y >= 1.0:
+            return 1.0
+        return _NORMAL.cdf(_NORMAL.inv_cdf(y) - mu)
+
+    return inverse
+
+
+def eps_delta_inverse_power(epsilon: float, delta: float) -> InversePower:
+    """``f̄⁻¹`` of (ε, δ)-DP: ``f̄(α) = min(1, δ + e^ε α, 1 - e^{-ε}(1 - δ - α))``, the minimum of increasing
+    lines, so its inverse is the maximum of theirs: ``max(0, (y - δ) e^{-ε}, 1 - δ - e^ε (1 - y))``."""
+    scale = math.exp(-epsilon)
+
+    def inverse(y: float) -> float:
+        return max(0.0, (y - delta) * scale, 1.0 - delta - (1.0 - y) / scale)
+
+    return inverse
+
+
+def curve_inverse_power(curve: TradeoffCurve) -> InversePower:
+    """``f̄⁻¹`` of a piecewise-linear curve (the PLD accountant's): invert its power ``1 - f`` by interpolation
+    (the power is non-decreasing; a flat run returns its smallest α, the infimum)."""
+    power, alpha = np.asarray(curve.power), np.asarray(curve.alpha)
+    # np.interp needs increasing abscissae: keep the first vertex of each run of equal power (the infimum).
+    keep = np.append(True, np.diff(power) > 0)
+    power, alpha = power[keep], alpha[keep]
+
+    def inverse(y: float) -> float:
+        if y <= power[0]:
+            return 0.0
+        return float(np.interp(y, power, alpha))
+
+    return inverse
+
+
+def fdp_statistic(inverse_power: InversePower, m: int, guesses: int, correct: int, k: int, alpha: float) -> float:
+    """``r_0 + h_0 - c/m`` of the recursion in the module doc at τ = α: positive means the claim is rejected."""
+    _check_counts(m, guesses, correct)
+    if k < 2:
+        raise ValueError("k must be >= 2")
+    if guesses == 0:
+        return -1.0
+    r = alpha * correct / m
+    h = alpha * (guesses - correct) / m
+    for i in range(correct - 1, -1, -1):
+        h_next = max(h, (k - 1) * inverse_power(r))
+        if h_next == h:  # a fixed point: neither r nor h changes again
+            break
+        r = min(1.0, r + i / (guesses - i) * (h_next - h))
+        h = h_next
+    return r + h - guesses / m
+
+
+def fdp_rejects(inverse_power: InversePower, m: int, guesses: int, correct: int, k: int, alpha: float) -> bool:
+    """Whether ``correct`` of ``guesses`` guesses among ``m`` k-ary canaries reject the claimed f at level α."""
+    return fdp_statistic(inverse_power, m, guesses, correct, k, alpha) > 0
+
+
+def gdp_mu_lower_bound(m: int, guesses: int, correct: int, k: int, alpha: float) -> float:
+    """The largest μ such that μ-GDP is rejected at level α (0 if none; ``inf`` if every μ is)."""
+    if guesses == 0:
+        return 0.0
+    return _largest_rejected(
+        lambda mu: fdp_rejects(gaussian_inverse_power(mu), m, guesses, correct, k, alpha), 0.0, 1.0, 1e-4)
+
+
+@dataclass(frozen=True)
+class Family:
+    """A one-parameter family of claims ordered from strong to weak privacy as ``parameter`` grows (μ of GDP, ε at
+    fixed δ, or 1/z of a subsampled Gaussian), with its f̄⁻¹ and the ε(δ) each claim gives."""
+
+    name: str
+    inverse_power: Callable[[float], InversePower]
+    epsilon: Callable[[float], float]
+    start: float = 1.0
+    limit: float = 1e6  # the weakest claim searched; a rejection there is reported as its ε (a lower bound)
+
+
+def gdp_family(delta: float) -> Family:
+    return Family("μ-GDP", gaussian_inverse_power, lambda mu: gaussian_epsilon(delta, mu))
+
+
+def eps_delta_family(delta: float) -> Family:
+    return Family(f"(ε, δ={delta:g})-DP", lambda e: eps_delta_inverse_power(e, delta), lambda e: e)
+
+
+def family_epsilon(family: Family, m: int, guesses: int, correct: int, k: int, alpha: float,
+                   tolerance: float = 1e-3) -> float:
+    """ε(δ) of the weakest claim of ``family`` rejected at level α (0 if even perfect privacy is not rejected)."""
+    _check_counts(m, guesses, correct)
+    if guesses == 0:
+        return 0.0
+    parameter = _largest_rejected(
+        lambda t: fdp_rejects(family.inverse_power(t), m, guesses, correct, k, alpha), 0.0, family.start, tolerance,
+        family.limit)
+    if parameter == 0.0:
+        return 0.0
+    return family.epsilon(parameter)

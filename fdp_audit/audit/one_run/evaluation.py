@@ -1,0 +1,132 @@
+"""A one-run audit's verdict: the guesses of each threat model tested against the claimed trade-off curve, and the
+empirical ε beside it (:mod:`fdp_audit.audit.one_run.analysis` states the mathematics).
+
+Every (threat model, guess count) pair of the fixed grid is one comparison; the level α is Bonferroni-split over
+all of them, so the verdict's false-alarm probability on a correct mechanism is at most α whatever the grid
+point that rejects. VIOLATION: some comparison rejects the claimed f (the f-DP test, with the curve of the
+accountant in the relation the game needs). Beside it, at the same per-comparison level:
+
+* the Steinke et al. ε (assumption-free, k = 2 only),
+* the largest μ-GDP claim rejected, as ε(δ),
+* the largest claim of the claimed mechanism's own family (the same subsampled Gaussian mechanism with a smaller
+  noise multiplier) rejected, as ε(δ) — computed at the grid point whose μ-GDP bound is largest; every grid
+  point's bound holds simultaneously, so reading off one of them is still a valid lower bound.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
+from fdp_audit.audit.one_run.analysis import (
+    Family,
+    InversePower,
+    curve_inverse_power,
+    family_epsilon,
+    fdp_rejects,
+    gdp_family,
+    steinke_epsilon,
+)
+from fdp_audit.audit.one_run.guesser import Guesses
+
+MIN_FAMILY_NOISE = 0.25  # the family search stops at z = 0.25 (PLDs of smaller z are slow and ε there is huge)
+
+
+@dataclass(frozen=True)
+class Claim:
+    """What is audited: the claimed curve's f̄⁻¹, ε at δ, and the family the empirical ε is read in."""
+
+    description: str
+    inverse_power: InversePower
+    epsilon: float
+    delta: float
+    family: Family | None = None
+
+
+@lru_cache(maxsize=256)
+def _mechanism_accountant(name: str, noise_multiplier: float, sample_rate: float, steps: int,
+                          relation: str) -> MechanismAccountant:
+    return MechanismAccountant(MechanismSpec(name, noise_multiplier, sample_rate, steps, relation=relation))
+
+
+def _inverse_at(name: str, sample_rate: float, steps: int, relation: str, inverse_z: float) -> InversePower:
+    if inverse_z == 0.0:  # infinite noise: perfect privacy, f̄(α) = α
+        return lambda y: y
+    return curve_inverse_power(_mechanism_accountant(name, 1.0 / inverse_z, sample_rate, steps, relation).curve())
+
+
+def mechanism_claim(name: str, noise_multiplier: float, sample_rate: float, steps: int, delta: float,
+                    relation: str) -> Claim:
+    """The claim of a subsampled Gaussian mechanism (PLD accountant, symmetric curve) and its family, indexed by
+    ``1/z`` so that larger means weaker."""
+    accountant = _mechanism_accountant(name, noise_multiplier, sample_rate, steps, relation)
+    family = Family(f"{name} with the same p and T and a smaller noise multiplier ({relation})",
+                    lambda t: _inverse_at(name, sample_rate, steps, relation, t),
+                    lambda t: float(_mechanism_accountant(name, 1.0 / t, sample_rate, steps, relation).epsilon(delta)),
+                    start=1.0 / noise_multiplier, limit=MIN_FAMILY_NOISE ** -1)
+    return Claim(f"{name} z={noise_multiplier:.4g} p={sample_rate:g} T={steps} ({relation})",
+                 curve_inverse_power(accountant.curve()), float(accountant.epsilon(delta)), delta, family)
+
+
+def judge_guesses(guesses_by_threat: dict[str, Guesses], claim: Claim, alpha: float,
+                  family_search: bool = True) -> dict[str, Any]:
+    """The one-run section of results.json: per threat model and guess count the counts, whether the claim is
+    rejected, and the ε lower bounds; the verdict and the headline numbers."""
+    comparisons = sum(len(g.counts) for g in guesses_by_threat.values())
+    level = alpha / max(comparisons, 1)
+    rows, best = [], None
+    for threat, guesses in guesses_by_threat.items():
+        for count, correct in zip(guesses.counts, guesses.correct):
+            row = {"threat_model": threat, "guesses": count, "correct": correct,
+                   "abstentions": guesses.m - count,
+                   "rejects_claim": fdp_rejects(claim.inverse_power, guesses.m, count, correct, guesses.k, level),
+                   "epsilon_steinke": (steinke_epsilon(guesses.m, count, correct, claim.delta, level)
+                                       if guesses.k == 2 else None),
+                   "epsilon_gdp": family_epsilon(gdp_family(claim.delta), guesses.m, count, correct, guesses.k,
+                                                 level)}
+            rows.append(row)
+            if best is None or (row["epsilon_gdp"], row["correct"] / count) > (
+                    best[0]["epsilon_gdp"], best[0]["correct"] / best[0]["guesses"]):
+                best = (row, guesses)
+    empirical = None
+    if best is not None and claim.family is not None and family_search:
+        row, guesses = best
+        empirical = family_epsilon(claim.family, guesses.m, row["guesses"], row["correct"], guesses.k, level, 1e-2)
+    violated = [r for r in rows if r["rejects_claim"]]
+    status = "VIOLATION" if violated else "PASS"
+    headline = best[0] if best is not None else {}
+    steinke = max((r["epsilon_steinke"] or 0.0 for r in rows), default=0.0)
+    if violated:
+        worst = violated[0]
+        explanation = (f"{worst['correct']} of {worst['guesses']} guesses ({worst['threat_model']}) reject the claimed "
+                       f"f of {claim.description} at level {level:.3g}")
+    else:
+        explanation = f"no guess count rejects the claimed f of {claim.description} (level {level:.3g} each)"
+    return {
+        "status": status, "explanation": explanation, "alpha": alpha, "level_per_comparison": level,
+        "comparisons": comparisons, "claim": claim.description, "claimed_epsilon": claim.epsilon,
+        "delta": claim.delta, "rows": rows,
+        "best": {k: headline.get(k) for k in ("threat_model", "guesses", "correct", "abstentions")},
+        "epsilon_steinke": steinke, "epsilon_gdp": max((r["epsilon_gdp"] for r in rows), default=0.0),
+        "empirical_epsilon": empirical,
+        "empirical_epsilon_family": None if claim.family is None else claim.family.name,
+        "tightness": (None if empirical is None or not math.isfinite(claim.epsilon) or claim.epsilon <= 0
+                      else empirical / claim.epsilon),
+    }
+
+
+def summary_lines(section: dict[str, Any]) -> list[str]:
+    """Console lines of a one-run section: the headline guesses and the ε lower bounds beside the claim."""
+    best = section["best"]
+    empirical = section["empirical_epsilon"]
+    return [
+        f"one-run audit: {section.get('canaries', '?')} canaries, best of {section['comparisons']} comparisons: "
+        f"{best['correct']} of {best['guesses']} guesses correct ({best['threat_model']}, {best['abstentions']} "
+        f"abstentions)",
+        f"claimed ε = {section['claimed_epsilon']:.3f} at δ = {section['delta']:g}; empirical ε (confidence "
+        f"{1 - section['alpha']:.2f}): family {'n/a' if empirical is None else f'{empirical:.3f}'}, "
+        f"μ-GDP {section['epsilon_gdp']:.3f}, Steinke et al. {section['epsilon_steinke']:.3f}",
+    ]
