@@ -31,7 +31,7 @@ _STYLE = {
     "grid.alpha": 0.3,
 }
 _WIDE = (7.2, 4.4)
-_TALL = (7.6, 6.6)
+_TALL = (7.6, 5.0)
 _SQUARE = (5.4, 4.6)
 _COLOURS = ("#1f5fa8", "#c2410c", "#15803d", "#7e22ce", "#b45309", "#0e7490", "#be123c")
 _BOUND, _PRIOR, _COMPARISON = "#111827", "#6b7280", "#9ca3af"
@@ -49,15 +49,23 @@ def _positive(values: np.ndarray) -> np.ndarray:
 
 def _svg(fig: Figure, prefix: str, label: str) -> Markup:
     buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", metadata={"Date": None})
+    # the saved area grows to hold every artist, so that no legend or label is ever cut off
+    fig.savefig(buffer, format="svg", metadata={"Date": None}, bbox_inches="tight", pad_inches=0.06)
     return inline_svg(buffer.getvalue(), prefix, label)
 
 
-def _figure(size: tuple[float, float], bottom: float = 0.11) -> tuple[Figure, Axes]:
-    # fixed margins, not a layout engine: the font size is fixed, and an engine draws every figure twice
+def _figure(size: tuple[float, float]) -> tuple[Figure, Axes]:
+    # fixed margins, not a layout engine (which draws every figure twice); the saved area is trimmed or grown
+    # to what is drawn
     fig = Figure(figsize=size)
-    fig.subplots_adjust(left=0.1, right=0.97, top=0.97, bottom=bottom)
+    fig.subplots_adjust(left=0.1, right=0.97, top=0.97, bottom=0.11)
     return fig, fig.add_subplot()
+
+
+def _legend_below(ax: Axes, ncols: int) -> None:
+    """The legend under the axes, clear of the x label: it never hides a curve, and the tight bounding box of
+    the saved figure takes it in whole."""
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=ncols)
 
 
 def _errorbar(ax: Axes, x: float, y: float, low: float | None, high: float | None, **style: Any) -> None:
@@ -70,17 +78,18 @@ def _errorbar(ax: Axes, x: float, y: float, low: float | None, high: float | Non
 def tradeoff_figure(
     curve: dict[str, list[float | None]],
     gdp_mu: float | None,
-    attribute_points: Sequence[dict[str, Any]],
+    attribute_points: Sequence[tuple[str, dict[str, Any]]],
     game_points: Sequence[tuple[str, str, Sequence[dict[str, Any]]]],
     prefix: str,
 ) -> Markup:
     """``1 - f(α)`` against α on log axes, with the attribute-inference successes at α = Ball and the
     distinguishing games' (FPR, 1 - FNR) points; the GDP approximation is drawn as a labelled comparison.
 
-    ``game_points`` holds (label, relation, points) per attack of a distinguishing or simulator game.
+    ``attribute_points`` holds (label, attack row) per attribute game, ``game_points`` (label, relation,
+    points) per attack of a distinguishing or simulator game.
     """
     with matplotlib.rc_context(_STYLE):
-        fig, ax = _figure(_TALL, bottom=0.3)
+        fig, ax = _figure(_TALL)
         alpha = _positive(_array(curve.get("alpha")))
         lines = (
             ("f", "add/remove, PLD (used for the bound)", {"color": _BOUND, "linewidth": 1.8}),
@@ -101,7 +110,7 @@ def tradeoff_figure(
                 linestyle="-.",
             )
         ax.plot(alpha, alpha, color=_PRIOR, linewidth=0.8, linestyle=(0, (1, 3)), label="no leakage: 1 − f(α) = α")
-        for i, point in enumerate(attribute_points):
+        for i, (label, point) in enumerate(attribute_points):
             _errorbar(
                 ax,
                 point["ball"],
@@ -110,7 +119,7 @@ def tradeoff_figure(
                 point.get("ci_high"),
                 marker="o",
                 color=_COLOURS[(i + 3) % len(_COLOURS)],
-                label=f"attribute: {point['attack']}",
+                label=label,
             )
         for i, (label, relation, points) in enumerate(game_points):
             colour = _COLOURS[(i + 1) % len(_COLOURS)]
@@ -134,7 +143,7 @@ def tradeoff_figure(
         ax.set_xlabel("α (false-positive rate; for attribute inference, Ball)")
         ax.set_ylabel("1 − f(α) (best true-positive rate)")
         # many series: below the plot, so that no legend box hides the small-α region the audit cares about
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncols=2)
+        _legend_below(ax, ncols=2)
         return _svg(fig, prefix, "Trade-off curve 1 − f(α) against α with the empirical points")
 
 
@@ -163,7 +172,7 @@ def sweep_figure(sweep: dict[str, Any], prefix: str) -> Markup:
         ax.minorticks_off()
         ax.set_xlabel("ε (at the mechanism's δ)")
         ax.set_ylabel("attribute-inference success")
-        ax.legend(loc="upper left")
+        _legend_below(ax, ncols=3)
         return _svg(fig, prefix, "Attribute-inference success against ε with bound and prior lines")
 
 
@@ -189,7 +198,7 @@ def reconstruction_figure(attack: dict[str, Any], prefix: str) -> Markup:
         ax.set_xlabel("ρ (success radius, L2 distance)")
         ax.set_ylabel("Pr[‖x̂ − x‖ ≤ ρ]")
         ax.set_ylim(0, 1.02)
-        ax.legend(loc="upper left")
+        _legend_below(ax, ncols=3)
         return _svg(fig, prefix, f"Reconstruction success against ρ for {attack['attack']}")
 
 
@@ -227,5 +236,5 @@ def roc_figure(
         ax.set_ylim(0, 1)
         ax.set_xlabel("false-positive rate")
         ax.set_ylabel("true-positive rate")
-        ax.legend(loc="lower right")
+        _legend_below(ax, ncols=2)
         return _svg(fig, prefix, "ROC curves of the distinguishing game against the claimed trade-off")

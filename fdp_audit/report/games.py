@@ -1,18 +1,29 @@
-"""The game sections of the report (SPEC 2.6, 3, 5.3): attribute inference, reconstruction, and the
-distinguishing and simulator games, each a table of stored results plus its plot."""
+"""The game sections of the report (SPEC 2.6, 3, 5.3): attribute inference on record and on gradient
+canaries, reconstruction, and the distinguishing and simulator games, each a table of stored results plus
+its plot. Each section's title and lead say which game it is; the explanation of a kind is shown once.
+
+A game kind this module has no layout for (a newer results.json) is shown by :func:`_other_game`: its
+scalar facts and one row per attack, so nothing judged disappears from the page.
+"""
 
 from __future__ import annotations
 
+import re
+
 from fdp_audit.report import figures, texts
-from fdp_audit.report.format import signed
-from fdp_audit.report.model import FigureView, Node, Section, Table, num, numbers, scalar, span, status, text
+from fdp_audit.report.format import number, signed
+from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, numbers, scalar, span, status, text
 
 DISTINGUISHING_GAMES = {"distinguishing": "Distinguishing game", "simulator": "Simulator game"}
+_GRADIENT_CANARY = re.compile(r"gradient \((\w+) trials\)")
+# more rows than this are detail: folded into <details>, the figure carries the picture
+_LONG_TABLE = 8
 
 
 def game_sections(games: list[Node], accounting: Node | None) -> dict[str, list[Section]]:
-    """One section per game, grouped by kind in the report's reading order."""
-    by_kind: dict[str, list[Section]] = {"attribute": [], "reconstruction": [], "distinguishing": []}
+    """One section per game, grouped by kind in the report's reading order (``other``: kinds without a
+    layout of their own)."""
+    by_kind: dict[str, list[Section]] = {"attribute": [], "reconstruction": [], "distinguishing": [], "other": []}
     seen: dict[str, int] = {}
     for game in games:
         kind = game["game"].text()
@@ -23,7 +34,8 @@ def game_sections(games: list[Node], accounting: Node | None) -> dict[str, list[
             by_kind["reconstruction"].append(_reconstruction(game, index))
         elif kind in DISTINGUISHING_GAMES:
             by_kind["distinguishing"].append(_distinguishing(game, kind, index, accounting))
-        # a game kind this version does not know is left out, like any other section it cannot show
+        else:
+            by_kind["other"].append(_other_game(game, kind, index))
     return by_kind
 
 
@@ -37,6 +49,38 @@ def _rate_cells(row: Node) -> list:
             num(row["ball"]), num(row["bound"]), num(row["margin"], signed)]
 
 
+def _rate_status(row: Node) -> Cell:
+    """The status cell; a PASS whose point estimate is above its bound says, in the row, why it passes."""
+    cell = status(row["status"])
+    rate, bound, lower = row["rate"].number(), row["bound"].number(), row["lower_bound"].number()
+    if cell.text == "pass" and rate > bound:
+        note = (f"rate above the bound, but its lower confidence bound {number(lower)} is not: "
+                "the excess is within chance")
+        cell = Cell(cell.text, cell.fields, cell.css, note)
+    return cell
+
+
+def canary_label(game: Node) -> str:
+    """The canary of an attribute game in a few words: record canaries, or gradient canaries of a game."""
+    canary = game.present("canary")
+    found = _GRADIENT_CANARY.fullmatch(canary.text()) if canary else None
+    if found:
+        return f"gradient canaries ({found.group(1)} game)"
+    return f"{canary.text() if canary else 'record'} canaries"
+
+
+def _canary(game: Node) -> tuple[str, str]:
+    """(title, lead) of an attribute game from the canary it used."""
+    canary = game.present("canary")
+    found = _GRADIENT_CANARY.fullmatch(canary.text()) if canary else None
+    lead = ""
+    if found:
+        lead = texts.gradient_canary_lead(found.group(1))
+    elif canary is None or canary.text() == "record":
+        lead = texts.RECORD_CANARY_LEAD
+    return f"Attribute inference · {canary_label(game)}", lead
+
+
 def _attribute(game: Node, index: int) -> Section:
     rows = []
     attacks = game["attacks"]
@@ -48,7 +92,7 @@ def _attribute(game: Node, index: int) -> Section:
                 num(attack["trials"]),
                 *_rate_cells(attack),
                 num(attack["tightness"], nullable=True),
-                status(attack["status"]),
+                _rate_status(attack),
             ]
         )
     prior = game.present("prior")
@@ -56,10 +100,12 @@ def _attribute(game: Node, index: int) -> Section:
     facts += [("prior Pr[v | Ψ(x)]", numbers(prior))] if prior else []
     facts += [("Ball (prior success)", num(game["ball"])), ("bound 1 − f(Ball)", num(game["bound"]))]
     section_id = _numbered("attribute", index)
+    title, lead = _canary(game)
     return Section(
         section_id,
-        "Attribute inference",
+        title,
         texts.ATTRIBUTE,
+        lead=lead,
         facts=facts,
         tables=[
             Table(
@@ -86,7 +132,8 @@ def _attribute(game: Node, index: int) -> Section:
 
 def _reconstruction(game: Node, index: int) -> Section:
     section_id = _numbered("reconstruction", index)
-    section = Section(section_id, "Reconstruction", texts.RECONSTRUCTION, facts=[("trials", num(game["trials"]))])
+    section = Section(section_id, "Reconstruction", texts.RECONSTRUCTION, lead=texts.RECONSTRUCTION_LEAD,
+                      facts=[("trials", num(game["trials"]))])
     prior = game.present("prior")
     if prior:
         for key, child in prior.items():
@@ -103,7 +150,7 @@ def _reconstruction(game: Node, index: int) -> Section:
                     num(attack["trials"]),
                     num(point["rho"]),
                     *_rate_cells(point),
-                    status(point["status"]),
+                    _rate_status(point),
                 ]
             )
         if len(attack["points"].sequence()) > 0:
@@ -134,6 +181,8 @@ def _reconstruction(game: Node, index: int) -> Section:
                 "Status",
             ),
             rows,
+            caption="Success within each radius ρ: one row per attack and ρ",
+            collapsed=len(rows) > _LONG_TABLE,
         )
     )
     return section
@@ -146,6 +195,7 @@ def _distinguishing(game: Node, kind: str, index: int, accounting: Node | None) 
         section_id,
         f"{DISTINGUISHING_GAMES[kind]} ({relation.replace('_', '/')})",
         texts.DISTINGUISHING,
+        lead=texts.distinguishing_lead(kind, relation),
         facts=[("trials", num(game["trials"])), ("neighbour relation", text(game["relation"]))],
     )
     rows = []
@@ -194,6 +244,7 @@ def _distinguishing(game: Node, kind: str, index: int, accounting: Node | None) 
                 ("Threshold", "FPR", "FNR", "FPR upper bound", "FNR upper bound"),
                 point_rows,
                 caption=f"{attack['attack'].text()}: error rates at each threshold with their upper confidence bounds",
+                collapsed=True,
             )
         )
         roc = attack.present("roc")
@@ -214,4 +265,30 @@ def _distinguishing(game: Node, kind: str, index: int, accounting: Node | None) 
             "and the best ROC the claimed guarantee allows.",
         )
     )
+    return section
+
+
+def _other_game(game: Node, kind: str, index: int) -> Section:
+    """A game kind without a layout of its own: its scalar facts and one row per attack of scalar values."""
+    section_id = _numbered(re.sub(r"[^a-z0-9-]+", "-", kind.lower()).strip("-") or "game", index)
+    title = kind.replace("_", " ").replace("-", " ").capitalize()
+    section = Section(section_id, title, texts.OTHER_GAME)
+    for key, child in game.items():
+        cell = scalar(child) if key != "game" else None
+        if cell is not None:
+            section.facts.append((key.replace("_", " "), cell))
+    attacks = game.present("attacks")
+    if attacks is None or not attacks.sequence():
+        return section
+    columns = list(dict.fromkeys(key for attack in attacks.elements() for key, child in attack.items()
+                                 if scalar(child) is not None))
+    rows = []
+    for attack in attacks.elements():
+        row = []
+        for key in columns:
+            child = attack.get(key)
+            cell = scalar(child) if child is not None else None
+            row.append(status(child) if key == "status" and cell is not None else cell or Cell(number(None)))
+        rows.append(row)
+    section.tables.append(Table(f"{section_id}-attacks", tuple(c.replace("_", " ") for c in columns), rows))
     return section

@@ -102,6 +102,7 @@ class Cell:
     text: str
     fields: dict[str, Any] = field(default_factory=dict)
     css: str = ""
+    note: str = ""  # a short explanation shown under the value, in the same cell
 
 
 def num(node: Node, fmt: Callable[[object], str] = number, nullable: bool = False) -> Cell:
@@ -146,6 +147,7 @@ class Table:
     columns: tuple[str, ...]
     rows: list[list[Cell]]
     caption: str = ""
+    collapsed: bool = False  # detail (per-threshold rows, long lists): folded into <details>
 
 
 @dataclass(frozen=True)
@@ -158,9 +160,14 @@ class FigureView:
 
 @dataclass
 class Section:
+    """One report section. ``lead`` says which game (or part) it is; ``help`` explains its kind and is
+    shown once per kind: later sections of the same kind point back with ``help_ref``."""
+
     id: str
     title: str
     help: Help
+    lead: str = ""
+    help_ref: Section | None = None
     facts: list[tuple[str, Cell]] = field(default_factory=list)
     tables: list[Table] = field(default_factory=list)
     figures: list[FigureView] = field(default_factory=list)

@@ -16,9 +16,10 @@ from markupsafe import Markup
 from fdp_audit.errors import BadInputError
 from fdp_audit.report import figures, texts
 from fdp_audit.report.format import number, signed
-from fdp_audit.report.games import DISTINGUISHING_GAMES, game_sections
+from fdp_audit.report.games import DISTINGUISHING_GAMES, canary_label, game_sections
 from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, scalar, span, status, text
 from fdp_audit.report.one_run import one_run_section
+from fdp_audit.report.summary import Summary, build_summary
 from fdp_audit.report.svg import UnsafeSvgError, inline_svg
 
 SCHEMA_VERSION = 1
@@ -64,11 +65,13 @@ class ReportView:
     created: Cell | None
     verdict: Verdict
     faulty: Faulty | None
+    summary: Summary | None
     sections: list[Section]
 
 
-def build_view(results: dict[str, Any]) -> ReportView:
-    """Check the results.json contract and lay out the report; bad input names its field."""
+def build_view(results: dict[str, Any], extra: list[Section] | None = None) -> ReportView:
+    """Check the results.json contract and lay out the report; bad input names its field. ``extra``
+    sections (the comparison with a baseline) come right after the games."""
     root = Node(results)
     root.mapping()
     version = root["schema_version"]
@@ -105,8 +108,10 @@ def build_view(results: dict[str, Any]) -> ReportView:
     sections += by_kind["attribute"]
     if "sweep" in built:  # success against ε belongs right after the attribute game it repeats
         sections.append(built.pop("sweep"))
-    sections += by_kind["reconstruction"] + by_kind["distinguishing"] + list(built.values())
+    sections += by_kind["reconstruction"] + by_kind["distinguishing"] + by_kind["other"]
+    sections += (extra or []) + list(built.values())
     sections.append(reproducibility)
+    _explain_once(sections)
 
     title = root.present("title")
     created = root.present("created")
@@ -115,8 +120,23 @@ def build_view(results: dict[str, Any]) -> ReportView:
         created=text(created) if created else None,
         verdict=verdict,
         faulty=Faulty(text(mechanism["name"]), verdict.status == "VIOLATION") if faulty.value else None,
+        summary=build_summary(results),
         sections=sections,
     )
+
+
+def _explain_once(sections: list[Section]) -> None:
+    """The explanation of a kind of section is shown on its first section only, later ones refer back; and
+    no two sections share a title (a reader, and the table of contents, must tell them apart)."""
+    first: dict[int, Section] = {}
+    titles: dict[str, int] = {}
+    for section in sections:
+        explained = first.setdefault(id(section.help), section)
+        if explained is not section:
+            section.help_ref = explained
+        count = titles[section.title] = titles.get(section.title, 0) + 1
+        if count > 1:
+            section.title = f"{section.title} ({count})"
 
 
 def _verdict(node: Node) -> Verdict:
@@ -172,7 +192,7 @@ def _accounting(node: Node, games: list[Node]) -> Section:
         section.facts.append(("GDP approximation μ (comparison only)", num(mu)))
     curve = node.present("curve")
     if curve:
-        attribute = [a for g in games if g["game"].value == "attribute" for a in g["attacks"].sequence()]
+        attribute = [_strongest(game) for game in games if game["game"].value == "attribute"]
         trade_points = [
             (f"{g['game'].value}: {a['attack']}", g["relation"].value, a["points"])
             for g in games
@@ -191,6 +211,14 @@ def _accounting(node: Node, games: list[Node]) -> Section:
             )
         )
     return section
+
+
+def _strongest(game: Node) -> tuple[str, dict[str, Any]]:
+    """An attribute game's judged attack with the highest lower confidence bound, labelled with its game: one
+    point per game keeps the trade-off plot's legend short."""
+    attacks = [a for a in game["attacks"].sequence() if a.get("status") != "info"] or game["attacks"].sequence()
+    best = max(attacks, key=lambda a: a.get("lower_bound") or 0.0)
+    return f"attribute, {canary_label(game)}: {best['attack']}", best
 
 
 def _delta_value(key: str) -> float:
@@ -358,6 +386,11 @@ def _reproducibility(root: Node, node: Node) -> Section:
         if child:
             section.facts.append((label, Cell(child.text(), {child.pointer: child.value}, "mono")))
     section.facts.append(("results schema version", num(root["schema_version"])))
+    shown = {"seed", "dataset_fingerprint", "versions", "command", "config"}
+    for key, child in node.items():
+        cell = scalar(child) if key not in shown else None
+        if cell is not None:
+            section.facts.append((key.replace("_", " "), cell))
     versions = node.present("versions")
     if versions:
         rows = [[Cell(name), scalar(version) or _json_cell(version)] for name, version in versions.items()]

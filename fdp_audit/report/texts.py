@@ -97,3 +97,40 @@ REPRODUCIBILITY = Help(
     "command line.",
     "Rerunning the command with the same versions and data fingerprint reproduces these results.",
 )
+
+# which game a section is: one line under its title (the kind's explanation is shown once, above)
+RECORD_CANARY_LEAD = (
+    "Canaries are ordinary training records whose protected value is drawn from the prior; each trial trains a "
+    "model with one canary, and the attacks see only the trained model (black-box or white-box)."
+)
+
+
+def gradient_canary_lead(game: str) -> str:
+    return (
+        f"Canaries are crafted gradients inserted into the noisy updates of the {game} game's trials, the secret "
+        "choosing their sign; the attacks observe every update (threat model: iterates), the adversary the "
+        f"accounting assumes. The same trials give the {game} game's ε lower bound below."
+    )
+
+
+RECONSTRUCTION_LEAD = (
+    "Each trial draws the canary's continuous protected features from the prior; the attack reconstructs them "
+    "from the model and succeeds when it lands within ρ."
+)
+
+
+def distinguishing_lead(game: str, relation: str) -> str:
+    if game == "simulator":
+        worlds = ("the mechanism trained with the canary, or the simulator of Algorithm 2 (FDP paper), whose "
+                  "public batches see a neighbour with the same Ψ(x) and whose private batches omit the canary")
+    else:
+        worlds = "the canary x₀ or its neighbour x₁, with the same Ψ(x) and opposite private gradients"
+    return (f"A hidden bit chooses {worlds}; the attacks observe every update. Judged against the claimed curve f "
+            f"of the {relation.replace('_', '/')} relation.")
+
+
+OTHER_GAME = Help(
+    "A game this version of the report has no dedicated layout for; its stored facts and attack rows are shown "
+    "as recorded.",
+    "Its comparisons are judged by the gate like every other and appear in the summary chart above.",
+)

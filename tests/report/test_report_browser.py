@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from fdp_audit.report import write_report
-from fdp_audit.report.format import number
+from fdp_audit.report.format import number, signed
 
 pytestmark = pytest.mark.browser
 
@@ -47,15 +47,17 @@ def _expected_pointers(results: dict) -> set[str]:
                 wanted |= {f"{base}/points/{p}/{key}" for p, point in enumerate(attack["points"]) for key in point}
             else:
                 wanted |= {f"{base}/{key}" for key, value in attack.items() if not isinstance(value, dict | list)}
-    wanted |= {f"/utility/rows/{r}/{key}" for r, row in enumerate(results["utility"]["rows"]) for key in row}
+    wanted |= {f"/utility/rows/{r}/{key}" for r, row in enumerate(results["utility"]["rows"]) for key in row
+               if key != "faulty"}
     return wanted
 
 
 def test_dom_shows_the_verdict_and_the_stored_numbers(recorded_visit, results, page_reader, pointer):
     shown = page_reader(recorded_visit.dom)
     assert shown.verdict_status == results["verdict"]["status"] == "PASS"
-    # the trade-off curve, the ε sweep, one reconstruction plot, two ROC plots and the profile figure
-    assert shown.svg_count == 6
+    # the trade-off curve, the ε sweep, two reconstruction plots (prior and attack), two ROC plots and the
+    # profile figure; the summary chart is HTML
+    assert shown.svg_count == 7
     seen: set[str] = set()
     for cell in shown.cells:
         for where, value in cell.fields.items():
@@ -91,6 +93,6 @@ def test_violation_is_red_and_flags_the_faulty_mechanism(violation_results, chro
     shown = page_reader(visit.dom)
     assert shown.verdict_status == "VIOLATION"
     margin = next(c for c in shown.cells if "/verdict/worst_margin" in c.fields)
-    assert margin.text == number(violation_results["verdict"]["worst_margin"]) == "-0.04728"
+    assert margin.text == signed(violation_results["verdict"]["worst_margin"]) == "+0.1171"
     assert "Known-faulty test mechanism" in visit.dom
     assert "fdp_sgd_shared_batch" in visit.dom

@@ -3,6 +3,7 @@ and self-containment of the figures."""
 
 from __future__ import annotations
 
+import copy
 import io
 import re
 
@@ -12,6 +13,7 @@ from matplotlib.figure import Figure
 from fdp_audit.errors import BadInputError
 from fdp_audit.report import render_report
 from fdp_audit.report.format import interval, number, signed
+from fdp_audit.report.summary import judged_comparisons
 from fdp_audit.report.svg import UnsafeSvgError, inline_svg
 
 REQUIRED = ("schema_version", "kind", "verdict", "mechanism", "reproducibility")
@@ -24,9 +26,12 @@ def _section_ids(html: str) -> list[str]:
 def test_verdict_comes_first_then_every_recorded_section(recorded_html):
     assert _section_ids(recorded_html) == [
         "verdict",
+        "summary",
         "mechanism",
         "accounting",
         "attribute",
+        "attribute-2",
+        "attribute-3",
         "sweep",
         "reconstruction",
         "distinguishing",
@@ -42,11 +47,79 @@ def test_verdict_comes_first_then_every_recorded_section(recorded_html):
     assert "Known-faulty" not in recorded_html
 
 
-def test_each_section_explains_what_it_measures(recorded_html):
-    # one "measured" and one "reading" line per section, the verdict included
-    assert recorded_html.count('<p class="measured">') == len(_section_ids(recorded_html))
-    assert recorded_html.count('<p class="reading">') == len(_section_ids(recorded_html))
-    assert "does not bound membership inference, because Ψ(x) may identify the record" in recorded_html
+def _titles(html: str) -> list[str]:
+    return re.findall(r"<h2>([^<]+)</h2>", html)
+
+
+def test_sections_say_which_game_they_are_and_explain_each_kind_once(recorded_html):
+    titles = _titles(recorded_html)
+    assert len(titles) == len(set(titles))
+    for title in ("Attribute inference · record canaries",
+                  "Attribute inference · gradient canaries (distinguishing game)",
+                  "Attribute inference · gradient canaries (simulator game)", "Reconstruction",
+                  "Distinguishing game (replace)", "Simulator game (add/remove)"):
+        assert title in titles
+    # the attribute explanation once, then two references back to it; likewise for the two ε games
+    assert recorded_html.count("does not bound membership inference, because Ψ(x) may identify the record") == 1
+    assert recorded_html.count('How to read it: as <a href="#attribute">') == 2
+    assert recorded_html.count('How to read it: as <a href="#distinguishing">') == 1
+    # every section but the summary explains itself or points to the section of its kind that does
+    sections = len(_section_ids(recorded_html)) - 1
+    assert recorded_html.count('<p class="measured">') + recorded_html.count('class="help-ref"') == sections
+
+
+def test_same_titles_are_told_apart(results):
+    results["games"].insert(0, copy.deepcopy(results["games"][0]))
+    titles = _titles(render_report(results))
+    assert "Attribute inference · record canaries" in titles
+    assert "Attribute inference · record canaries (2)" in titles
+
+
+def test_per_threshold_tables_are_folded_away(recorded_html):
+    folded = re.findall(r'<details class="detail"><summary>([^<]+)</summary>', recorded_html)
+    assert sum("error rates at each threshold" in summary for summary in folded) == 4
+    assert "Configuration" in folded
+    assert "<details open" not in recorded_html
+
+
+def test_a_pass_above_its_bound_is_explained_in_its_row(recorded_html, results):
+    attack = next(a for a in results["games"][2]["attacks"] if a["attack"] == "iterates")
+    assert attack["rate"] > attack["bound"] and attack["status"] == "pass"  # the recorded case: 0.665 > 0.654
+    row = re.search(r'<tr><td data-fields=\'\{"/games/2/attacks/1/attack".*?</tr>', recorded_html, re.S).group(0)
+    assert "rate above the bound, but its lower confidence bound 0.5693 is not" in row
+    assert "PASS although the rate 0.665 is above the bound 0.6536" in recorded_html  # and in the summary
+
+
+def test_summary_charts_every_comparison_closest_first(recorded_html, results):
+    shown = re.findall(r'class="chart-row row-(\w[\w-]*)" data-comparison="([^"]+)"', recorded_html)
+    assert sorted(c for _, c in shown) == sorted(c["id"] for c in results["comparisons"])
+    _, judged = judged_comparisons(results)
+    by_id = {row["id"]: row for row in judged}
+    for panel in ("summary-rate", "summary-epsilon"):
+        body = recorded_html.split(f'id="{panel}"')[1].split('class="axis"')[0]
+        margins = [by_id[c]["margin"] for c in re.findall(r'data-comparison="([^"]+)"', body)]
+        assert margins == sorted(margins, reverse=True) and margins
+    assert "a PASS from them alone is weak evidence" not in recorded_html  # iterates attacks were run
+    assert "Every ε lower bound is 0" in recorded_html
+
+
+def test_final_model_attacks_alone_are_called_weak_evidence(results):
+    results["comparisons"] = [c for c in results["comparisons"] if c["id"].startswith("attribute/")]
+    html = render_report(results)
+    assert "a PASS from them alone is weak evidence" in html
+
+
+def test_without_comparisons_there_is_no_summary(results):
+    del results["comparisons"]
+    assert 'id="summary"' not in render_report(results)
+
+
+def test_a_game_kind_without_a_layout_is_still_shown(results):
+    results["games"].append({"game": "one_run", "canaries": 1000, "attacks": [
+        {"attack": "loss", "guesses": 120, "correct": 110, "epsilon_lower_bound": 0.8, "status": "pass"}]})
+    html = render_report(results)
+    assert "<h2>One run</h2>" in html and 'id="one-run-attacks"' in html
+    assert ">110<" in html and ">0.8<" in html
 
 
 def test_shown_numbers_are_the_stored_ones(recorded_html, results, page_reader, pointer):
@@ -72,7 +145,19 @@ def test_violation_of_a_faulty_mechanism_is_flagged(violation_results):
     assert 'class="verdict verdict-violation" data-status="VIOLATION"' in html
     assert "Known-faulty test mechanism" in html
     assert "did not catch it" not in html
-    assert html.count('class="status status-violation"') == 1
+    # in its game's table and in the summary chart
+    assert html.count('class="status status-violation"') == 2
+
+
+def test_violation_names_the_failing_comparison_inside_the_verdict(violation_results):
+    html = render_report(violation_results)
+    verdict = html.split('<section id="verdict"')[1].split("</section>")[0]
+    failing = re.findall(r'<li data-comparison="([^"]+)">', verdict)
+    assert failing == ["attribute/likelihood"]
+    assert "170 of 200 trials" in verdict and "lower confidence bound 0.7707 against the bound 0.6536" in verdict
+    assert "leaks more than its privacy accounting says" in verdict
+    # the faulty-mechanism notice follows the verdict, it does not push it down
+    assert html.index('id="verdict"') < html.index('id="faulty"')
 
 
 def test_a_faulty_mechanism_that_passes_is_called_a_miss(results):

@@ -1,0 +1,235 @@
+"""The report's summary (README, "Reading the report"): every comparison the gate judged, closest to its
+limit first, in one chart, then what the audit tested and what its verdict does and does not show.
+
+The rows are the gate's own evaluation (:func:`fdp_audit.gate.judge`) of the stored comparisons at the
+verdict's α, so the chart shows exactly the numbers the verdict was decided on, for every comparison
+kind the gate knows, including those no section of this report lays out.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from matplotlib.ticker import MaxNLocator
+
+from fdp_audit.errors import BadInputError
+from fdp_audit.gate import judge
+from fdp_audit.report.format import number, signed
+from fdp_audit.report.model import Node
+
+# threat models that see only the final model: the weakest evidence a PASS can rest on
+FINAL_MODEL = {"black_box", "white_box"}
+GRADIENT_GAMES = {"distinguishing": "distinguishing", "simulator": "simulator"}
+
+
+def game_label(game: str, kind: str, relation: str | None = None) -> str:
+    """Which game a comparison belongs to, in the words of the report's section titles."""
+    if game == "attribute":
+        return "Attribute inference · record canaries"
+    if game == "reconstruction":
+        return "Reconstruction"
+    if kind == "rate" and game in GRADIENT_GAMES:
+        return f"Attribute inference · gradient canaries ({game} game)"
+    if game in GRADIENT_GAMES:
+        return f"{game.capitalize()} game" + (f" ({relation.replace('_', '/')})" if relation else "")
+    return game.replace("_", " ").capitalize()
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One drawn element of a chart row: a position (percent of the track) and what it stands for."""
+
+    css: str
+    left: float
+    width: float = 0.0
+    title: str = ""
+
+
+@dataclass(frozen=True)
+class ChartRow:
+    id: str
+    game: str
+    attack: str
+    status: str  # "violation", "pass" or "not judged"
+    margin: str
+    numbers: str  # the row's numbers in words: what the marks show
+    meaning: str
+    note: str  # why a PASS whose point estimate is above its bound is still a PASS
+    marks: list[Mark]
+
+
+@dataclass(frozen=True)
+class Panel:
+    id: str
+    title: str
+    unit: str
+    rows: list[ChartRow]
+    ticks: list[tuple[float, str]]  # (percent of the track, label)
+
+
+@dataclass
+class Summary:
+    panels: list[Panel]
+    failing: list[ChartRow]
+    tested: str
+    shows: str
+    caveats: list[str] = field(default_factory=list)
+
+
+def _scale(values: list[float], floor: float | None = None) -> tuple[float, float]:
+    lo, hi = min(values), max(values)
+    pad = max((hi - lo) * 0.06, 1e-3)
+    lo, hi = lo - pad, hi + pad
+    if floor is not None:
+        lo = max(lo, floor)
+    return lo, hi
+
+
+def _position(value: float, lo: float, hi: float) -> float:
+    return round(100 * min(max((value - lo) / (hi - lo), 0.0), 1.0), 2)
+
+
+def _ticks(lo: float, hi: float) -> list[tuple[float, str]]:
+    return [(_position(t, lo, hi), number(float(t))) for t in MaxNLocator(nbins=5).tick_values(lo, hi) if lo <= t <= hi]
+
+
+def _status(row: dict[str, Any]) -> str:
+    violated = row.get("violated")
+    if violated is None or row.get("judged") is False:
+        return "not judged"
+    return "violation" if violated else "pass"
+
+
+def _rate_row(row: dict[str, Any], lo: float, hi: float, alpha: float, m: int) -> ChartRow:
+    rate, low, high, lower, bound = row["rate"], row["ci_low"], row["ci_high"], row["lower_bound"], row["bound"]
+    status = _status(row)
+    label = "within ρ = " + number(row["rho"]) if row.get("rho") is not None else "success"
+    numbers = (f"{label} {number(rate)} ({row.get('successes', '?')} of {row.get('trials', '?')} trials), interval "
+               f"[{number(low)}, {number(high)}], lower confidence bound {number(lower)} against the bound "
+               f"{number(bound)} (prior Ball {number(row.get('ball'))})")
+    note = ""
+    if status == "pass" and rate > bound:
+        note = (f"PASS although the rate {number(rate)} is above the bound {number(bound)}: its lower confidence "
+                f"bound {number(lower)} is not, so at level α/m = {number(alpha / m)} the excess can be chance.")
+    what = ("reconstructions land within ρ of the true protected features" if row.get("game") == "reconstruction"
+            else "the attack guesses the protected attribute correctly")
+    meaning = (f"At confidence 1 − α/m, {what} more often than the claimed guarantee allows (Theorem 4 bound "
+               "1 − f(Ball)): the training leaks more than its privacy accounting says.")
+    marks = [Mark("interval", _position(low, lo, hi), _position(high, lo, hi) - _position(low, lo, hi),
+                  f"interval [{number(low)}, {number(high)}]"),
+             Mark("lower", _position(lower, lo, hi), title=f"lower confidence bound {number(lower)}"),
+             Mark("point", _position(rate, lo, hi), title=f"rate {number(rate)}"),
+             Mark("bound", _position(bound, lo, hi), title=f"bound {number(bound)}")]
+    if row.get("ball") is not None:
+        marks.insert(0, Mark("prior", _position(row["ball"], lo, hi), title=f"prior Ball {number(row['ball'])}"))
+    attack = str(row.get("attack", row["id"])) + (f" · ρ = {number(row['rho'])}" if row.get("rho") is not None else "")
+    return ChartRow(row["id"], game_label(str(row.get("game", "")), "rate"), attack, status, signed(row["margin"]),
+                    numbers, meaning, note, marks)
+
+
+def _epsilon_row(row: dict[str, Any], lo: float, hi: float) -> ChartRow:
+    found, claimed = row["epsilon_lower_bound"], row.get("theoretical")
+    limit = claimed if claimed is not None and math.isfinite(claimed) else None
+    status = _status(row)
+    numbers = f"ε lower bound {number(found)} against the claimed ε {number(limit)}"
+    marks = [Mark("point", _position(found, lo, hi), title=f"ε lower bound {number(found)}")]
+    extra = {key: row[key] for key in ("empirical_epsilon", "epsilon_clopper_pearson") if row.get(key) is not None}
+    for key, value in extra.items():
+        numbers += f", {key.replace('_', ' ')} {number(value)}"
+        marks.append(Mark("point-alt", _position(value, lo, hi), title=f"{key.replace('_', ' ')} {number(value)}"))
+    if limit is not None:
+        marks.append(Mark("bound", _position(limit, lo, hi), title=f"claimed ε {number(limit)}"))
+    meaning = (f"The attack's error rates prove, at confidence 1 − α/m, a privacy loss of at least ε = "
+               f"{number(found)} at the mechanism's δ, more than the claimed ε = {number(limit)}.")
+    margin = signed(row["margin"]) if row.get("margin") is not None and math.isfinite(row["margin"]) else number(None)
+    return ChartRow(row["id"], game_label(str(row.get("game", "")), "epsilon", row.get("relation")),
+                    str(row.get("attack", row["id"])), status, margin, numbers, meaning, "", marks)
+
+
+def judged_comparisons(results: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
+    """The gate's evaluation of every stored comparison at the verdict's α, each merged with its stored
+    description (game, attack, threat model, trials); bad input names its field."""
+    alpha = Node(results)["verdict"]["alpha"].number()
+    comparisons = results.get("comparisons") or []
+    _, judged = judge(comparisons, float(alpha))
+    merged = []
+    for stored, evaluation in zip(comparisons, judged, strict=True):
+        described = {key: value for key, value in stored.items() if not isinstance(value, list | dict)}
+        merged.append(described | {key: value for key, value in evaluation.items() if key != "points"})
+    return float(alpha), merged
+
+
+def _margin_key(row: dict[str, Any]) -> float:
+    margin = row.get("margin")
+    return margin if isinstance(margin, int | float) and math.isfinite(margin) else -math.inf
+
+
+def build_summary(results: dict[str, Any]) -> Summary | None:
+    """The summary chart and text; None when results.json holds no comparisons to chart."""
+    if not results.get("comparisons"):
+        return None
+    try:
+        alpha, rows = judged_comparisons(results)
+    except BadInputError as err:  # the contract error names its field; the report names the section too
+        raise BadInputError(str(err), err.field or "comparisons") from None
+    m = len(rows)
+    rows.sort(key=_margin_key, reverse=True)
+    rate = [r for r in rows if r.get("kind") == "rate"]
+    epsilon = [r for r in rows if r.get("kind") == "epsilon"]
+    panels = []
+    if rate:
+        lo, hi = _scale([v for r in rate for v in (r["ci_low"], r["ci_high"], r["bound"], r.get("ball") or r["bound"])])
+        panels.append(Panel("summary-rate", "Success rate against its bound 1 − f(Ball)", "success rate",
+                            [_rate_row(r, lo, hi, alpha, m) for r in rate], _ticks(lo, hi)))
+    if epsilon:
+        values = [v for r in epsilon for v in (r["epsilon_lower_bound"], r.get("theoretical"),
+                                              r.get("empirical_epsilon"), r.get("epsilon_clopper_pearson"))
+                  if isinstance(v, int | float) and math.isfinite(v)]
+        lo, hi = _scale(values + [0.0], floor=0.0)
+        panels.append(Panel("summary-epsilon", "ε lower bound against the claimed ε", "ε",
+                            [_epsilon_row(r, lo, hi) for r in epsilon], _ticks(lo, hi)))
+    # the panel holding the comparison closest to (or beyond) its limit comes first
+    if len(panels) == 2 and rate and epsilon and _epsilon_first(rate[0], epsilon[0]):
+        panels.reverse()
+    failing = [row for panel in panels for row in panel.rows if row.status == "violation"]
+    tested, shows, caveats = _plain_words(results, rows, alpha, bool(failing))
+    return Summary(panels, failing, tested, shows, caveats)
+
+
+def _epsilon_first(rate: dict[str, Any], epsilon: dict[str, Any]) -> bool:
+    return bool(epsilon.get("violated")) and not rate.get("violated")
+
+
+def _plain_words(results: dict[str, Any], rows: list[dict[str, Any]], alpha: float,
+                 violated: bool) -> tuple[str, str, list[str]]:
+    games: dict[str, int] = {}
+    for row in rows:
+        games.setdefault(game_label(str(row.get("game", "")), "rate"), int(row.get("trials") or 0))
+    listed = "; ".join(f"{name} ({trials} trials)" if trials else name for name, trials in games.items())
+    threat = {str(r.get("threat_model")) for r in rows if r.get("threat_model")}
+    tested = (f"{len(rows)} comparisons of an attack against what the claimed privacy allows, from: {listed}. "
+              f"Each is judged at confidence 1 − α/m with α = {number(alpha)} and m = {len(rows)} "
+              "(Bonferroni), so the chance of a false VIOLATION anywhere on this page is at most α.")
+    if violated:
+        shows = ("VIOLATION: at least one attack beats its limit by more than chance explains, so the mechanism, its "
+                 "implementation or its privacy accounting leaks more than claimed (or the claimed parameters are not "
+                 "those of the training run). It does not say that the other comparisons are safe, nor how much more "
+                 "an optimal attacker would learn.")
+    else:
+        shows = ("PASS: no attack here beats its limit by more than chance explains. This is evidence, not proof, of "
+                 "privacy: an audit can find leakage but never show its absence, and a stronger attack, other "
+                 "canaries or another threat model may still beat the bound.")
+    caveats = []
+    if threat and threat <= FINAL_MODEL | {"prior"}:
+        caveats.append("Every attack here sees only the final model; such attacks usually stay far below the bound "
+                       "even for a broken mechanism, so a PASS from them alone is weak evidence.")
+    elif "iterates" in threat:
+        caveats.append("The strongest evidence here comes from the attacks that observe every noisy update "
+                       "(threat model: iterates), which is the adversary the accounting assumes.")
+    epsilon_found = [r["epsilon_lower_bound"] for r in rows if r.get("kind") == "epsilon"]
+    if epsilon_found and not any(epsilon_found):
+        caveats.append("Every ε lower bound is 0: with this many trials the distinguishing attacks' error rates "
+                       "cannot rule out ε = 0, so those comparisons say little either way.")
+    return tested, shows, caveats
