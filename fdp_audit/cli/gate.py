@@ -1,5 +1,6 @@
-"""`fdp-audit gate RESULTS` (SPEC 5.1): re-judge saved results at a given α; exit 0 pass, 1 violation,
-2 bad input (including a corrupt or hand-edited results file)."""
+"""`fdp-audit gate RESULTS` (SPEC 5.1): re-judge saved results at a given α; exit 0 pass, 1 violation (or, with
+``--max-regression``, a significant rise since ``--baseline``), 2 bad input (including a corrupt or
+hand-edited results file). See docs/files.md, "The gate's outputs"."""
 
 from __future__ import annotations
 
@@ -13,18 +14,57 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("results", help="results.json written by 'fdp-audit audit'")
     parser.add_argument("--alpha", type=float, help="significance level (default: the audit's)")
     parser.add_argument("--junit", help="write JUnit XML here")
+    parser.add_argument("--markdown", metavar="PATH", help="write a Markdown summary here (for a CI job summary)")
+    parser.add_argument("--baseline", metavar="OLD_RESULTS",
+                        help="an earlier results.json (e.g. the main branch's last audit): show how each "
+                        "comparison's margin and ε lower bound moved")
+    parser.add_argument("--max-regression", type=float, metavar="T",
+                        help="with --baseline: fail when an attack's success rate rose by more than T since the "
+                        "baseline, at confidence 1 − α (default: report only)")
     parser.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from fdp_audit.atomic_io import atomic_write_text
+    from fdp_audit.audit.regression import compare
     from fdp_audit.audit.results import read_results
+    from fdp_audit.errors import BadInputError
     from fdp_audit.gate import judge, junit_xml
+    from fdp_audit.report.markdown import gate_summary
 
+    if args.max_regression is not None and not args.baseline:
+        raise BadInputError("needs --baseline", "--max-regression")
     results = read_results(args.results)
     alpha = args.alpha if args.alpha is not None else results["verdict"].get("alpha", 0.05)
-    verdict, judged = judge(results.get("comparisons", []), alpha)
+    comparisons = results.get("comparisons", [])
+    verdict, judged = judge(comparisons, alpha)
+    regression = None
+    if args.baseline:
+        try:
+            baseline = read_results(args.baseline)
+        except BadInputError as err:  # the message names the field; the user also needs to know which file
+            raise BadInputError(str(err), f"--baseline {args.baseline}") from None
+        regression = compare(results, baseline, alpha, args.max_regression)
+    cases = list(judged)
+    if regression is not None and regression.tolerance is not None:
+        # one JUnit case per tested rise, failed when the rise exceeds the tolerance
+        cases += [{"id": f"regression/{c.id}", "violated": c.regressed, "observed": c.rise_lower_bound,
+                   "theoretical": regression.tolerance} for c in regression.changes if c.rise_lower_bound is not None]
     if args.junit:
-        atomic_write_text(args.junit, junit_xml(verdict, judged))
+        atomic_write_text(args.junit, junit_xml(verdict, cases))
+    if args.markdown:
+        atomic_write_text(args.markdown, gate_summary(verdict, judged, comparisons, regression))
     print(f"{verdict['status']} at α={alpha:g} over {verdict['n_comparisons']} comparisons: {verdict['explanation']}")
-    return EXIT_VIOLATION if verdict["status"] == "VIOLATION" else EXIT_OK
+    if regression is not None:
+        worst = max(regression.changes, key=lambda c: c.rise_lower_bound if c.rise_lower_bound is not None else -2,
+                    default=None)
+        rule = ("report only" if regression.tolerance is None
+                else f"fails above a rise of {regression.tolerance:g}")
+        line = f"since the baseline: {len(regression.changes)} comparisons matched, {len(regression.regressed)} " \
+               f"regressed ({rule})"
+        if worst is not None and worst.rise_lower_bound is not None:
+            line += f"; largest rise in success rate {worst.id}: at least {worst.rise_lower_bound:+.4g}"
+        print(("REGRESSION: " if regression.regressed else "") + line)
+    if verdict["status"] == "VIOLATION" or (regression is not None and regression.regressed):
+        return EXIT_VIOLATION
+    return EXIT_OK

@@ -30,6 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--profile", metavar="SECTION", help="report_section.json written by 'fdp-audit profile', shown as the "
         "report's privacy-profile section"
     )
+    parser.add_argument(
+        "--baseline", metavar="OLD_RESULTS", help="an earlier results.json: add a section showing how each "
+        "comparison moved since"
+    )
     parser.set_defaults(handler=run)
 
 
@@ -43,8 +47,9 @@ def run(args: argparse.Namespace) -> int:
     results = load_results(source)
     if args.profile:
         results["profile"] = load_results(args.profile)
+    baseline = load_results(args.baseline) if args.baseline else None
     try:
-        written = write_report(results, target)
+        written = write_report(results, target, baseline)
     except BadInputError as err:  # a contract error names the field; the user also needs the file
         raise BadInputError(str(err), str(source)) from None
     except OSError as err:

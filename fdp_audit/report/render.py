@@ -17,6 +17,7 @@ from fdp_audit.atomic_io import atomic_write_text
 from fdp_audit.audit.results import MAX_RESULTS_BYTES
 from fdp_audit.bounded_read import read_bounded
 from fdp_audit.errors import BadInputError
+from fdp_audit.report.baseline import baseline_section
 from fdp_audit.report.sections import build_view
 
 # autoescape on: attack names, titles and config values are data, never markup; StrictUndefined makes a
@@ -30,15 +31,17 @@ _ENV = Environment(
 )
 
 
-def render_report(results: dict[str, Any]) -> str:
-    """The HTML report of one audit's results (the results.json contract); bad input raises
+def render_report(results: dict[str, Any], baseline: dict[str, Any] | None = None) -> str:
+    """The HTML report of one audit's results (the results.json contract), with a section comparing it with
+    ``baseline`` (an earlier audit's results) when given; bad input raises
     :class:`~fdp_audit.errors.BadInputError` naming the field."""
-    return _ENV.get_template("report.html.j2").render(view=build_view(results))
+    extra = [baseline_section(results, baseline)] if baseline is not None else []
+    return _ENV.get_template("report.html.j2").render(view=build_view(results, extra))
 
 
-def write_report(results: dict[str, Any], path: str | os.PathLike) -> Path:
+def write_report(results: dict[str, Any], path: str | os.PathLike, baseline: dict[str, Any] | None = None) -> Path:
     """Render, then write ``path`` atomically: a failed render leaves no file, a reader never sees half of one."""
-    return atomic_write_text(path, render_report(results))
+    return atomic_write_text(path, render_report(results, baseline))
 
 
 def _reject_constant(name: str) -> float:

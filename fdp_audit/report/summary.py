@@ -1,4 +1,4 @@
-"""The report's summary (README, "Reading the report"): every comparison the gate judged, closest to its
+"""The report's summary (docs/files.md, "The report"): every comparison the gate judged, closest to its
 limit first, in one chart, then what the audit tested and what its verdict does and does not show.
 
 The rows are the gate's own evaluation (:func:`fdp_audit.gate.judge`) of the stored comparisons at the
@@ -161,7 +161,8 @@ def judged_comparisons(results: dict[str, Any]) -> tuple[float, list[dict[str, A
     return float(alpha), merged
 
 
-def _margin_key(row: dict[str, Any]) -> float:
+def margin_key(row: dict[str, Any]) -> float:
+    """Sort key: a comparison's margin, with a missing or infinite one (nothing to reach) last."""
     margin = row.get("margin")
     return margin if isinstance(margin, int | float) and math.isfinite(margin) else -math.inf
 
@@ -175,7 +176,7 @@ def build_summary(results: dict[str, Any]) -> Summary | None:
     except BadInputError as err:  # the contract error names its field; the report names the section too
         raise BadInputError(str(err), err.field or "comparisons") from None
     m = len(rows)
-    rows.sort(key=_margin_key, reverse=True)
+    rows.sort(key=margin_key, reverse=True)
     rate = [r for r in rows if r.get("kind") == "rate"]
     epsilon = [r for r in rows if r.get("kind") == "epsilon"]
     panels = []

@@ -134,3 +134,10 @@ OTHER_GAME = Help(
     "as recorded.",
     "Its comparisons are judged by the gate like every other and appear in the summary chart above.",
 )
+BASELINE = Help(
+    "How each comparison moved since an earlier audit (typically the main branch's last results): its margin "
+    "and ε lower bound then and now, and how much its attack's success rate rose at least.",
+    "The rise is the lower confidence bound of (rate now − rate before), at overall level α over all matched "
+    "success rates: a positive rise is a statistically significant strengthening of the attack, a sign that "
+    "the training now leaks more. Margins and ε lower bounds move with chance too and are shown, not judged.",
+)

@@ -57,8 +57,11 @@ def _check_page(chromium, probe, page_html: str, name: str, screen: tuple[str, i
 
 
 @pytest.mark.parametrize("screen", SCREENS, ids=[s[0] for s in SCREENS])
-def test_pass_report_fits_the_screen(chromium, layout_probe, recorded_html, screen, tmp_path, screenshot_dir):
-    layout = _check_page(chromium, layout_probe, recorded_html, "pass", screen, tmp_path, screenshot_dir)
+def test_pass_report_fits_the_screen(chromium, layout_probe, results, baseline_results, screen, tmp_path,
+                                     screenshot_dir):
+    page = render_report(results, baseline_results)
+    assert "Change since the baseline" in page
+    layout = _check_page(chromium, layout_probe, page, "pass", screen, tmp_path, screenshot_dir)
     assert layout["failing"] == []
     # the summary chart's legend and the trade-off plot's (the one that held 20 entries) are both measured
     figures = {legend["figure"] for legend in layout["legends"]}

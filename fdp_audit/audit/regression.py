@@ -1,0 +1,122 @@
+"""How leakage moved since a baseline audit (docs/statistics.md, "Regression against a baseline").
+
+Both audits' comparisons are judged by the gate at the same α; comparisons are matched by id. For each
+matched comparison the change of its margin and of its ε lower bound is reported as measured. Whether an
+attack got *significantly* stronger is tested on success rates only, where the trials of the two audits
+are independent binomial samples:
+
+    rise_lcb = LCB(k₁, n₁; α/(2m)) − UCB(k₀, n₀; α/(2m))
+
+with exact Clopper–Pearson bounds of the current (k₁ of n₁) and baseline (k₀ of n₀) successes and m the
+number of matched rate comparisons. If the true rates satisfy p₁ − p₀ ≤ t, then ``rise_lcb > t`` needs one
+of the two bounds to fail, which happens with probability at most α/m (union bound), so over all m
+comparisons a false "regression" is reported with probability at most α. An ε lower bound is itself only a
+one-sided statement, so the difference of two of them supports no such test; it is shown, never judged.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+from fdp_audit.audit.stats import lower_confidence_bound, upper_confidence_bound
+from fdp_audit.errors import BadInputError
+from fdp_audit.gate import judge
+
+
+@dataclass(frozen=True)
+class Change:
+    """One comparison present in both audits."""
+
+    id: str
+    kind: str
+    game: str
+    attack: str
+    margin_before: float | None
+    margin_now: float | None
+    rate_before: float | None = None
+    rate_now: float | None = None
+    rise_lower_bound: float | None = None  # rate comparisons: LCB of (rate now − rate before)
+    epsilon_before: float | None = None  # ε comparisons: the ε lower bounds
+    epsilon_now: float | None = None
+    regressed: bool = False
+
+    @property
+    def margin_change(self) -> float | None:
+        if self.margin_before is None or self.margin_now is None:
+            return None
+        return self.margin_now - self.margin_before
+
+
+@dataclass
+class Regression:
+    alpha: float
+    tolerance: float | None  # None: report the changes, never fail on them
+    changes: list[Change]
+    new: list[str] = field(default_factory=list)  # comparisons only the current audit has
+    gone: list[str] = field(default_factory=list)  # comparisons only the baseline has
+    # accounted parameters that differ: the bounds moved too, so margins are not like for like
+    mechanism_changes: list[str] = field(default_factory=list)
+
+    @property
+    def regressed(self) -> list[Change]:
+        return [change for change in self.changes if change.regressed]
+
+
+def _finite(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _judged(results: dict[str, Any], alpha: float, name: str) -> dict[str, dict[str, Any]]:
+    comparisons = results.get("comparisons")
+    if not isinstance(comparisons, list) or not comparisons:
+        raise BadInputError("holds no comparisons to compare", f"{name}.comparisons")
+    _, judged = judge(comparisons, alpha)
+    return {j["id"]: stored | j for stored, j in zip(comparisons, judged, strict=True)}
+
+
+def compare(current: dict[str, Any], baseline: dict[str, Any], alpha: float,
+            tolerance: float | None = None) -> Regression:
+    """Match the two audits' comparisons by id and test each success rate for a rise above ``tolerance``
+    (a difference of success probabilities) at overall level ``alpha``; ``tolerance=None`` still computes
+    the rise's lower bound but flags nothing."""
+    if not isinstance(alpha, int | float) or isinstance(alpha, bool) or not 0 < alpha < 1:
+        raise BadInputError(f"must be in (0, 1), got {alpha!r}", "alpha")
+    if tolerance is not None and not 0 <= tolerance < 1:
+        raise BadInputError(f"must be in [0, 1), got {tolerance!r}", "--max-regression")
+    now, before = _judged(current, alpha, "results"), _judged(baseline, alpha, "baseline")
+    matched = [key for key in now if key in before]
+    rate_pairs = [key for key in matched if now[key].get("kind") == before[key].get("kind") == "rate"]
+    level = alpha / (2 * max(len(rate_pairs), 1))
+    changes = []
+    for key in matched:
+        a, b = now[key], before[key]
+        change = {"id": key, "kind": str(a.get("kind")), "game": str(a.get("game", "")),
+                  "attack": str(a.get("attack", key)), "margin_before": _finite(b.get("margin")),
+                  "margin_now": _finite(a.get("margin"))}
+        if key in rate_pairs:
+            rise = (lower_confidence_bound(a["successes"], a["trials"], level)
+                    - upper_confidence_bound(b["successes"], b["trials"], level))
+            change |= {"rate_before": b["rate"], "rate_now": a["rate"], "rise_lower_bound": rise,
+                       "regressed": tolerance is not None and rise > tolerance}
+        elif a.get("kind") == b.get("kind") == "epsilon":
+            change |= {"epsilon_before": _finite(b.get("epsilon_lower_bound")),
+                       "epsilon_now": _finite(a.get("epsilon_lower_bound"))}
+        changes.append(Change(**change))
+    return Regression(float(alpha), tolerance, changes, new=[key for key in now if key not in before],
+                      gone=[key for key in before if key not in now],
+                      mechanism_changes=_mechanism_changes(current, baseline))
+
+
+ACCOUNTED = ("name", "noise_multiplier", "sample_rate", "steps", "clip_norm", "delta", "epsilon")
+
+
+def _mechanism_changes(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
+    """``"key: before → now"`` for every accounted mechanism parameter that differs between the audits."""
+    now, before = current.get("mechanism") or {}, baseline.get("mechanism") or {}
+    def shown(value: Any) -> str:
+        return format(value, ".4g") if isinstance(value, float) else str(value)
+
+    return [f"{key}: {shown(before.get(key))} → {shown(now.get(key))}" for key in ACCOUNTED
+            if now.get(key) != before.get(key)]

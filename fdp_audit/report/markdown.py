@@ -1,0 +1,74 @@
+"""The gate's Markdown summary for a CI job page (GitHub's ``$GITHUB_STEP_SUMMARY``, GitLab's job notes),
+written beside the JUnit file: the verdict, every comparison closest to its limit first, and, with a
+baseline, how each moved (docs/files.md, "The gate's outputs")."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fdp_audit.audit.regression import Regression
+from fdp_audit.report.format import number, signed
+from fdp_audit.report.summary import game_label, margin_key
+
+
+def _cell(text: str) -> str:
+    """Table cell text: a pipe or a line break would end the cell or the row."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _status(row: dict[str, Any]) -> str:
+    if row.get("violated") is None:
+        return "not judged"
+    return "**VIOLATION**" if row["violated"] else "pass"
+
+
+def _signed(value: float | None) -> str:
+    return number(None) if value is None else signed(value)
+
+
+def gate_summary(verdict: dict[str, Any], judged: list[dict[str, Any]], comparisons: list[dict[str, Any]],
+                 regression: Regression | None = None) -> str:
+    """Markdown of one gate run; ``judged`` and ``comparisons`` are the gate's evaluations and their stored rows,
+    in the same order."""
+    mark = "❌" if verdict["status"] == "VIOLATION" else "✅"
+    lines = [f"## fdp-audit gate: {verdict['status']} {mark}", "", _cell(verdict["explanation"]), "",
+             f"α = {number(verdict['alpha'])}, Bonferroni over {verdict['n_comparisons']} comparisons; the margin is "
+             "the lower confidence bound minus the limit (positive is a violation).", "",
+             "| Comparison | Game | Observed (lower bound) | Limit | Margin | Status |", "|---|---|---:|---:|---:|---|"]
+    rows = [stored | j for stored, j in zip(comparisons, judged, strict=True)]
+    for row in sorted(rows, key=margin_key, reverse=True):
+        game = game_label(str(row.get("game", "")), str(row.get("kind")), row.get("relation"))
+        lines.append(f"| `{_cell(row['id'])}` | {_cell(game)} | {number(row.get('observed'))} | "
+                     f"{number(row.get('theoretical'))} | {_signed(row.get('margin'))} | {_status(row)} |")
+    if regression is not None:
+        lines += ["", *regression_summary(regression)]
+    return "\n".join(lines) + "\n"
+
+
+def regression_summary(regression: Regression) -> list[str]:
+    """The baseline part: one row per matched comparison, worst change first."""
+    if regression.tolerance is None:
+        rule = "reported only (no `--max-regression` given)"
+    else:
+        rule = (f"a success rate that rose by more than {number(regression.tolerance)} at confidence "
+                f"1 − α = {number(1 - regression.alpha)} fails the gate")
+    worse = len(regression.regressed)
+    lines = [f"### Since the baseline: {worse} regressed of {len(regression.changes)} matched", "",
+             f"Rise = lower confidence bound of (rate now − rate before); {rule}.", "",
+             "| Comparison | Margin before → now | Change | Rate before → now | Rise | ε lower bound before → now | |",
+             "|---|---:|---:|---:|---:|---:|---|"]
+    ordered = sorted(regression.changes, key=lambda c: margin_key({"margin": c.margin_change}), reverse=True)
+    for c in ordered:
+        rates = f"{number(c.rate_before)} → {number(c.rate_now)}" if c.rate_now is not None else ""
+        eps = f"{number(c.epsilon_before)} → {number(c.epsilon_now)}" if c.kind == "epsilon" else ""
+        rise = _signed(c.rise_lower_bound) if c.rise_lower_bound is not None else ""
+        flag = "**REGRESSED**" if c.regressed else ""
+        lines.append(f"| `{_cell(c.id)}` | {_signed(c.margin_before)} → {_signed(c.margin_now)} | "
+                     f"{_signed(c.margin_change)} | {rates} | {rise} | {eps} | {flag} |")
+    if regression.mechanism_changes:
+        lines += ["", "The accounted mechanism changed, so the bounds moved too: "
+                  + "; ".join(_cell(change) for change in regression.mechanism_changes)]
+    for label, ids in (("New since the baseline", regression.new), ("No longer compared", regression.gone)):
+        if ids:
+            lines += ["", f"{label}: " + ", ".join(f"`{_cell(i)}`" for i in ids)]
+    return lines

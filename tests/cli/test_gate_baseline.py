@@ -1,0 +1,109 @@
+"""``fdp-audit gate RESULTS --baseline OLD`` and ``--markdown``: how each comparison moved since an earlier audit,
+failing only on a significant rise when ``--max-regression`` asks; a Markdown summary for CI job pages."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fdp_audit.audit.results import SCHEMA_VERSION, write_results
+from fdp_audit.gate import judge
+
+TRIALS, BOUND = 400, 0.8
+
+
+def results(iterates: int, likelihood: int = 220, noise: float = 1.0) -> dict[str, Any]:
+    comparisons = [
+        {"id": "attribute/likelihood", "kind": "rate", "game": "attribute", "attack": "likelihood",
+         "trials": TRIALS, "successes": likelihood, "ball": 0.5, "bound": BOUND},
+        {"id": "distinguishing-attribute/iterates", "kind": "rate", "game": "distinguishing", "attack": "iterates",
+         "trials": TRIALS, "successes": iterates, "ball": 0.5, "bound": BOUND},
+    ]
+    verdict, _ = judge(comparisons, 0.05)
+    return {"schema_version": SCHEMA_VERSION, "kind": "audit", "created": "2024-01-01T00:00:00Z",
+            "verdict": verdict, "mechanism": {"name": "fdp_sgd", "noise_multiplier": noise, "faulty": False},
+            "reproducibility": {"seed": 0}, "comparisons": comparisons}
+
+
+@pytest.fixture
+def baseline(tmp_path: Path) -> Path:
+    return write_results(tmp_path / "main" / "results.json", results(iterates=220))
+
+
+@pytest.fixture
+def risen(tmp_path: Path) -> Path:
+    """The iterates attack went from 0.55 to 0.75: still below its bound 0.8 (a PASS), but far stronger."""
+    return write_results(tmp_path / "branch" / "results.json", results(iterates=300))
+
+
+def test_baseline_is_reported_without_failing_by_default(cli, risen, baseline):
+    result = cli("gate", risen, "--baseline", baseline)
+    assert result.code == 0
+    assert result.out.startswith("PASS")
+    assert "since the baseline: 2 comparisons matched, 0 regressed (report only)" in result.out
+    assert "largest rise in success rate distinguishing-attribute/iterates: at least +0.09" in result.out
+
+
+def test_a_significant_rise_fails_with_max_regression(cli, risen, baseline, tmp_path):
+    junit, markdown = tmp_path / "gate.xml", tmp_path / "gate.md"
+    result = cli("gate", risen, "--baseline", baseline, "--max-regression", "0.02", "--junit", junit,
+                 "--markdown", markdown)
+    assert result.code == 1
+    assert "REGRESSION: since the baseline: 2 comparisons matched, 1 regressed" in result.out
+    suite = ET.parse(junit).getroot()
+    failed = [case.get("name") for case in suite.iter("testcase") if case.find("failure") is not None]
+    assert failed == ["regression/distinguishing-attribute/iterates"]
+    assert suite.get("tests") == "4"
+    summary = markdown.read_text(encoding="utf-8")
+    assert summary.startswith("## fdp-audit gate: PASS")
+    assert "### Since the baseline: 1 regressed of 2 matched" in summary
+    row = next(line for line in summary.splitlines() if line.startswith("| `distinguishing-attribute/iterates` | -"))
+    assert "0.55 → 0.75" in row and "**REGRESSED**" in row
+
+
+def test_a_tolerance_above_the_rise_passes(cli, risen, baseline):
+    assert cli("gate", risen, "--baseline", baseline, "--max-regression", "0.3").code == 0
+
+
+def test_same_results_never_regress(cli, baseline):
+    assert cli("gate", baseline, "--baseline", baseline, "--max-regression", "0").code == 0
+
+
+def test_markdown_without_baseline_lists_comparisons_closest_first(cli, risen, tmp_path):
+    markdown = tmp_path / "summary.md"
+    assert cli("gate", risen, "--markdown", markdown).code == 0
+    lines = [line for line in markdown.read_text(encoding="utf-8").splitlines() if line.startswith("| `")]
+    assert [line.split("`")[1] for line in lines] == ["distinguishing-attribute/iterates", "attribute/likelihood"]
+    assert "Since the baseline" not in markdown.read_text(encoding="utf-8")
+
+
+def test_a_changed_mechanism_is_named(cli, tmp_path, baseline):
+    other = write_results(tmp_path / "other.json", results(iterates=220, noise=0.5))
+    markdown = tmp_path / "summary.md"
+    assert cli("gate", other, "--baseline", baseline, "--markdown", markdown).code == 0
+    assert "noise_multiplier: 1 → 0.5" in markdown.read_text(encoding="utf-8")
+
+
+def test_max_regression_needs_a_baseline(cli, risen, one_line_error):
+    result = cli("gate", risen, "--max-regression", "0.1")
+    assert result.code == 2
+    assert "--max-regression" in one_line_error(result.err)
+
+
+def test_a_corrupt_baseline_is_bad_input_naming_it(cli, risen, tmp_path, one_line_error):
+    corrupt = tmp_path / "old.json"
+    corrupt.write_text("{not json", encoding="utf-8")
+    result = cli("gate", risen, "--baseline", corrupt)
+    assert result.code == 2
+    assert "--baseline" in one_line_error(result.err) and str(corrupt) in result.err
+
+
+def test_report_shows_the_change_since_the_baseline(cli, risen, baseline, tmp_path):
+    html = tmp_path / "report.html"
+    assert cli("report", risen, "--baseline", baseline, "-o", html).code == 0
+    page = html.read_text(encoding="utf-8")
+    assert "<h2>Change since the baseline</h2>" in page and 'id="baseline-table"' in page
+    assert "0.55 → 0.75" in page
