@@ -167,10 +167,37 @@ def margin_key(row: dict[str, Any]) -> float:
     return margin if isinstance(margin, int | float) and math.isfinite(margin) else -math.inf
 
 
+def _one_run_failing(section: dict[str, Any]) -> list[ChartRow]:
+    """The guess counts of a one-run audit that reject the claimed curve (they have no chart row: the one-run
+    test is on counts among abstentions, not a rate against a bound)."""
+    claim = section.get("claim", "the claimed mechanism")
+    failing = []
+    for row in section.get("rows") or []:
+        if not row.get("rejects_claim"):
+            continue
+        numbers = (f"{row.get('correct')} correct of {row.get('guesses')} guesses among {section.get('canaries', '?')} "
+                   f"canaries ({row.get('abstentions')} abstentions); ε lower bound (μ-GDP) "
+                   f"{number(row.get('epsilon_gdp'))} against the claimed ε {number(section.get('claimed_epsilon'))}")
+        meaning = (f"At confidence 1 − α/m these guesses are more accurate than the trade-off curve f of {claim} "
+                   "allows: the training leaks more than its privacy accounting says.")
+        failing.append(ChartRow(f"one-run/{row.get('threat_model')}/{row.get('guesses')}", "One-run audit",
+                                str(row.get("threat_model")), "violation", number(None), numbers, meaning, "", []))
+    return failing
+
+
 def build_summary(results: dict[str, Any]) -> Summary | None:
     """The summary chart and text; None when results.json holds no comparisons to chart."""
     if not results.get("comparisons"):
-        return None
+        one_run = results.get("one_run")
+        if not isinstance(one_run, dict):
+            return None
+        failing = _one_run_failing(one_run)
+        shows = ("VIOLATION: some guess count rejects the claimed trade-off curve; the mechanism leaks more than "
+                 "claimed." if failing else "PASS: no guess count rejects the claimed trade-off curve; evidence, "
+                 "not proof, of privacy.")
+        tested = (f"A one-run audit: {one_run.get('canaries', '?')} canaries in one training, "
+                  f"{one_run.get('comparisons', '?')} guess counts tested against {one_run.get('claim', 'the claim')}.")
+        return Summary([], failing, tested, shows)
     try:
         alpha, rows = judged_comparisons(results)
     except BadInputError as err:  # the contract error names its field; the report names the section too

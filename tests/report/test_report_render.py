@@ -296,3 +296,21 @@ def test_number_format(value, shown):
 def test_signed_and_interval_format():
     assert (signed(0.031), signed(-0.047), signed(0.0)) == ("+0.031", "-0.047", "0")
     assert interval(0.4769, None) == "[0.4769, —]"
+
+
+def test_a_one_run_violation_names_its_rejecting_guesses_inside_the_verdict(results):
+    one_run = {"status": "VIOLATION", "claim": "fdp_sgd z=1 p=0.01 T=100 (replace)", "canaries": 1000,
+               "comparisons": 2, "claimed_epsilon": 1.2, "rows": [
+                   {"threat_model": "iterates", "guesses": 100, "correct": 97, "abstentions": 900,
+                    "rejects_claim": True, "epsilon_gdp": 2.5, "epsilon_steinke": 1.9},
+                   {"threat_model": "final_model", "guesses": 100, "correct": 60, "abstentions": 900,
+                    "rejects_claim": False, "epsilon_gdp": 0.1, "epsilon_steinke": None}]}
+    minimal = {key: results[key] for key in REQUIRED} | {"one_run": one_run}
+    minimal["verdict"] = {"status": "VIOLATION", "explanation": "97 of 100 guesses reject the claimed f",
+                          "alpha": 0.05, "n_comparisons": 2, "worst_margin": None, "worst_comparison": None}
+    html = render_report(minimal)
+    verdict = html.split('<section id="verdict"')[1].split("</section>")[0]
+    assert re.findall(r'<li data-comparison="([^"]+)">', verdict) == ["one-run/iterates/100"]
+    assert "97 correct of 100 guesses among 1000 canaries" in verdict
+    assert "leaks more than its privacy accounting says" in verdict
+    assert 'id="fig-summary"' not in html and 'id="one-run"' in html
