@@ -5,6 +5,7 @@ hand-edited results file). See docs/files.md, "The gate's outputs"."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from fdp_audit.cli import EXIT_OK, EXIT_VIOLATION
 
@@ -14,7 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("results", help="results.json written by 'fdp-audit audit'")
     parser.add_argument("--alpha", type=float, help="significance level (default: the audit's)")
     parser.add_argument("--junit", help="write JUnit XML here")
-    parser.add_argument("--markdown", metavar="PATH", help="write a Markdown summary here (for a CI job summary)")
+    parser.add_argument("--markdown", metavar="PATH", help="write a Markdown summary here, for a CI job summary "
+                        "(default with --junit: beside it, the JUnit path with the suffix .md)")
     parser.add_argument("--baseline", metavar="OLD_RESULTS",
                         help="an earlier results.json (e.g. the main branch's last audit): show how each "
                         "comparison's margin and ε lower bound moved")
@@ -52,8 +54,9 @@ def run(args: argparse.Namespace) -> int:
                    "theoretical": regression.tolerance} for c in regression.changes if c.rise_lower_bound is not None]
     if args.junit:
         atomic_write_text(args.junit, junit_xml(verdict, cases))
-    if args.markdown:
-        atomic_write_text(args.markdown, gate_summary(verdict, judged, comparisons, regression))
+    markdown = args.markdown or (Path(args.junit).with_suffix(".md") if args.junit else None)
+    if markdown:
+        atomic_write_text(markdown, gate_summary(verdict, judged, comparisons, regression))
     print(f"{verdict['status']} at α={alpha:g} over {verdict['n_comparisons']} comparisons: {verdict['explanation']}")
     if regression is not None:
         worst = max(regression.changes, key=lambda c: c.rise_lower_bound if c.rise_lower_bound is not None else -2,

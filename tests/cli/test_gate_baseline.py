@@ -64,6 +64,11 @@ def test_a_significant_rise_fails_with_max_regression(cli, risen, baseline, tmp_
     assert "0.55 → 0.75" in row and "**REGRESSED**" in row
 
 
+def test_the_summary_is_written_beside_the_junit_file_by_default(cli, risen, tmp_path):
+    assert cli("gate", risen, "--junit", tmp_path / "ci" / "junit.xml").code == 0
+    assert (tmp_path / "ci" / "junit.md").read_text(encoding="utf-8").startswith("## fdp-audit gate: PASS")
+
+
 def test_a_tolerance_above_the_rise_passes(cli, risen, baseline):
     assert cli("gate", risen, "--baseline", baseline, "--max-regression", "0.3").code == 0
 
