@@ -22,6 +22,8 @@ from fdp_audit.report.model import Node
 # threat models that see only the final model: the weakest evidence a PASS can rest on
 FINAL_MODEL = {"black_box", "white_box"}
 GRADIENT_GAMES = {"distinguishing": "distinguishing", "simulator": "simulator"}
+# the gate's assumption-free ε beside the family ε of an epsilon comparison
+EPSILON_ASSUMPTION_FREE = "epsilon_lower_bound_cp"
 
 
 def game_label(game: str, kind: str, relation: str | None = None) -> str:
@@ -76,6 +78,7 @@ class Summary:
     tested: str
     shows: str
     caveats: list[str] = field(default_factory=list)
+    assumption_free: bool = False  # some ε row also shows the Clopper–Pearson ε (a hollow point)
 
 
 def _scale(values: list[float], floor: float | None = None) -> tuple[float, float]:
@@ -109,7 +112,7 @@ def _rate_row(row: dict[str, Any], lo: float, hi: float, alpha: float, m: int) -
     numbers = (f"{label} {number(rate)} ({row.get('successes', '?')} of {row.get('trials', '?')} trials), interval "
                f"[{number(low)}, {number(high)}], lower confidence bound {number(lower)} against the bound "
                f"{number(bound)} (prior Ball {number(row.get('ball'))})")
-    note = ""
+    note = _not_judged_note(row) if status == "not judged" else ""
     if status == "pass" and rate > bound:
         note = (f"PASS although the rate {number(rate)} is above the bound {number(bound)}: its lower confidence "
                 f"bound {number(lower)} is not, so at level α/m = {number(alpha / m)} the excess can be chance.")
@@ -129,23 +132,41 @@ def _rate_row(row: dict[str, Any], lo: float, hi: float, alpha: float, m: int) -
                     numbers, meaning, note, marks)
 
 
+def _not_judged_note(row: dict[str, Any]) -> str:
+    needed = row.get("trials_needed")
+    return ("not judged: even a perfect attack could not fail this comparison at these trials"
+            + (f" (it needs at least {needed})" if isinstance(needed, int) else ""))
+
+
 def _epsilon_row(row: dict[str, Any], lo: float, hi: float) -> ChartRow:
+    """An ε comparison: the ε lower bound the gate reports (in the claimed mechanism's family when the gate
+    gives one) as the point, the assumption-free Clopper–Pearson ε (when given beside it) as a hollow point."""
     found, claimed = row["epsilon_lower_bound"], row.get("theoretical")
     limit = claimed if claimed is not None and math.isfinite(claimed) else None
     status = _status(row)
-    numbers = f"ε lower bound {number(found)} against the claimed ε {number(limit)}"
+    family = row.get("epsilon_family")
+    numbers = (f"ε lower bound {number(found)}" + (f" (family: {family})" if family else "")
+               + f" against the claimed ε {number(limit)}")
     marks = [Mark("point", _position(found, lo, hi), title=f"ε lower bound {number(found)}")]
-    extra = {key: row[key] for key in ("empirical_epsilon", "epsilon_clopper_pearson") if row.get(key) is not None}
-    for key, value in extra.items():
-        numbers += f", {key.replace('_', ' ')} {number(value)}"
-        marks.append(Mark("point-alt", _position(value, lo, hi), title=f"{key.replace('_', ' ')} {number(value)}"))
+    clopper_pearson = row.get(EPSILON_ASSUMPTION_FREE)
+    if clopper_pearson is not None:
+        numbers += f", assumption-free (Clopper–Pearson) ε {number(clopper_pearson)}"
+        marks.append(Mark("point-alt", _position(clopper_pearson, lo, hi),
+                          title=f"Clopper–Pearson ε {number(clopper_pearson)}"))
+    if row.get("curve_p_value") is not None:
+        numbers += f"; joint test of the claimed curve p = {number(row['curve_p_value'])}"
+        meaning = ("At confidence 1 − α/m the attack's error rates lie below the claimed trade-off curve f: no "
+                   "mechanism with the claimed guarantee could produce them, so the training leaks more than its "
+                   "privacy accounting says.")
+    else:
+        meaning = (f"The attack's error rates prove, at confidence 1 − α/m, a privacy loss of at least ε = "
+                   f"{number(found)} at the mechanism's δ, more than the claimed ε = {number(limit)}.")
     if limit is not None:
         marks.append(Mark("bound", _position(limit, lo, hi), title=f"claimed ε {number(limit)}"))
-    meaning = (f"The attack's error rates prove, at confidence 1 − α/m, a privacy loss of at least ε = "
-               f"{number(found)} at the mechanism's δ, more than the claimed ε = {number(limit)}.")
     margin = signed(row["margin"]) if row.get("margin") is not None and math.isfinite(row["margin"]) else number(None)
+    note = _not_judged_note(row) if status == "not judged" else ""
     return ChartRow(row["id"], game_label(str(row.get("game", "")), "epsilon", row.get("relation")),
-                    str(row.get("attack", row["id"])), status, margin, numbers, meaning, "", marks)
+                    str(row.get("attack", row["id"])), status, margin, numbers, meaning, note, marks)
 
 
 def judged_comparisons(results: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
@@ -213,7 +234,7 @@ def build_summary(results: dict[str, Any]) -> Summary | None:
                             [_rate_row(r, lo, hi, alpha, m) for r in rate], _ticks(lo, hi)))
     if epsilon:
         values = [v for r in epsilon for v in (r["epsilon_lower_bound"], r.get("theoretical"),
-                                              r.get("empirical_epsilon"), r.get("epsilon_clopper_pearson"))
+                                              r.get(EPSILON_ASSUMPTION_FREE))
                   if isinstance(v, int | float) and math.isfinite(v)]
         lo, hi = _scale(values + [0.0], floor=0.0)
         panels.append(Panel("summary-epsilon", "ε lower bound against the claimed ε", "ε",
@@ -223,7 +244,8 @@ def build_summary(results: dict[str, Any]) -> Summary | None:
         panels.reverse()
     failing = [row for panel in panels for row in panel.rows if row.status == "violation"]
     tested, shows, caveats = _plain_words(results, rows, alpha, bool(failing))
-    return Summary(panels, failing, tested, shows, caveats)
+    assumption_free = any(r.get(EPSILON_ASSUMPTION_FREE) is not None for r in epsilon)
+    return Summary(panels, failing, tested, shows, caveats, assumption_free)
 
 
 def _epsilon_first(rate: dict[str, Any], epsilon: dict[str, Any]) -> bool:

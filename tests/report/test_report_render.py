@@ -314,3 +314,24 @@ def test_a_one_run_violation_names_its_rejecting_guesses_inside_the_verdict(resu
     assert "97 correct of 100 guesses among 1000 canaries" in verdict
     assert "leaks more than its privacy accounting says" in verdict
     assert 'id="fig-summary"' not in html and 'id="one-run"' in html
+
+
+def test_summary_rows_take_the_gates_newer_fields_when_given():
+    """A gate that reports the family ε with the Clopper–Pearson ε and a curve test beside it, and comparisons
+    that cannot fail (not judged), is shown as such; the older fields alone still render (above)."""
+    from fdp_audit.report.summary import _epsilon_row, _rate_row
+
+    epsilon = {"id": "distinguishing-epsilon/iterates", "kind": "epsilon", "game": "distinguishing",
+               "relation": "replace", "attack": "iterates", "epsilon_lower_bound": 1.4, "theoretical": 2.0,
+               "margin": -0.6, "violated": True, "epsilon_family": "fdp_sgd with a smaller z",
+               "epsilon_lower_bound_cp": 0.9, "curve_p_value": 1e-4}
+    row = _epsilon_row(epsilon, 0.0, 2.5)
+    assert row.status == "violation"
+    assert "family: fdp_sgd with a smaller z" in row.numbers and "Clopper–Pearson) ε 0.9" in row.numbers
+    assert "lie below the claimed trade-off curve f" in row.meaning
+    assert [m.css for m in row.marks] == ["point", "point-alt", "bound"]
+    rate = {"id": "attribute/likelihood", "kind": "rate", "game": "attribute", "attack": "likelihood", "rate": 0.6,
+            "ci_low": 0.4, "ci_high": 0.8, "lower_bound": 0.4, "bound": 0.65, "ball": 0.5, "margin": -0.25,
+            "successes": 6, "trials": 10, "violated": False, "judged": False, "trials_needed": 31}
+    row = _rate_row(rate, 0.0, 1.0, 0.05, 1)
+    assert row.status == "not judged" and "needs at least 31" in row.note
