@@ -29,8 +29,11 @@ def test_demo_quick_end_to_end(tmp_path: Path) -> None:
     mechanisms = {row["mechanism"] for row in results["utility"]["rows"]}
     assert {"fdp_sgd", "dp_sgd"} <= mechanisms
     assert results["checkpoint_audit"]["records"] > 0
+    one_run = results["one_run"]
+    assert one_run["status"] == "PASS" and one_run["canaries"] == 500 and one_run["game"] == "value"
+    assert "one-run audit: 500 canaries" in done.stdout
     assert (out / "model.pt").stat().st_size > 0
     html = (out / "report.html").read_text(encoding="utf-8")
-    assert "PASS" in html and "<svg" in html
+    assert "PASS" in html and "<svg" in html and "One-run audit" in html
     assert not list(out.glob("*.tmp*"))  # atomic writes leave no temporary files
     json.loads((out / "results.json").read_text(encoding="utf-8"))

@@ -32,8 +32,8 @@ other) and ``f̄⁻¹(y) = inf{α : f̄(α) >= y}``. Starting from the hypothesi
 An f-DP mechanism can reach that event with probability τ only if ``r_0 + h_0 <= c / m``; if the recursion ends
 above ``c / m`` the event has probability below τ under the claim, so observing it rejects the claimed f at
 level τ (:func:`fdp_rejects`). The test uses the whole curve, not one (ε, δ) point, which is why it is tighter
-than the (ε, δ) analysis for Gaussian mechanisms. For ``f = f_{ε,0}``, ``k = 2`` the two analyses agree to a
-fraction of a percent in ε (a known-answer test checks it).
+than the (ε, δ) analysis for Gaussian mechanisms. For ``f = f_{ε,0}``, ``k = 2`` the two analyses agree within
+1.5 % in ε, the recursion being the slightly more conservative (a known-answer test checks it).
 
 **Empirical ε in the claimed family.** A one-run audit that rejects a claim also rejects every *stronger* claim
 of the same family (smaller μ for μ-GDP, a larger noise multiplier for the same subsampled Gaussian mechanism, a

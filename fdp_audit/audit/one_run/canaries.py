@@ -21,7 +21,9 @@ its private gradient is ``a`` on its coordinate). ``value`` (FDP, k >= 2): every
 protected value, uniform over k candidates with Ψ held fixed, sets its private gradient to ``a·(2v/(k-1) - 1)``
 (replace-one relation, sensitivity 2C after clipping); its public gradient is the same for every value. The
 raw magnitude ``a`` is ``audit.canary_norm_factor`` times the clip norm, so a mechanism that skips clipping shows
-it. Secrets come from the GAME stream at a model index of their own.
+it; the public gradient has the same magnitude ``a`` (Algorithm 1 neither clips nor noises the public loss, so a
+large public gradient costs no privacy, and it makes a canary's public batches visible above the noise).
+Secrets come from the GAME stream at a model index of their own.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ def draw_secrets(seed: int, count: int, k: int) -> np.ndarray:
     return np.minimum((u * k).astype(np.int64), k - 1)
 
 
-def canary_block(game: str, k: int, secrets: np.ndarray, magnitude: float, clip_norm: float) -> CanaryBlock:
+def canary_block(game: str, k: int, secrets: np.ndarray, magnitude: float) -> CanaryBlock:
     """The engine's block for one model (module doc: private values, public values, presence)."""
     count = len(secrets)
     if game == "inclusion":
@@ -92,7 +94,7 @@ def canary_block(game: str, k: int, secrets: np.ndarray, magnitude: float, clip_
     else:
         private = torch.as_tensor(magnitude * candidate_pattern(game, k)[secrets], dtype=torch.float32)[None]
         present = torch.ones(1, count, dtype=torch.bool)
-    return CanaryBlock(private, torch.full((1, count), clip_norm), present, count)
+    return CanaryBlock(private, torch.full((1, count), magnitude), present, count)
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,7 @@ def train_with_canaries(config: Config, data: PreparedData, count: int, out: Pat
     problem = build_problem(config, data)
     secrets = draw_secrets(seed, count, k)
     magnitude = config.audit.canary_norm_factor * mech.clip_norm
-    block = canary_block(game, k, secrets, magnitude, mech.clip_norm)
+    block = canary_block(game, k, secrets, magnitude)
     recorder = _BlockRecorder(count, problem.hyper.public_pretrain_steps)
     (chunk,) = list(train_models(problem, seed, [0], device=resolve_device(config.device), on_step=recorder,
                                  canary_block=block))
