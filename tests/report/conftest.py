@@ -30,6 +30,7 @@ def results() -> dict[str, Any]:
     return copy.deepcopy(_RESULTS)
 
 
+VIOLATED = "distinguishing-attribute/iterates_public_aligned"  # the comparison violation_results violates
 _GRADIENT_CANARY = re.compile(r"gradient \((\w+) trials\)")
 
 
@@ -69,10 +70,11 @@ def rejudge(results: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.fixture
 def violation_results(results: dict[str, Any]) -> dict[str, Any]:
-    """The recorded results edited into a caught known-faulty mechanism: the record-canary likelihood attack
-    succeeds in 170 of 200 trials, far above its bound 0.654."""
+    """The recorded results edited into a caught known-faulty mechanism: the gradient-canary attack with the
+    longest name (the most to fit on a phone's first screen) succeeds in 170 of 200 trials, far above its bound
+    0.654."""
     results["mechanism"].update(name="fdp_sgd_shared_batch", faulty=True)
-    comparison = next(c for c in results["comparisons"] if c["id"] == "attribute/likelihood")
+    comparison = next(c for c in results["comparisons"] if c["id"] == VIOLATED)
     comparison["successes"] = 170
     return rejudge(results)
 

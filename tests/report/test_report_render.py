@@ -153,7 +153,7 @@ def test_violation_names_the_failing_comparison_inside_the_verdict(violation_res
     html = render_report(violation_results)
     verdict = html.split('<section id="verdict"')[1].split("</section>")[0]
     failing = re.findall(r'<li data-comparison="([^"]+)">', verdict)
-    assert failing == ["attribute/likelihood"]
+    assert failing == ["distinguishing-attribute/iterates_public_aligned"]
     assert "170 of 200 trials" in verdict and "lower confidence bound 0.7707 against the bound 0.6536" in verdict
     assert "leaks more than its privacy accounting says" in verdict
     # the faulty-mechanism notice follows the verdict, it does not push it down
