@@ -278,6 +278,10 @@ def _plain_words(results: dict[str, Any], rows: list[dict[str, Any]], alpha: flo
     elif "iterates" in threat:
         caveats.append("The strongest evidence here comes from the attacks that observe every noisy update "
                        "(threat model: iterates), which is the adversary the accounting assumes.")
+    one_run = results.get("one_run")
+    if isinstance(one_run, dict) and one_run.get("status"):
+        caveats.append(f"The one-run audit below is judged on its own, not in this verdict: {one_run['status']} "
+                       f"({one_run.get('explanation', '')}).")
     epsilon_found = [r["epsilon_lower_bound"] for r in rows if r.get("kind") == "epsilon"]
     if epsilon_found and not any(epsilon_found):
         caveats.append("Every ε lower bound is 0: with this many trials the distinguishing attacks' error rates "

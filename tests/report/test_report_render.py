@@ -335,3 +335,9 @@ def test_summary_rows_take_the_gates_newer_fields_when_given():
             "successes": 6, "trials": 10, "violated": False, "judged": False, "trials_needed": 31}
     row = _rate_row(rate, 0.0, 1.0, 0.05, 1)
     assert row.status == "not judged" and "needs at least 31" in row.note
+
+
+def test_a_one_run_section_beside_the_games_is_named_in_the_summary(results):
+    results["one_run"] = {"status": "PASS", "explanation": "no guess count rejects the claimed f", "rows": []}
+    assert ("The one-run audit below is judged on its own, not in this verdict: PASS (no guess count rejects "
+            "the claimed f)." in render_report(results))
