@@ -140,7 +140,9 @@ def resolve_discretization(schedule: Schedule, discretization: float | None = No
     """
     if discretization is not None:
         return _validate.positive_finite(discretization, "discretization")
-    scales = {s: s.sample_rate * math.sqrt(math.expm1(s.noise_multiplier**-2)) for s in _check_schedule(schedule)}
+    # e^{1/z²} overflows a float below z ≈ 0.0375; such a step's scale is then simply larger than any grid
+    scales = {s: s.sample_rate * math.sqrt(math.expm1(_inverse_square(s.noise_multiplier)))
+              if _inverse_square(s.noise_multiplier) < 700 else math.inf for s in _check_schedule(schedule)}
     scale = scales[max(scales, key=lambda s: s.steps * scales[s] ** 2)]
     if scale / 10 >= DEFAULT_DISCRETIZATION:
         return DEFAULT_DISCRETIZATION
@@ -160,11 +162,16 @@ def gaussian_step_pld(
     connect-the-dots is pessimistic only): a lower bound on leakage, used for the tightness band.
     """
     segment = Segment(noise_multiplier, sample_rate, 1)
+    discretization = resolve_discretization((segment,), discretization)
+    # the loss at the centre of the shifted Gaussian is log(1 - p + p e^{1/(2z²)}) >= 1/(2z²) + log p: a tiny z
+    # gives a one-step PMF of that many grid steps, which dp_accounting would allocate before any size check
+    centre_loss = 0.5 * _inverse_square(segment.noise_multiplier) + math.log(segment.sample_rate)
+    _check_size(math.ceil(min(max(0.0, centre_loss) / discretization, 1e18)))
     return pld_lib.from_gaussian_mechanism(
         standard_deviation=segment.noise_multiplier,
         sensitivity=1.0,
         pessimistic_estimate=pessimistic,
-        value_discretization_interval=resolve_discretization((segment,), discretization),
+        value_discretization_interval=discretization,
         sampling_prob=segment.sample_rate,
         use_connect_dots=pessimistic,
         neighboring_relation=_NEIGHBOURING[check_relation(relation)],
@@ -330,6 +337,11 @@ def _predicted_points(step: pld_lib.PrivacyLossDistribution, steps: int) -> int:
         lo, hi = pld_common.compute_self_convolve_bounds(_pmf_arrays(pmf)[1], steps, _TAIL_MASS_TRUNCATION)
         sizes.append(hi - lo + 1)
     return max(sizes)
+
+
+def _inverse_square(noise_multiplier: float) -> float:
+    """1/z², infinite (not an OverflowError) for a z so small that its square underflows."""
+    return (1.0 / noise_multiplier) * (1.0 / noise_multiplier)
 
 
 def _check_size(points: int) -> None:

@@ -173,7 +173,7 @@ def _from_checkpoint(path: str, relation: str) -> tuple[MechanismSpec, float | N
 def _default_deltas(checkpoint_delta: float | None) -> tuple[float, ...]:
     if checkpoint_delta is None:
         return DEFAULT_DELTAS
-    return (checkpoint_delta, *(d for d in DEFAULT_DELTAS if d != checkpoint_delta))
+    return tuple(sorted({checkpoint_delta, *DEFAULT_DELTAS}, reverse=True))  # the rows in the defaults' order
 
 
 def _values(

@@ -69,8 +69,11 @@ def run(args: argparse.Namespace) -> int:
             )
             achieved = _achieved(args.noise_multiplier, args.sample_rate, steps, args.delta, args.relation)
             parameters.update(noise_multiplier=args.noise_multiplier, step_limit=args.step_limit)
-            result = {"max_steps": steps, "achieved_epsilon": achieved, "parameters": parameters}
-            line = f"max steps: {steps}"
+            capped = steps == args.step_limit  # the search stopped at its limit, not at the budget
+            result = {"max_steps": steps, "reached_step_limit": capped, "achieved_epsilon": achieved,
+                      "parameters": parameters}
+            line = (f"max steps: at least {steps} (the search stopped at --step-limit with ε still within the "
+                    "target; raise --step-limit to search further)" if capped else f"max steps: {steps}")
         else:
             z = calibrate_noise_multiplier(args.epsilon, args.delta, args.sample_rate, args.steps, args.relation)
             achieved = _achieved(z, args.sample_rate, args.steps, args.delta, args.relation)

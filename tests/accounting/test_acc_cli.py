@@ -99,6 +99,11 @@ def test_account_checkpoint_metadata(capsys, monkeypatch):
     result = json.loads(out)
     assert result["parameters"]["mechanism"] == "fdp_sgd_shared_batch"  # accounted as it claims
     assert result["epsilon"]["1e-05"] == pytest.approx(4.376, abs=0.002)
+    assert list(result["epsilon"]) == ["0.001", "1e-05", "1e-06"]  # the checkpoint's δ in order, not first
+    fake.read_privacy_metadata = lambda path: {**meta, "delta": 1e-4}
+    code, out, _ = _run(capsys, ["account", "--checkpoint", "model.pt"])
+    rows = out.split("  delta        epsilon")[1].split("\n\n")[0].split()
+    assert code == 0 and rows[::2] == ["0.001", "0.0001", "1e-05", "1e-06"]
     code, _, err = _run(capsys, ["account", "--checkpoint", "model.pt", "--steps", "5"])
     assert code == 2 and "--checkpoint" in err
     fake.read_privacy_metadata = lambda path: {**meta, "sample_rate": 2.0}
@@ -132,6 +137,16 @@ def test_calibrate_max_steps(capsys):
     code, out, _ = _run(capsys, argv)
     assert code == 0 and out.startswith("max steps:") and "achieved ε" in out
     assert int(out.split()[2]) >= 1
+
+
+def test_calibrate_max_steps_says_when_the_search_limit_is_the_answer(capsys):
+    """At z = 50 a budget of ε = 2 lasts far beyond 10 steps: 10 is where the search stopped, not the answer."""
+    argv = ["calibrate", "--max-steps", "--noise-multiplier", "50", "--epsilon", "2", "--delta", "1e-5",
+            "--sample-rate", "0.05", "--step-limit", "10"]
+    code, out, _ = _run(capsys, argv)
+    assert code == 0 and out.startswith("max steps: at least 10 ") and "--step-limit" in out
+    code, out, _ = _run(capsys, [*argv, "--json"])
+    assert code == 0 and json.loads(out)["reached_step_limit"] is True
 
 
 BAD_CALIBRATE = [

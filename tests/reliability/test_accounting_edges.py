@@ -94,8 +94,23 @@ def test_calibrate_cli_at_the_edges(cli) -> None:
     ["account", "--noise-multiplier", "1", "--sample-rate", "1", "--steps", "1", "--epsilon", "nan"],
     ["calibrate", "--epsilon", "inf", "--delta", "1e-12", "--sample-rate", "1", "--steps", "1"],
     ["calibrate", "--epsilon", "1", "--delta", "nan", "--sample-rate", "1", "--steps", "1"],
-], ids=["z=0", "z=inf", "delta underflows to 0", "epsilon nan", "epsilon inf", "delta nan"])
+    # a tiny z asks dp_accounting for a one-step PMF of 10^9 points or more; 1/z² overflows at z = 1e-200
+    ["account", "--noise-multiplier", "0.001", "--sample-rate", "0.017", "--steps", "300"],
+    ["account", "--noise-multiplier", "1e-200", "--sample-rate", "1", "--steps", "1"],
+    ["calibrate", "--max-steps", "--noise-multiplier", "1e-200", "--epsilon", "1", "--delta", "1e-5",
+     "--sample-rate", "0.01"],
+], ids=["z=0", "z=inf", "delta underflows to 0", "epsilon nan", "epsilon inf", "delta nan", "z=0.001", "z=1e-200",
+        "calibrate z=1e-200"])
 def test_meaningless_parameters_are_refused(cli, one_line_error, argv: list[str]) -> None:
     result = cli(*argv)
     assert result.code == 2 and result.out == ""
     one_line_error(result.err)
+
+
+@pytest.mark.parametrize("z", [0.037, 0.03, 1e-200])
+def test_the_grid_of_a_tiny_noise_multiplier_does_not_overflow(z: float) -> None:
+    """e^{1/z²} overflows a float below z ≈ 0.0375 (an OverflowError, exit 3, in account, calibrate and train):
+    such a step's loss scale exceeds every grid, so the default grid is kept and the size check decides."""
+    from fdp_audit.accounting.pld import DEFAULT_DISCRETIZATION, Segment, resolve_discretization
+
+    assert resolve_discretization((Segment(z, 0.017, 300),)) == DEFAULT_DISCRETIZATION
