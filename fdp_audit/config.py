@@ -24,12 +24,36 @@ from fdp_audit.bounded_read import read_bounded
 from fdp_audit.errors import BadInputError
 
 MAX_CONFIG_BYTES = 1_000_000
+MAX_SYNTHETIC_ROWS = 1_000_000
+MAX_SYNTHETIC_FEATURES = 10_000
+MAX_SYNTHETIC_CELLS = 50_000_000  # rows × columns of a generated table: 400 MB of float64
 
 
 class _Loader(yaml.SafeLoader):
     """PyYAML follows YAML 1.1, which reads ``1e-5`` and ``1.5e3`` (no dot, or an unsigned exponent) as
     strings; a config writes ``delta: 1e-5``, so every exponent form resolves as a float, as in YAML 1.2."""
 
+
+class DuplicateKeyError(yaml.constructor.ConstructorError):
+    """A mapping names a key twice; PyYAML would keep the last value silently."""
+
+
+def _construct_mapping_once(loader: _Loader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: set = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *defaults` then overriding a key is intended
+            continue
+        key = loader.construct_object(key_node, deep=True)
+        try:
+            if key in seen:
+                raise DuplicateKeyError(None, None, f"duplicate key {_short(key)}", key_node.start_mark)
+            seen.add(key)
+        except TypeError:  # an unhashable key: the base constructor refuses it with its own message
+            continue
+    return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+
+_Loader.construct_mapping = _construct_mapping_once  # type: ignore[method-assign]
 
 _Loader.add_implicit_resolver(
     "tag:yaml.org,2002:float",
@@ -58,10 +82,10 @@ class DataConfig:
     population_fraction: float = field(default=0.5, metadata=_range(0, 1, True, True))
     max_rows: int | None = field(default=None, metadata=_range(1))
     drop_missing: bool = True
-    synthetic_rows: int = field(default=2000, metadata=_range(10))
+    synthetic_rows: int = field(default=2000, metadata=_range(10, MAX_SYNTHETIC_ROWS))
     synthetic_prior: tuple[float, ...] = (0.5, 0.5)
     synthetic_prior_kind: Literal["categorical", "gaussian", "box"] = "categorical"
-    synthetic_public_features: int = field(default=5, metadata=_range(1))
+    synthetic_public_features: int = field(default=5, metadata=_range(1, MAX_SYNTHETIC_FEATURES))
     public_map: Literal["columns", "label_only", "blur"] = "columns"  # Ψ (SPEC 2.2); see data/prepare.py
     blur_sigma: float = field(default=1.0, metadata=_range(0, None, True))  # public_map: blur
 
@@ -69,7 +93,7 @@ class DataConfig:
 @dataclass(frozen=True)
 class ModelConfig:
     kind: Literal["logistic", "mlp", "cnn"] = "logistic"
-    hidden: tuple[int, ...] = ()
+    hidden: tuple[int, ...] = field(default=(), metadata=_range(1))
 
 
 @dataclass(frozen=True)
@@ -197,8 +221,8 @@ class CorrDPConfig:
         "nonprivate",
     )
     seeds: int = field(default=2, metadata=_range(1, 1000))
-    synthetic_rows: int = field(default=2000, metadata=_range(10))
-    synthetic_features: int = field(default=100, metadata=_range(2))
+    synthetic_rows: int = field(default=2000, metadata=_range(10, MAX_SYNTHETIC_ROWS))
+    synthetic_features: int = field(default=100, metadata=_range(2, MAX_SYNTHETIC_FEATURES))
     synthetic_sensitive: int = field(default=10, metadata=_range(1))
 
 
@@ -344,6 +368,16 @@ def _build(cls: type, raw: Any, path: str) -> Any:
     return cls(**kwargs)
 
 
+def checked_override(section: type, name: str, value: Any, flag: str) -> Any:
+    """A command-line value for the field ``name`` of the config dataclass ``section``, checked against that
+    field's type and range as if the config had given it, the error naming ``flag``."""
+    spec = next(f for f in dataclasses.fields(section) if f.name == name)
+    value = _coerce(value, typing.get_type_hints(section)[name], flag)
+    if "range" in spec.metadata:
+        _check_range(value, spec.metadata["range"], flag)
+    return value
+
+
 def _check_consistency(config: Config) -> None:
     """Cross-field rules that a single field's type cannot express."""
     mech, data = config.mechanism, config.data
@@ -369,6 +403,19 @@ def _check_consistency(config: Config) -> None:
             raise BadInputError(f"the claim of a third-party mechanism cannot be {mech.name!r}; name the mechanism "
                                 "whose accounting it claims (dp_sgd, fdp_sgd, fdp_dpsgd, public_only)",
                                 "mechanism.name")
+    if mech.noise_multiplier is not None and mech.target_epsilon is not None:
+        raise BadInputError("give noise_multiplier or target_epsilon, not both (target_epsilon calibrates the noise "
+                            "multiplier and would override it)", "mechanism.target_epsilon")
+    for name, values in (("audit.games", config.audit.games), ("audit.attacks", config.audit.attacks)):
+        if len(set(values)) != len(values):  # each entry is judged, and counted in the Bonferroni correction, once
+            raise BadInputError(f"lists {sorted({v for v in values if values.count(v) > 1})} more than once", name)
+    tables = [("data", data.synthetic_rows, data.synthetic_public_features + 1)]
+    if config.corrdp is not None:
+        tables.append(("corrdp", config.corrdp.synthetic_rows, config.corrdp.synthetic_features))
+    for section, rows, columns in tables:
+        if rows * columns > MAX_SYNTHETIC_CELLS:
+            raise BadInputError(f"{rows} rows × {columns} columns exceed the limit of {MAX_SYNTHETIC_CELLS:,} "
+                                "generated cells", f"{section}.synthetic_rows")
     if mech.noise_multiplier is None and mech.target_epsilon is None and mech.name not in (
         "nonprivate",
         "public_only",
@@ -396,6 +443,12 @@ def _check_consistency(config: Config) -> None:
 
 
 def config_from_dict(raw: Any) -> Config:
+    """The validated config of a raw mapping. A ``mechanism.target_epsilon`` without a ``noise_multiplier``
+    leaves the noise multiplier unset (it is calibrated), rather than at its default of 1."""
+    mechanism = raw.get("mechanism") if isinstance(raw, dict) else None
+    if (isinstance(mechanism, dict) and mechanism.get("target_epsilon") is not None
+            and "noise_multiplier" not in mechanism):
+        raw = {**raw, "mechanism": {**mechanism, "noise_multiplier": None}}
     config = _build(Config, raw, "")
     _check_consistency(config)
     return config
@@ -410,6 +463,8 @@ def load_config(path: str | Path) -> Config:
         raise BadInputError(f"config is not UTF-8 text: {path}") from err
     try:
         raw = yaml.load(text, Loader=_Loader)  # _Loader is a SafeLoader
+    except DuplicateKeyError as err:
+        raise BadInputError(f"{err.problem} at line {err.problem_mark.line + 1} (write each key once): {path}") from err
     except yaml.YAMLError as err:
         mark = getattr(err, "problem_mark", None)
         where = f" at line {mark.line + 1}" if mark else ""

@@ -54,6 +54,22 @@ BAD_CONFIGS = {
     "non-mapping top level": ("- 1\n- 2\n", "config: must be a mapping"),
     "malformed YAML": ("mechanism:\n  steps: [1, 2\n", "malformed YAML at line"),
     "not UTF-8": (b"name: \xff\xfe\n", "not UTF-8"),
+    # silent surprises: PyYAML keeps the last of two equal keys; target_epsilon overrode an explicit z; a game
+    # or attack listed twice was judged twice and counted twice in the Bonferroni correction
+    "duplicate key": ("seed: 1\nname: a\nseed: 2\n", "duplicate key 'seed' at line 3"),
+    "duplicate nested key": ("mechanism:\n  steps: 5\n  steps: 6\n", "duplicate key 'steps' at line 3"),
+    "target ε and z": ("mechanism:\n  noise_multiplier: 2.0\n  target_epsilon: 1.0\n", "mechanism.target_epsilon: "
+                      "give noise_multiplier or target_epsilon, not both"),
+    "duplicate game": ("audit:\n  games: [attribute, attribute]\n", "audit.games: lists ['attribute'] more"),
+    "duplicate attack": ("audit:\n  attacks: [prior, iterates, prior]\n", "audit.attacks: lists ['prior'] more"),
+    # values that crashed (exit 3) or exhausted memory instead of being refused
+    "negative hidden width": ("model:\n  kind: mlp\n  hidden: [-3]\n", "model.hidden: must be >= 1, got -3"),
+    "zero hidden width": ("model:\n  kind: mlp\n  hidden: [0]\n", "model.hidden: must be >= 1, got 0"),
+    "a billion synthetic rows": ("data:\n  synthetic_rows: 1000000000\n", "data.synthetic_rows: must be <= 1000000"),
+    "too many generated cells": ("data:\n  synthetic_rows: 1000000\n  synthetic_public_features: 5000\n",
+                                 "data.synthetic_rows: 1000000 rows × 5001 columns exceed"),
+    "corrdp cells": ("corrdp:\n  dataset: synthetic\n  synthetic_rows: 1000000\n  synthetic_features: 10000\n",
+                     "corrdp.synthetic_rows"),
 }
 
 
@@ -144,3 +160,13 @@ def test_oversized_config_is_rejected(tmp_path):
     path = write_config(tmp_path, "name: x\n" + "#" * 1_000_001 + "\n")
     with pytest.raises(BadInputError, match="larger than"):
         load_config(path)
+
+
+def test_merge_keys_may_override_and_target_epsilon_alone_leaves_z_to_calibration(tmp_path):
+    """A merged mapping's key overridden by an explicit one is intended YAML, not a duplicate; a target ε given
+    alone leaves the noise multiplier unset (calibrated), and the config round-trips through its dict."""
+    text = "mechanism:\n  <<: {name: dp_sgd, steps: 5}\n  steps: 7\n  target_epsilon: 2.0\n"
+    config = load_config(write_config(tmp_path, text))
+    assert config.mechanism.name == "dp_sgd" and config.mechanism.steps == 7
+    assert config.mechanism.noise_multiplier is None and config.mechanism.target_epsilon == 2.0
+    assert config_from_dict(config.to_dict()) == config

@@ -10,12 +10,16 @@ other writer is the trial journal, which appends whole fsynced lines and whose r
 from __future__ import annotations
 
 import ast
+import errno
 import os
+import stat
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
-from fdp_audit.atomic_io import atomic_write, atomic_write_json
+from fdp_audit.atomic_io import all_or_nothing, atomic_write, atomic_write_json, atomic_write_text
 
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("fdp_audit", "attacks", "benchmarks")
@@ -110,3 +114,106 @@ def test_refused_runs_leave_no_output(tmp_path: Path, cli, small_config, write_y
                  ["profile", bad, "--out", tmp_path / "p"], ["corrdp", "train", bad, "--out", tmp_path / "c"]):
         assert cli(*argv).code == 2
     assert files_under(tmp_path) == ["bad.yaml", "c.yaml", "file"]
+
+
+def _read_fifo_when_ready(fifo: Path, got: list[bytes]) -> threading.Thread:
+    """A reader that opens ``fifo`` without blocking and collects what arrives until the writer closes it."""
+
+    def read() -> None:
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        chunks, deadline = [], time.monotonic() + 20
+        writer_seen = False
+        with os.fdopen(fd, "rb", buffering=0) as handle:
+            while time.monotonic() < deadline:
+                data = handle.read(65536)
+                if data:
+                    chunks.append(data)
+                    writer_seen = True
+                elif data == b"" and writer_seen:
+                    break  # end of file: the writer closed
+                else:
+                    time.sleep(0.01)
+        got.append(b"".join(chunks))
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_fifo_is_written_through_not_replaced(tmp_path: Path) -> None:
+    """Renaming over a FIFO (or /dev/full, as root) replaced the node with a regular file."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = _read_fifo_when_ready(fifo, got)
+    time.sleep(0.1)
+    atomic_write_text(fifo, "<testsuite/>\n")
+    reader.join(25)
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert got == [b"<testsuite/>\n"]
+    assert sorted(os.listdir(tmp_path)) == ["pipe"]
+
+
+def test_a_character_device_is_written_through(tmp_path: Path) -> None:
+    """/dev/null stays a device (the old code, as root, would have replaced it: run this only on the new code);
+    /dev/full's "no space left" is a one-line error naming the path, not an internal error."""
+    null = Path("/dev/null")
+    before = os.lstat(null)
+    atomic_write_text(null, "discarded")
+    after = os.lstat(null)
+    assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev and after.st_ino == before.st_ino
+    if Path("/dev/full").exists():
+        with pytest.raises(OSError) as err:
+            atomic_write_text("/dev/full", "x")
+        assert err.value.filename == "/dev/full"
+        assert stat.S_ISCHR(os.lstat("/dev/full").st_mode)
+
+
+def test_a_symlink_stays_a_link_and_its_target_keeps_its_mode(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "store"
+    elsewhere.mkdir()
+    real = elsewhere / "junit.xml"
+    real.write_text("old")
+    os.chmod(real, 0o640)
+    link = tmp_path / "link.xml"
+    link.symlink_to(real)
+    atomic_write_text(link, "new")
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text() == "new" and stat.S_IMODE(os.stat(real).st_mode) == 0o640
+    assert sorted(os.listdir(elsewhere)) == ["junit.xml"] and sorted(os.listdir(tmp_path)) == ["link.xml", "store"]
+
+
+def test_a_new_output_gets_the_usual_mode(tmp_path: Path) -> None:
+    """mkstemp creates 0600 files; an output is readable like any other file the user creates (0666 − umask)."""
+    old = os.umask(0o022)
+    try:
+        path = atomic_write_text(tmp_path / "report.html", "<html/>")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
+
+
+def test_a_block_device_or_folder_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(OSError) as err:
+        atomic_write_text(tmp_path, "x")
+    assert err.value.filename == str(tmp_path)
+
+
+def test_outputs_of_one_command_are_all_or_nothing(tmp_path: Path) -> None:
+    """A full disk while writing the second output kept the new first one beside the old second one."""
+    first, second = atomic_write_text(tmp_path / "results.json", "old"), atomic_write_text(tmp_path / "r.html", "old")
+
+    def disk_full(handle) -> None:
+        handle.write(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device", str(second))
+
+    with pytest.raises(OSError), all_or_nothing():
+        atomic_write_text(first, "new")
+        atomic_write(second, disk_full)
+    assert first.read_text() == "old" and second.read_text() == "old"
+    assert sorted(os.listdir(tmp_path)) == ["r.html", "results.json"]
+    with all_or_nothing():
+        atomic_write_text(first, "new")
+        atomic_write_text(second, "new")
+        assert first.read_text() == "old"  # nothing replaced before the block ends
+    assert first.read_text() == "new" and second.read_text() == "new"
