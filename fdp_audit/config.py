@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 import reprlib
 import types
@@ -455,7 +456,8 @@ def config_from_dict(raw: Any) -> Config:
 
 
 def load_config(path: str | Path) -> Config:
-    """Read and validate a YAML config; every failure is a one-line :class:`BadInputError`."""
+    """Read and validate a YAML config; every failure is a one-line :class:`BadInputError`. A relative
+    ``data.path`` is read from the config file's folder (and held as an absolute path)."""
     path = Path(path)
     try:
         text = read_bounded(path, MAX_CONFIG_BYTES, "config file").decode("utf-8")
@@ -473,7 +475,12 @@ def load_config(path: str | Path) -> Config:
         raise BadInputError(f"malformed YAML: nested too deeply: {path}") from err
     except ValueError as err:  # a timestamp such as 2001-13-45, an integer of more than 4300 digits
         raise BadInputError(f"malformed YAML: a value cannot be read ({str(err)[:80]}): {path}") from err
-    return config_from_dict(raw)
+    config = config_from_dict(raw)
+    if config.data.path is not None and not Path(config.data.path).is_absolute():
+        # relative to the config file, as an include would be: the same config works from any working folder
+        config = dataclasses.replace(config, data=dataclasses.replace(
+            config.data, path=os.path.abspath(path.parent / config.data.path)))
+    return config
 
 
 def config_reference_markdown() -> str:

@@ -39,7 +39,7 @@ from scipy.special import log_softmax
 from attacks import ATTACKS, Knowledge, View
 from fdp_audit.audit.results import finite_or_none
 from fdp_audit.audit.stats import clopper_pearson
-from fdp_audit.config import Config, config_from_dict
+from fdp_audit.config import Config, ReportConfig, config_from_dict
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
@@ -80,25 +80,50 @@ class AttributePrior:
 
 
 def read_checkpoint(path: str | Path) -> Checkpoint:
-    """Load and validate a checkpoint; its embedded config must itself be a valid config."""
+    """Load and validate a checkpoint; its embedded config must itself be a valid config.
+
+    A checkpoint is untrusted: its config is kept for the data and the recipe, but it never names code to run
+    (``mechanism.third_party`` is dropped here, and :func:`replay_config` refuses to replay it) nor a folder to
+    write (``report.out_dir`` is reset to the default). A relative ``data.path`` is resolved from the
+    checkpoint's folder, where ``train`` stored it relative to, so a checkpoint moved with its data still finds
+    them."""
     path = Path(path)
     params, metadata, model = load_checkpoint(path)
     raw = metadata.get("config")
     if not isinstance(raw, dict):
         raise BadInputError("missing the training configuration", "checkpoint.metadata.config")
+    if isinstance(raw.get("mechanism"), dict):  # z, p, T, C and δ come from the metadata, never a target ε
+        raw = {**raw, "mechanism": {k: v for k, v in raw["mechanism"].items() if k != "target_epsilon"}}
     try:
         config = config_from_dict(raw)
     except BadInputError as err:
         raise BadInputError(str(err), "checkpoint.metadata.config") from err
+    data_path = config.data.path
+    if data_path is not None and not Path(data_path).is_absolute():
+        data_path = str(path.parent / data_path)
     info = MECHANISMS[metadata["mechanism"]]
     mechanism = replace(
         config.mechanism, name=metadata["mechanism"], faulty=metadata["faulty"], target_epsilon=None,
         noise_multiplier=float(metadata["noise_multiplier"]) if info.recipe.private else None,
         sample_rate=float(metadata["sample_rate"]), steps=metadata["steps"], clip_norm=float(metadata["clip_norm"]),
         delta=float(metadata["delta"]), public_pretrain_steps=metadata["public_pretrain_steps"],
-        public_batch_size=metadata["public_batch_size"], private_weight=float(metadata["private_weight"]))
+        public_batch_size=metadata["public_batch_size"], private_weight=float(metadata["private_weight"]),
+        third_party=None)
     sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
-    return Checkpoint(path, sha256, params, metadata, model, replace(config, mechanism=mechanism))
+    config = replace(config, mechanism=mechanism, data=replace(config.data, path=data_path),
+                     report=replace(config.report, out_dir=ReportConfig().out_dir))
+    return Checkpoint(path, sha256, params, metadata, model, config)
+
+
+def replay_config(checkpoint: Checkpoint, trials: int) -> Config:
+    """The config of a game audit of ``trials`` trials replaying the checkpoint's recipe: the built-in mechanism
+    its metadata names, with the claim's numbers. A recipe that trained with third-party code is refused: a
+    checkpoint cannot make the audit import a file, and its built-in name alone would audit other code."""
+    named = checkpoint.metadata["config"].get("mechanism", {}).get("third_party")
+    if named is not None:
+        raise BadInputError(f"the checkpoint's recipe names third-party code ({str(named)[:80]!r}); a checkpoint "
+                            "never runs code: audit a config you wrote that names it", "--games")
+    return replace(checkpoint.config, audit=replace(checkpoint.config.audit, trials=trials))
 
 
 def checkpoint_data(checkpoint: Checkpoint) -> PreparedData:

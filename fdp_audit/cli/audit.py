@@ -8,13 +8,17 @@ its training recipe in a game audit of N trials."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import sys
 from dataclasses import replace
 from pathlib import Path
 
+from fdp_audit.atomic_io import all_or_nothing
 from fdp_audit.cli import EXIT_OK, EXIT_VIOLATION
 from fdp_audit.errors import BadInputError
+
+DEFAULT_CHECKPOINT_OUT = "reports/run"  # a checkpoint's metadata never chooses where output goes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,7 +28,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--trials", type=int, help="number of trials per game (overrides audit.trials)")
     parser.add_argument("--alpha", type=float, help="significance level of the verdict (overrides audit.alpha)")
     parser.add_argument("--games", type=int, metavar="N", help="with a checkpoint: replay its recipe in N trials")
-    parser.add_argument("--out", help="output folder (default: report.out_dir of the config)")
+    parser.add_argument("--out", help=f"output folder (default: report.out_dir of the config; for a checkpoint "
+                        f"{DEFAULT_CHECKPOINT_OUT})")
     parser.add_argument("--seed", type=int, help="override the config's seed")
     parser.add_argument("--canaries", metavar="MANIFEST",
                         help="with a checkpoint trained with --canaries: the one-run audit of its canaries (gating)")
@@ -34,29 +39,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def audit_config(args: argparse.Namespace):
-    from fdp_audit.config import load_config
+    """The config to audit, with the command line's overrides checked against the schema's ranges (a trial
+    count above the schema's limit would exhaust memory before the first model is trained)."""
+    from fdp_audit.config import AuditConfig, Config, checked_override, load_config
 
     target = Path(args.target)
     if target.suffix == ".pt":
-        from fdp_audit.audit.checkpoint_audit import checkpoint_data, read_checkpoint
+        from fdp_audit.audit.checkpoint_audit import checkpoint_data, read_checkpoint, replay_config
 
         checkpoint = read_checkpoint(target)  # the claim pinned to the metadata, as the checkpoint audit uses it
+        config = replay_config(checkpoint, checked_override(AuditConfig, "trials", args.games, "--games"))
         checkpoint_data(checkpoint)  # refuses data that are not the ones it was trained on
-        config = replace(checkpoint.config, audit=replace(checkpoint.config.audit, trials=args.games))
     else:
         config = load_config(target)
-    audit = config.audit
-    if args.trials is not None:
-        if args.trials < 1:
-            raise BadInputError("must be >= 1", "--trials")
-        audit = replace(audit, trials=args.trials)
-    if args.alpha is not None:
-        if not 0 < args.alpha < 1:
-            raise BadInputError("must be in (0, 1)", "--alpha")
-        audit = replace(audit, alpha=args.alpha)
-    config = replace(config, audit=audit)
+    overrides = {name: checked_override(AuditConfig, name, value, f"--{name}")
+                 for name, value in (("trials", args.trials), ("alpha", args.alpha)) if value is not None}
+    config = replace(config, audit=replace(config.audit, **overrides))
     if args.seed is not None:
-        config = replace(config, seed=args.seed)
+        config = replace(config, seed=checked_override(Config, "seed", args.seed, "--seed"))
     return config
 
 
@@ -74,7 +74,7 @@ def checkpoint_results(args: argparse.Namespace) -> tuple[dict, Path]:
     alpha = audit.alpha if args.alpha is None else args.alpha
     results = run_checkpoint_audit(checkpoint, alpha, audit.gate_on_estimated or args.gate_on_estimated,
                                    command=shlex.join(["fdp-audit", *sys.argv[1:]]))
-    return results, Path(args.out or checkpoint.config.report.out_dir)
+    return results, Path(args.out or DEFAULT_CHECKPOINT_OUT)
 
 
 def one_run_results(args: argparse.Namespace) -> tuple[dict, Path]:
@@ -99,11 +99,11 @@ def run(args: argparse.Namespace) -> int:
     from fdp_audit.audit.runner import run_audit
     from fdp_audit.report.render import write_report
 
-    if args.games is not None and args.games < 1:
-        raise BadInputError("must be >= 1", "--games")
+    if args.games is not None and Path(args.target).suffix != ".pt":
+        raise BadInputError("replays a checkpoint's recipe; with a config use --trials", "--games")
     if args.canaries is not None:
         results, out = one_run_results(args)
-    elif Path(args.target).suffix == ".pt" and not args.games:
+    elif Path(args.target).suffix == ".pt" and args.games is None:
         results, out = checkpoint_results(args)
     else:
         if args.gate_on_estimated:
@@ -111,9 +111,18 @@ def run(args: argparse.Namespace) -> int:
                                 "--gate-on-estimated")
         config = audit_config(args)
         out = Path(args.out or config.report.out_dir)
-        results = run_audit(config, out, command=shlex.join(["fdp-audit", *sys.argv[1:]]))
-    path = write_results(out / "results.json", results)
-    report = write_report(results, out / "report.html")
+        fresh = not out.exists()
+        try:
+            results = run_audit(config, out, command=shlex.join(["fdp-audit", *sys.argv[1:]]))
+        except BadInputError:
+            if fresh:  # refused: the folder this run created holds only the journal of a run that cannot resume
+                (out / "journal.jsonl").unlink(missing_ok=True)
+                with contextlib.suppress(OSError):
+                    out.rmdir()
+            raise
+    with all_or_nothing():  # results.json and report.html are replaced together or not at all
+        path = write_results(out / "results.json", results)
+        report = write_report(results, out / "report.html")
     verdict = results["verdict"]
     if "checkpoint_audit" in results:
         print("\n".join(summary_lines(results["checkpoint_audit"])))

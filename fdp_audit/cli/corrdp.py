@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fdp_audit.atomic_io import atomic_write_bytes, atomic_write_json
+from fdp_audit.atomic_io import all_or_nothing, atomic_write_bytes, atomic_write_json
 from fdp_audit.config import load_config
 
 
@@ -43,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     result = train_experiment(config)
     figure = utility_figure(result)
-    atomic_write_json(out / "corrdp_train.json", result)
-    atomic_write_bytes(out / "corrdp_utility.png", figure)
+    with all_or_nothing():
+        atomic_write_json(out / "corrdp_train.json", result)
+        atomic_write_bytes(out / "corrdp_utility.png", figure)
     print(f"wrote {out / 'corrdp_train.json'} and {out / 'corrdp_utility.png'}")
     return 0

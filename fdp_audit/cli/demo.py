@@ -36,6 +36,7 @@ def demo_config(quick: bool):
 
 
 def run(args: argparse.Namespace) -> int:
+    from fdp_audit.atomic_io import all_or_nothing
     from fdp_audit.audit.checkpoint_audit import summary_lines, train_and_attack
     from fdp_audit.audit.one_run.canaries import audit_with_canaries, train_with_canaries
     from fdp_audit.audit.one_run.evaluation import summary_lines as one_run_lines
@@ -58,8 +59,9 @@ def run(args: argparse.Namespace) -> int:
     canaries = 500 if args.quick else ONE_RUN_CANARIES
     trained = train_with_canaries(config, data, canaries, out / "one_run" / "model.pt")
     results["one_run"] = audit_with_canaries(trained.checkpoint, trained.manifest, config.audit.alpha)
-    write_results(out / "results.json", results)
-    report = write_report(results, out / "report.html")
+    with all_or_nothing():
+        write_results(out / "results.json", results)
+        report = write_report(results, out / "report.html")
     m = results["mechanism"]
     print(f"accounting: z={m['noise_multiplier']:.3f}, p={m['sample_rate']:g}, T={m['steps']} → "
           f"ε={m['epsilon']:.3f} at δ={m['delta']:g}")

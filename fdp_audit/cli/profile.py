@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fdp_audit.atomic_io import all_or_nothing
 from fdp_audit.config import load_config
 from fdp_audit.profiles.pipeline import run_profile, write_outputs
 
@@ -32,7 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     out_dir = args.out or config.report.out_dir
-    results = write_outputs(run_profile(config), out_dir)
+    profiled = run_profile(config)
+    with all_or_nothing():  # profile.json and its figures together, or none of them
+        results = write_outputs(profiled, out_dir)
     setting = results["setting"]
     head = f"profile: {setting['mechanism']}, n = {setting['n']}, d = {setting['d']}; "
     if results["kind"] == "privacy_profile_estimate":

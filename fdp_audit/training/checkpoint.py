@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +49,14 @@ _REQUIRED: dict[str, type | tuple[type, ...]] = {
 
 
 def save_checkpoint(path: str | Path, params: Params, metadata: dict[str, Any]) -> Path:
-    """Write one model's parameters (no model dimension) and its metadata atomically."""
+    """Write one model's parameters (no model dimension) and its metadata atomically. The training data's path
+    is stored relative to the checkpoint's folder, so that the two can move together."""
     validate_metadata(metadata)
+    data = metadata.get("config", {}).get("data", {})
+    if isinstance(data.get("path"), str) and os.path.isabs(data["path"]):
+        folder = os.path.dirname(os.path.abspath(path))
+        metadata = {**metadata, "config": {**metadata["config"],
+                                           "data": {**data, "path": os.path.relpath(data["path"], folder)}}}
     buffer = io.BytesIO()
     torch.save({"format_version": FORMAT_VERSION,
                 "params": {k: v.detach().cpu().contiguous() for k, v in params.items()},

@@ -190,3 +190,84 @@ def test_shipped_adult_config_end_to_end(cli, tmp_path: Path) -> None:
     assert results["reproducibility"]["dataset"] == "adult" and results["mechanism"]["name"] == "fdp_sgd"
     assert {g["game"] for g in results["games"]} == {"attribute", "distinguishing"}
     assert (out / "report.html").is_file()
+
+
+def test_a_checkpoint_never_names_code_to_run_or_a_folder_to_write(cli, one_line_error, tiny: Path, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint whose embedded config named ``mechanism.third_party`` made ``audit x.pt --games N`` import and
+    run that file, and its ``report.out_dir`` decided where the output went."""
+    from fdp_audit.training.checkpoint import load_checkpoint, save_checkpoint
+
+    checkpoint = tmp_path / "model.pt"
+    assert cli("train", tiny, "--out", checkpoint).code == 0
+    marker, planted = tmp_path / "ran", tmp_path / "planted.py"
+    planted.write_text(f"import pathlib\npathlib.Path({str(marker)!r}).write_text('ran')\n\n"
+                       "def train(problem, seed, indices, canaries):\n    raise SystemExit(0)\n")
+    params, metadata, _ = load_checkpoint(checkpoint)
+    config = metadata["config"]
+    config["mechanism"]["third_party"] = f"{planted}:train"
+    config["report"]["out_dir"] = str(tmp_path / "chosen_by_the_checkpoint")
+    save_checkpoint(checkpoint, params, metadata)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    result = cli("audit", checkpoint, "--games", "4")
+    assert result.code == 2 and "third-party code" in one_line_error(result.err)
+    assert not marker.exists() and not (tmp_path / "chosen_by_the_checkpoint").exists()
+    assert list(work.iterdir()) == []
+    result = cli("audit", checkpoint)  # the checkpoint audit of its records runs no code of the checkpoint
+    assert result.code == 0, result.err
+    assert not marker.exists() and not (tmp_path / "chosen_by_the_checkpoint").exists()
+    assert (work / "reports" / "run" / "results.json").is_file()
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["--trials", "1000000000"], "--trials: must be <= 1000000"),  # was OOM-killed at 24 GB drawing the secrets
+    (["--seed", "-1"], "--seed: must be >= 0"),  # was exit 3 (a negative seed for the random streams)
+    (["--seed", str(2**64)], "--seed: must be <= "),
+    (["--alpha", "nan"], "--alpha: must be finite"),
+    (["--games", "3"], "--games: replays a checkpoint's recipe"),  # was silently ignored with a config
+])
+def test_command_line_overrides_are_checked_like_the_config(cli, one_line_error, tiny: Path, tmp_path: Path,
+                                                            argv: list[str], expected: str) -> None:
+    result = cli("audit", tiny, "--out", tmp_path / "never", *argv)
+    assert result.code == 2 and expected in one_line_error(result.err)
+    assert not (tmp_path / "never").exists()
+
+
+def test_a_refusal_during_the_run_leaves_no_folder(cli, one_line_error, small_config, write_yaml,
+                                                   tmp_path: Path) -> None:
+    """z = 0.1, p = 1, T = 50 is refused by the accountant (ε in the hundreds) after the first trials were
+    journaled; the folder that run created, journal included, is removed (a refused run cannot be resumed)."""
+    config = write_yaml(tmp_path / "c.yaml", small_config(rows=60, mechanism={"noise_multiplier": 0.1, "steps": 50,
+                                                                               "sample_rate": 1.0},
+                                                          audit={"trials": 2}))
+    result = cli("audit", config, "--out", tmp_path / "out")
+    assert result.code == 2 and "noise_multiplier" in one_line_error(result.err)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c.yaml"]
+
+
+def test_a_full_disk_leaves_the_previous_outputs_together(cli, one_line_error, small_config, write_yaml,
+                                                          tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk filled up while report.html was written: the new results.json stood beside the old report."""
+    import errno
+
+    import fdp_audit.report.render as render
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.json").write_text("old results")
+    (out / "report.html").write_text("old report")
+    real = render.atomic_write_text
+
+    def disk_full(path, text):
+        if Path(path).name == "report.html":
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(path, text)
+
+    monkeypatch.setattr(render, "atomic_write_text", disk_full)
+    config = write_yaml(tmp_path / "c.yaml", small_config(rows=60, mechanism={"steps": 2}, audit={"trials": 4}))
+    result = cli("audit", config, "--out", out)
+    assert result.code == 2 and "No space left on device" in one_line_error(result.err)
+    assert (out / "results.json").read_text() == "old results" and (out / "report.html").read_text() == "old report"
+    assert sorted(p.name for p in out.iterdir()) == ["journal.jsonl", "report.html", "results.json"]
