@@ -25,6 +25,11 @@ from fdp_audit.bounded_read import read_bounded
 from fdp_audit.errors import BadInputError
 
 MAX_CONFIG_BYTES = 1_000_000
+MODEL_SUFFIXES = (".pt", ".pth", ".safetensors", ".ckpt", ".bin")
+EXTERNAL_MODEL_HINT = ("fdp-audit reads the .pt checkpoints that `fdp-audit train` writes, with their privacy "
+                       "metadata; a plain state_dict or safetensors file has none: to audit other training code, "
+                       "name its training function in a config (mechanism.third_party: file.py:function) and run "
+                       "`fdp-audit audit CONFIG`")
 MAX_SYNTHETIC_ROWS = 1_000_000
 MAX_SYNTHETIC_FEATURES = 10_000
 MAX_SYNTHETIC_CELLS = 50_000_000  # rows × columns of a generated table: 400 MB of float64
@@ -459,9 +464,14 @@ def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config; every failure is a one-line :class:`BadInputError`. A relative
     ``data.path`` is read from the config file's folder (and held as an absolute path)."""
     path = Path(path)
+    if path.suffix.lower() in MODEL_SUFFIXES:
+        raise BadInputError(f"{path} is a model file, not a YAML config; {EXTERNAL_MODEL_HINT}")
+    raw_bytes = read_bounded(path, MAX_CONFIG_BYTES, "config file")
     try:
-        text = read_bounded(path, MAX_CONFIG_BYTES, "config file").decode("utf-8")
+        text = raw_bytes.decode("utf-8")
     except UnicodeDecodeError as err:
+        if raw_bytes.startswith(b"PK\x03\x04"):  # the zip container of torch.save
+            raise BadInputError(f"{path} is a PyTorch file, not a YAML config; {EXTERNAL_MODEL_HINT}") from err
         raise BadInputError(f"config is not UTF-8 text: {path}") from err
     try:
         raw = yaml.load(text, Loader=_Loader)  # _Loader is a SafeLoader

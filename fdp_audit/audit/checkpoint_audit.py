@@ -187,6 +187,11 @@ def attribute_prior(data: PreparedData, group: ColumnGroup, seed: int) -> Attrib
     order = np.random.default_rng(np.random.SeedSequence([seed, 0xBA11])).permutation(population.n_rows)
     cut = int(round(population.n_rows * (1 - CALIBRATION_SHARE)))
     fit_rows, calibration_rows = order[:cut], order[cut:]
+    every_value = np.concatenate([truth, data.train.x[:, group.start:group.stop].argmax(axis=1)])
+    if len(np.unique(every_value)) < 2:  # no split of the rows can help: there is no secret to infer
+        raise BadInputError(f"the protected column {group.feature!r} takes a single value in the data; the "
+                            "checkpoint audit infers its first protected column, which needs two values or more",
+                            "data.protected")
     if len(np.unique(truth[fit_rows])) < 2 or not np.isin(truth[calibration_rows], truth[fit_rows]).any():
         raise BadInputError(f"the population split has too few rows with different {group.feature!r} values to "
                             "estimate Pr[v | u]", "data.population_fraction")

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 from fdp_audit import __version__
@@ -53,7 +55,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def quiet_libraries() -> None:
+    """Keep the libraries' notes on their own internals out of the command's output: dp_accounting's RDP
+    accountant logs (through absl) every order it drops, statsmodels warns on the 0/0 of a zero-trial interval
+    that the suite never reports, torch on pickling details. Errors still show; ``FDP_AUDIT_DEBUG=1`` shows
+    everything."""
+    if os.environ.get("FDP_AUDIT_DEBUG"):
+        return
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    for library in ("absl", "dp_accounting", "statsmodels", "torch", "sklearn"):
+        warnings.filterwarnings("ignore", module=rf"{library}(\.|$)")
+    warnings.filterwarnings("ignore", message=r".*(weights_only|TypedStorage|pickle).*")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_libraries()
     try:
         parser = build_parser()
         args = parser.parse_args(argv)

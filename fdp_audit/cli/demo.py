@@ -70,8 +70,7 @@ def run(args: argparse.Namespace) -> int:
     for game in results["games"]:
         for attack in game["attacks"]:
             if game["game"] == "attribute":
-                print(f"attribute ({game['canary']}): {attack['attack']:<24} success {attack['rate']:.3f} "
-                      f"(Ball {attack['ball']:.3f}, bound {attack['bound']:.3f}) {attack['status']}")
+                print(attribute_line(game, attack))
             else:
                 claimed = attack["epsilon_claimed"]
                 claimed_text = "∞" if claimed is None else f"{claimed:.3f}"
@@ -83,3 +82,14 @@ def run(args: argparse.Namespace) -> int:
     print(f"VERDICT: {verdict['status']} — {verdict['explanation']}")
     print(f"report: {report}  ({time.time() - start:.0f} s)")
     return EXIT_OK
+
+
+def attribute_line(game: dict, attack: dict) -> str:
+    """One attack of an attribute game for the command line. A rate above the bound that still passes says why:
+    the verdict compares the rate's lower confidence bound (Clopper–Pearson, docs/statistics.md) with the bound."""
+    status = attack["status"]
+    if status == "pass" and attack["rate"] > attack["bound"]:
+        status = (f"pass (the rate is above the bound, but its lower confidence bound {attack['lower_bound']:.3f} is "
+                  "not: the excess is within chance at these trials)")
+    return (f"attribute ({game['canary']}): {attack['attack']:<24} success {attack['rate']:.3f} "
+            f"(Ball {attack['ball']:.3f}, bound {attack['bound']:.3f}) {status}")

@@ -148,8 +148,21 @@ def _column_index(
     for field_name, names in (("data.numeric", numeric), ("data.categorical", categorical)):
         absent = [name for name in names if name not in index]
         if absent:
-            raise BadInputError(f"column(s) {absent} not in the header of {path}", field_name)
+            raise BadInputError(f"column(s) {absent} not in the header of {path}{_delimiter_hint(header)}",
+                                field_name)
     return index
+
+
+def _delimiter_hint(header: list[str]) -> str:
+    """Why a header may lack the named columns: a file separated by something other than commas reads as one
+    column whose name holds all the others."""
+    if len(header) != 1:
+        return ""
+    for name, delimiter in (("semicolons", ";"), ("tabs", "\t"), ("'|'", "|")):
+        if delimiter in header[0]:
+            return (f" (its header reads as the single column {header[0][:60]!r}: the file seems separated by "
+                    f"{name}; fdp-audit reads comma-separated files, convert it to commas)")
+    return ""
 
 
 def _load_parquet(

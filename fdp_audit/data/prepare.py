@@ -67,12 +67,16 @@ def prepare_data(config: DataConfig, seed: int) -> PreparedData:
     """Load, split (deterministically by ``seed``), encode, and build Ψ."""
     table, test_table = load_table(config, seed)
     label = config.label or datasets.DEFAULT_LABELS.get(config.dataset) or synthetic.SYNTHETIC_LABEL
+    # a CSV data set holds only the columns its spec names: a label in the file but not in the spec is absent
+    listed = "; list it in data.categorical (a CSV holds only the columns data.numeric and data.categorical name)"
+    hint = listed if config.dataset == "csv" else ""
     if label not in table.columns:
-        raise BadInputError(f"label column {label!r} not in data", "data.label")
+        raise BadInputError(f"label column {label!r} not in data (columns: {', '.join(table.columns)}){hint}",
+                            "data.label")
     for column in config.protected:
         if column not in table.columns:
             raise BadInputError(f"protected column {column!r} not in data (columns: "
-                                f"{', '.join(table.columns)})", "data.protected")
+                                f"{', '.join(table.columns)}){hint}", "data.protected")
         if column == label:
             raise BadInputError("the label cannot be listed as protected; set label_public: false",
                                 "data.protected")

@@ -19,6 +19,7 @@ import torch
 
 from fdp_audit.atomic_io import atomic_write_bytes
 from fdp_audit.bounded_read import read_bounded
+from fdp_audit.config import EXTERNAL_MODEL_HINT
 from fdp_audit.errors import BadInputError
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model, Params
@@ -124,8 +125,12 @@ def load_checkpoint(path: str | Path) -> tuple[Params, dict[str, Any], Model]:
         # torch names the weights_only option in every failure; a refused class or function is a GLOBAL
         reason = "contains objects other than tensors" if "GLOBAL" in str(err) else "unreadable or truncated"
         raise BadInputError(f"checkpoint {path.name} refused: {reason}") from err
+    if isinstance(payload, dict) and payload and all(isinstance(v, torch.Tensor) for v in payload.values()):
+        raise BadInputError(f"{path.name} is a plain PyTorch state_dict, not an fdp-audit checkpoint; "
+                            f"{EXTERNAL_MODEL_HINT}")
     if not isinstance(payload, dict) or set(payload) != {"format_version", "params", "metadata"}:
-        raise BadInputError(f"checkpoint {path.name} does not have the fdp-audit layout")
+        raise BadInputError(f"checkpoint {path.name} does not have the fdp-audit layout "
+                            "(format_version, params, metadata); " + EXTERNAL_MODEL_HINT)
     if type(payload["format_version"]) is not int or payload["format_version"] != FORMAT_VERSION:  # not a tensor
         raise BadInputError(f"unsupported checkpoint format {payload['format_version']!r}", "checkpoint.format_version")
     try:

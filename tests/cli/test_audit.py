@@ -271,3 +271,60 @@ def test_a_full_disk_leaves_the_previous_outputs_together(cli, one_line_error, s
     assert result.code == 2 and "No space left on device" in one_line_error(result.err)
     assert (out / "results.json").read_text() == "old results" and (out / "report.html").read_text() == "old report"
     assert sorted(p.name for p in out.iterdir()) == ["journal.jsonl", "report.html", "results.json"]
+
+
+@pytest.mark.parametrize("name", ["plain.pt", "plain.pth", "plain.safetensors", "plain_without_suffix"])
+def test_a_model_file_of_another_tool_is_refused_saying_what_is_supported(cli, one_line_error, tmp_path: Path,
+                                                                          name: str) -> None:
+    """A plain state_dict got "does not have the fdp-audit layout", and a .pth or .safetensors file was read as
+    YAML ("config is not UTF-8")."""
+    import io
+    import struct
+
+    import torch
+
+    path = tmp_path / name
+    if name.endswith(".safetensors"):  # an 8-byte header length, a JSON header, the raw tensor bytes
+        header = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+        path.write_bytes(struct.pack("<Q", len(header)) + header + b"\0" * 8)
+    else:
+        buffer = io.BytesIO()
+        torch.save({"linear.weight": torch.zeros(2, 3), "linear.bias": torch.zeros(2)}, buffer)
+        path.write_bytes(buffer.getvalue())
+    for command in ("audit", "train"):
+        result = cli(command, path, "--out", tmp_path / "never")
+        line = one_line_error(result.err)
+        assert result.code == 2 and "fdp-audit train" in line and "mechanism.third_party" in line, line
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_a_checkpoint_moved_with_its_csv_still_finds_it(cli, one_line_error, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """data.path was resolved from the working folder: a config ran only from one folder and a checkpoint
+    could not be audited once moved. A protected column of a single value was blamed on population_fraction."""
+    import shutil
+
+    import yaml
+
+    project = tmp_path / "project"
+    (project / "data").mkdir(parents=True)
+    rows = "".join(f"{i % 7},{i % 5},{'uv'[i % 2]},same,{(i // 2) % 2}\n" for i in range(80))
+    (project / "data" / "d.csv").write_text("a,b,c,constant,y\n" + rows)
+    raw = {"seed": 0, "device": "cpu", "data": {"dataset": "csv", "path": "data/d.csv", "numeric": ["a", "b"],
+                                                 "categorical": ["c", "constant", "y"], "label": "y",
+                                                 "protected": ["c"]},
+           "mechanism": {"noise_multiplier": 1.0, "sample_rate": 0.2, "steps": 3, "public_batch_size": 16}}
+    (project / "config.yaml").write_text(yaml.safe_dump(raw))
+    raw["data"]["protected"] = ["constant"]
+    (project / "constant.yaml").write_text(yaml.safe_dump(raw))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert cli("train", project / "config.yaml", "--out", project / "model.pt").code == 0
+    assert cli("train", project / "constant.yaml", "--out", project / "constant.pt").code == 0
+    moved = shutil.move(project, tmp_path / "moved")
+    result = cli("audit", Path(moved) / "model.pt", "--out", tmp_path / "records")
+    assert result.code == 0, result.err
+    result = cli("audit", Path(moved) / "constant.pt", "--out", tmp_path / "never")
+    line = one_line_error(result.err)
+    assert result.code == 2 and "data.protected" in line and "single value" in line, line

@@ -37,3 +37,16 @@ def test_demo_quick_end_to_end(tmp_path: Path) -> None:
     assert "PASS" in html and "<svg" in html and "One-run audit" in html
     assert not list(out.glob("*.tmp*"))  # atomic writes leave no temporary files
     json.loads((out / "results.json").read_text(encoding="utf-8"))
+
+
+def test_a_pass_above_the_bound_says_why() -> None:
+    """"pass" was printed beside a success rate above its bound, with no word on the confidence bound."""
+    from fdp_audit.cli.demo import attribute_line
+
+    game = {"canary": "record"}
+    above = {"attack": "likelihood", "rate": 0.62, "ball": 0.5, "bound": 0.6, "lower_bound": 0.51, "status": "pass"}
+    line = attribute_line(game, above)
+    assert "pass (the rate is above the bound, but its lower confidence bound 0.510 is not" in line
+    below = {**above, "rate": 0.55}
+    assert attribute_line(game, below).endswith(" pass")
+    assert attribute_line(game, {**above, "status": "violation"}).endswith(" violation")

@@ -144,3 +144,42 @@ def test_non_column_maps_refuse_what_they_cannot_mean(overrides, field):
     with pytest.raises(BadInputError) as err:
         prepare_data(config, 0)
     assert err.value.field == field
+
+
+def _csv(tmp_path, text: str, **overrides) -> DataConfig:
+    path = tmp_path / "d.csv"
+    path.write_text(text)
+    base = {"dataset": "csv", "path": str(path), "numeric": ("a",), "categorical": ("c",), "label": "y",
+            "protected": ("c",)}
+    return DataConfig(**{**base, **overrides})
+
+
+def test_a_label_missing_from_the_column_spec_says_to_list_it(tmp_path):
+    """The label was in the file but not in data.categorical: "label not in data" sent users to the file."""
+    rows = "a,c,y\n" + "".join(f"{i},{'uv'[i % 2]},{i % 3}\n" for i in range(20))
+    with pytest.raises(BadInputError, match=r"data.label: label column 'y' not in data .*list it in "
+                                            r"data.categorical"):
+        prepare_data(_csv(tmp_path, rows), seed=0)
+    with pytest.raises(BadInputError, match="data.protected: .*list it in data.categorical"):
+        prepare_data(_csv(tmp_path, rows, categorical=("y",)), seed=0)
+
+
+@pytest.mark.parametrize(("delimiter", "name"), [(";", "semicolons"), ("\t", "tabs")])
+def test_a_file_not_separated_by_commas_gets_a_hint(tmp_path, delimiter: str, name: str):
+    rows = delimiter.join("acy") + "\n" + "".join(delimiter.join([str(i), "uv"[i % 2], str(i % 2)]) + "\n"
+                                                  for i in range(20))
+    with pytest.raises(BadInputError, match=f"the file seems separated by {name}"):
+        prepare_data(_csv(tmp_path, rows, categorical=("c", "y")), seed=0)
+
+
+def test_the_example_csv_config_prepares(tmp_path, monkeypatch):
+    """configs/csv_example.yaml names its CSV relative to its own folder: it loads from any working folder."""
+    from pathlib import Path
+
+    from fdp_audit.config import load_config
+
+    monkeypatch.chdir(tmp_path)
+    config = load_config(Path(__file__).parents[2] / "configs" / "csv_example.yaml")
+    data = prepare_data(config.data, config.seed)
+    assert data.train.n_rows + data.population.n_rows == 400
+    assert [g.feature for g in data.column_split().protected_groups] == ["health"]
