@@ -63,7 +63,7 @@ class ShadowModelAttack(Attack):
         features = np.concatenate([
             output_features(knowledge.model, chunk.params, knowledge.candidates)
             for chunk in train_models(problem, knowledge.shadow_seed, range(knowledge.shadow_models), canaries,
-                                      device=problem.x.device)])
+                                      device=problem.x.device, progress="shadow models")])
         self.classifier = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000))
         self.classifier.fit(features, inserted.numpy())
         return super().fit(knowledge)

@@ -28,6 +28,7 @@ from fdp_audit.data.encoding import ColumnGroup, EncodedData
 from fdp_audit.data.features import FeatureSplit
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
+from fdp_audit.phases import Phase
 from fdp_audit.training import streams
 from fdp_audit.training.engine import Canaries, TrainingProblem, train_models
 from fdp_audit.training.run import build_problem
@@ -83,15 +84,21 @@ def game_attacks(names: tuple[str, ...], kind: AttributeKind, gradient_canary: b
 
 
 def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tensor, canaries: Canaries,
-                   record_iterates: bool, device: torch.device, max_chunk: int) -> Iterator[tuple[torch.Tensor, View]]:
+                   record_iterates: bool, device: torch.device, max_chunk: int,
+                   phase: str = "training") -> Iterator[tuple[torch.Tensor, View]]:
     """Train one model per trial — batched by the engine, or one call per trial of a third-party mechanism —
-    and yield each chunk's trial indices with what the attacks see."""
+    and yield each chunk's trial indices with what the attacks see; ``phase`` names the progress shown."""
     if config.mechanism.third_party is not None:
         mechanism = load_mechanism(config.mechanism.third_party)
-        yield from train_third_party(mechanism, problem, config.seed, indices, canaries, record_iterates)
+        with Phase(f"{phase}: {len(indices)} models of {config.mechanism.third_party}", len(indices),
+                   "model") as progress:
+            for chunk_indices, view in train_third_party(mechanism, problem, config.seed, indices, canaries,
+                                                         record_iterates):
+                progress.update(len(chunk_indices))
+                yield chunk_indices, view
         return
     for chunk in train_models(problem, config.seed, indices, canaries, record_iterates, device, max_chunk=max_chunk,
-                              progress=True):
+                              progress=phase):
         it = chunk.iterates
         yield chunk.model_indices, (View(chunk.params) if it is None else View(
             chunk.params, it.noisy_private_sums, it.public_gradients, it.canary_public_counts))
@@ -106,9 +113,14 @@ def _run_trials(game: str, config: Config, problem: TrainingProblem, indices: np
         rows = torch.as_tensor(todo)
         position = {int(v): k for k, v in enumerate(indices)}
         for model_indices, view in trained_views(config, problem, torch.as_tensor(indices[todo]),
-                                                  canaries.take(rows), record_iterates, device, max_chunk):
-            scores = {name: attack.infer(view).scores.detach().cpu().double().numpy()
-                      for name, attack in attacks.items()}
+                                                  canaries.take(rows), record_iterates, device, max_chunk,
+                                                  f"{game} game"):
+            with Phase(f"{game} game: {len(attacks)} attacks on {len(model_indices)} models",
+                       len(attacks) * len(model_indices), "model-attack") as progress:
+                scores = {}
+                for name, attack in attacks.items():
+                    scores[name] = attack.infer(view).scores.detach().cpu().double().numpy()
+                    progress.update(len(model_indices))
             chunk_labels = np.array([labels[position[int(i)]] for i in model_indices])
             journal.record(game, model_indices.numpy(), chunk_labels, scores)
     finished = journal.finished(game)

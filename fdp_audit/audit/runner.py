@@ -88,7 +88,8 @@ def utility_section(config: Config, data: PreparedData, models: int = 3) -> dict
                                         canaries, record_iterates=False)
             params = [view.params for _, view in trained]
         else:
-            params = [chunk.params for chunk in train_models(problem, config.seed + 1, range(models), device=device)]
+            params = [chunk.params for chunk in train_models(problem, config.seed + 1, range(models), device=device,
+                                                             progress=f"utility baseline {name}")]
         acc = torch.cat([accuracy(problem.model, {k: v.to(device) for k, v in p.items()}, x_test, y_test)
                          for p in params])
         eps = accountant(cfg.mechanism).epsilon(cfg.mechanism.delta)

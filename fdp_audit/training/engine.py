@@ -63,11 +63,11 @@ from dataclasses import dataclass, replace
 
 import torch
 from torch.func import grad, vmap
-from tqdm.auto import tqdm
 
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.features import FeatureMap, PublicView
 from fdp_audit.errors import BadInputError
+from fdp_audit.phases import Phase
 from fdp_audit.training import ghost, glm, streams
 from fdp_audit.training.mechanisms import Recipe
 from fdp_audit.training.models import Model, Params, example_loss, label_free_loss
@@ -506,7 +506,7 @@ def chunk_size_for(problem: TrainingProblem, record_iterates: bool, device: torc
 def train_models(problem: TrainingProblem, seed: int, model_indices: Sequence[int] | torch.Tensor,
                  canaries: Canaries | None = None, record_iterates: bool = False,
                  device: torch.device | str = "cpu", max_chunk: int | None = None,
-                 progress: bool = False, on_step: Callable[[int, Params], None] | None = None,
+                 progress: bool | str = False, on_step: Callable[[int, Params], None] | None = None,
                  canary_block: CanaryBlock | None = None) -> Iterator[ChunkResult]:
     """Train one model per index, in memory-sized chunks, yielding each chunk when it is done.
 
@@ -515,6 +515,7 @@ def train_models(problem: TrainingProblem, seed: int, model_indices: Sequence[in
     Results stream out chunk by chunk
     so that callers never hold all models at once. ``on_step(done, params)``, if given, is called after every
     optimiser step of every chunk (``done`` counts public pre-training steps first, then private steps).
+    ``progress`` (a phase name, or True) reports the model-steps done (:class:`fdp_audit.phases.Phase`).
     """
     device = torch.device(device)
     indices = torch.as_tensor(list(model_indices), dtype=torch.long)
@@ -523,8 +524,31 @@ def train_models(problem: TrainingProblem, seed: int, model_indices: Sequence[in
         raise ValueError("a model takes either one canary record or a canary block")
     size = chunk_size_for(problem, record_iterates, device, len(indices), max_chunk,
                           0 if canary_block is None else canary_block.size)
-    starts = range(0, len(indices), size)
-    for start in tqdm(starts, desc="training chunks", disable=not progress or len(starts) < 2):
+    if progress:
+        steps = problem.hyper.steps + (problem.hyper.public_pretrain_steps if problem.public_loss is not None else 0)
+        name = progress if isinstance(progress, str) else "training"
+        with Phase(f"{name}: {len(indices)} model{'s' * (len(indices) != 1)}", len(indices) * steps,
+                   "model-step") as phase:
+
+            def counted(done: int, params: Params) -> None:
+                phase.update(next(iter(params.values())).shape[0])
+                if on_step is not None:
+                    on_step(done, params)
+
+            for chunk in _train_chunks(problem, seed, indices, canaries, record_iterates, device, size, counted,
+                                       canary_block):
+                if phase.done >= phase.total:  # trained: the caller's work on the last chunk is another phase
+                    phase.finish()
+                yield chunk
+        return
+    yield from _train_chunks(problem, seed, indices, canaries, record_iterates, device, size, on_step, canary_block)
+
+
+def _train_chunks(problem: TrainingProblem, seed: int, indices: torch.Tensor, canaries: Canaries | None,
+                  record_iterates: bool, device: torch.device, size: int,
+                  on_step: Callable[[int, Params], None] | None,
+                  canary_block: CanaryBlock | None) -> Iterator[ChunkResult]:
+    for start in range(0, len(indices), size):
         rows = torch.arange(start, min(start + size, len(indices)))
         chunk_canaries = None
         if canaries is not None:

@@ -328,3 +328,22 @@ def test_a_checkpoint_moved_with_its_csv_still_finds_it(cli, one_line_error, tmp
     result = cli("audit", Path(moved) / "constant.pt", "--out", tmp_path / "never")
     line = one_line_error(result.err)
     assert result.code == 2 and "data.protected" in line and "single value" in line, line
+
+
+def test_a_ci_log_shows_progress_lines_and_no_library_warnings(small_config, write_yaml, tmp_path: Path) -> None:
+    """A one-chunk audit ran for minutes with no output; dp_accounting's absl log and statsmodels' warnings
+    leaked into it instead. As CI runs it (stderr a pipe): a plain line per tenth of each long phase."""
+    import os
+    import subprocess
+    import sys
+
+    config = write_yaml(tmp_path / "c.yaml", small_config(rows=60, mechanism={"steps": 4}, audit={"trials": 6}))
+    env = {**os.environ, "FDP_AUDIT_PROGRESS": "lines", "PYTHONPATH": str(Path(__file__).parents[2])}
+    done = subprocess.run([sys.executable, "-m", "fdp_audit", "audit", str(config), "--out", str(tmp_path / "o")],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines and all(line.startswith("fdp-audit: ") for line in lines), done.stderr
+    assert any(line.startswith("fdp-audit: distinguishing game: 6 models: done in") for line in lines)
+    assert any("attacks on 6 models" in line for line in lines)
+    assert "warn" not in done.stderr.lower() and "\r" not in done.stderr
