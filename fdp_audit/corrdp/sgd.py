@@ -17,9 +17,7 @@ materialised. MLPs use per-example gradients from ``torch.func`` (``vmap`` over 
 
 from __future__ import annotations
 
-import contextlib
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
@@ -27,11 +25,10 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
+from fdp_audit.threads import threads_for
+
 Loss = Literal["squared", "logistic"]
 
-# Below this many multiply-adds per step, intra-op threads cost more in hand-offs than they save (by
-# orders of magnitude on a loaded machine), so the step loop runs on one thread.
-_PARALLEL_WORK = 1 << 24
 
 
 @dataclass(frozen=True)
@@ -62,19 +59,6 @@ def glm_objective(theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor, loss: L
     return pointwise_loss(z, y, loss).mean(dim=1) + ridge * (theta**2).sum(dim=1)
 
 
-@contextlib.contextmanager
-def _threads_for(work: int) -> Iterator[None]:
-    if work >= _PARALLEL_WORK:
-        yield
-        return
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
-
-
 def _project(theta: torch.Tensor, radius: float | None) -> torch.Tensor:
     if radius is None:
         return theta
@@ -102,7 +86,7 @@ def train_glm(
     column_norms2 = x**2
     example_norms = torch.sqrt(masks @ column_norms2.T)  # ‖x_i restricted to the run's columns‖
     denominator = settings.sample_rate * n
-    with _threads_for(runs * n * p):
+    with threads_for(runs * n * p):
         for _ in range(settings.steps):
             theta = _glm_step(theta, x, y, loss, noise_std, masks, example_norms, denominator, settings, generator)
     return theta
@@ -176,7 +160,7 @@ def train_mlp(
     per_example = vmap(grad(example_loss), in_dims=(None, 0, 0))
     denominator = settings.sample_rate * n
     work = n * sum(v.numel() for v in params.values())
-    with _threads_for(work), torch.no_grad():
+    with threads_for(work), torch.no_grad():
         for _ in range(settings.steps):
             if settings.sample_rate < 1.0:
                 chosen = torch.rand(n, generator=generator, dtype=x.dtype) < settings.sample_rate

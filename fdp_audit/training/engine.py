@@ -68,6 +68,7 @@ from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.features import FeatureMap, PublicView
 from fdp_audit.errors import BadInputError
 from fdp_audit.phases import Phase
+from fdp_audit.threads import threads_for
 from fdp_audit.training import ghost, glm, streams
 from fdp_audit.training.mechanisms import Recipe
 from fdp_audit.training.models import Model, Params, example_loss, label_free_loss
@@ -557,7 +558,11 @@ def _train_chunks(problem: TrainingProblem, seed: int, indices: torch.Tensor, ca
                 canaries.private_gradient, canaries.public_gradient))).take(rows.to(device))
         chunk_block = None if canary_block is None else canary_block.take(rows.to(device), device)
         keys = streams.model_keys(seed, indices[rows])
-        params, iterates = _train_chunk(problem, keys, chunk_canaries, record_iterates, device, on_step, chunk_block)
+        hyper = problem.hyper
+        rows_per_step = problem.n * min(1.0, hyper.sample_rate) + hyper.public_batch_size
+        with threads_for(int(len(rows) * rows_per_step * problem.model.n_parameters)):
+            params, iterates = _train_chunk(problem, keys, chunk_canaries, record_iterates, device, on_step,
+                                            chunk_block)
         yield ChunkResult(indices[rows], params, iterates)
 
 
