@@ -42,3 +42,15 @@ def read_bounded(path: str | os.PathLike, max_bytes: int, what: str = "file", fi
 
 def _reason(err: Exception) -> str:
     return getattr(err, "strerror", None) or str(err) or type(err).__name__
+
+
+MAX_JSON_DIGITS = 18  # every count or index an input file holds fits; 10**400 trials would overflow a float
+
+
+def bounded_json_integer(text: str) -> int:
+    """``json.loads(..., parse_int=bounded_json_integer)``: an integer of more than :data:`MAX_JSON_DIGITS`
+    digits is bad input (one line, exit 2), not a number that overflows later in float arithmetic."""
+    if len(text.lstrip("-")) > MAX_JSON_DIGITS:
+        raise BadInputError(f"an integer of {len(text.lstrip('-'))} digits is out of range (at most "
+                            f"{MAX_JSON_DIGITS})")
+    return int(text)

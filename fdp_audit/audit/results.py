@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from fdp_audit.atomic_io import atomic_write_json
-from fdp_audit.bounded_read import read_bounded
+from fdp_audit.bounded_read import bounded_json_integer, read_bounded
 from fdp_audit.errors import BadInputError
 
 SCHEMA_VERSION = 1
@@ -43,7 +43,8 @@ def read_results(path: str | Path) -> dict[str, Any]:
     """Load and verify a results file: JSON, schema version, checksum, required sections."""
     path = Path(path)
     try:
-        results = json.loads(read_bounded(path, MAX_RESULTS_BYTES, "results file").decode("utf-8"))
+        results = json.loads(read_bounded(path, MAX_RESULTS_BYTES, "results file").decode("utf-8"),
+                             parse_int=bounded_json_integer)
     except (UnicodeDecodeError, ValueError, RecursionError) as err:  # RecursionError: nested too deeply
         raise BadInputError(f"results file is not valid JSON: {path}") from err
     if not isinstance(results, dict):

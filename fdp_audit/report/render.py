@@ -15,7 +15,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from fdp_audit.atomic_io import atomic_write_text
 from fdp_audit.audit.results import MAX_RESULTS_BYTES
-from fdp_audit.bounded_read import read_bounded
+from fdp_audit.bounded_read import bounded_json_integer, read_bounded
 from fdp_audit.errors import BadInputError
 from fdp_audit.report.baseline import baseline_section
 from fdp_audit.report.sections import build_view
@@ -58,7 +58,7 @@ def load_results(path: str | os.PathLike) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise BadInputError("not UTF-8 text", where) from None
     try:
-        results = json.loads(raw, parse_constant=_reject_constant)
+        results = json.loads(raw, parse_constant=_reject_constant, parse_int=bounded_json_integer)
     except json.JSONDecodeError as err:
         raise BadInputError(f"not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}", where) from None
     except ValueError as err:

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from fdp_audit.atomic_io import atomic_write_bytes
-from fdp_audit.bounded_read import read_bounded
+from fdp_audit.bounded_read import bounded_json_integer, read_bounded
 from fdp_audit.config import EXTERNAL_MODEL_HINT
 from fdp_audit.errors import BadInputError
 from fdp_audit.training.mechanisms import MECHANISMS
@@ -134,7 +134,7 @@ def load_checkpoint(path: str | Path) -> tuple[Params, dict[str, Any], Model]:
     if type(payload["format_version"]) is not int or payload["format_version"] != FORMAT_VERSION:  # not a tensor
         raise BadInputError(f"unsupported checkpoint format {payload['format_version']!r}", "checkpoint.format_version")
     try:
-        metadata = json.loads(payload["metadata"])
+        metadata = json.loads(payload["metadata"], parse_int=bounded_json_integer)
     except (TypeError, ValueError) as err:
         raise BadInputError("metadata is not valid JSON", "checkpoint.metadata") from err
     validate_metadata(metadata)

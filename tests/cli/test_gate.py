@@ -131,6 +131,8 @@ MALFORMED = {
     "threshold not a number": ("comparisons.2.thresholds", ["low", "high"], "thresholds"),
     "error counts not integers": ("comparisons.2.false_positives", [0.5, 1], "out of range"),
     "delta missing": ("comparisons.2.delta", KeyError, "delta"),
+    # an integer beyond 64 bits overflowed in the float arithmetic of the interval (exit 3)
+    "trials 10**400": ("comparisons.0.trials", 10**400, "an integer of 401 digits is out of range"),
 }
 
 
@@ -142,6 +144,10 @@ def test_malformed_results_with_a_valid_checksum(cli, one_line_error, tmp_path: 
     result = cli("gate", write_results(tmp_path / "results.json", _edit(data, where, value)))
     assert result.code == 2, result.err
     assert field in one_line_error(result.err)
+    if name == "trials 10**400":  # the report reads results.json too
+        result = cli("report", tmp_path / "results.json", "-o", tmp_path / "report.html")
+        assert result.code == 2 and field in one_line_error(result.err)
+        assert not (tmp_path / "report.html").exists()
 
 
 @pytest.mark.parametrize(("fixture", "failures"), [("passing", 0), ("violating", 1)])
