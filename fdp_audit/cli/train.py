@@ -15,10 +15,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", help="checkpoint path (default: <report.out_dir>/model.pt)")
     parser.add_argument("--seed", type=int, help="override the config's seed")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="override the config's device")
-    parser.add_argument("--canaries", type=int, metavar="M", help="insert M gradient canaries for a one-run audit; "
-                        "writes <out>.canary-release.pt and the secrets' manifest <out>.canaries.json beside it")
+    parser.add_argument("--canaries", type=int, metavar="M", help="insert M canaries for a one-run audit; writes the "
+                        "secrets' manifest <out>.canaries.json beside the checkpoint (and the gradient canaries' "
+                        "release <out>.canary-release.pt)")
     parser.add_argument("--canary-game", choices=("inclusion", "value"),
                         help="one-run game (default: value for FDP mechanisms, inclusion otherwise)")
+    parser.add_argument("--canary-kind", choices=("gradient", "record"), default="gradient",
+                        help="gradient canaries (white box: final weights and updates; default) or record canaries "
+                        "(copies of population records, final-model attacks)")
     parser.add_argument("--canary-values", type=int, default=2, metavar="K",
                         help="candidates per canary in the value game (default 2)")
     parser.set_defaults(handler=run)
@@ -39,8 +43,11 @@ def run(args: argparse.Namespace) -> int:
     if args.canaries is not None:
         from fdp_audit.audit.one_run.canaries import train_with_canaries
 
-        trained = train_with_canaries(config, data, args.canaries, out, seed, args.canary_game, args.canary_values)
-        print(f"canary release: {trained.release}\ncanary manifest (secrets): {trained.manifest}")
+        trained = train_with_canaries(config, data, args.canaries, out, seed, args.canary_game, args.canary_values,
+                                      args.canary_kind)
+        if trained.release is not None:
+            print(f"canary release: {trained.release}")
+        print(f"canary manifest (secrets): {trained.manifest}")
     else:
         trained = train_one(config, data, seed, progress=True)
         save_checkpoint(out, trained.params, trained.metadata)

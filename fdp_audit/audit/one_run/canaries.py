@@ -44,14 +44,22 @@ from fdp_audit.accounting.mechanism import GAUSSIAN_MECHANISMS
 from fdp_audit.atomic_io import atomic_write_bytes, atomic_write_text
 from fdp_audit.audit.one_run.evaluation import judge_guesses, mechanism_claim
 from fdp_audit.audit.one_run.guesser import Release, candidate_pattern, score_guesses, threat_scores
+from fdp_audit.audit.one_run.records import (
+    canary_records,
+    candidate_columns,
+    record_scores,
+    secret_group,
+    with_records,
+)
 from fdp_audit.bounded_read import read_bounded
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.training import streams
 from fdp_audit.training.checkpoint import MAX_CHECKPOINT_BYTES, load_checkpoint, save_checkpoint
-from fdp_audit.training.engine import BLOCK_KEY, CanaryBlock, accuracy, train_models
+from fdp_audit.training.engine import BLOCK_KEY, CanaryBlock, TrainingProblem, accuracy, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
+from fdp_audit.training.models import Params
 from fdp_audit.training.run import build_problem, checkpoint_metadata, resolve_device
 
 MANIFEST_FORMAT = "fdp-audit canary manifest"
@@ -61,6 +69,7 @@ SECRET_MODEL_INDEX = 40_000_000  # the GAME-stream index of one-run secrets, apa
 MAX_CANARIES = 100_000
 MAX_MANIFEST_BYTES = 16 << 20
 GAMES = ("inclusion", "value")
+KINDS = ("gradient", "record")
 
 
 def default_game(mechanism: str) -> str:
@@ -100,7 +109,7 @@ def canary_block(game: str, k: int, secrets: np.ndarray, magnitude: float) -> Ca
 @dataclass(frozen=True)
 class CanaryTraining:
     checkpoint: Path
-    release: Path
+    release: Path | None  # record canaries: the checkpoint is the release
     manifest: Path
     test_accuracy: float
     metadata: dict[str, Any]
@@ -124,27 +133,66 @@ def _sha256(path: Path) -> str:
 
 
 def train_with_canaries(config: Config, data: PreparedData, count: int, out: Path, seed: int | None = None,
-                        game: str | None = None, k: int = 2) -> CanaryTraining:
-    """Train once with ``count`` gradient canaries and write checkpoint, release and manifest (module doc)."""
+                        game: str | None = None, k: int = 2, kind: str = "gradient") -> CanaryTraining:
+    """Train once with ``count`` canaries of ``kind`` (``gradient``: a canary block, release written beside the
+    checkpoint; ``record``: records appended to the data, the checkpoint is the release) and write the
+    checkpoint and the manifest (module doc; :mod:`fdp_audit.audit.one_run.records`)."""
     if not 1 <= count <= MAX_CANARIES:
         raise BadInputError(f"must be between 1 and {MAX_CANARIES}", "--canaries")
     mech = config.mechanism
     game = game or default_game(mech.name)
     if game not in GAMES or (game == "inclusion" and k != 2) or not 2 <= k <= 64:
         raise BadInputError("inclusion has k = 2; a protected value takes 2 <= k <= 64", "--canary-values")
+    if kind not in KINDS:
+        raise BadInputError(f"unknown canary kind {kind!r}", "--canary-kind")
     if not MECHANISMS[mech.name].recipe.private:
         raise BadInputError("one-run audits need a private mechanism", "mechanism.name")
     seed = config.seed if seed is None else seed
-    problem = build_problem(config, data)
     secrets = draw_secrets(seed, count, k)
-    magnitude = config.audit.canary_norm_factor * mech.clip_norm
-    block = canary_block(game, k, secrets, magnitude)
+    manifest = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "kind": kind, "game": game, "k": k,
+                "count": count, "seed": seed, "mechanism": mech.name, "secrets": [int(s) for s in secrets]}
+    if kind == "gradient":
+        problem, params, release = _train_gradient_canaries(config, data, game, k, secrets, out, seed)
+        manifest.update({"null": count, "magnitude": config.audit.canary_norm_factor * mech.clip_norm,
+                         "release": release.name, "release_sha256": _sha256(release)})
+    else:
+        if count > data.population.n_rows:
+            raise BadInputError(f"record canaries copy population rows: at most {data.population.n_rows}",
+                                "--canaries")
+        rows = np.sort(np.random.default_rng(seed).choice(data.population.n_rows, count, replace=False))
+        columns = candidate_columns(data, k)
+        records = canary_records(data, rows, columns)
+        chosen = np.where(secrets == 1, 0, -1) if game == "inclusion" else secrets
+        inserted = chosen >= 0
+        widened = with_records(data, records[np.flatnonzero(inserted), chosen[inserted]],
+                               data.population.y[rows][inserted])
+        problem = build_problem(config, widened)
+        (chunk,) = list(train_models(problem, seed, [0], device=resolve_device(config.device)))
+        params = {name: v[0].detach().cpu() for name, v in chunk.params.items()}
+        release = None
+        manifest.update({"rows": [int(r) for r in rows], "candidates": [int(c) for c in columns],
+                         "attribute": secret_group(data).feature})
+    metadata = checkpoint_metadata(config, data, problem, seed)
+    save_checkpoint(out, params, metadata)
+    manifest["checkpoint_sha256"] = _sha256(out)
+    manifest_path = canary_paths(out)[1]
+    atomic_write_text(manifest_path, json.dumps(manifest, indent=1))
+    acc = accuracy(problem.model, {name: v[None] for name, v in params.items()}, torch.as_tensor(data.test.x),
+                   torch.as_tensor(data.test.y))
+    return CanaryTraining(out, release, manifest_path, float(acc[0]), metadata)
+
+
+def _train_gradient_canaries(config: Config, data: PreparedData, game: str, k: int, secrets: np.ndarray, out: Path,
+                             seed: int) -> tuple[TrainingProblem, Params, Path]:
+    """Train with a canary block; write the release (final block and per-step updates) beside ``out``."""
+    mech = config.mechanism
+    count = len(secrets)
+    problem = build_problem(config, data)
+    block = canary_block(game, k, secrets, config.audit.canary_norm_factor * mech.clip_norm)
     recorder = _BlockRecorder(count, problem.hyper.public_pretrain_steps)
     (chunk,) = list(train_models(problem, seed, [0], device=resolve_device(config.device), on_step=recorder,
                                  canary_block=block))
     params = {name: v[0].detach().cpu() for name, v in chunk.params.items() if name != BLOCK_KEY}
-    metadata = checkpoint_metadata(config, data, problem, seed)
-    save_checkpoint(out, params, metadata)
     updates = torch.stack(recorder.updates) if recorder.updates else torch.zeros(0, block.size)
     has_public = MECHANISMS[mech.name].recipe.public_batch != "none"  # else the public coordinates are pure noise
     final = recorder.previous
@@ -153,16 +201,9 @@ def train_with_canaries(config: Config, data: PreparedData, count: int, out: Pat
                 "final_null": final[2 * count:].clone(), "updates": updates[:, :count].contiguous(),
                 "updates_public": updates[:len(updates) if has_public else 0, count:2 * count].contiguous(),
                 "updates_null": updates[:, 2 * count:].contiguous()}, buffer)
-    release_path, manifest_path = canary_paths(out)
+    release_path = canary_paths(out)[0]
     atomic_write_bytes(release_path, buffer.getvalue())
-    manifest = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "kind": "gradient", "game": game, "k": k,
-                "count": count, "null": count, "magnitude": magnitude, "seed": seed, "mechanism": mech.name,
-                "secrets": [int(s) for s in secrets], "release": release_path.name,
-                "release_sha256": _sha256(release_path), "checkpoint_sha256": _sha256(out)}
-    atomic_write_text(manifest_path, json.dumps(manifest, indent=1))
-    acc = accuracy(problem.model, {name: v[None] for name, v in params.items()}, torch.as_tensor(data.test.x),
-                   torch.as_tensor(data.test.y))
-    return CanaryTraining(out, release_path, manifest_path, float(acc[0]), metadata)
+    return problem, params, release_path
 
 
 # -- reading (untrusted input) -----------------------------------------------------------------------------------
@@ -183,18 +224,27 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
         raise BadInputError("not an fdp-audit canary manifest", "manifest.format")
     _field(manifest, "version", int, lambda v: v == MANIFEST_VERSION)
-    _field(manifest, "kind", str, lambda v: v == "gradient")
+    kind = _field(manifest, "kind", str, lambda v: v in KINDS)
     game = _field(manifest, "game", str, lambda v: v in GAMES)
     k = _field(manifest, "k", int, lambda v: 2 <= v <= 64 and (game == "value" or v == 2))
     count = _field(manifest, "count", int, lambda v: 1 <= v <= MAX_CANARIES)
-    _field(manifest, "null", int, lambda v: 1 <= v <= MAX_CANARIES)
-    _field(manifest, "magnitude", (int, float), lambda v: math.isfinite(v) and v > 0)
     _field(manifest, "seed", int)
     _field(manifest, "mechanism", str)
-    for key in ("release", "release_sha256", "checkpoint_sha256"):
-        _field(manifest, key, str, lambda v: 0 < len(v) <= 255)
-    if Path(manifest["release"]).name != manifest["release"]:
-        raise BadInputError("must be a file name beside the manifest", "manifest.release")
+    _field(manifest, "checkpoint_sha256", str, lambda v: 0 < len(v) <= 255)
+    if kind == "gradient":
+        _field(manifest, "null", int, lambda v: 1 <= v <= MAX_CANARIES)
+        _field(manifest, "magnitude", (int, float), lambda v: math.isfinite(v) and v > 0)
+        for key in ("release", "release_sha256"):
+            _field(manifest, key, str, lambda v: 0 < len(v) <= 255)
+        if Path(manifest["release"]).name != manifest["release"]:
+            raise BadInputError("must be a file name beside the manifest", "manifest.release")
+    else:
+        rows = _field(manifest, "rows", list, lambda v: len(v) == count)
+        columns = _field(manifest, "candidates", list, lambda v: len(v) == k)
+        _field(manifest, "attribute", str)
+        for key, values in (("rows", rows), ("candidates", columns)):
+            if not all(type(v) is int and v >= 0 for v in values) or len(set(values)) != len(values):
+                raise BadInputError("must be distinct non-negative integers", f"manifest.{key}")
     secrets = _field(manifest, "secrets", list, lambda v: len(v) == count)
     if not all(type(s) is int and 0 <= s < k for s in secrets):
         raise BadInputError(f"every secret must be an integer in [0, {k})", "manifest.secrets")
@@ -243,18 +293,38 @@ def audit_with_canaries(checkpoint: Path, manifest_path: Path, alpha: float, fam
     _, metadata, _ = load_checkpoint(checkpoint)
     if metadata["mechanism"] != manifest["mechanism"]:
         raise BadInputError("mechanism differs from the checkpoint's", "manifest.mechanism")
-    release = read_release(manifest_path.with_name(manifest["release"]), manifest)
     game, k = manifest["game"], manifest["k"]
     secrets = np.asarray(manifest["secrets"])
-    threat = {name: score_guesses(scores, secrets)
-              for name, scores in threat_scores(release, candidate_pattern(game, k)).items()}
+    if manifest["kind"] == "gradient":
+        release = read_release(manifest_path.with_name(manifest["release"]), manifest)
+        threat = {name: score_guesses(scores, secrets)
+                  for name, scores in threat_scores(release, candidate_pattern(game, k)).items()}
+    else:
+        threat = {"final_model": score_guesses(_record_release_scores(checkpoint, manifest), secrets)}
     name = GAUSSIAN_MECHANISMS.get(metadata["mechanism"], metadata["mechanism"])  # faulty ones claim a correct one
     claim = mechanism_claim(name, metadata["noise_multiplier"], metadata["sample_rate"], metadata["steps"],
                             metadata["delta"], relation_of(game))
     section = judge_guesses(threat, claim, alpha, family_search)
-    section.update({"game": game, "k": k, "canaries": manifest["count"], "kind": "gradient",
-                    "magnitude": manifest["magnitude"]})
+    section.update({"game": game, "k": k, "canaries": manifest["count"], "kind": manifest["kind"],
+                    "magnitude": manifest.get("magnitude")})
     return section
+
+
+def _record_release_scores(checkpoint: Path, manifest: dict[str, Any]) -> np.ndarray:
+    """Record canaries: rebuild them from the checkpoint's data (its fingerprint checked) and score the final
+    model's candidates."""
+    from fdp_audit.audit.checkpoint_audit import checkpoint_data, read_checkpoint
+
+    loaded = read_checkpoint(checkpoint)
+    data = checkpoint_data(loaded)
+    group = secret_group(data)
+    if manifest["attribute"] != group.feature:
+        raise BadInputError(f"the checkpoint's secret attribute is {group.feature!r}", "manifest.attribute")
+    rows, columns = np.asarray(manifest["rows"]), np.asarray(manifest["candidates"])
+    if rows.max() >= data.population.n_rows or columns.max() >= group.stop - group.start:
+        raise BadInputError("rows or candidates out of range for the checkpoint's data", "manifest.rows")
+    records = canary_records(data, rows, columns)
+    return record_scores(loaded.model, loaded.params, manifest["game"], records, data.population.y[rows])
 
 
 def one_run_results(checkpoint: Path, manifest_path: Path, alpha: float, command: str = "") -> dict[str, Any]:

@@ -63,3 +63,22 @@ def test_tampered_or_mismatched_inputs_are_bad_input(trained, cli, one_line_erro
     (tmp_path / "junk.json").write_text("{not json")
     with pytest.raises(BadInputError):
         read_manifest(tmp_path / "junk.json")
+
+
+@pytest.mark.parametrize("game", ["value", "inclusion"])
+def test_record_canaries_end_to_end(game, tmp_path, cli):
+    """Record canaries (copies of population rows, final-model attack): the manifest names the rows and
+    candidates, the checkpoint is the release, and a correct mechanism passes."""
+    from tests.conftest import small_config, write_yaml
+
+    raw = small_config("fdp_sgd" if game == "value" else "dp_sgd", rows=600, mechanism={"noise_multiplier": 2.0})
+    config = write_yaml(tmp_path / "config.yaml", raw)
+    model = tmp_path / "model.pt"
+    assert cli("train", config, "--canaries", "60", "--canary-kind", "record", "--out", model).code == 0
+    manifest = read_manifest(tmp_path / "model.canaries.json")
+    assert manifest["kind"] == "record" and manifest["game"] == game and len(manifest["rows"]) == 60
+    assert not (tmp_path / "model.canary-release.pt").exists()
+    result = cli("audit", model, "--canaries", tmp_path / "model.canaries.json")
+    assert result.code == 0, result.out + result.err
+    section = json.loads((tmp_path / "results.json").read_text())["one_run"]
+    assert section["kind"] == "record" and {r["threat_model"] for r in section["rows"]} == {"final_model"}
