@@ -196,6 +196,11 @@ def unflatten(flat: torch.Tensor, model: Model) -> Params:
     return out
 
 
+def without_block(params: Params) -> Params:
+    """The model's own parameters (a canary block, if any, left out: the model never reads it)."""
+    return {name: value for name, value in params.items() if name != BLOCK_KEY}
+
+
 def _has_public_table(problem: TrainingProblem) -> bool:
     """Whether the public loss's model inputs are a function of the record (every public loss but
     gaussian_pad, whose padding is fresh noise at every use)."""
@@ -386,7 +391,7 @@ class _Step:
                           valid: torch.Tensor, clip_norm: float | None,
                           override: ghost.GradientOverride | None) -> torch.Tensor:
         """The clipped sum from per-example gradients ``[R, K, P]`` (any layer type)."""
-        per_example = flatten(self.per_example_grad(params, x, y, public_inputs), lead=2)
+        per_example = flatten(self.per_example_grad(without_block(params), x, y, public_inputs), lead=2)
         if override is not None:
             per_example = torch.where(override.mask[..., None],
                                       override.vectors[:, None, :].to(per_example.dtype), per_example)
@@ -433,7 +438,7 @@ class _Step:
             if self.fast:  # one forward and backward pass, no per-model torch.func transform
                 flat = ghost.gradient_sum(self.model, params, inputs, y, weights, self.label_free)
             else:
-                flat = flatten(self.public_grad(params, inputs, y, weights), lead=1)
+                flat = flatten(self.public_grad(without_block(params), inputs, y, weights), lead=1)
         if gradient_canary:
             canary_grad = self.canaries.public_gradient
             if self.recipe.public_reads_protected:  # the full loss: ∇ℓ = ∇ℓ_pub∘Ψ + ∇ℓ_priv

@@ -286,11 +286,14 @@ def test_steps_where_no_model_samples_anyone(mechanism):
 
 # -- a canary block of many gradient canaries -----------------------------------------------------------------
 
-def test_canary_block_leaves_the_model_alone_and_matches_a_reference():
+@pytest.mark.parametrize("model", [Model("logistic", N_INPUTS, 2), Model("mlp", N_INPUTS, 3, (5,)),
+                                   Model("cnn", 64, 3, (), 8)], ids=["logistic", "mlp", "cnn"])
+def test_canary_block_leaves_the_model_alone_and_matches_a_reference(model):
     """M gradient canaries on a block: the model's coordinates equal those trained without the block (same
     streams), and the block equals the reference Σ_t of clipped sampled canary values plus noise, rebuilt here
-    from the Poisson sampler over n + M slots and the noise stream's tail."""
-    problem = _problem("dp_sgd", steps=8, rate=0.3)
+    from the Poisson sampler over n + M slots and the noise stream's tail. Every private path (table, ghost,
+    torch.func) takes the block; the torch.func path once differentiated the block too and doubled it."""
+    problem = _problem("dp_sgd", model=model, steps=8, rate=0.3)
     hyper, n, m = problem.hyper, problem.n, 50
     generator = torch.Generator().manual_seed(3)
     values = 3.0 * torch.where(torch.rand(1, m, generator=generator) < 0.5, -1.0, 1.0)  # raw 6C: clipped to C
