@@ -6,7 +6,9 @@ comparisons), exceeds what the accounted mechanism allows:
 
 * ``rate``: the one-sided Clopper–Pearson lower bound of an attack's success rate exceeds the Theorem 4
   bound ``1 − f(Ball)``;
-* ``epsilon``: the distinguishing game's ε lower bound exceeds the claimed ε at the same δ.
+* ``epsilon``: the distinguishing game's ε lower bound exceeds the claimed ε at the same δ;
+* ``one_run``: a one-run audit's correct guesses reject the claimed trade-off curve
+  (:func:`fdp_audit.audit.one_run.evaluation.judge_one_run`).
 """
 
 from __future__ import annotations
@@ -71,6 +73,10 @@ def judge_comparison(row: dict[str, Any], level: float, where: str) -> dict[str,
         return {"observed": eps_lb, "theoretical": limit, "margin": eps_lb - limit, "violated": eps_lb > limit,
                 "epsilon_lower_bound": eps_lb, "points": points,
                 "epsilon_ratio": None if not limit or math.isinf(limit) else eps_lb / limit}
+    if kind == "one_run":
+        from fdp_audit.audit.one_run.evaluation import judge_one_run
+
+        return judge_one_run(row, level, where)
     raise BadInputError(f"unknown comparison kind {kind!r}", f"{where}.kind")
 
 
@@ -91,9 +97,14 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
     worst = max(judged, key=lambda j: j["margin"] if math.isfinite(j["margin"]) else -math.inf, default=None)
     if violations:
         worst = max(violations, key=lambda j: j["margin"])
-        unit = "success rate" if worst["kind"] == "rate" else "ε"
-        explanation = (f"{worst['id']}: the {unit} lower confidence bound {worst['observed']:.4g} exceeds the "
-                       f"accounted limit {worst['theoretical']:.4g}, so the mechanism leaks more than it claims.")
+        if worst["kind"] == "one_run":
+            explanation = (f"{worst['id']}: {worst['observed']:.4g} of the guesses were correct, more than the "
+                           f"{worst['theoretical']:.4g} the claimed trade-off curve allows at this level, so the "
+                           "mechanism leaks more than it claims.")
+        else:
+            unit = "success rate" if worst["kind"] == "rate" else "ε"
+            explanation = (f"{worst['id']}: the {unit} lower confidence bound {worst['observed']:.4g} exceeds the "
+                           f"accounted limit {worst['theoretical']:.4g}, so the mechanism leaks more than it claims.")
     elif worst is not None:
         explanation = (f"No attack's lower confidence bound exceeds its theoretical limit; the closest is "
                        f"{worst['id']} ({worst['observed']:.4g} against {worst['theoretical']:.4g}).")

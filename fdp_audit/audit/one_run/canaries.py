@@ -42,7 +42,7 @@ import torch
 
 from fdp_audit.accounting.mechanism import GAUSSIAN_MECHANISMS
 from fdp_audit.atomic_io import atomic_write_bytes, atomic_write_text
-from fdp_audit.audit.one_run.evaluation import judge_guesses, mechanism_claim
+from fdp_audit.audit.one_run.evaluation import judge_guesses, mechanism_claim, section_comparisons
 from fdp_audit.audit.one_run.guesser import Release, candidate_pattern, score_guesses, threat_scores
 from fdp_audit.audit.one_run.records import (
     canary_records,
@@ -302,11 +302,14 @@ def audit_with_canaries(checkpoint: Path, manifest_path: Path, alpha: float, fam
     else:
         threat = {"final_model": score_guesses(_record_release_scores(checkpoint, manifest), secrets)}
     name = GAUSSIAN_MECHANISMS.get(metadata["mechanism"], metadata["mechanism"])  # faulty ones claim a correct one
-    claim = mechanism_claim(name, metadata["noise_multiplier"], metadata["sample_rate"], metadata["steps"],
-                            metadata["delta"], relation_of(game))
+    parameters = {"mechanism": name, "noise_multiplier": metadata["noise_multiplier"],
+                  "sample_rate": metadata["sample_rate"], "steps": metadata["steps"], "delta": metadata["delta"],
+                  "relation": relation_of(game)}
+    claim = mechanism_claim(name, parameters["noise_multiplier"], parameters["sample_rate"], parameters["steps"],
+                            parameters["delta"], parameters["relation"])
     section = judge_guesses(threat, claim, alpha, family_search)
     section.update({"game": game, "k": k, "canaries": manifest["count"], "kind": manifest["kind"],
-                    "magnitude": manifest.get("magnitude")})
+                    "magnitude": manifest.get("magnitude"), "claim_parameters": parameters})
     return section
 
 
@@ -332,19 +335,18 @@ def one_run_results(checkpoint: Path, manifest_path: Path, alpha: float, command
     from fdp_audit.audit.checkpoint_audit import read_checkpoint
     from fdp_audit.audit.results import finite_or_none
     from fdp_audit.audit.runner import mechanism_section, versions
+    from fdp_audit.gate import judge
 
     section = audit_with_canaries(checkpoint, manifest_path, alpha)
     loaded = read_checkpoint(checkpoint)
-    rejected = [r for r in section["rows"] if r["rejects_claim"]]
-    verdict = {"status": section["status"], "explanation": section["explanation"], "alpha": alpha,
-               "n_comparisons": section["comparisons"], "worst_margin": None,
-               "worst_comparison": (f"one-run/{rejected[0]['threat_model']}/{rejected[0]['guesses']}" if rejected
-                                    else None)}
+    comparisons = section_comparisons(section, section["claim_parameters"])
+    verdict, _ = judge(comparisons, alpha)  # the same test at the same level as the section's: one verdict
     return finite_or_none({
         "schema_version": 1, "kind": "audit",
         "title": loaded.config.report.title or f"{loaded.config.name} (one-run audit)",
         "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "verdict": verdict, "mechanism": mechanism_section(loaded.config), "one_run": section,
+        "comparisons": comparisons,
         "reproducibility": {"versions": versions(), "seed": loaded.metadata["seed"], "config": loaded.config.to_dict(),
                             "dataset": loaded.config.data.dataset,
                             "dataset_fingerprint": loaded.metadata["dataset_fingerprint"], "command": command,

@@ -130,3 +130,52 @@ def summary_lines(section: dict[str, Any]) -> list[str]:
         f"{1 - section['alpha']:.2f}): family {'n/a' if empirical is None else f'{empirical:.3f}'}, "
         f"μ-GDP {section['epsilon_gdp']:.3f}, Steinke et al. {section['epsilon_steinke']:.3f}",
     ]
+
+
+def section_comparisons(section: dict[str, Any], parameters: dict[str, Any]) -> list[dict[str, Any]]:
+    """The gate's comparisons of a one-run section (kind ``one_run``): one per (threat model, guess count), with
+    the claim's parameters, so that ``fdp-audit gate`` can judge them again at another α."""
+    return [{"id": f"one-run/{row['threat_model']}/{row['guesses']}", "kind": "one_run",
+             "canaries": section["canaries"], "k": section["k"], "guesses": row["guesses"], "correct": row["correct"],
+             **parameters} for row in section["rows"]]
+
+
+def _claim_of(row: dict[str, Any], where: str) -> Claim:
+    from fdp_audit.accounting.mechanism import GAUSSIAN_MECHANISMS
+    from fdp_audit.errors import BadInputError
+
+    name, relation = row.get("mechanism"), row.get("relation")
+    z, p, steps, delta = (row.get(key) for key in ("noise_multiplier", "sample_rate", "steps", "delta"))
+    numbers_ok = all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in (z, p, delta))
+    if (name not in GAUSSIAN_MECHANISMS or relation not in ("add-remove", "replace") or not numbers_ok
+            or not isinstance(steps, int) or isinstance(steps, bool) or not (z > 0 and 0 < p <= 1 and 0 < delta < 1
+                                                                             and 1 <= steps <= 10**7)):
+        raise BadInputError("the claim (mechanism, noise_multiplier, sample_rate, steps, delta, relation) is "
+                            "missing or out of range", where)
+    return mechanism_claim(name, float(z), float(p), steps, float(delta), relation)
+
+
+def judge_one_run(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
+    """The gate's evaluation of one ``one_run`` comparison at per-comparison ``level``: violated when the f-DP
+    test rejects the claimed curve; ``observed`` is the precision of the guesses and ``theoretical`` the
+    largest precision the claim allows at this level (the count below the smallest rejected one)."""
+    from fdp_audit.errors import BadInputError
+
+    values = {key: row.get(key) for key in ("canaries", "k", "guesses", "correct")}
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values.values()) or not (
+            2 <= values["k"] <= 64 and 0 <= values["correct"] <= values["guesses"] <= values["canaries"]
+            and 1 <= values["guesses"] and values["canaries"] <= 10**6):
+        raise BadInputError("canaries, k, guesses and correct must be integers with 0 <= correct <= guesses <= "
+                            "canaries", where)
+    claim = _claim_of(row, where)
+    m, k, c, w = values["canaries"], values["k"], values["guesses"], values["correct"]
+    low, high = 0, c + 1  # smallest rejected count in [low, high]; c + 1 stands for "none"
+    while low < high:
+        middle = (low + high) // 2
+        if fdp_rejects(claim.inverse_power, m, c, middle, k, level):
+            high = middle
+        else:
+            low = middle + 1
+    allowed = (low - 1) / c
+    return {"observed": w / c, "theoretical": allowed, "margin": w / c - allowed, "violated": w >= low,
+            "precision": w / c, "guesses": c, "correct": w}

@@ -43,6 +43,10 @@ def test_correct_mechanism_passes_and_no_clipping_is_caught(trained, cli):
     bad = trained["dp_sgd_no_clip"]
     caught = cli("audit", bad / "model.pt", "--canaries", bad / "model.canaries.json")
     assert caught.code == 1, caught.out + caught.err
+    # the gate judges the saved one-run comparisons again: the violation stands at α, and a tiny α clears it
+    assert cli("gate", bad / "results.json").code == 1
+    assert cli("gate", trained["dp_sgd"] / "results.json").code == 0
+    assert cli("gate", bad / "results.json", "--alpha", "1e-300").code == 0
 
 
 def test_tampered_or_mismatched_inputs_are_bad_input(trained, cli, one_line_error, tmp_path):
