@@ -105,12 +105,14 @@ def public_aligned_scores(release: Release, pattern: np.ndarray) -> np.ndarray:
 
 
 def threat_scores(release: Release, pattern: np.ndarray) -> dict[str, np.ndarray]:
-    """Every threat model's ``[M, k]`` scores the release allows: final weights, updates, public-aligned updates."""
-    scores = {"final": final_scores(release, pattern)}
-    if release.updates is not None:
-        scores["updates"] = update_scores(release, pattern)
-        if release.public_updates is not None:
-            scores["updates_public_aligned"] = public_aligned_scores(release, pattern)
+    """``[M, k]`` scores per threat model: the final weights when only they are released; else the updates
+    (whose sum is the final block, so the final-weights guesser would only add a comparison and cost
+    Bonferroni level) and, with a public batch, the public-aligned updates."""
+    if release.updates is None:
+        return {"final": final_scores(release, pattern)}
+    scores = {"updates": update_scores(release, pattern)}
+    if release.public_updates is not None:
+        scores["updates_public_aligned"] = public_aligned_scores(release, pattern)
     return scores
 
 
