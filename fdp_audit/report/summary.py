@@ -188,37 +188,34 @@ def margin_key(row: dict[str, Any]) -> float:
     return margin if isinstance(margin, int | float) and math.isfinite(margin) else -math.inf
 
 
-def _one_run_failing(section: dict[str, Any]) -> list[ChartRow]:
-    """The guess counts of a one-run audit that reject the claimed curve (they have no chart row: the one-run
-    test is on counts among abstentions, not a rate against a bound)."""
-    claim = section.get("claim", "the claimed mechanism")
-    failing = []
-    for row in section.get("rows") or []:
-        if not row.get("rejects_claim"):
-            continue
-        numbers = (f"{row.get('correct')} correct of {row.get('guesses')} guesses among {section.get('canaries', '?')} "
-                   f"canaries ({row.get('abstentions')} abstentions); ε lower bound (μ-GDP) "
-                   f"{number(row.get('epsilon_gdp'))} against the claimed ε {number(section.get('claimed_epsilon'))}")
-        meaning = (f"At confidence 1 − α/m these guesses are more accurate than the trade-off curve f of {claim} "
-                   "allows: the training leaks more than its privacy accounting says.")
-        failing.append(ChartRow(f"one-run/{row.get('threat_model')}/{row.get('guesses')}", "One-run audit",
-                                str(row.get("threat_model")), "violation", number(None), numbers, meaning, "", []))
-    return failing
+def _observed_row(row: dict[str, Any], lo: float, hi: float) -> ChartRow:
+    """A comparison of another kind (a one-run audit's guess count, or a kind newer than this report): the
+    gate's observed value against its limit, and what a violation of that kind means."""
+    observed, limit = row.get("observed"), row.get("theoretical")
+    status = _status(row)
+    if row.get("kind") == "one_run":
+        game, attack = "One-run audit", row["id"].removeprefix("one-run/").replace("/", " · ") + " guesses"
+        numbers = (f"{row.get('correct')} correct of {row.get('guesses')} guesses among {row.get('canaries', '?')} "
+                   f"canaries: precision {number(observed)} against the {number(limit)} the claimed curve allows")
+        meaning = ("At confidence 1 − α/m these guesses are more accurate than the claimed trade-off curve f allows: "
+                   "the training leaks more than its privacy accounting says.")
+    else:
+        game, attack = game_label(str(row.get("game", "")), str(row.get("kind"))), str(row.get("attack", row["id"]))
+        numbers = f"observed {number(observed)} against the limit {number(limit)}"
+        meaning = "The observed value exceeds what the claimed guarantee allows at confidence 1 − α/m."
+    marks = [Mark("point", _position(observed, lo, hi), title=f"observed {number(observed)}")]
+    if isinstance(limit, int | float) and math.isfinite(limit):
+        marks.append(Mark("bound", _position(limit, lo, hi), title=f"limit {number(limit)}"))
+    margin = signed(row["margin"]) if isinstance(row.get("margin"), int | float) and math.isfinite(row["margin"]) \
+        else number(None)
+    note = _not_judged_note(row) if status == "not judged" else ""
+    return ChartRow(row["id"], game, attack, status, margin, numbers, meaning, note, marks)
 
 
 def build_summary(results: dict[str, Any]) -> Summary | None:
     """The summary chart and text; None when results.json holds no comparisons to chart."""
     if not results.get("comparisons"):
-        one_run = results.get("one_run")
-        if not isinstance(one_run, dict):
-            return None
-        failing = _one_run_failing(one_run)
-        shows = ("VIOLATION: some guess count rejects the claimed trade-off curve; the mechanism leaks more than "
-                 "claimed." if failing else "PASS: no guess count rejects the claimed trade-off curve; evidence, "
-                 "not proof, of privacy.")
-        tested = (f"A one-run audit: {one_run.get('canaries', '?')} canaries in one training, "
-                  f"{one_run.get('comparisons', '?')} guess counts tested against {one_run.get('claim', 'the claim')}.")
-        return Summary([], failing, tested, shows)
+        return None
     try:
         alpha, rows = judged_comparisons(results)
     except BadInputError as err:  # the contract error names its field; the report names the section too
@@ -239,24 +236,30 @@ def build_summary(results: dict[str, Any]) -> Summary | None:
         lo, hi = _scale(values + [0.0], floor=0.0)
         panels.append(Panel("summary-epsilon", "ε lower bound against the claimed ε", "ε",
                             [_epsilon_row(r, lo, hi) for r in epsilon], _ticks(lo, hi)))
-    # the panel holding the comparison closest to (or beyond) its limit comes first
-    if len(panels) == 2 and rate and epsilon and _epsilon_first(rate[0], epsilon[0]):
-        panels.reverse()
+    other = [r for r in rows if r.get("kind") not in ("rate", "epsilon")
+             and isinstance(r.get("observed"), int | float) and math.isfinite(r["observed"])]
+    if other:
+        values = [v for r in other for v in (r["observed"], r.get("theoretical"))
+                  if isinstance(v, int | float) and math.isfinite(v)]
+        lo, hi = _scale(values)
+        title = ("Precision of the one-run guesses against what the claim allows"
+                 if all(r.get("kind") == "one_run" for r in other) else "Other comparisons against their limits")
+        panels.append(Panel("summary-other", title, "observed value", [_observed_row(r, lo, hi) for r in other],
+                            _ticks(lo, hi)))
+    # the panel holding a violation comes first (within a panel, rows are closest to their limit first)
+    panels.sort(key=lambda panel: not any(row.status == "violation" for row in panel.rows))
     failing = [row for panel in panels for row in panel.rows if row.status == "violation"]
     tested, shows, caveats = _plain_words(results, rows, alpha, bool(failing))
     assumption_free = any(r.get(EPSILON_ASSUMPTION_FREE) is not None for r in epsilon)
     return Summary(panels, failing, tested, shows, caveats, assumption_free)
 
 
-def _epsilon_first(rate: dict[str, Any], epsilon: dict[str, Any]) -> bool:
-    return bool(epsilon.get("violated")) and not rate.get("violated")
-
-
 def _plain_words(results: dict[str, Any], rows: list[dict[str, Any]], alpha: float,
                  violated: bool) -> tuple[str, str, list[str]]:
     games: dict[str, int] = {}
     for row in rows:
-        games.setdefault(game_label(str(row.get("game", "")), "rate"), int(row.get("trials") or 0))
+        name = "One-run audit" if row.get("kind") == "one_run" else game_label(str(row.get("game", "")), "rate")
+        games.setdefault(name, int(row.get("trials") or 0))
     listed = "; ".join(f"{name} ({trials} trials)" if trials else name for name, trials in games.items())
     threat = {str(r.get("threat_model")) for r in rows if r.get("threat_model")}
     tested = (f"{len(rows)} comparisons of an attack against what the claimed privacy allows, from: {listed}. "

@@ -299,21 +299,23 @@ def test_signed_and_interval_format():
 
 
 def test_a_one_run_violation_names_its_rejecting_guesses_inside_the_verdict(results):
-    one_run = {"status": "VIOLATION", "claim": "fdp_sgd z=1 p=0.01 T=100 (replace)", "canaries": 1000,
-               "comparisons": 2, "claimed_epsilon": 1.2, "rows": [
-                   {"threat_model": "iterates", "guesses": 100, "correct": 97, "abstentions": 900,
-                    "rejects_claim": True, "epsilon_gdp": 2.5, "epsilon_steinke": 1.9},
-                   {"threat_model": "final_model", "guesses": 100, "correct": 60, "abstentions": 900,
-                    "rejects_claim": False, "epsilon_gdp": 0.1, "epsilon_steinke": None}]}
-    minimal = {key: results[key] for key in REQUIRED} | {"one_run": one_run}
-    minimal["verdict"] = {"status": "VIOLATION", "explanation": "97 of 100 guesses reject the claimed f",
-                          "alpha": 0.05, "n_comparisons": 2, "worst_margin": None, "worst_comparison": None}
+    from fdp_audit.gate import judge
+
+    claim = {"mechanism": "fdp_sgd", "noise_multiplier": 1.0, "sample_rate": 0.01, "steps": 100, "delta": 1e-5,
+             "relation": "replace"}
+    comparisons = [{"id": f"one-run/iterates/{guesses}", "kind": "one_run", "canaries": 1000, "k": 2,
+                    "guesses": guesses, "correct": correct, **claim} for guesses, correct in ((100, 100), (400, 230))]
+    minimal = {key: results[key] for key in REQUIRED} | {"comparisons": comparisons}
+    minimal["verdict"], _ = judge(comparisons, 0.05)
+    assert minimal["verdict"]["violations"] == ["one-run/iterates/100"]  # 100 of 100 right: far beyond z = 1
     html = render_report(minimal)
     verdict = html.split('<section id="verdict"')[1].split("</section>")[0]
     assert re.findall(r'<li data-comparison="([^"]+)">', verdict) == ["one-run/iterates/100"]
-    assert "97 correct of 100 guesses among 1000 canaries" in verdict
-    assert "leaks more than its privacy accounting says" in verdict
-    assert 'id="fig-summary"' not in html and 'id="one-run"' in html
+    assert "100 correct of 100 guesses among 1000 canaries" in verdict
+    assert "more accurate than the claimed trade-off curve f allows" in verdict
+    panel = html.split('id="summary-other"')[1].split('class="axis"')[0]
+    assert re.findall(r'data-comparison="([^"]+)"', panel) == ["one-run/iterates/100", "one-run/iterates/400"]
+    assert "2 comparisons of an attack against what the claimed privacy allows, from: One-run audit." in html
 
 
 def test_summary_rows_take_the_gates_newer_fields_when_given():
