@@ -31,9 +31,15 @@ class Knowledge:
     known); ``prior[v] = Pr[v | u]``. One target may be shared by all trials (candidates ``[V, d]``, an int
     label, prior ``[V]``) or each trial may have its own (candidates ``[R, V, d]``, labels ``[R]``, prior
     ``[R, V]``), as when the real records of one checkpoint are attacked at once. Informed adversaries also
-    know the rest of the data set S \\ {x} and the accounted mechanism parameters. A gradient canary (the
-    audit hook) is described by the parameter coordinates of its private and public directions and by the
-    sign each candidate gives the private one.
+    know the rest of the data set S \\ {x}. They are *not* told the privacy parameters claimed for the mechanism
+    (noise multiplier, sampling rate): an audit tests that claim, so an attack estimates what it needs from the
+    release or from held-out trials. A gradient canary (the audit hook) is described by the parameter
+    coordinates of its private and public directions, by the sign each candidate gives the private one
+    (0: the candidate's canary is absent from the private population), by the sign of the private direction of
+    the record each candidate puts in the public population (what a public loss that wrongly reads protected
+    features would show), by the clip norm C the canary was built against (its raw norm exceeds C, so a
+    clipping mechanism releases it with norm C: the unit of the signal), and by the coordinates that no
+    record's private gradient touches, along which a release holds nothing but its noise.
 
     Continuous protected features: ``protected_coordinates`` are their indices in the model input, and
     ``candidates`` has one row, the target completed with the prior's centre (the Ball-maximising guess of
@@ -53,12 +59,12 @@ class Knowledge:
     prior: torch.Tensor  # [V] or [R, V]
     rest_x: torch.Tensor | None = None
     rest_y: torch.Tensor | None = None
-    noise_multiplier: float | None = None
-    sample_rate: float | None = None
     clip_norm: float | None = None
     canary_private_coordinate: int | None = None
     canary_public_coordinate: int | None = None
-    candidate_signs: torch.Tensor | None = None  # [V] ±1 for a gradient canary
+    candidate_signs: torch.Tensor | None = None  # [V] in {−1, 0, +1} for a gradient canary
+    candidate_public_signs: torch.Tensor | None = None  # [V] ±1; the private signs when not given
+    noise_coordinates: tuple[int, ...] | None = None
     protected_coordinates: tuple[int, ...] | None = None
     l2_regularization: float = 0.0
     shadow_problem: TrainingProblem | None = None

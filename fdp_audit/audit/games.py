@@ -8,8 +8,13 @@ canary; the attacks score the canary's candidate values; the trial's secret come
   private gradients are ∓ along a coordinate no real record touches; ``iterates`` attacks score the
   bit. The same trials are the binary attribute game with a uniform prior (Ball = ½) and give the ROC.
 * ``simulator`` (gradient canary, insertion/deletion, Algorithm 2 of the FDP paper): the bit picks the
-  mechanism on S ∪ {x} or the simulator, whose public batches are drawn from S ∪ {x'} (same Ψ) and whose
-  private batches come from S only; its optimal ROC is Theorem 5's f.
+  mechanism on S ∪ {x} or the simulator, whose public batches are drawn from S ∪ {x'} (same Ψ as x, the
+  other private value) and whose private batches come from S only; its optimal ROC is Theorem 5's f.
+
+The canary's coordinates are appended all-zero public columns; further such columns carry only the noise, so
+the iterates attacks estimate its scale from the release instead of trusting the claimed noise multiplier
+(:mod:`attacks.iterates`). Every attack's decision rule is fitted on a selection split of the trials and
+judged on the rest (:mod:`fdp_audit.audit.decision`).
 """
 
 from __future__ import annotations
@@ -34,7 +39,9 @@ from fdp_audit.training.engine import Canaries, TrainingProblem, train_models
 from fdp_audit.training.run import build_problem
 
 GAME_INDEX_OFFSET = {"distinguishing": 0, "attribute": 10_000_000, "simulator": 20_000_000}
-CANARY_COLUMNS = ("audit-canary-private", "audit-canary-public")
+NOISE_COLUMNS = 14  # further all-zero columns: their weights show the iterates attacks the release's noise alone
+CANARY_COLUMNS = ("audit-canary-private", "audit-canary-public",
+                  *(f"audit-noise-{i}" for i in range(NOISE_COLUMNS)))
 
 
 @dataclass(frozen=True)
@@ -55,14 +62,15 @@ def trial_uniforms(seed: int, indices: np.ndarray) -> torch.Tensor:
 
 
 def _with_canary_columns(data: PreparedData) -> PreparedData:
-    """Append two all-zero public columns: the first-layer weights on them receive no gradient from any
-    real record, so a gradient canary placed there is seen against the noise alone."""
+    """Append the all-zero public :data:`CANARY_COLUMNS`: the first-layer weights on them receive no gradient
+    from any real record, so a gradient canary placed on the first two is seen against the noise alone, and
+    the others carry nothing but the noise (what the iterates attacks estimate its scale from)."""
     d = data.train.n_features
     groups = data.train.groups + tuple(ColumnGroup(name, "numeric", d + i, d + i + 1)
                                        for i, name in enumerate(CANARY_COLUMNS))
 
     def widen(part: EncodedData) -> EncodedData:
-        x = np.concatenate([part.x, np.zeros((part.n_rows, 2), dtype=part.x.dtype)], axis=1)
+        x = np.concatenate([part.x, np.zeros((part.n_rows, len(CANARY_COLUMNS)), dtype=part.x.dtype)], axis=1)
         return EncodedData(x, part.y, groups, part.classes, part.label, part.fingerprint)
 
     columns = data.column_split()
@@ -135,7 +143,11 @@ def gradient_canary_game(game: str, config: Config, data: PreparedData, trials: 
     widened = _with_canary_columns(data)
     problem = build_problem(config, widened)
     d, hyper = data.train.n_features, problem.hyper
+    width = widened.train.n_features
     private_coordinate, public_coordinate = d, d + 1  # row 0 of the first layer's weight comes first
+    first_layer_rows = problem.model.shapes()["layer0.weight"][0]
+    noise_coordinates = tuple(row * width + column for row in range(first_layer_rows)
+                              for column in range(d, width) if (row, column) != (0, private_coordinate))
     seed = config.seed
     indices = np.arange(trials) + GAME_INDEX_OFFSET[game]
     labels = (trial_uniforms(seed, indices) < 0.5).numpy().astype(np.int64)
@@ -144,16 +156,19 @@ def gradient_canary_game(game: str, config: Config, data: PreparedData, trials: 
     bit = torch.as_tensor(labels, dtype=torch.float32)
     signs = torch.tensor([-1.0, 1.0]) if game == "distinguishing" else torch.tensor([0.0, 1.0])
     raw_norm = config.audit.canary_norm_factor * hyper.clip_norm
-    direction[:, private_coordinate] = raw_norm * (signs[1] if game == "simulator" else (2 * bit - 1))
+    # the simulator's public batches hold x' (same Ψ, the other private value): only a public loss that reads
+    # protected features can tell it from x
+    direction[:, private_coordinate] = raw_norm * (2 * bit - 1)
     public_direction = torch.zeros(trials, p_count)
     public_direction[:, public_coordinate] = hyper.clip_norm
     in_private = torch.ones(trials, dtype=torch.bool) if game == "distinguishing" else bit.bool()
-    canaries = Canaries(torch.zeros(trials, d + 2), torch.zeros(trials, dtype=torch.long), in_private,
+    canaries = Canaries(torch.zeros(trials, width), torch.zeros(trials, dtype=torch.long), in_private,
                         torch.ones(trials, dtype=torch.bool), direction, public_direction)
     prior = torch.tensor([0.5, 0.5])
-    knowledge = Knowledge(problem.model, torch.zeros(2, d + 2), 0, prior, widened.tensors()[0], widened.tensors()[1],
-                          hyper.noise_multiplier, hyper.sample_rate, hyper.clip_norm, private_coordinate,
-                          public_coordinate, signs)
+    knowledge = Knowledge(problem.model, torch.zeros(2, width), 0, prior, widened.tensors()[0], widened.tensors()[1],
+                          clip_norm=hyper.clip_norm, canary_private_coordinate=private_coordinate,
+                          canary_public_coordinate=public_coordinate, candidate_signs=signs,
+                          candidate_public_signs=torch.tensor([-1.0, 1.0]), noise_coordinates=noise_coordinates)
     unfitted = game_attacks(config.audit.attacks, "categorical", True)
     journal.check_reusable(game, indices, labels, unfitted, 2)
     attacks = {name: a.fit(knowledge) for name, a in unfitted.items()}
@@ -193,7 +208,6 @@ def record_canary_game(config: Config, data: PreparedData, trials: int, device: 
     # shadow models are trained on the population split, which the adversary owns (SPEC 3)
     shadow_problem = build_problem(config, replace(data, train=data.population))
     knowledge = Knowledge(problem.model, candidates, label, torch.as_tensor(prior, dtype=torch.float32), x, y,
-                          problem.hyper.noise_multiplier, problem.hyper.sample_rate, problem.hyper.clip_norm,
                           shadow_problem=shadow_problem, shadow_seed=seed + 1)
     unfitted = game_attacks(config.audit.attacks, "categorical")
     journal.check_reusable("attribute", indices, labels, unfitted, len(prior))

@@ -125,9 +125,8 @@ def reconstruction_game(config: Config, data: PreparedData, trials: int, device:
     template[list(protected)] = 0.0  # the prior's centre
     label = int(data.population.y[0])
     x, y = data.tensors()
-    hyper = problem.hyper
-    knowledge = Knowledge(problem.model, template[None, :], label, torch.ones(1), x, y, hyper.noise_multiplier,
-                          hyper.sample_rate, hyper.clip_norm, protected_coordinates=protected)
+    knowledge = Knowledge(problem.model, template[None, :], label, torch.ones(1), x, y,
+                          protected_coordinates=protected)
     indices = np.arange(trials) + INDEX_OFFSET
     truth = secret_values(config.seed, indices, audit.reconstruction_prior, audit.reconstruction_scale,
                           len(protected))

@@ -14,6 +14,7 @@ import torch
 
 from fdp_audit import __version__
 from fdp_audit.accounting.tradeoff import gaussian_tradeoff
+from fdp_audit.audit.decision import DecisionRule, fit_decision_rule, selection_split
 from fdp_audit.audit.games import GameRecord, gradient_canary_game, record_canary_game
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.provenance import journal_key
@@ -98,16 +99,32 @@ def utility_section(config: Config, data: PreparedData, models: int = 3) -> dict
     return {"metric": "test accuracy", "models_per_mechanism": models, "rows": rows}
 
 
+def judged_rule(record: GameRecord, attack: str) -> tuple[DecisionRule, int, int]:
+    """An attack's decision rule (orientation and offsets, :mod:`fdp_audit.audit.decision`) fitted on the
+    selection trials, with its successes and the number of evaluation trials it is judged on. The prior attack
+    keeps its own argmax (it realises Ball and is not judged)."""
+    selection, evaluation = selection_split(len(record.labels))
+    if not len(evaluation):
+        raise BadInputError("a game needs at least 2 trials: half fit each attack's decision rule, half judge it",
+                            "audit.trials")
+    scores = record.scores[attack]
+    rule = (DecisionRule(1, np.zeros(scores.shape[1])) if attack == "prior"
+            else fit_decision_rule(scores[selection], record.labels[selection]))
+    return rule, rule.successes(scores[evaluation], record.labels[evaluation]), int(len(evaluation))
+
+
 def _rate_comparisons(record: GameRecord, bound: float, prefix: str) -> list[dict[str, Any]]:
+    """Success against ``1 − f(Ball)`` of each attack's decision rule, counted on the evaluation trials."""
     ball = float(record.prior.max())
     rows = []
-    for attack, scores in record.scores.items():
+    for attack in record.scores:
         if attack == "prior":
             continue
-        successes = int((scores.argmax(axis=1) == record.labels).sum())
+        rule, successes, trials = judged_rule(record, attack)
         rows.append({"id": f"{prefix}/{attack}", "kind": "rate", "game": record.game, "attack": attack,
-                     "threat_model": record.threat_models[attack], "trials": int(len(record.labels)),
-                     "successes": successes, "ball": ball, "bound": bound})
+                     "threat_model": record.threat_models[attack], "trials": trials, "successes": successes,
+                     "orientation": rule.orientation, "offsets": rule.offsets.tolist(), "ball": ball,
+                     "bound": bound})
     return rows
 
 
@@ -216,8 +233,8 @@ def game_sections(record: GameRecord, by_id, add_remove, replace_one, alpha: flo
     ball = float(record.prior.max())
     prefix = "attribute" if record.game == "attribute" else f"{record.game}-attribute"
     attacks = []
-    for attack, scores in record.scores.items():
-        successes, trials = int((scores.argmax(axis=1) == record.labels).sum()), int(len(record.labels))
+    for attack in record.scores:
+        _, successes, trials = judged_rule(record, attack)
         ci = clopper_pearson(successes, trials, alpha)
         lower = lower_confidence_bound(successes, trials, alpha)
         entry = {"attack": attack, "threat_model": record.threat_models[attack], "trials": trials,

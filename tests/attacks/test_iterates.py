@@ -1,6 +1,8 @@
 """The ``iterates`` threat model (SPEC 3) on synthesised releases ``y_t = s·B_t + z·N(0, 1)`` (B_t ~ Bern(p)),
-the distribution a correct mechanism gives the canary coordinate: the likelihood-ratio attack is the
-Bayes-optimal test, so it must reach the optimum Φ(√T/z) at p = 1 and the PLD optimum under sampling."""
+the distribution a correct mechanism gives the canary coordinate, with further pure-noise coordinates. The
+attack is told neither z nor p: it estimates the noise scale from the release and averages its likelihood over
+the sampling rate, and must still reach the optimum Φ(√T/z) at p = 1 and come within 0.9 of the PLD optimum
+under sampling."""
 
 from __future__ import annotations
 
@@ -16,21 +18,22 @@ from attacks.iterates import IteratesAttack, PublicAlignedIteratesAttack, mixtur
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
 from fdp_audit.training.models import Model
 
-PRIVATE, PUBLIC = 1, 2  # canary coordinates in a 4-parameter model
+PRIVATE, PUBLIC = 1, 2  # canary coordinates in a 20-parameter model
+NOISE = (2, *range(4, 20))  # coordinates no record touches
 
 
-def knowledge(z: float, p: float, clip: float = 1.0, prior=(0.5, 0.5)) -> Knowledge:
-    return Knowledge(Model("logistic", 3, 2), torch.zeros(2, 3), 0, torch.tensor(prior), noise_multiplier=z,
-                     sample_rate=p, clip_norm=clip, canary_private_coordinate=PRIVATE,
-                     canary_public_coordinate=PUBLIC, candidate_signs=torch.tensor([-1.0, 1.0]))
+def knowledge(clip: float = 1.0, prior=(0.5, 0.5), signs=(-1.0, 1.0)) -> Knowledge:
+    return Knowledge(Model("logistic", 19, 2), torch.zeros(2, 19), 0, torch.tensor(prior), clip_norm=clip,
+                     canary_private_coordinate=PRIVATE, canary_public_coordinate=PUBLIC,
+                     candidate_signs=torch.tensor(signs), noise_coordinates=NOISE)
 
 
 def release(seed: int, trials: int, steps: int, z: float, p: float, clip: float = 1.0):
-    """Secret bits, and the noisy private sums ``[R, T, 4]`` with the canary on coordinate PRIVATE."""
+    """Secret bits, and the noisy private sums ``[R, T, 20]`` with the canary on coordinate PRIVATE."""
     rng = np.random.default_rng(seed)
     bits = rng.random(trials) < 0.5
     sampled = rng.random((trials, steps)) < p
-    sums = clip * z * rng.standard_normal((trials, steps, 4))
+    sums = clip * z * rng.standard_normal((trials, steps, 20))
     sums[:, :, PRIVATE] += clip * np.where(bits, 1.0, -1.0)[:, None] * sampled
     return bits, torch.as_tensor(sums, dtype=torch.float32), torch.as_tensor(sampled)
 
@@ -56,7 +59,7 @@ def test_reaches_bayes_optimum_of_the_pure_gaussian_mechanism(steps: int, z: flo
     """p = 1: Σ_t y_t is sufficient and the optimal success is Φ(√T/z) (0.841 and 0.977 here). 4,000 trials;
     the two-sided binomial interval at level 1e-3 fails with probability ≤ 1e-3 for an optimal attack."""
     bits, sums, _ = release(seed=steps, trials=4000, steps=steps, z=z, p=1.0, clip=clip)
-    out = IteratesAttack().fit(knowledge(z, 1.0, clip)).infer(View(noisy_private_sums=sums))
+    out = IteratesAttack().fit(knowledge(clip)).infer(View(noisy_private_sums=sums))
     successes = int((out.guess.numpy() == bits).sum())
     assert within_binomial(successes, 4000, norm.cdf(math.sqrt(steps) / z))
 
@@ -69,7 +72,7 @@ def test_near_optimal_under_poisson_sampling() -> None:
     replace_one = MechanismAccountant(MechanismSpec("dp_sgd", z, p, steps, relation="replace"))
     optimum = 0.5 + 0.5 * float(replace_one.delta(0.0))
     bits, sums, _ = release(seed=1, trials=trials, steps=steps, z=z, p=p)
-    guess = IteratesAttack().fit(knowledge(z, p)).infer(View(noisy_private_sums=sums)).guess.numpy()
+    guess = IteratesAttack().fit(knowledge()).infer(View(noisy_private_sums=sums)).guess.numpy()
     rate = float((guess == bits).mean())
     assert 0.5 + 0.9 * (optimum - 0.5) <= rate <= optimum + 4 * math.sqrt(optimum * (1 - optimum) / trials)
 
@@ -78,7 +81,7 @@ def test_reads_a_leaking_public_channel() -> None:
     """A correct public gradient has no component on the private coordinate; a leaking one decides."""
     bits, sums, _ = release(seed=2, trials=200, steps=5, z=50.0, p=1.0)  # the private channel is useless
     public = torch.zeros_like(sums)
-    attack = IteratesAttack().fit(knowledge(50.0, 1.0))
+    attack = IteratesAttack().fit(knowledge())
     clean = attack.infer(View(noisy_private_sums=sums, public_gradients=public)).scores
     torch.testing.assert_close(clean, attack.infer(View(noisy_private_sums=sums)).scores)
     public[:, 3, PRIVATE] = torch.as_tensor(np.where(bits, 0.01, -0.01), dtype=torch.float32)
@@ -91,7 +94,7 @@ def test_public_aligned_attack_uses_only_steps_with_the_canary_in_the_public_bat
     it was privately sampled, and there the release is an unsubsampled Gaussian observation."""
     z, p, steps, trials = 1.0, 0.05, 60, 4000
     bits, sums, sampled = release(seed=3, trials=trials, steps=steps, z=z, p=p)
-    attack = PublicAlignedIteratesAttack().fit(knowledge(z, p))
+    attack = PublicAlignedIteratesAttack().fit(knowledge())
     out = attack.infer(View(noisy_private_sums=sums, canary_public_counts=sampled.long()))
     # success: ½ when never sampled, Φ(√k/z) after k sampled steps
     k = np.arange(steps + 1)
@@ -103,7 +106,7 @@ def test_public_aligned_attack_uses_only_steps_with_the_canary_in_the_public_bat
 
 def test_prior_enters_the_scores() -> None:
     _, sums, _ = release(seed=4, trials=10, steps=3, z=1.0, p=0.5)
-    flat = IteratesAttack().fit(knowledge(1.0, 0.5)).infer(View(noisy_private_sums=sums)).scores
-    skewed = IteratesAttack().fit(knowledge(1.0, 0.5, prior=(0.9, 0.1))).infer(View(noisy_private_sums=sums)).scores
+    flat = IteratesAttack().fit(knowledge()).infer(View(noisy_private_sums=sums)).scores
+    skewed = IteratesAttack().fit(knowledge(prior=(0.9, 0.1))).infer(View(noisy_private_sums=sums)).scores
     shift = torch.tensor([math.log(0.9 / 0.5), math.log(0.1 / 0.5)], dtype=torch.float64)
     torch.testing.assert_close(skewed - flat, shift.expand(10, 2))
