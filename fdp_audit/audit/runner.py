@@ -99,6 +99,15 @@ def utility_section(config: Config, data: PreparedData, models: int = 3) -> dict
     return {"metric": "test accuracy", "models_per_mechanism": models, "rows": rows}
 
 
+def binary_game_bound(add_remove, relation) -> float:
+    """The most a claim allows in a binary game with a uniform prior (Ball = ½) whose two worlds are neighbours
+    under ``relation``: Theorem 4's ``1 − f(½)`` and the Bayes-optimal success ``½ + δ_relation(0)/2`` of any
+    test between two outputs whose trade-off is at least the relation's curve — the smaller of two valid
+    bounds. For the replacement (±C canary) game they agree at p = 1; for the simulator game (insertion or
+    deletion, Theorem 5 of the FDP paper) the second is the tight one (Φ(μ/2) against Φ(μ) for μ-GDP)."""
+    return min(float(add_remove.bound(0.5)), bayes_optimal_success(relation))
+
+
 def judged_rule(record: GameRecord, attack: str) -> tuple[DecisionRule, int, int]:
     """An attack's decision rule (orientation and offsets, :mod:`fdp_audit.audit.decision`) fitted on the
     selection trials, with its successes and the number of evaluation trials it is judged on. The prior attack
@@ -179,8 +188,8 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
             comparisons += _rate_comparisons(record, float(add_remove.bound(record.prior.max())), "attribute")
         else:
             record = gradient_canary_game(game, config, data, audit.trials, device, journal, chunk)
-            comparisons += _rate_comparisons(record, float(add_remove.bound(0.5)), f"{game}-attribute")
             relation_acct = replace_one if game == "distinguishing" else add_remove
+            comparisons += _rate_comparisons(record, binary_game_bound(add_remove, relation_acct), f"{game}-attribute")
             claimed = float(relation_acct.epsilon(mech.delta))
             comparisons += epsilon_comparisons(record, mech.delta, claimed,
                                                 "replace" if game == "distinguishing" else "add_remove")
@@ -237,12 +246,12 @@ def game_sections(record: GameRecord, by_id, add_remove, replace_one, alpha: flo
         _, successes, trials = judged_rule(record, attack)
         ci = clopper_pearson(successes, trials, alpha)
         lower = lower_confidence_bound(successes, trials, alpha)
-        entry = {"attack": attack, "threat_model": record.threat_models[attack], "trials": trials,
-                 "successes": successes, "rate": successes / trials, "ball": ball,
-                 "bound": float(add_remove.bound(ball)),
-                 "ci_low": ci[0], "ci_high": ci[1], "lower_bound": lower,
-                 "margin": lower - float(add_remove.bound(ball)), "tightness": None, "status": "info"}
         j = by_id.get(f"{prefix}/{attack}")
+        bound = float(add_remove.bound(ball)) if j is None else j["theoretical"]
+        entry = {"attack": attack, "threat_model": record.threat_models[attack], "trials": trials,
+                 "successes": successes, "rate": successes / trials, "ball": ball, "bound": bound,
+                 "ci_low": ci[0], "ci_high": ci[1], "lower_bound": lower,
+                 "margin": lower - bound, "tightness": None, "status": "info"}
         if j is not None:
             entry |= {"ci_low": j["ci_low"], "ci_high": j["ci_high"], "lower_bound": j["lower_bound"],
                       "margin": j["margin"], "tightness": j["tightness"],

@@ -1,7 +1,8 @@
 """Example third-party mechanisms for the game audit (SPEC 4 mode 3): a DP-SGD written from scratch, as an
 outside team would write it, with the signature of :mod:`fdp_audit.audit.third_party` — and the same code with
-a classic bug, the noise divided by the expected batch size before the sum is (so twice), which the gate must
-catch. ``configs/third_party_dp_sgd.yaml`` and ``configs/third_party_leaky.yaml`` audit them."""
+a classic bug, the noise divided by the expected batch size before the sum is (so twice), and with 0.3 of the
+claimed noise, which the gate must catch. ``configs/third_party_dp_sgd.yaml`` and
+``configs/third_party_leaky.yaml`` audit them."""
 
 from __future__ import annotations
 
@@ -61,6 +62,11 @@ def honest_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -> Mech
 def leaky_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -> MechanismOutput:
     """The bug: ``noise / m`` added to the *sum*, which is divided by m again — z is in effect z/m."""
     return _dp_sgd(problem, seed, canary, noise_divisor=problem.hyper.sample_rate * problem.n)
+
+
+def quiet_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -> MechanismOutput:
+    """Silently adds 0.3 of the claimed noise: every step, and its release, looks like DP-SGD's."""
+    return _dp_sgd(problem, seed, canary, noise_divisor=1 / 0.3)
 
 
 def final_model_only(problem: TrainingProblem, seed: int, canary: Canaries) -> dict[str, torch.Tensor]:
