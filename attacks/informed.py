@@ -7,7 +7,8 @@ loss gradient equals the *residual*
 which the adversary computes without the target. Each candidate completion x_v is scored by how well its
 own gradient matches: ``score_v = −‖∇ℓ(θ; x_v) − r(θ)‖``. For a model trained to its optimum the true
 candidate matches exactly (score 0 up to the optimiser's tolerance); for a noisy model the residual carries
-the training noise and the attack degrades gracefully.
+the training noise and the attack degrades gracefully. What it knows is S \\ {x}, the objective and λ (the
+trainer's, not a privacy claim); it reads no noise multiplier or sampling rate.
 """
 
 from __future__ import annotations

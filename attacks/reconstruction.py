@@ -10,7 +10,7 @@ of an MLP alike. The residual is therefore proportional to the target's feature 
 coordinates (u, 1) -- Ψ(x) = u and the bias input -- fix the scale: least squares over them gives
 ``δ̂ = (R_W[:, pub] u + r_b) / (‖u‖² + 1)`` and then ``v̂ = R_W[:, prot]ᵀ δ̂ / ‖δ̂‖²``. At an exact optimum
 this is exact; when δ̂ vanishes (the target is fitted perfectly, nothing to read) the estimate is the
-prior's centre.
+prior's centre. Like :mod:`attacks.informed` it reads no claimed privacy parameter.
 """
 
 from __future__ import annotations

@@ -12,6 +12,12 @@ that level arbitrarily: seeded 200-trial games on a 16-row table scored 0, 88 an
 likelihood attack scored 93, 88 and 108.) Trained on
 balanced values, it estimates ``Pr[v | outputs]`` under a uniform prior, i.e. the likelihood up to a
 constant, so the score adds the log prior: ``score_v = log Pr_uniform[v | outputs] + log Pr[v | u]``.
+
+The shadow models run the configured mechanism's recipe and settings (for a third-party function: the
+recipe of the mechanism it claims to be, since its code is opaque to batching). Under a false claim the
+classifier is trained on the wrong output distribution; its scores remain a statistic, and the audit fits
+their decision rule (orientation, per-value offsets) on a selection split of the trials, so a wrong claim
+costs power, never validity.
 """
 
 from __future__ import annotations

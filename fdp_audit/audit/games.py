@@ -55,6 +55,11 @@ class GameRecord:
     threat_models: dict[str, str]
     candidate_names: tuple[str, ...]
 
+    def head(self, trials: int) -> GameRecord:
+        """The first ``trials`` trials: exactly the record of the same game played with that many trials
+        (trial i's secret and model depend on its index only)."""
+        return replace(self, labels=self.labels[:trials], scores={k: v[:trials] for k, v in self.scores.items()})
+
 
 def trial_uniforms(seed: int, indices: np.ndarray) -> torch.Tensor:
     """One uniform per trial from the GAME stream, independent of the models' training streams."""

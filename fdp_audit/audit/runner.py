@@ -166,6 +166,30 @@ def _full_roc(record: GameRecord, attack: str) -> dict[str, list[float]]:
     return {"fpr": [0.0, *fpr[::step], 1.0], "tpr": [0.0, *tpr[::step], 1.0]}
 
 
+def play_game(game: str, config: Config, data: PreparedData, device: torch.device, journal: Journal,
+              chunk: int) -> GameRecord | ReconstructionRecord:
+    """Play one configured game for ``config.audit.trials`` trials (journaled trials are reused)."""
+    trials = config.audit.trials
+    if game == "reconstruction":
+        return reconstruction_game(config, data, trials, device, journal, chunk)
+    if game == "attribute":
+        return record_canary_game(config, data, trials, device, journal, chunk)
+    return gradient_canary_game(game, config, data, trials, device, journal, chunk)
+
+
+def game_comparisons(record: GameRecord | ReconstructionRecord, delta: float, add_remove,
+                     replace_one) -> list[dict[str, Any]]:
+    """The comparisons one played game contributes to the verdict."""
+    if isinstance(record, ReconstructionRecord):
+        return record.comparisons()
+    if record.game == "attribute":
+        return _rate_comparisons(record, float(add_remove.bound(record.prior.max())), "attribute")
+    name = "replace" if record.game == "distinguishing" else "add_remove"
+    relation = replace_one if name == "replace" else add_remove
+    return (_rate_comparisons(record, binary_game_bound(add_remove, relation), f"{record.game}-attribute")
+            + epsilon_comparisons(record, delta, float(relation.epsilon(delta)), name))
+
+
 def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[str, Any]:
     """Play the configured games and return the results dictionary (verdict included), as results.json holds
     it: non-finite numbers (the ε of a non-private baseline) are null, so the report renders the same numbers
@@ -177,23 +201,8 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
                else Journal(out_dir / "journal.jsonl", journal_key(config, versions(), data)))
     chunk = audit.max_models_per_chunk or DEFAULT_CHUNK
     add_remove, replace_one = accountant(mech), accountant(mech, "replace")
-    records: list[GameRecord | ReconstructionRecord] = []
-    comparisons: list[dict[str, Any]] = []
-    for game in audit.games:
-        if game == "reconstruction":
-            record = reconstruction_game(config, data, audit.trials, device, journal, chunk)
-            comparisons += record.comparisons()
-        elif game == "attribute":
-            record = record_canary_game(config, data, audit.trials, device, journal, chunk)
-            comparisons += _rate_comparisons(record, float(add_remove.bound(record.prior.max())), "attribute")
-        else:
-            record = gradient_canary_game(game, config, data, audit.trials, device, journal, chunk)
-            relation_acct = replace_one if game == "distinguishing" else add_remove
-            comparisons += _rate_comparisons(record, binary_game_bound(add_remove, relation_acct), f"{game}-attribute")
-            claimed = float(relation_acct.epsilon(mech.delta))
-            comparisons += epsilon_comparisons(record, mech.delta, claimed,
-                                                "replace" if game == "distinguishing" else "add_remove")
-        records.append(record)
+    records = [play_game(game, config, data, device, journal, chunk) for game in audit.games]
+    comparisons = [row for record in records for row in game_comparisons(record, mech.delta, add_remove, replace_one)]
     if not comparisons:  # a verdict over nothing would be a PASS that cannot fail
         raise BadInputError("no configured attack can be judged in the configured games (only the prior?)",
                             "audit.attacks")
@@ -241,13 +250,14 @@ def game_sections(record: GameRecord, by_id, add_remove, replace_one, alpha: flo
     gradient-canary games the distinguishing view (ROC and ε lower bound) of the same trials."""
     ball = float(record.prior.max())
     prefix = "attribute" if record.game == "attribute" else f"{record.game}-attribute"
+    judged = [by_id[f"{prefix}/{attack}"] for attack in record.scores if f"{prefix}/{attack}" in by_id]
+    bound = judged[0]["theoretical"] if judged else float(add_remove.bound(ball))  # the game's bound
     attacks = []
     for attack in record.scores:
         _, successes, trials = judged_rule(record, attack)
         ci = clopper_pearson(successes, trials, alpha)
         lower = lower_confidence_bound(successes, trials, alpha)
         j = by_id.get(f"{prefix}/{attack}")
-        bound = float(add_remove.bound(ball)) if j is None else j["theoretical"]
         entry = {"attack": attack, "threat_model": record.threat_models[attack], "trials": trials,
                  "successes": successes, "rate": successes / trials, "ball": ball, "bound": bound,
                  "ci_low": ci[0], "ci_high": ci[1], "lower_bound": lower,
@@ -260,7 +270,7 @@ def game_sections(record: GameRecord, by_id, add_remove, replace_one, alpha: flo
     canary = "record" if record.game == "attribute" else f"gradient ({record.game} trials)"
     sections = [{"game": "attribute", "canary": canary, "trials": int(len(record.labels)),
                  "prior": record.prior.tolist(), "candidates": list(record.candidate_names), "ball": ball,
-                 "bound": float(add_remove.bound(ball)), "attacks": attacks}]
+                 "bound": bound, "attacks": attacks}]
     if record.game == "attribute":
         return sections
     relation = "replace" if record.game == "distinguishing" else "add_remove"

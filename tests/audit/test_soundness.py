@@ -54,8 +54,8 @@ def test_half_noise_is_caught_by_the_simulator_game(verdict_only_audit, small_co
 
 def test_leaky_public_loss_is_caught_by_the_simulator_game(verdict_only_audit) -> None:
     """Regression. fdp_sgd_leaky_public in the simulator game alone: the simulator's public record x' used to
-    carry the same private value as x, so a public loss reading it could not tell the worlds apart (PASS, 90 of
-    200 against 0.705). x' now has the other value (it only has to share Ψ): 98 of 100 against 0.603."""
+    carry the same private value as x, so a public loss reading it could not tell the worlds apart (PASS). x'
+    now has the other value (it only has to share Ψ): 98 of the 100 evaluation trials against 0.603."""
     config = game_config("leaky_public", "simulator", 200, ("prior", "iterates"))
     assert "simulator-attribute/iterates" in violations(verdict_only_audit(config))
 

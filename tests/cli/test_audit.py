@@ -41,7 +41,7 @@ def test_tiny_audit_passes(cli, tiny: Path, tmp_path: Path) -> None:
                    "distinguishing-epsilon/iterates_public_aligned"]
     assert results["verdict"]["n_comparisons"] == 6
     rates = [c for c in results["comparisons"] if c["kind"] == "rate"]
-    assert all(c["trials"] == 40 for c in rates)
+    assert all(c["trials"] == 20 for c in rates)  # the odd trials judge; the even ones fit the decision rules
     assert results["mechanism"]["name"] == "fdp_sgd" and results["mechanism"]["epsilon"] > 0
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "PASS" in html
