@@ -28,6 +28,8 @@ EPSILON_ASSUMPTION_FREE = "epsilon_lower_bound_cp"
 
 def game_label(game: str, kind: str, relation: str | None = None) -> str:
     """Which game a comparison belongs to, in the words of the report's section titles."""
+    if kind == "one_run":
+        return "One-run audit"
     if game == "attribute":
         return "Attribute inference · record canaries"
     if game == "reconstruction":
@@ -194,7 +196,7 @@ def _observed_row(row: dict[str, Any], lo: float, hi: float) -> ChartRow:
     observed, limit = row.get("observed"), row.get("theoretical")
     status = _status(row)
     if row.get("kind") == "one_run":
-        game, attack = "One-run audit", row["id"].removeprefix("one-run/").replace("/", " · ") + " guesses"
+        game, attack = game_label("", "one_run"), row["id"].removeprefix("one-run/").replace("/", " · ") + " guesses"
         numbers = (f"{row.get('correct')} correct of {row.get('guesses')} guesses among {row.get('canaries', '?')} "
                    f"canaries: precision {number(observed)} against the {number(limit)} the claimed curve allows")
         meaning = ("At confidence 1 − α/m these guesses are more accurate than the claimed trade-off curve f allows: "
@@ -258,7 +260,8 @@ def _plain_words(results: dict[str, Any], rows: list[dict[str, Any]], alpha: flo
                  violated: bool) -> tuple[str, str, list[str]]:
     games: dict[str, int] = {}
     for row in rows:
-        name = "One-run audit" if row.get("kind") == "one_run" else game_label(str(row.get("game", "")), "rate")
+        kind = "one_run" if row.get("kind") == "one_run" else "rate"  # a game's ε rows share its trials' label
+        name = game_label(str(row.get("game", "")), kind)
         games.setdefault(name, int(row.get("trials") or 0))
     listed = "; ".join(f"{name} ({trials} trials)" if trials else name for name, trials in games.items())
     threat = {str(r.get("threat_model")) for r in rows if r.get("threat_model")}
