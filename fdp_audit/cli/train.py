@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fdp_audit.config import load_config
+    from fdp_audit.config import Config, checked_override, load_config
     from fdp_audit.data.prepare import prepare_data
     from fdp_audit.training.checkpoint import save_checkpoint
     from fdp_audit.training.run import train_one
@@ -37,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.device:
         config = replace(config, device=args.device)
-    seed = config.seed if args.seed is None else args.seed
+    seed = config.seed if args.seed is None else checked_override(Config, "seed", args.seed, "--seed")
     data = prepare_data(config.data, config.seed)
     out = Path(args.out) if args.out else Path(config.report.out_dir) / "model.pt"
     if args.canaries is not None:

@@ -69,3 +69,11 @@ def test_seeded_training_run_is_bit_for_bit_reproducible(cli, small_config, writ
     assert first.keys() == second.keys()
     for name in first:
         assert torch.equal(first[name], second[name]), name
+
+
+def test_a_seed_out_of_range_is_bad_input(cli, one_line_error, small_config, write_yaml, tmp_path: Path):
+    """``train --seed -1`` was an internal error (exit 3) in the random streams."""
+    config = write_yaml(tmp_path / "c.yaml", small_config(rows=60, mechanism={"steps": 2}))
+    result = cli("train", config, "--seed", "-1", "--out", tmp_path / "m.pt")
+    assert result.code == 2 and "--seed: must be >= 0" in one_line_error(result.err)
+    assert not (tmp_path / "m.pt").exists()
