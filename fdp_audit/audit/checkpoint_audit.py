@@ -93,7 +93,11 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     if not isinstance(raw, dict):
         raise BadInputError("missing the training configuration", "checkpoint.metadata.config")
     if isinstance(raw.get("mechanism"), dict):  # z, p, T, C and δ come from the metadata, never a target ε
-        raw = {**raw, "mechanism": {k: v for k, v in raw["mechanism"].items() if k != "target_epsilon"}}
+        mechanism = {k: v for k, v in raw["mechanism"].items() if k != "target_epsilon"}
+        if mechanism.get("noise_multiplier") is None and metadata.get("noise_multiplier") is not None:
+            # a config that asked for a target ε stated no z; the z it was calibrated to is the metadata's
+            mechanism["noise_multiplier"] = metadata["noise_multiplier"]
+        raw = {**raw, "mechanism": mechanism}
     try:
         config = config_from_dict(raw)
     except BadInputError as err:

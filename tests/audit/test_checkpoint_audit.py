@@ -35,6 +35,19 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory, small_config):
     return read_checkpoint(path)
 
 
+def test_a_checkpoint_trained_for_a_target_epsilon_is_read(tmp_path, small_config) -> None:
+    """The config of a run calibrated to a target ε states no z (the demo's case); the z it trained with is
+    in the metadata. Reading it once failed with "give noise_multiplier or target_epsilon"."""
+    raw = small_config("fdp_sgd", rows=300, mechanism={"noise_multiplier": None, "target_epsilon": 4.0, "steps": 5})
+    config = config_from_dict(raw)
+    data = prepare_data(config.data, config.seed)
+    trained = train_one(config, data)
+    path = save_checkpoint(tmp_path / "model.pt", trained.params, trained.metadata)
+    loaded = read_checkpoint(path)
+    assert loaded.config.mechanism.target_epsilon is None
+    assert loaded.config.mechanism.noise_multiplier == pytest.approx(trained.metadata["noise_multiplier"])
+
+
 def exact_posterior(data, config) -> np.ndarray:
     """``Pr[v | u, y] ∝ π_v Pr[y | u, v]`` of the synthetic generator, for the training records."""
     prior = prior_for_config(config.data)
