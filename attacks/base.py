@@ -10,17 +10,22 @@ SPEC 2.5) return an estimate of the protected coordinates instead, judged by
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 import torch
 
 from fdp_audit.errors import BadInputError
-from fdp_audit.training.engine import TrainingProblem
+from fdp_audit.training.engine import Canaries, TrainingProblem
 from fdp_audit.training.models import Model, Params
 
 ThreatModel = Literal["prior", "black_box", "white_box", "iterates"]
 AttributeKind = Literal["categorical", "continuous"]
+
+
+# (problem, seed, model indices, canaries) -> the trained models' parameters, chunk by chunk
+ShadowTrainer = Callable[[TrainingProblem, int, Sequence[int], Canaries], Iterator[Params]]
 
 
 @dataclass(frozen=True)
@@ -50,7 +55,9 @@ class Knowledge:
 
     The shadow-model attack trains ``shadow_models`` models of ``shadow_problem`` -- the target's mechanism
     and settings run on data the adversary owns (the population split) -- from the streams of
-    ``shadow_seed``, each with the target inserted with a known candidate value.
+    ``shadow_seed``, each with the target inserted with a known candidate value. ``shadow_trainer``, when
+    given, is how the mechanism is run (an audited third-party function: its own code, not the recipe it
+    claims); otherwise the batched engine runs ``shadow_problem``'s recipe.
     """
 
     model: Model
@@ -70,6 +77,7 @@ class Knowledge:
     shadow_problem: TrainingProblem | None = None
     shadow_models: int = 64
     shadow_seed: int = 0
+    shadow_trainer: ShadowTrainer | None = None
 
     def require(self, attack: str, *fields: str) -> None:
         """Refuse, as bad input, an attack whose knowledge lacks what it needs."""

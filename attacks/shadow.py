@@ -13,11 +13,9 @@ likelihood attack scored 93, 88 and 108.) Trained on
 balanced values, it estimates ``Pr[v | outputs]`` under a uniform prior, i.e. the likelihood up to a
 constant, so the score adds the log prior: ``score_v = log Pr_uniform[v | outputs] + log Pr[v | u]``.
 
-The shadow models run the configured mechanism's recipe and settings (for a third-party function: the
-recipe of the mechanism it claims to be, since its code is opaque to batching). Under a false claim the
-classifier is trained on the wrong output distribution; its scores remain a statistic, and the audit fits
-their decision rule (orientation, per-value offsets) on a selection split of the trials, so a wrong claim
-costs power, never validity.
+The shadow models run the audited mechanism itself: the configured recipe and settings, or an audited
+third-party function (``Knowledge.shadow_trainer``), never the recipe a third party only claims. The
+audit fits the scores' decision rule (orientation, per-value offsets) on a selection split of the trials.
 """
 
 from __future__ import annotations
@@ -66,10 +64,13 @@ class ShadowModelAttack(Attack):
                             torch.full((knowledge.shadow_models,), int(knowledge.label), dtype=torch.long),
                             torch.ones(knowledge.shadow_models, dtype=torch.bool),
                             torch.ones(knowledge.shadow_models, dtype=torch.bool))
-        features = np.concatenate([
-            output_features(knowledge.model, chunk.params, knowledge.candidates)
-            for chunk in train_models(problem, knowledge.shadow_seed, range(knowledge.shadow_models), canaries,
-                                      device=problem.x.device, progress="shadow models")])
+        indices = range(knowledge.shadow_models)
+        trained = (knowledge.shadow_trainer(problem, knowledge.shadow_seed, indices, canaries)
+                   if knowledge.shadow_trainer is not None
+                   else (chunk.params for chunk in train_models(problem, knowledge.shadow_seed, indices, canaries,
+                                                                 device=problem.x.device, progress="shadow models")))
+        features = np.concatenate([output_features(knowledge.model, params, knowledge.candidates)
+                                   for params in trained])
         self.classifier = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000))
         self.classifier.fit(features, inserted.numpy())
         return super().fit(knowledge)

@@ -26,7 +26,7 @@ import numpy as np
 import torch
 
 from attacks import ATTACKS, Attack, Knowledge, View
-from attacks.base import AttributeKind
+from attacks.base import AttributeKind, ShadowTrainer
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.config import Config
 from fdp_audit.data.encoding import ColumnGroup, EncodedData
@@ -140,6 +140,19 @@ def _run_trials(game: str, config: Config, problem: TrainingProblem, indices: np
     return {name: np.array([finished[int(i)][1][name] for i in indices]) for name in attacks}
 
 
+def _third_party_trainer(config: Config) -> ShadowTrainer | None:
+    """How an adversary runs an audited third-party function for its shadow models (None: built-in)."""
+    if config.mechanism.third_party is None:
+        return None
+    mechanism = load_mechanism(config.mechanism.third_party)
+
+    def train(problem: TrainingProblem, seed: int, indices, canaries: Canaries):
+        for _, view in train_third_party(mechanism, problem, seed, torch.as_tensor(list(indices)), canaries, False):
+            yield view.params
+
+    return train
+
+
 def gradient_canary_game(game: str, config: Config, data: PreparedData, trials: int, device: torch.device,
                          journal, max_chunk: int) -> GameRecord:
     """``distinguishing`` (±canary, replacement) or ``simulator`` (present or simulated, insertion/deletion)."""
@@ -213,7 +226,8 @@ def record_canary_game(config: Config, data: PreparedData, trials: int, device: 
     # shadow models are trained on the population split, which the adversary owns (SPEC 3)
     shadow_problem = build_problem(config, replace(data, train=data.population))
     knowledge = Knowledge(problem.model, candidates, label, torch.as_tensor(prior, dtype=torch.float32), x, y,
-                          shadow_problem=shadow_problem, shadow_seed=seed + 1)
+                          shadow_problem=shadow_problem, shadow_seed=seed + 1,
+                          shadow_trainer=_third_party_trainer(config))
     unfitted = game_attacks(config.audit.attacks, "categorical")
     journal.check_reusable("attribute", indices, labels, unfitted, len(prior))
     attacks = {name: a.fit(knowledge) for name, a in unfitted.items()}
