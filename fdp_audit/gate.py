@@ -6,7 +6,11 @@ comparisons), exceeds what the accounted mechanism allows:
 
 * ``rate``: the one-sided Clopper–Pearson lower bound of an attack's success rate exceeds the Theorem 4
   bound ``1 − f(Ball)``;
-* ``epsilon``: the distinguishing game's ε lower bound exceeds the claimed ε at the same δ;
+* ``epsilon``: a joint confidence region of the error rates of a distinguishing game's threshold test (chosen
+  on a selection split, counted on the rest) lies strictly below the claimed trade-off curve f, re-derived here
+  from the stated mechanism (:func:`fdp_audit.audit.stats.curve_rejected`). Beside the verdict it reports the
+  family ε (the largest claim of the claimed mechanism's family the data reject) and the assumption-free
+  Clopper–Pearson ε;
 * ``one_run``: a one-run audit's correct guesses reject the claimed trade-off curve
   (:func:`fdp_audit.audit.one_run.evaluation.judge_one_run`).
 """
@@ -19,7 +23,17 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-from fdp_audit.audit.stats import RocCounts, clopper_pearson, epsilon_lower_bound, lower_confidence_bound, tightness
+from fdp_audit.accounting.mechanism import MECHANISMS, MechanismAccountant, MechanismSpec
+from fdp_audit.audit.stats import (
+    RocCounts,
+    clopper_pearson,
+    curve_p_value,
+    curve_rejected,
+    epsilon_lower_bound,
+    family_epsilon,
+    lower_confidence_bound,
+    tightness,
+)
 from fdp_audit.errors import BadInputError
 
 
@@ -54,30 +68,88 @@ def judge_comparison(row: dict[str, Any], level: float, where: str) -> dict[str,
                 "rate": rate, "ci_low": ci[0], "ci_high": ci[1], "lower_bound": lower,
                 "tightness": tightness(rate, ball, bound)}
     if kind == "epsilon":
-        negatives, positives = _int(row, "negatives", where), _int(row, "positives", where)
-        thresholds = row.get("thresholds")
-        fp, fn = row.get("false_positives"), row.get("false_negatives")
-        if not (isinstance(thresholds, list) and isinstance(fp, list) and isinstance(fn, list)
-                and len(thresholds) == len(fp) == len(fn)):
-            raise BadInputError("thresholds and error counts must be lists of equal length", where)
-        if any(not isinstance(t, int | float) or isinstance(t, bool) for t in thresholds):
-            raise BadInputError("thresholds must be numbers", f"{where}.thresholds")
-        if any(not isinstance(c, int) or c < 0 or c > negatives for c in fp) or any(
-                not isinstance(c, int) or c < 0 or c > positives for c in fn):
-            raise BadInputError("error counts out of range", where)
-        delta = _number(row, "delta", where, 0, 1)
-        claimed = row.get("epsilon_claimed")
-        counts = RocCounts(np.asarray(thresholds, float), np.asarray(fp), np.asarray(fn), negatives, positives)
-        eps_lb, points = epsilon_lower_bound(counts, delta, level)
-        limit = math.inf if claimed is None else _number(row, "epsilon_claimed", where, 0)
-        return {"observed": eps_lb, "theoretical": limit, "margin": eps_lb - limit, "violated": eps_lb > limit,
-                "epsilon_lower_bound": eps_lb, "points": points,
-                "epsilon_ratio": None if not limit or math.isinf(limit) else eps_lb / limit}
+        return _judge_epsilon(row, level, where)
     if kind == "one_run":
         from fdp_audit.audit.one_run.evaluation import judge_one_run
 
         return judge_one_run(row, level, where)
     raise BadInputError(f"unknown comparison kind {kind!r}", f"{where}.kind")
+
+
+RELATIONS = {"replace": "replace", "add_remove": "add-remove"}
+
+
+def _roc_counts(row: dict, where: str) -> RocCounts:
+    negatives, positives = _int(row, "negatives", where), _int(row, "positives", where)
+    thresholds = row.get("thresholds")
+    fp, fn = row.get("false_positives"), row.get("false_negatives")
+    if not (isinstance(thresholds, list) and isinstance(fp, list) and isinstance(fn, list)
+            and len(thresholds) == len(fp) == len(fn) and thresholds):
+        raise BadInputError("thresholds and error counts must be non-empty lists of equal length", where)
+    if any(not isinstance(t, int | float) or isinstance(t, bool) or not math.isfinite(t) for t in thresholds):
+        raise BadInputError("thresholds must be finite numbers", f"{where}.thresholds")
+    if any(not isinstance(c, int) or isinstance(c, bool) or c < 0 or c > negatives for c in fp) or any(
+            not isinstance(c, int) or isinstance(c, bool) or c < 0 or c > positives for c in fn):
+        raise BadInputError("error counts out of range", where)
+    if row.get("orientation") not in (1, -1) or isinstance(row.get("orientation"), bool):
+        raise BadInputError("must be 1 (score) or -1 (minus the score)", f"{where}.orientation")
+    return RocCounts(np.asarray(thresholds, float), np.asarray(fp), np.asarray(fn), negatives, positives)
+
+
+def claimed_accountant(row: dict, where: str) -> MechanismAccountant:
+    """The accountant of the claim a comparison states (mechanism, z, p, T and the game's relation): the gate
+    re-derives f and ε from it rather than trusting any stored bound."""
+    claim, relation = row.get("claim"), row.get("relation")
+    if relation not in RELATIONS:
+        raise BadInputError(f"must be one of {', '.join(RELATIONS)}", f"{where}.relation")
+    if not isinstance(claim, dict) or claim.get("mechanism") not in MECHANISMS:
+        raise BadInputError(f"must name the claimed mechanism, one of {', '.join(MECHANISMS)}",
+                            f"{where}.claim.mechanism")
+    name = claim["mechanism"]
+    if name not in ("nonprivate", "public_only"):
+        _number(claim, "noise_multiplier", f"{where}.claim", 0)
+        _number(claim, "sample_rate", f"{where}.claim", 0, 1)
+        _int(claim, "steps", f"{where}.claim")
+    spec = MechanismSpec(name, claim.get("noise_multiplier"), claim.get("sample_rate"), claim.get("steps", 0),
+                         relation=RELATIONS[relation])
+    return MechanismAccountant(spec)
+
+
+def _judge_epsilon(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
+    counts = _roc_counts(row, where)
+    delta = _number(row, "delta", where, 0, 1)
+    claimed = claimed_accountant(row, where)
+    curve = claimed.curve()
+    p_values = curve_p_value(counts, curve)
+    violated = curve_rejected(counts, curve, level)
+    limit = float(curve.epsilon(delta))
+    family = family_epsilon(claimed.spec, counts, level, delta)
+    eps_cp, points = epsilon_lower_bound(counts, delta, level)
+    for point, p_value in zip(points, p_values, strict=True):
+        point["f_claimed"] = float(curve(point["fpr_ub"]))
+        point["curve_p_value"] = float(p_value)
+
+    def ratio(value: float) -> float | None:
+        return None if not limit or math.isinf(limit) else value / limit
+
+    return {"observed": family.epsilon, "theoretical": limit, "margin": family.epsilon - limit, "violated": violated,
+            "epsilon_lower_bound": family.epsilon, "epsilon_ratio": ratio(family.epsilon),
+            "epsilon_family": family.family, "family_parameter": family.parameter,
+            "family_capped": family.capped, "epsilon_lower_bound_cp": eps_cp, "epsilon_ratio_cp": ratio(eps_cp),
+            "curve_p_value": float(np.min(p_values)), "orientation": row["orientation"], "points": points}
+
+
+def can_fail(row: dict[str, Any], level: float) -> bool:
+    """Whether an ``epsilon`` comparison could be violated at all at its trial counts and per-comparison level:
+    the most extreme evidence, no error at any threshold, gives the smallest p-values P0(α) = Pr_α[K0 ≤ 0] and
+    P1(β) = Pr_β[K1 ≤ 0] at every point of the curve (binomial cdfs grow with k), hence the smallest curve
+    p-value; so the comparison can fail iff that evidence is rejected."""
+    if row.get("kind") != "epsilon":
+        raise BadInputError(f"can_fail here judges epsilon comparisons, not {row.get('kind')!r}", "kind")
+    counts = _roc_counts(row, "comparison")
+    zero = np.zeros_like(counts.false_positives)
+    best = RocCounts(counts.thresholds, zero, zero, counts.negatives, counts.positives)
+    return curve_rejected(best, claimed_accountant(row, "comparison").curve(), level)
 
 
 def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:

@@ -9,21 +9,33 @@ import re
 import xml.etree.ElementTree as ET
 from typing import Any
 
+import numpy as np
 import pytest
 
-from fdp_audit.audit.stats import clopper_pearson, lower_confidence_bound
+from fdp_audit.accounting.tradeoff import gaussian_epsilon, gaussian_tradeoff
+from fdp_audit.audit.stats import (
+    RocCounts,
+    clopper_pearson,
+    curve_p_value,
+    lower_confidence_bound,
+    upper_confidence_bound,
+)
 from fdp_audit.errors import BadInputError
-from fdp_audit.gate import judge, judge_comparison, junit_xml
+from fdp_audit.gate import can_fail, judge, judge_comparison, junit_xml
 
 
 def rate(ident: str, successes: int, trials: int = 200, bound: float = 0.6, ball: float = 0.5) -> dict[str, Any]:
     return {"id": ident, "kind": "rate", "trials": trials, "successes": successes, "ball": ball, "bound": bound}
 
 
-def epsilon(ident: str, fp: list[int], fn: list[int], claimed: float | None = 1.0, n: int = 100) -> dict[str, Any]:
-    return {"id": ident, "kind": "epsilon", "thresholds": [float(i) for i in range(len(fp))],
+GAUSSIAN_CLAIM = {"mechanism": "dp_sgd", "noise_multiplier": 2.0, "sample_rate": 1.0, "steps": 1}  # G_{1/2}
+NO_CLAIM = {"mechanism": "nonprivate"}
+
+
+def epsilon(ident: str, fp: list[int], fn: list[int], claim: dict | None = None, n: int = 100) -> dict[str, Any]:
+    return {"id": ident, "kind": "epsilon", "thresholds": [float(i) for i in range(len(fp))], "orientation": 1,
             "false_positives": fp, "false_negatives": fn, "negatives": n, "positives": n, "delta": 1e-5,
-            "epsilon_claimed": claimed}
+            "relation": "add_remove", "claim": GAUSSIAN_CLAIM if claim is None else claim}
 
 
 def crossing_successes(trials: int, bound: float, alpha: float, m: int) -> int:
@@ -61,19 +73,65 @@ def test_bonferroni_over_m_comparisons(m: int) -> None:
 
 def test_bonferroni_applies_to_epsilon_comparisons() -> None:
     """An ε comparison gets α/m too (then splits it over its thresholds)."""
-    row = epsilon("eps", [1, 3], [60, 30], claimed=None)
+    row = epsilon("eps", [1, 3], [60, 30], claim=NO_CLAIM)
     single = judge([row], 0.05)[1][0]["observed"]
     shared = judge([row] + [rate(f"r{i}", 100) for i in range(4)], 0.05)[1][0]["observed"]
     assert 0 < shared < single
 
 
 def test_epsilon_comparison_violation_and_unbounded_claim() -> None:
-    strong = epsilon("eps", [0, 0], [0, 1], claimed=0.5)  # perfect separation on 100 + 100 trials
+    strong = epsilon("eps", [0, 0], [0, 1])  # perfect separation on 100 + 100 trials against G_{1/2}
     verdict, (j,) = judge([strong], 0.05)
-    assert verdict["status"] == "VIOLATION" and j["observed"] > 0.5 and j["epsilon_ratio"] == j["observed"] / 0.5
-    verdict, (j,) = judge([{**strong, "epsilon_claimed": None}], 0.05)  # a non-private claim: ε = ∞
+    claimed = gaussian_epsilon(1e-5, 0.5)
+    assert verdict["status"] == "VIOLATION" and j["theoretical"] == pytest.approx(claimed, abs=0.01)
+    assert j["observed"] > j["theoretical"] and j["epsilon_ratio"] == j["observed"] / j["theoretical"]
+    assert j["curve_p_value"] < 1e-6 and "smaller noise multiplier" in j["epsilon_family"]
+    assert j["epsilon_lower_bound_cp"] > j["theoretical"]  # this evidence is strong enough for the CP ε too
+    verdict, (j,) = judge([{**strong, "claim": NO_CLAIM}], 0.05)  # a non-private claim: ε = ∞, f ≡ 0
     assert verdict["status"] == "PASS" and math.isinf(j["theoretical"]) and j["epsilon_ratio"] is None
-    assert verdict["worst_margin"] is None
+    assert verdict["worst_margin"] is None and "μ-GDP" in j["epsilon_family"]
+
+
+def test_epsilon_comparison_is_rederived_from_the_stated_claim() -> None:
+    """The gate reads the claim's mechanism, never a stored bound: a stored ``epsilon_claimed`` changes
+    nothing, a weaker stated claim (less noise) turns the same counts from a violation into a pass."""
+    row = epsilon("eps", [5], [10])
+    verdict, (j,) = judge([row], 0.05)
+    assert verdict["status"] == "VIOLATION"
+    assert judge([{**row, "epsilon_claimed": 100.0}], 0.05)[1][0] == j
+    weaker = {**GAUSSIAN_CLAIM, "noise_multiplier": 0.3}
+    verdict, (weak,) = judge([{**row, "claim": weaker}], 0.05)
+    assert verdict["status"] == "PASS" and weak["observed"] < weak["theoretical"]
+    assert j["family_capped"]  # the evidence rejects even half the claimed z: the family ε is "at least"
+
+
+def test_epsilon_comparison_curve_test_by_hand() -> None:
+    """One threshold: violated iff the curve p-value against G_{1/2} is ≤ the level; the points carry the
+    Clopper–Pearson bounds at level α/2 per side (for the CP ε and the figure) and the claimed f there."""
+    row = epsilon("eps", [20], [50])
+    (j,) = judge([row], 0.05)[1]
+    (point,) = j["points"]
+    assert point["fpr_ub"] == pytest.approx(upper_confidence_bound(20, 100, 0.025))
+    assert point["fnr_ub"] == pytest.approx(upper_confidence_bound(50, 100, 0.025))
+    assert point["f_claimed"] == pytest.approx(gaussian_tradeoff(point["fpr_ub"], 0.5), abs=1e-3)
+    expected = curve_p_value(RocCounts(np.zeros(1), np.array([20]), np.array([50]), 100, 100),
+                             lambda a: gaussian_tradeoff(a, 0.5))[0]
+    assert j["curve_p_value"] == point["curve_p_value"] == pytest.approx(expected, rel=1e-3)
+    assert j["violated"] == (j["curve_p_value"] <= 0.05) and j["orientation"] == 1
+
+
+@pytest.mark.parametrize(("n", "claim", "expected"), [
+    (100, GAUSSIAN_CLAIM, True),  # no error in 100 + 100 trials would be far below G_{1/2}
+    (3, GAUSSIAN_CLAIM, False),  # 3 + 3 trials can never put the joint region below G_{1/2}
+    (1000, NO_CLAIM, False),  # f ≡ 0: nothing is below it
+    (10, {"mechanism": "public_only"}, True),  # f(α) = 1 − α: 10 + 10 error-free trials are below it
+])
+def test_can_fail(n: int, claim: dict, expected: bool) -> None:
+    row = epsilon("eps", [0], [0], claim=claim, n=n)
+    assert can_fail(row, 0.05) is expected
+    assert can_fail({**row, "false_positives": [n], "false_negatives": [n]}, 0.05) is expected  # counts unused
+    if expected:
+        assert judge([row], 0.05)[0]["status"] == "VIOLATION"
 
 
 def test_verdict_names_the_worst_comparison() -> None:
@@ -105,7 +163,16 @@ BAD_ROWS = {
     "ball missing": ({k: v for k, v in rate("x", 1).items() if k != "ball"}, "ball"),
     "threshold lists differ": ({**epsilon("e", [1, 2], [3, 4]), "false_negatives": [3]}, "equal length"),
     "count above negatives": (epsilon("e", [101], [3]), "out of range"),
-    "negative claimed epsilon": (epsilon("e", [1], [3], claimed=-1.0), "epsilon_claimed"),
+    "claim missing": ({k: v for k, v in epsilon("e", [1], [3]).items() if k != "claim"}, "claim.mechanism"),
+    "unknown claimed mechanism": (epsilon("e", [1], [3], claim={"mechanism": "magic"}), "claim.mechanism"),
+    "negative noise multiplier": (epsilon("e", [1], [3], claim={**GAUSSIAN_CLAIM, "noise_multiplier": -1.0}),
+                                  "noise_multiplier"),
+    "sample rate above one": (epsilon("e", [1], [3], claim={**GAUSSIAN_CLAIM, "sample_rate": 2}), "sample_rate"),
+    "steps not an integer": (epsilon("e", [1], [3], claim={**GAUSSIAN_CLAIM, "steps": 1.5}), "steps"),
+    "unknown relation": ({**epsilon("e", [1], [3]), "relation": "swap"}, "relation"),
+    "orientation zero": ({**epsilon("e", [1], [3]), "orientation": 0}, "orientation"),
+    "no threshold": (epsilon("e", [], []), "non-empty"),
+    "infinite threshold": ({**epsilon("e", [1], [3]), "thresholds": [math.inf]}, "thresholds"),
 }
 
 
@@ -129,7 +196,8 @@ def test_judge_comparison_level_is_used_as_given() -> None:
 
 def test_junit_xml_one_testcase_per_comparison() -> None:
     rows = [rate("attribute/<likelihood>", 100), rate('distinguishing-attribute/"iterates"', 195),
-            epsilon("distinguishing-epsilon/iterates", [5, 2], [40, 60], claimed=5.0)]
+            epsilon("distinguishing-epsilon/iterates", [5, 2], [40, 60], claim={**GAUSSIAN_CLAIM,
+                                                                                 "noise_multiplier": 0.3})]
     verdict, judged = judge(rows, 0.05)
     root = ET.fromstring(junit_xml(verdict, judged))
     assert root.tag == "testsuite"

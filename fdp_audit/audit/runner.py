@@ -4,7 +4,6 @@ gate, and assemble ``results.json``."""
 from __future__ import annotations
 
 import datetime
-import math
 import platform
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ import numpy as np
 import torch
 
 from fdp_audit import __version__
+from fdp_audit.accounting.mechanism import MechanismSpec
 from fdp_audit.accounting.tradeoff import gaussian_tradeoff
 from fdp_audit.audit.decision import DecisionRule, fit_decision_rule, selection_split
 from fdp_audit.audit.games import GameRecord, gradient_canary_game, record_canary_game
@@ -24,7 +24,7 @@ from fdp_audit.audit.stats import (
     clopper_pearson,
     lower_confidence_bound,
     roc_counts,
-    selection_thresholds,
+    select_test,
     tightness,
 )
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
@@ -39,6 +39,9 @@ from fdp_audit.training.run import accountant, build_problem, noise_multiplier, 
 
 DELTAS = (1e-3, 1e-5, 1e-6)
 DEFAULT_CHUNK = 128
+# The per-bound level at which ε comparisons select their test when the audit's is not given: α = 0.05 over
+# about 20 bounds, a typical audit. It affects power only.
+DEFAULT_SELECTION_LEVEL = 0.05 / 20
 
 
 def rdp_epsilon(z: float, p: float, steps: int, delta: float) -> float:
@@ -137,23 +140,40 @@ def _rate_comparisons(record: GameRecord, bound: float, prefix: str) -> list[dic
     return rows
 
 
-def epsilon_comparisons(record: GameRecord, delta: float, claimed: float, relation: str) -> list[dict[str, Any]]:
-    """ROC of the score difference; thresholds chosen on even trials, errors counted on odd trials."""
+def epsilon_comparisons(record: GameRecord, delta: float, claim: MechanismSpec, relation: str,
+                        selection_level: float = DEFAULT_SELECTION_LEVEL) -> list[dict[str, Any]]:
+    """One ``epsilon`` comparison per attack: the orientation and threshold of the score difference are chosen
+    on the even trials (:func:`~fdp_audit.audit.stats.select_test`, with Clopper–Pearson bounds at
+    ``selection_level``), the test's errors are counted on the odd trials, and the row states the claim it is
+    judged against (the gate re-derives f and ε from it)."""
     rows = []
     selection, evaluation = np.arange(0, len(record.labels), 2), np.arange(1, len(record.labels), 2)
+    labels = record.labels.astype(bool)
+    stated = {"mechanism": claim.claimed_as}
+    if claim.is_gaussian:
+        stated |= {"noise_multiplier": claim.noise_multiplier, "sample_rate": claim.sample_rate,
+                   "steps": claim.steps}
     for attack, scores in record.scores.items():
         if attack == "prior":
             continue
         score = scores[:, 1] - scores[:, 0]
-        thresholds = selection_thresholds(score[selection])
-        counts = roc_counts(score[evaluation], record.labels[evaluation].astype(bool), thresholds)
+        test = select_test(score[selection], labels[selection], selection_level)
+        counts = roc_counts(test.orientation * score[evaluation], labels[evaluation], np.array([test.threshold]))
         rows.append({"id": f"{record.game}-epsilon/{attack}", "kind": "epsilon", "game": record.game,
                      "attack": attack, "threat_model": record.threat_models[attack], "relation": relation,
-                     "thresholds": counts.thresholds.tolist(), "false_positives": counts.false_positives.tolist(),
+                     "orientation": test.orientation, "thresholds": counts.thresholds.tolist(),
+                     "false_positives": counts.false_positives.tolist(),
                      "false_negatives": counts.false_negatives.tolist(), "negatives": counts.negatives,
-                     "positives": counts.positives, "delta": delta,
-                     "epsilon_claimed": None if math.isinf(claimed) else claimed})
+                     "positives": counts.positives, "delta": delta, "claim": stated})
     return rows
+
+
+def selection_level(config: Config) -> float:
+    """The per-bound level at which thresholds are selected: the audit's α spread over about as many bounds as
+    the gate will spread it (two per ε comparison, one per success-rate comparison). Only power depends on it."""
+    attacks = sum(a != "prior" for a in config.audit.attacks)
+    comparisons = sum(attacks * (1 if game in ("attribute", "reconstruction") else 2) for game in config.audit.games)
+    return config.audit.alpha / max(2 * comparisons, 1)
 
 
 def _full_roc(record: GameRecord, attack: str) -> dict[str, list[float]]:
@@ -178,8 +198,9 @@ def play_game(game: str, config: Config, data: PreparedData, device: torch.devic
 
 
 def game_comparisons(record: GameRecord | ReconstructionRecord, delta: float, add_remove,
-                     replace_one) -> list[dict[str, Any]]:
-    """The comparisons one played game contributes to the verdict."""
+                     replace_one, level: float = DEFAULT_SELECTION_LEVEL) -> list[dict[str, Any]]:
+    """The comparisons one played game contributes to the verdict (``level``: the per-bound level at which
+    the ε comparisons' tests are selected, :func:`selection_level`)."""
     if isinstance(record, ReconstructionRecord):
         return record.comparisons()
     if record.game == "attribute":
@@ -187,7 +208,7 @@ def game_comparisons(record: GameRecord | ReconstructionRecord, delta: float, ad
     name = "replace" if record.game == "distinguishing" else "add_remove"
     relation = replace_one if name == "replace" else add_remove
     return (_rate_comparisons(record, binary_game_bound(add_remove, relation), f"{record.game}-attribute")
-            + epsilon_comparisons(record, delta, float(relation.epsilon(delta)), name))
+            + epsilon_comparisons(record, delta, relation.spec, name, level))
 
 
 def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[str, Any]:
@@ -202,7 +223,8 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
     chunk = audit.max_models_per_chunk or DEFAULT_CHUNK
     add_remove, replace_one = accountant(mech), accountant(mech, "replace")
     records = [play_game(game, config, data, device, journal, chunk) for game in audit.games]
-    comparisons = [row for record in records for row in game_comparisons(record, mech.delta, add_remove, replace_one)]
+    comparisons = [row for record in records
+                   for row in game_comparisons(record, mech.delta, add_remove, replace_one, selection_level(config))]
     if not comparisons:  # a verdict over nothing would be a PASS that cannot fail
         raise BadInputError("no configured attack can be judged in the configured games (only the prior?)",
                             "audit.attacks")
@@ -284,9 +306,11 @@ def game_sections(record: GameRecord, by_id, add_remove, replace_one, alpha: flo
         distinguishers.append({
             "attack": attack, "threat_model": record.threat_models[attack], "trials": int(len(record.labels)),
             "success": successes / len(record.labels), "optimal_success": optimum,
-            "roc": _full_roc(record, attack), "points": j["points"],
+            "roc": _full_roc(record, attack), "points": j["points"], "orientation": j["orientation"],
             "epsilon_lower_bound": j["epsilon_lower_bound"], "epsilon_claimed": j["theoretical"],
-            "epsilon_ratio": j["epsilon_ratio"], "status": "violation" if j["violated"] else "pass"})
+            "epsilon_ratio": j["epsilon_ratio"], "epsilon_family": j["epsilon_family"],
+            "epsilon_lower_bound_cp": j["epsilon_lower_bound_cp"], "epsilon_ratio_cp": j["epsilon_ratio_cp"],
+            "status": "violation" if j["violated"] else "pass"})
     sections.append({"game": record.game, "trials": int(len(record.labels)), "relation": relation,
                      "attacks": distinguishers})
     return sections

@@ -64,7 +64,7 @@ def test_final_model_only_plays_the_attribute_game(verdict_only_audit, small_con
 @pytest.mark.parametrize(("spec", "message"), [
     ("fdp_audit.no_such_module:train", "cannot import"),
     ("fdp_audit.audit.stats:no_such_function", "has no function"),
-    ("fdp_audit.audit.stats:selection_thresholds", "must take (problem, seed, canary)"),
+    ("fdp_audit.audit.stats:gdp_mu_lower_bound", "must take (problem, seed, canary)"),
     ("no/such/file.py:train", "no such file"),
 ])
 def test_bad_function_names(spec: str, message: str) -> None:

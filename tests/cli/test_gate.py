@@ -116,8 +116,9 @@ def _edit(results: dict[str, Any], where: str, value: Any) -> dict[str, Any]:
 
 
 EPSILON_ROW = {"id": "distinguishing-epsilon/iterates", "kind": "epsilon", "thresholds": [0.0, 1.0],
-               "false_positives": [3, 1], "false_negatives": [10, 20], "negatives": 50, "positives": 50,
-               "delta": 1e-5, "epsilon_claimed": 2.0}
+               "orientation": 1, "false_positives": [3, 1], "false_negatives": [10, 20], "negatives": 50,
+               "positives": 50, "delta": 1e-5, "relation": "replace",
+               "claim": {"mechanism": "fdp_sgd", "noise_multiplier": 1.0, "sample_rate": 0.0625, "steps": 100}}
 
 # A results file that is consistent with its checksum (written by another tool, or another version) can still
 # be malformed; the gate must say which field, with exit code 2, never an internal error.
