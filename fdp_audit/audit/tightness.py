@@ -1,6 +1,6 @@
-"""How tight the audit is (issue 7 item 7, SPEC 2.6, 3): at each ε the ``iterates`` attack on Algorithm 1
-(``fdp_sgd``) against the Bayes-optimal adversary of the same game, Theorem 4's own tightness, and the simulator
-game's ε lower bound.
+"""How tight the audit is: at each ε the ``iterates`` attack on Algorithm 1 (``fdp_sgd``, or ``dp_sgd``) against
+the Bayes-optimal adversary of the same game, Theorem 4's own tightness, and the ε lower bounds of the
+distinguishing and simulator games.
 
 * The game is the binary attribute game with a uniform prior played with the ±C gradient canary (the
   ``distinguishing`` trials): x₀ and x₁ share Ψ and their private gradients are −C and +C. Its Bayes-optimal
@@ -11,14 +11,16 @@ game's ε lower bound.
   of trials is given, it is chosen from the exact optimum so that the interval is ±``half_width`` or narrower.
 * Theorem 4's tightness ``(optimum − ½)/(bound − ½)`` with ``bound = 1 − f(½)`` (add/remove curve): 1 at p = 1,
   below 1 under Poisson sampling, where the bound is loose.
-* The simulator game (insertion/deletion, Algorithm 2 of the FDP paper) gives an ε lower bound at δ, as a
-  share of the claimed ε.
+* The distinguishing game (replace-one) and the simulator game (insertion/deletion, Algorithm 2 of the FDP
+  paper) each give two ε lower bounds at δ (:mod:`fdp_audit.audit.stats`), as shares of the claimed ε of
+  their relation: the family bound (the largest claim "same mechanism, smaller noise multiplier" that the
+  data reject) and the assumption-free Clopper–Pearson bound.
 
 Data: the canary's coordinates are two appended all-zero public columns (see
 :mod:`fdp_audit.audit.games`), so no real record contributes to them and the attack's observations — the
 noisy private sums along the canary's coordinate — have exactly the same law whatever the data set. The data
 set therefore only costs time, and a 200-row synthetic table with a logistic model is used; the privacy
-parameters (p = 1/16, T = 100, the reference setting of SPEC 2.5, z calibrated to each ε at δ = 1e-5) are what
+parameters (p = 1/16, T = 100, z calibrated to each ε at δ = 1e-5) are what
 matter.
 """
 

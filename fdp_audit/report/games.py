@@ -230,6 +230,30 @@ def _distinguishing(game: Node, kind: str, index: int, accounting: Node | None) 
             rows,
         )
     )
+    bounds = [
+        [
+            text(attack["attack"]),
+            num(attack["orientation"]),
+            num(attack["epsilon_lower_bound"]),
+            text(attack["epsilon_family"]),
+            num(attack["epsilon_lower_bound_cp"]),
+            num(attack["epsilon_ratio_cp"], nullable=True),
+        ]
+        for attack in game["attacks"].elements()
+        if attack.present("epsilon_lower_bound_cp") is not None
+    ]
+    if bounds:
+        section.tables.append(
+            Table(
+                f"{section_id}-bounds",
+                ("Attack", "Orientation", "ε lower bound (family)", "Family assumed", "Clopper–Pearson ε", "CP ratio"),
+                bounds,
+                caption="Each attack's test (orientation: 1 for the score, −1 for minus the score) is chosen on half "
+                "the trials and judged on the other half. The family ε is the largest claim of the stated family "
+                "that the data reject at the audit's level; the Clopper–Pearson ε assumes nothing about the "
+                "mechanism.",
+            )
+        )
     for a, attack in enumerate(game["attacks"].elements()):
         points = attack.present("points")
         if points is None:
