@@ -120,7 +120,7 @@ def _judge_epsilon(row: dict[str, Any], level: float, where: str) -> dict[str, A
     delta = _number(row, "delta", where, 0, 1)
     claimed = claimed_accountant(row, where)
     curve = claimed.curve()
-    p_values = curve_p_value(counts, curve)
+    p_values = curve_p_value(counts, curve)  # per threshold; the comparison's is Bonferroni-adjusted over them
     violated = curve_rejected(counts, curve, level)
     limit = float(curve.epsilon(delta))
     family = family_epsilon(claimed.spec, counts, level, delta)
@@ -136,7 +136,8 @@ def _judge_epsilon(row: dict[str, Any], level: float, where: str) -> dict[str, A
             "epsilon_lower_bound": family.epsilon, "epsilon_ratio": ratio(family.epsilon),
             "epsilon_family": family.family, "family_parameter": family.parameter,
             "family_capped": family.capped, "epsilon_lower_bound_cp": eps_cp, "epsilon_ratio_cp": ratio(eps_cp),
-            "curve_p_value": float(np.min(p_values)), "orientation": row["orientation"], "points": points}
+            "curve_p_value": min(1.0, float(np.min(p_values)) * len(p_values)), "orientation": row["orientation"],
+            "points": points}
 
 
 def can_fail(row: dict[str, Any], level: float) -> bool:

@@ -1,4 +1,4 @@
-"""Statistics of a verdict.
+"""Statistics of a verdict (docs/statistics.md).
 
 Success counts k of N independent trials get exact Clopper–Pearson intervals; the verdict uses the
 one-sided lower bound at level 1 − α/m (Bonferroni over the m comparisons of one audit).
