@@ -25,6 +25,7 @@ from fdp_audit.audit.stats import (
     lower_confidence_bound,
     roc_counts,
     select_test,
+    selection_split,
     tightness,
 )
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
@@ -143,11 +144,11 @@ def _rate_comparisons(record: GameRecord, bound: float, prefix: str) -> list[dic
 def epsilon_comparisons(record: GameRecord, delta: float, claim: MechanismSpec, relation: str,
                         selection_level: float = DEFAULT_SELECTION_LEVEL) -> list[dict[str, Any]]:
     """One ``epsilon`` comparison per attack: the orientation and threshold of the score difference are chosen
-    on the even trials (:func:`~fdp_audit.audit.stats.select_test`, with Clopper–Pearson bounds at
-    ``selection_level``), the test's errors are counted on the odd trials, and the row states the claim it is
-    judged against (the gate re-derives f and ε from it)."""
+    on every fourth trial (:func:`~fdp_audit.audit.stats.select_test`, with Clopper–Pearson bounds at
+    ``selection_level``), the test's errors are counted on the other three quarters, and the row states the
+    claim it is judged against (the gate re-derives f and ε from it)."""
     rows = []
-    selection, evaluation = np.arange(0, len(record.labels), 2), np.arange(1, len(record.labels), 2)
+    selection, evaluation = selection_split(len(record.labels))
     labels = record.labels.astype(bool)
     stated = {"mechanism": claim.claimed_as}
     if claim.is_gaussian:

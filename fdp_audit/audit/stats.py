@@ -86,6 +86,15 @@ def roc_counts(scores: np.ndarray, labels: np.ndarray, thresholds: np.ndarray) -
     return RocCounts(thresholds, fp, fn, int(len(negative)), int(len(positive)))
 
 
+def selection_split(trials: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices of the trials that choose a distinguishing game's test (every fourth) and of those that judge
+    it (the rest). Choosing one threshold needs fewer trials than judging it: at a few hundred trials a
+    quarter doubles the chance that an optimal attack shows a non-zero ε, compared with half (simulated), and
+    at thousands it costs nothing measurable."""
+    trial = np.arange(trials)
+    return trial[trial % 4 == 0], trial[trial % 4 != 0]
+
+
 @dataclass(frozen=True)
 class SelectedTest:
     """A threshold test fixed on the selection split: positive when ``orientation · score ≥ threshold``."""

@@ -148,9 +148,9 @@ def tightness_markdown(rows: list[dict[str, Any]]) -> str:
     if rows:
         lines.append(f"\np = {rows[0]['sample_rate']:g}, T = {rows[0]['steps']}; the intervals are "
                      f"{rows[0]['confidence']:.0%} Clopper–Pearson intervals of the attack's success. The ε lower "
-                     f"bounds hold at level 1 − {rows[0]['alpha']:g} (each game's test chosen on half the trials, "
-                     f"judged on the other half); ε_lb / ε is against the claimed ε of the game's relation "
-                     f"(replace-one for the distinguishing game). Family: the largest claim of the form "
-                     f"'same mechanism, p and T, smaller noise multiplier' that the data reject; CP: the "
+                     f"bounds hold at level 1 − {rows[0]['alpha']:g} (each game's test chosen on a quarter of the "
+                     f"trials, judged on the other three quarters); ε_lb / ε is against the claimed ε of the "
+                     f"game's relation (replace-one for the distinguishing game). Family: the largest claim of the "
+                     f"form 'same mechanism, p and T, smaller noise multiplier' that the data reject; CP: the "
                      f"assumption-free Clopper–Pearson ε of the same test.")
     return "\n".join(lines)

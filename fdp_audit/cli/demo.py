@@ -31,7 +31,7 @@ def demo_config(quick: bool):
     if quick:
         config = replace(config, data=replace(config.data, max_rows=6000),
                          mechanism=replace(config.mechanism, steps=100, sample_rate=0.04),
-                         audit=replace(config.audit, trials=128))
+                         audit=replace(config.audit, trials=256))
     return config
 
 

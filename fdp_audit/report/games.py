@@ -248,10 +248,10 @@ def _distinguishing(game: Node, kind: str, index: int, accounting: Node | None) 
                 f"{section_id}-bounds",
                 ("Attack", "Orientation", "ε lower bound (family)", "Family assumed", "Clopper–Pearson ε", "CP ratio"),
                 bounds,
-                caption="Each attack's test (orientation: 1 for the score, −1 for minus the score) is chosen on half "
-                "the trials and judged on the other half. The family ε is the largest claim of the stated family "
-                "that the data reject at the audit's level; the Clopper–Pearson ε assumes nothing about the "
-                "mechanism.",
+                caption="Each attack's test (orientation: 1 for the score, −1 for minus the score) is chosen on a "
+                "quarter of the trials and judged on the other three quarters. The family ε is the largest claim "
+                "of the stated family that the data reject at the audit's level; the Clopper–Pearson ε assumes "
+                "nothing about the mechanism.",
             )
         )
     for a, attack in enumerate(game["attacks"].elements()):

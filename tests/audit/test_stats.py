@@ -25,6 +25,7 @@ from fdp_audit.audit.stats import (
     lower_confidence_bound,
     roc_counts,
     select_test,
+    selection_split,
     tightness,
     upper_confidence_bound,
     upper_confidence_bounds,
@@ -135,9 +136,10 @@ def gaussian_claim(mu: float) -> MechanismSpec:
 
 
 def split_audit(scores: np.ndarray, labels: np.ndarray, level: float) -> RocCounts:
-    """As the runner does it: the test chosen on even trials, its errors counted on odd trials."""
-    test = select_test(scores[::2], labels[::2], level / 2)
-    return roc_counts(test.orientation * scores[1::2], labels[1::2], np.array([test.threshold]))
+    """As the runner does it: the test chosen on every fourth trial, its errors counted on the others."""
+    selection, evaluation = selection_split(len(labels))
+    test = select_test(scores[selection], labels[selection], level / 2)
+    return roc_counts(test.orientation * scores[evaluation], labels[evaluation], np.array([test.threshold]))
 
 
 def test_select_test_finds_the_mirrored_orientation() -> None:
@@ -275,3 +277,8 @@ def test_epsilon_lower_bound_points_report_the_upper_bounds() -> None:
     assert point["fnr_ub"] == pytest.approx(point["fpr_ub"])
     assert eps == pytest.approx(math.log((1 - point["fnr_ub"]) / point["fpr_ub"]))
     assert epsilon_lower_bound(counts, 0.0, 0.1 / 50)[0] < eps  # a smaller α certifies less
+
+
+def test_selection_split_is_a_partition() -> None:
+    selection, evaluation = selection_split(10)
+    assert selection.tolist() == [0, 4, 8] and evaluation.tolist() == [1, 2, 3, 5, 6, 7, 9]

@@ -22,6 +22,7 @@ from fdp_audit.audit.stats import (
     family_epsilon,
     roc_counts,
     select_test,
+    selection_split,
 )
 
 AUDITS, ALPHA, DELTA = 200, 0.1, 1e-5
@@ -30,8 +31,9 @@ ALLOWED = int(binom.ppf(1 - 1e-3, AUDITS, ALPHA))
 
 def audit(scores: np.ndarray, labels: np.ndarray, claim: MechanismSpec) -> tuple[bool, float, float]:
     """One audit as the runner and the gate do it: (the claim is rejected, family ε, Clopper–Pearson ε)."""
-    test = select_test(scores[::2], labels[::2], ALPHA / 2)
-    counts = roc_counts(test.orientation * scores[1::2], labels[1::2], np.array([test.threshold]))
+    selection, evaluation = selection_split(len(labels))
+    test = select_test(scores[selection], labels[selection], ALPHA / 2)
+    counts = roc_counts(test.orientation * scores[evaluation], labels[evaluation], np.array([test.threshold]))
     rejected = curve_rejected(counts, MechanismAccountant(claim).curve(), ALPHA)
     return rejected, family_epsilon(claim, counts, ALPHA, DELTA).epsilon, epsilon_lower_bound(counts, DELTA, ALPHA)[0]
 
