@@ -32,7 +32,8 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
              "fast). Optimum = 1/2 + δ_replace(0)/2 from the replace-one PLD. The distinguishing (replace-one) "
              "and simulator (add/remove) games each choose the attack's orientation and threshold on a quarter "
              "of the trials and judge the other three quarters; `epsilon_lower_bound_ratio` is the family ε "
-             "lower bound of the distinguishing game over its claimed ε, `epsilon_lower_bound_ratio_cp` the Clopper–Pearson one."
+             "lower bound of the distinguishing game over its claimed ε, `epsilon_lower_bound_ratio_cp` the "
+             "Clopper–Pearson one."
              + (" QUICK MODE: one ε, 200 trials." if quick else ""))
     return write_reproduction(out_dir, "tightness", "Tightness of the iterates attack, of Theorem 4 and of the ε lower "
                               "bounds", [setup, tightness_markdown(rows)], {"quick": quick, "rows": rows}, summary)
