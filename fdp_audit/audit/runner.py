@@ -25,7 +25,7 @@ from fdp_audit.audit.stats import (
     lower_confidence_bound,
     roc_counts,
     select_test,
-    selection_split,
+    threshold_split,
     tightness,
 )
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
@@ -148,7 +148,7 @@ def epsilon_comparisons(record: GameRecord, delta: float, claim: MechanismSpec, 
     ``selection_level``), the test's errors are counted on the other three quarters, and the row states the
     claim it is judged against (the gate re-derives f and ε from it)."""
     rows = []
-    selection, evaluation = selection_split(len(record.labels))
+    selection, evaluation = threshold_split(len(record.labels))
     labels = record.labels.astype(bool)
     stated = {"mechanism": claim.claimed_as}
     if claim.is_gaussian:

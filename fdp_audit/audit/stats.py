@@ -86,7 +86,7 @@ def roc_counts(scores: np.ndarray, labels: np.ndarray, thresholds: np.ndarray) -
     return RocCounts(thresholds, fp, fn, int(len(negative)), int(len(positive)))
 
 
-def selection_split(trials: int) -> tuple[np.ndarray, np.ndarray]:
+def threshold_split(trials: int) -> tuple[np.ndarray, np.ndarray]:
     """Indices of the trials that choose a distinguishing game's test (every fourth) and of those that judge
     it (the rest). Choosing one threshold needs fewer trials than judging it: at a few hundred trials a
     quarter doubles the chance that an optimal attack shows a non-zero ε, compared with half (simulated), and

@@ -23,9 +23,10 @@ def _results(successes: dict[str, int], trials: int = 400, eps_fp: int | None = 
     # an ε comparison: 200 negatives and positives, one threshold
     if eps_fp is not None:
         comparisons.append({"id": "distinguishing-epsilon/iterates", "kind": "epsilon", "game": "distinguishing",
-                            "attack": "iterates", "relation": "replace", "thresholds": [0.0],
+                            "attack": "iterates", "relation": "replace", "thresholds": [0.0], "orientation": 1,
                             "false_positives": [eps_fp], "false_negatives": [eps_fp], "negatives": 200,
-                            "positives": 200, "delta": 1e-5, "epsilon_claimed": 2.0})
+                            "positives": 200, "delta": 1e-5,
+                            "claim": {"mechanism": "dp_sgd", "noise_multiplier": 1.0, "sample_rate": 1.0, "steps": 1}})
     return {"verdict": {"alpha": 0.05}, "mechanism": {"name": "fdp_sgd", "noise_multiplier": noise},
             "comparisons": comparisons}
 

@@ -25,7 +25,7 @@ from fdp_audit.audit.stats import (
     lower_confidence_bound,
     roc_counts,
     select_test,
-    selection_split,
+    threshold_split,
     tightness,
     upper_confidence_bound,
     upper_confidence_bounds,
@@ -137,7 +137,7 @@ def gaussian_claim(mu: float) -> MechanismSpec:
 
 def split_audit(scores: np.ndarray, labels: np.ndarray, level: float) -> RocCounts:
     """As the runner does it: the test chosen on every fourth trial, its errors counted on the others."""
-    selection, evaluation = selection_split(len(labels))
+    selection, evaluation = threshold_split(len(labels))
     test = select_test(scores[selection], labels[selection], level / 2)
     return roc_counts(test.orientation * scores[evaluation], labels[evaluation], np.array([test.threshold]))
 
@@ -280,5 +280,5 @@ def test_epsilon_lower_bound_points_report_the_upper_bounds() -> None:
 
 
 def test_selection_split_is_a_partition() -> None:
-    selection, evaluation = selection_split(10)
+    selection, evaluation = threshold_split(10)
     assert selection.tolist() == [0, 4, 8] and evaluation.tolist() == [1, 2, 3, 5, 6, 7, 9]

@@ -22,7 +22,7 @@ from fdp_audit.audit.stats import (
     family_epsilon,
     roc_counts,
     select_test,
-    selection_split,
+    threshold_split,
 )
 
 AUDITS, ALPHA, DELTA = 200, 0.1, 1e-5
@@ -31,7 +31,7 @@ ALLOWED = int(binom.ppf(1 - 1e-3, AUDITS, ALPHA))
 
 def audit(scores: np.ndarray, labels: np.ndarray, claim: MechanismSpec) -> tuple[bool, float, float]:
     """One audit as the runner and the gate do it: (the claim is rejected, family ε, Clopper–Pearson ε)."""
-    selection, evaluation = selection_split(len(labels))
+    selection, evaluation = threshold_split(len(labels))
     test = select_test(scores[selection], labels[selection], ALPHA / 2)
     counts = roc_counts(test.orientation * scores[evaluation], labels[evaluation], np.array([test.threshold]))
     rejected = curve_rejected(counts, MechanismAccountant(claim).curve(), ALPHA)
