@@ -28,6 +28,29 @@ def test_steinke_p_value_is_the_binomial_tail_without_delta():
     assert steinke_p_value(1000, 100, 80, 1.0, 1e-5) > steinke_p_value(1000, 100, 80, 1.0, 0.0)
 
 
+def test_steinke_delta_term_matches_the_theorem_with_an_interior_maximum():
+    """Theorem 3 of Steinke et al. transcribed from the paper with scipy's binomial: p = β(v) + 2mδ ·
+    max_{i in [m]} (β(v-i) - β(v)) / i, β(u) = P[Binomial(c, e^ε/(1+e^ε)) >= u] (= 1 for u <= 0), the maximum
+    over all of [m] as in the paper (the code's max over 1…v equals it). Here the maximum falls at an interior
+    i (17 of v = 75) and the δ term is twice the tail, so mδ in place of 2mδ, or i = 1 alone, would change p by
+    far more than the tolerance."""
+    m, guesses, correct, epsilon, delta = 1000, 100, 75, 0.5, 1e-4
+    q = math.exp(epsilon) / (1 + math.exp(epsilon))
+
+    def beta(u: int) -> float:
+        return 1.0 if u <= 0 else float(stats.binom.sf(u - 1, guesses, q))
+
+    ratios = [(beta(correct - i) - beta(correct)) / i for i in range(1, m + 1)]
+    best = int(np.argmax(ratios)) + 1
+    assert 1 < best < correct
+    expected = beta(correct) + 2 * m * delta * ratios[best - 1]
+    assert steinke_p_value(m, guesses, correct, epsilon, delta) == pytest.approx(expected, rel=1e-9)
+    assert expected > 2.5 * beta(correct)
+    half_delta = beta(correct) + m * delta * ratios[best - 1]
+    only_first = beta(correct) + 2 * m * delta * ratios[0]
+    assert expected > 1.4 * half_delta and expected > 2.5 * only_first
+
+
 def test_steinke_epsilon_is_where_the_p_value_crosses_alpha():
     eps = steinke_epsilon(1000, 200, 180, 1e-5, 0.05)
     assert steinke_p_value(1000, 200, 180, eps, 1e-5) <= 0.05 < steinke_p_value(1000, 200, 180, eps + 1e-3, 1e-5)
@@ -42,16 +65,25 @@ def test_fdp_analysis_with_pure_dp_curve_reproduces_steinke(m, guesses, correct)
     assert fdp == pytest.approx(steinke, rel=0.015)
 
 
-@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 4.0])
-@pytest.mark.parametrize("guesses", [20, 200])
-def test_randomized_response_is_never_rejected_beyond_alpha(epsilon, guesses):
-    """Randomized response is exactly ε-DP and each guess is right w.p. e^ε/(1+e^ε) independently: the exact
-    probability that the f-DP test rejects f_{ε,0} (the tail beyond the smallest rejecting count) is <= α."""
+@pytest.mark.parametrize("k", [2, 3, 4, 8])
+@pytest.mark.parametrize("epsilon", [0.1, 1.0])
+@pytest.mark.parametrize("guesses,m", [(50, 1000), (200, 400), (20, 20)])
+@pytest.mark.parametrize("alpha", [0.05, 0.003])
+def test_k_ary_randomized_response_false_alarm_is_exact_and_tight(k, epsilon, guesses, m, alpha):
+    """Under pure ε-DP the extremal k-ary mechanism is k-ary randomized response (the true secret w.p.
+    e^ε/(e^ε+k-1), each other value w.p. 1/(e^ε+k-1)), so the correct count of c guesses is exactly
+    W ~ Binomial(c, e^ε/(e^ε+k-1)). The exact false-alarm probability of the test of f_{ε,0} (the pmf summed over
+    the rejecting counts, no sampling) is <= α, and the first rejecting count is at most the binomial critical
+    value + 2: the recursion is sound and not loose. These settings (m >> c, Bonferroni-sized α, small ε) are
+    the ones where an off-by-one ``(i+1)/(c-i)`` exceeds α (1.15α at k = 4, ε = 0.1, c = 50, m = 1000,
+    α = 0.05; 1.03α at k = 2, ε = 1, α = 0.003) and where ``k`` in place of ``k - 1`` exceeds it many times."""
     inverse = eps_delta_inverse_power(epsilon, 0.0)
-    rejecting = [w for w in range(guesses + 1) if fdp_rejects(inverse, 10 * guesses, guesses, w, 2, 0.05)]
-    q = math.exp(epsilon) / (1 + math.exp(epsilon))
-    false_alarm = stats.binom.sf(min(rejecting) - 1, guesses, q) if rejecting else 0.0
-    assert false_alarm <= 0.05
+    q = math.exp(epsilon) / (math.exp(epsilon) + k - 1)
+    rejecting = [w for w in range(guesses + 1) if fdp_rejects(inverse, m, guesses, w, k, alpha)]
+    false_alarm = float(sum(stats.binom.pmf(rejecting, guesses, q)))
+    assert false_alarm <= alpha
+    critical = next(v for v in range(guesses + 2) if stats.binom.sf(v - 1, guesses, q) <= alpha)
+    assert min(rejecting, default=guesses + 1) <= critical + 2
 
 
 def test_monotone_in_the_claim_and_in_the_evidence():
@@ -90,7 +122,10 @@ def _gaussian_k_ary_audit(rng: np.random.Generator, m: int, k: int, mu: float) -
 @pytest.mark.parametrize("k", [2, 4])
 def test_monte_carlo_false_alarms_of_the_k_ary_gaussian_game(k):
     """400 simulated audits of a μ-GDP k-ary game judged against μ-GDP: at most α = 0.05 false alarms. The test
-    fails if more than 35 of 400 reject, which a correct analysis (rate <= 0.05) does with probability < 1e-3."""
+    fails if more than 35 of 400 reject, which a correct analysis (rate <= 0.05) does with probability < 1e-3.
+    An end-to-end null check of the pipeline (margin guesser, abstention, Bonferroni over the grid, Gaussian
+    f̄⁻¹); its counts sit far below the rejection thresholds, so it cannot see a wrong constant in the recursion
+    (the exact randomized-response test above does)."""
     rng = np.random.default_rng(7)
     inverse = gaussian_inverse_power(1.0)
     alarms = 0
