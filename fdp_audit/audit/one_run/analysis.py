@@ -14,10 +14,11 @@ guesses among at most ``c`` satisfies, for every v,
 
     P[W >= v] <= β(v) + 2 m δ · max_{1 <= i <= v} (β(v - i) - β(v)) / i,   β(v) = P[Binomial(c, q) >= v],
 
-with ``q = e^ε / (1 + e^ε)`` (randomized response is the extremal mechanism). With δ = 0 the count of correct
-guesses is stochastically dominated by Binomial(c, q). This right-hand side is the p-value of the claim
-(:func:`steinke_p_value`); the empirical ε is the largest ε whose claim (ε, δ) is rejected at level α
-(:func:`steinke_epsilon`).
+with ``q = e^ε / (1 + e^ε)`` (randomized response is the extremal mechanism). The paper takes the maximum over
+i in [m]; for i >= v, β(v - i) = 1, so the ratio (1 - β(v)) / i is largest at i = v and the maximum over 1 … v
+is the same number. With δ = 0 the count of correct guesses is stochastically dominated by Binomial(c, q).
+This right-hand side is the p-value of the claim (:func:`steinke_p_value`); the empirical ε is the largest ε whose
+claim (ε, δ) is rejected at level α (:func:`steinke_epsilon`).
 
 **f-DP analysis** — Mahloujifar, Melis & Chaudhuri, "Auditing f-Differential Privacy in One Run", ICML 2025
 (arXiv:2410.22235; the reconstruction game with k candidates and abstention, and its numerical procedure,
@@ -33,7 +34,9 @@ An f-DP mechanism can reach that event with probability τ only if ``r_0 + h_0 <
 above ``c / m`` the event has probability below τ under the claim, so observing it rejects the claimed f at
 level τ (:func:`fdp_rejects`). The test uses the whole curve, not one (ε, δ) point, which is why it is tighter
 than the (ε, δ) analysis for Gaussian mechanisms. For ``f = f_{ε,0}``, ``k = 2`` the two analyses agree within
-1.5 % in ε, the recursion being the slightly more conservative (a known-answer test checks it).
+about 1 % in ε (the f-DP recursion being the more conservative) once ε is near 1 or above; nearer 0 the relative
+gap grows (0.038 against 0.052 at 60 of 100 guesses) but stayed below 0.02 in ε for c = 20 … 500 at α = 0.05
+(a known-answer test checks the agreement).
 
 **Empirical ε in the claimed family.** A one-run audit that rejects a claim also rejects every *stronger* claim
 of the same family (smaller μ for μ-GDP, a larger noise multiplier for the same subsampled Gaussian mechanism, a

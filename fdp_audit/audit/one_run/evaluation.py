@@ -6,11 +6,12 @@ all of them, so the verdict's false-alarm probability on a correct mechanism is 
 point that rejects. VIOLATION: some comparison rejects the claimed f (the f-DP test, with the curve of the
 accountant in the relation the game needs). Beside it, at the same per-comparison level:
 
-* the Steinke et al. ε (assumption-free, k = 2 only),
+* the Steinke et al. ε (family-free: it still assumes (ε, δ)-DP under the game's relation; k = 2 only),
 * the largest μ-GDP claim rejected, as ε(δ),
 * the largest claim of the claimed mechanism's own family (the same subsampled Gaussian mechanism with a smaller
   noise multiplier) rejected, as ε(δ) — computed at the grid point whose μ-GDP bound is largest; every grid
-  point's bound holds simultaneously, so reading off one of them is still a valid lower bound.
+  point's bound holds simultaneously with probability >= 1 - α, by the union bound, so reading off one of them
+  is still a valid lower bound.
 """
 
 from __future__ import annotations
