@@ -282,3 +282,19 @@ def test_epsilon_lower_bound_points_report_the_upper_bounds() -> None:
 def test_selection_split_is_a_partition() -> None:
     selection, evaluation = threshold_split(10)
     assert selection.tolist() == [0, 4, 8] and evaluation.tolist() == [1, 2, 3, 5, 6, 7, 9]
+
+
+def test_a_roc_below_the_diagonal_is_leakage() -> None:
+    """Regression: scores that separate the worlds in the "wrong" direction (AUC ≈ 0.08) certified ε = 0
+    when only the score's own orientation was tested — every threshold then has FPR + FNR ≥ 1 (up to
+    sampling), as the last checks show. With the orientation chosen on the selection trials the mirrored test
+    rejects the claim G_{1/2} and both ε lower bounds are positive (seeded)."""
+    scores, labels = gaussian_game(np.random.default_rng(5), -2.0, 2_000)
+    counts = split_audit(scores, labels, 0.05)
+    assert curve_rejected(counts, lambda a: gaussian_tradeoff(a, 0.5), 0.05)
+    assert family_epsilon(gaussian_claim(0.5), counts, 0.05, 1e-5).epsilon > 0
+    assert epsilon_lower_bound(counts, 1e-5, 0.05)[0] > 0
+    _, evaluation = threshold_split(len(labels))
+    own = roc_counts(scores[evaluation], labels[evaluation], np.unique(scores[evaluation]))
+    assert np.all(own.false_positives / own.negatives + own.false_negatives / own.positives >= 0.9)
+    assert epsilon_lower_bound(own, 1e-5, 0.05)[0] == 0.0

@@ -29,13 +29,17 @@ AUDITS, ALPHA, DELTA = 200, 0.1, 1e-5
 ALLOWED = int(binom.ppf(1 - 1e-3, AUDITS, ALPHA))
 
 
-def audit(scores: np.ndarray, labels: np.ndarray, claim: MechanismSpec) -> tuple[bool, float, float]:
-    """One audit as the runner and the gate do it: (the claim is rejected, family ε, Clopper–Pearson ε)."""
+def audit(scores: np.ndarray, labels: np.ndarray, claim: MechanismSpec,
+          family: MechanismSpec | None = None) -> tuple[bool, float, float]:
+    """One audit as the runner and the gate do it: (the claim is rejected, family ε, Clopper–Pearson ε). The
+    family ε is that of the claim's own family unless ``family`` names another (a non-Gaussian spec: the
+    μ-GDP family)."""
     selection, evaluation = threshold_split(len(labels))
     test = select_test(scores[selection], labels[selection], ALPHA / 2)
     counts = roc_counts(test.orientation * scores[evaluation], labels[evaluation], np.array([test.threshold]))
     rejected = curve_rejected(counts, MechanismAccountant(claim).curve(), ALPHA)
-    return rejected, family_epsilon(claim, counts, ALPHA, DELTA).epsilon, epsilon_lower_bound(counts, DELTA, ALPHA)[0]
+    found = family_epsilon(family or claim, counts, ALPHA, DELTA).epsilon
+    return rejected, found, epsilon_lower_bound(counts, DELTA, ALPHA)[0]
 
 
 @pytest.mark.slow
@@ -50,17 +54,19 @@ def test_null_scores_reject_nothing_and_certify_no_leakage() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mu", [1.0, 2.0])
-def test_gaussian_scores_true_claim_is_rarely_rejected(mu: float) -> None:
+@pytest.mark.parametrize(("mu", "family"), [(1.0, None), (2.0, MechanismSpec("nonprivate"))])
+def test_gaussian_scores_true_claim_is_rarely_rejected(mu: float, family: MechanismSpec | None) -> None:
     """Exact μ-GDP scores against the true claim G_μ (one Gaussian step with z = 1/μ), 200 audits of 2,000
     trials: the claim is rejected, and the family or Clopper–Pearson ε exceeds the true ε(δ), in at most α of
-    them. The family ε also has to be informative: its median reaches half the truth."""
+    them. The family ε also has to be informative: its median reaches half the truth. At μ = 1 the family is
+    the claim's own (noise multiplier z′, PLD bisection); at μ = 2 the μ-GDP family (closed-form curves), the
+    same family at p = 1, which keeps the test fast."""
     rng = np.random.default_rng(12)
     claim, truth = MechanismSpec("dp_sgd", 1 / mu, 1.0, 1), gaussian_epsilon(DELTA, mu)
     outcomes = []
     for _ in range(AUDITS):
         labels = rng.random(2_000) < 0.5
-        outcomes.append(audit(rng.standard_normal(2_000) + mu * labels, labels, claim))
+        outcomes.append(audit(rng.standard_normal(2_000) + mu * labels, labels, claim, family))
     rejected, family, cp = (np.array(x) for x in zip(*outcomes, strict=True))
     assert rejected.sum() <= ALLOWED
     assert (family > truth).sum() <= ALLOWED and (cp > truth).sum() <= ALLOWED
