@@ -23,6 +23,7 @@ from tqdm.auto import tqdm
 
 from fdp_audit.accounting.pld import Segment, gaussian_step_pld, resolve_discretization
 from fdp_audit.config import MechanismConfig
+from fdp_audit.errors import BadInputError
 from fdp_audit.training.engine import TrainingProblem, predict_logits
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Params, example_loss
@@ -90,6 +91,11 @@ class TrainingProgress:
     def __call__(self, done: int, params: Params) -> None:
         if done == 1 or done % self.loss_every == 0 or done == self.bar.total:
             self.loss = self.training_loss(params)
+            if not math.isfinite(self.loss):  # stop now rather than train on to the end-of-run check
+                self.bar.close()
+                raise BadInputError(f"training diverged: the training loss is {self.loss} after {done} steps; lower "
+                                    f"the learning rate ({self.problem.hyper.optimizer.lr:g})",
+                                    "mechanism.optimizer.lr")
         self.bar.set_postfix_str(f"loss={self.loss:.4f} ε≤{self.epsilon(done):.3g}", refresh=False)
         self.bar.update(1)
 

@@ -14,6 +14,7 @@ from scipy import stats
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.features import BlurMap, FeatureSplit
+from fdp_audit.errors import BadInputError
 from fdp_audit.training import engine, ghost, streams
 from fdp_audit.training.engine import Canaries, Hyperparameters, TrainingProblem, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
@@ -338,3 +339,22 @@ def test_canary_block_public_values_follow_the_public_batch():
             slots = idx[0][valid[0]]
             hits = torch.bincount(slots[slots >= n] - n, minlength=m).float() / (problem.hyper.sample_rate * n)
         torch.testing.assert_close(public, hits, atol=1e-4, rtol=1e-4)
+
+
+# -- divergence -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", [Model("logistic", N_INPUTS, 2), Model("mlp", N_INPUTS, 3, (5,)),
+                                   Model("cnn", 64, 3, (), 8)], ids=["glm", "ghost", "materialised"])
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_diverged_training_is_bad_input_naming_the_learning_rate(model, optimizer):
+    """The reproduced defect: lr = 1e308 trained to NaN weights that were then attacked, judged and saved.
+    Every private path (GLM table, ghost norms, torch.func) and both optimisers: one model of a chunk with
+    non-finite weights stops the run with the field to change."""
+    problem = _problem("fdp_sgd", model=model, steps=4, lr=1e308)
+    problem = replace(problem, hyper=replace(problem.hyper, optimizer=OptimizerConfig(name=optimizer, lr=1e308)))
+    with pytest.raises(BadInputError, match=r"mechanism.optimizer.lr: training diverged: \d+ of 3 models"):
+        list(train_models(problem, 1, range(3), record_iterates=model.kind != "cnn"))
+    healthy = _problem("fdp_sgd", model=model, steps=4)
+    (chunk,) = train_models(healthy, 1, range(3))  # the check passes a finite run untouched
+    assert all(bool(torch.isfinite(v).all()) for v in chunk.params.values())

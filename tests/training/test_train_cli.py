@@ -77,3 +77,21 @@ def test_a_seed_out_of_range_is_bad_input(cli, one_line_error, small_config, wri
     result = cli("train", config, "--seed", "-1", "--out", tmp_path / "m.pt")
     assert result.code == 2 and "--seed: must be >= 0" in one_line_error(result.err)
     assert not (tmp_path / "m.pt").exists()
+
+
+def test_diverged_training_exits_two_and_writes_nothing(cli, small_config, write_yaml, tmp_path: Path):
+    """lr = 1e308 trained to NaN weights, exit 0 and "test accuracy 0.7543"; the game audit wrote a PASS
+    results.json. Both stop with exit 2 naming the field, and write nothing."""
+    raw = small_config("dp_sgd", mechanism={"optimizer": {"name": "sgd", "lr": 1.0e308}},
+                       audit={"trials": 200, "games": ["attribute"], "attacks": ["prior", "likelihood"]})
+    config = write_yaml(tmp_path / "diverge.yaml", raw)
+    checkpoint = tmp_path / "model.pt"
+    result = cli("train", config, "--out", checkpoint)
+    assert result.code == 2  # the progress bar stops at the first non-finite loss, then the one-line error
+    assert result.err.splitlines()[-1].startswith("fdp-audit: error: mechanism.optimizer.lr: training diverged")
+    assert not checkpoint.exists()
+    out = tmp_path / "audit"
+    result = cli("audit", config, "--out", out)
+    assert result.code == 2
+    assert result.err.splitlines()[-1].startswith("fdp-audit: error: mechanism.optimizer.lr: training diverged")
+    assert not (out / "results.json").exists() and not (out / "report.html").exists()
