@@ -94,8 +94,8 @@ def load_mechanism(spec: str) -> ThirdPartyMechanism:
             module = importlib.import_module(location)
     except BadInputError:
         raise
-    except Exception as err:  # any failure of the user's module at import time is bad input, not our bug
-        raise BadInputError(f"cannot import {location!r}: {type(err).__name__}: {err}", FIELD) from err
+    except (Exception, SystemExit) as err:  # any failure of the user's module at import time is bad input
+        raise BadInputError(f"cannot import {location!r}: {_failure(err)}", FIELD) from err
     function = getattr(module, name, None)
     if not callable(function):
         raise BadInputError(f"{location!r} has no function {name!r}", FIELD)
@@ -104,6 +104,23 @@ def load_mechanism(spec: str) -> ThirdPartyMechanism:
     except TypeError as err:
         raise BadInputError(f"{name} must take (problem, seed, canary): {err}", FIELD) from err
     return function
+
+
+def _failure(err: BaseException) -> str:
+    """The user's code's failure in one line: ``sys.exit(0)`` is a failure too, since it returned nothing."""
+    if isinstance(err, SystemExit):
+        return f"it called sys.exit({err.code!r})"
+    return f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+
+
+def call_mechanism(mechanism: ThirdPartyMechanism, problem: TrainingProblem, seed: int, canary: Canaries
+                   ) -> Params | MechanismOutput:
+    """One trial of the user's function. Whatever it raises, or a ``sys.exit`` (even with status 0), is bad
+    input naming its error: no trial of a run whose mechanism failed may become a result."""
+    try:
+        return mechanism(problem, seed, canary)
+    except (Exception, SystemExit) as err:
+        raise BadInputError(f"the mechanism failed on a trial (seed {seed}): {_failure(err)}", FIELD) from err
 
 
 def trial_seed(seed: int, index: int) -> int:
@@ -166,6 +183,6 @@ def train_third_party(mechanism: ThirdPartyMechanism, problem: TrainingProblem, 
     see, chunk by chunk, as the batched engine's trials are yielded."""
     for start in range(0, len(indices), TRIALS_PER_CHUNK):
         rows = torch.arange(start, min(start + TRIALS_PER_CHUNK, len(indices)))
-        outputs = [_output(mechanism(problem, trial_seed(seed, int(indices[r])), canaries.take(r[None])), problem,
-                           record_iterates) for r in rows]
+        outputs = [_output(call_mechanism(mechanism, problem, trial_seed(seed, int(indices[r])),
+                                          canaries.take(r[None])), problem, record_iterates) for r in rows]
         yield indices[rows], _stack(outputs, record_iterates)

@@ -84,6 +84,11 @@ def calls_raise(problem: TrainingProblem, seed: int, canary: Canaries) -> dict[s
     raise RuntimeError("third-party mechanism called")
 
 
+def exits_zero(problem: TrainingProblem, seed: int, canary: Canaries) -> dict[str, torch.Tensor]:
+    """Ends the process with status 0 instead of returning a model."""
+    raise SystemExit(0)
+
+
 def nonprivate_claimed_as_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -> dict[str, torch.Tensor]:
     """Claims the configured DP-SGD but trains without clipping or noise (the engine's non-private recipe):
     every game must be able to catch it."""
