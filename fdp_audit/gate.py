@@ -13,11 +13,18 @@ comparisons), exceeds what the accounted mechanism allows:
   Clopper–Pearson ε;
 * ``one_run``: a one-run audit's correct guesses reject the claimed trade-off curve
   (:func:`fdp_audit.audit.one_run.evaluation.judge_one_run`).
+
+A comparison is *judged* only when it has power: some outcome of its trials (a perfect attack) would be a
+violation at that level. A comparison that cannot fail says nothing about the mechanism, so the verdict is
+PASS only over judged comparisons, at least one and all of them; otherwise it is NOT JUDGED. Each kind of
+comparison supplies its own evaluation and power check (:data:`KINDS`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
@@ -34,7 +41,11 @@ from fdp_audit.audit.stats import (
     lower_confidence_bound,
     tightness,
 )
+from fdp_audit.config import Config
 from fdp_audit.errors import BadInputError
+
+NOT_JUDGED = "NOT JUDGED"  # comparisons without power, or none: never a pass
+INFORMATIONAL = "INFORMATIONAL"  # an audit that gates nothing (a checkpoint audit's estimated bounds)
 
 
 def _int(row: dict, key: str, where: str) -> int:
@@ -51,29 +62,43 @@ def _number(row: dict, key: str, where: str, lo: float = -math.inf, hi: float = 
     return float(value)
 
 
-def judge_comparison(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
-    """Evaluate one comparison at per-comparison level ``level`` (already Bonferroni-divided)."""
-    kind = row.get("kind")
-    if kind == "rate":
-        n = _int(row, "trials", where)
-        k = _int(row, "successes", where)
-        if n == 0 or k > n:
-            raise BadInputError("successes must be between 0 and trials > 0", where)
-        bound = _number(row, "bound", where, 0, 1)
-        ball = _number(row, "ball", where, 0, 1)
-        rate = k / n
-        lower = lower_confidence_bound(k, n, level)
-        ci = clopper_pearson(k, n, 2 * level)
-        return {"observed": lower, "theoretical": bound, "margin": lower - bound, "violated": lower > bound,
-                "rate": rate, "ci_low": ci[0], "ci_high": ci[1], "lower_bound": lower,
-                "tightness": tightness(rate, ball, bound)}
-    if kind == "epsilon":
-        return _judge_epsilon(row, level, where)
-    if kind == "one_run":
-        from fdp_audit.audit.one_run.evaluation import judge_one_run
+def _rate_counts(row: dict[str, Any], where: str) -> tuple[int, int, float, float]:
+    n = _int(row, "trials", where)
+    k = _int(row, "successes", where)
+    if n == 0 or k > n:
+        raise BadInputError("successes must be between 0 and trials > 0", where)
+    return n, k, _number(row, "bound", where, 0, 1), _number(row, "ball", where, 0, 1)
 
-        return judge_one_run(row, level, where)
-    raise BadInputError(f"unknown comparison kind {kind!r}", f"{where}.kind")
+
+def _evaluate_rate(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
+    n, k, bound, ball = _rate_counts(row, where)
+    rate = k / n
+    lower = lower_confidence_bound(k, n, level)
+    ci = clopper_pearson(k, n, 2 * level)
+    return {"observed": lower, "theoretical": bound, "margin": lower - bound, "violated": lower > bound,
+            "rate": rate, "ci_low": ci[0], "ci_high": ci[1], "lower_bound": lower,
+            "tightness": tightness(rate, ball, bound)}
+
+
+def _rate_trials_needed(row: dict[str, Any], level: float, where: str) -> int | None:
+    """The fewest trials at which a perfect attack (k = N) violates the bound. Its one-sided Clopper–Pearson
+    lower bound is level^(1/N), which exceeds the bound b < 1 exactly when N > ln(level) / ln(b). No number
+    of trials is enough when b = 1 (a claim of no privacy)."""
+    bound = _number(row, "bound", where, 0, 1)
+    if bound >= 1:
+        return None
+    if bound <= 0:
+        return 1
+    trials = max(1, math.floor(math.log(level) / math.log(bound)) + 1)
+    while lower_confidence_bound(trials, trials, level) <= bound:  # float rounding at the crossing
+        trials += 1
+    return trials
+
+
+def _rate_can_fail(row: dict[str, Any], level: float, where: str) -> bool:
+    n = _int(row, "trials", where)
+    needed = _rate_trials_needed(row, level, where)
+    return needed is not None and n >= needed
 
 
 RELATIONS = {"replace": "replace", "add_remove": "add-remove"}
@@ -153,44 +178,351 @@ def can_fail(row: dict[str, Any], level: float) -> bool:
     return curve_rejected(best, claimed_accountant(row, "comparison").curve(), level)
 
 
-def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The verdict and every comparison's evaluation, Bonferroni-corrected over all of them."""
+def _epsilon_can_fail(row: dict[str, Any], level: float, where: str) -> bool:
+    return can_fail(row, level)
+
+
+def _epsilon_trials_needed(row: dict[str, Any], level: float, where: str) -> int | None:
+    """The fewest evaluation trials (split evenly into negatives and positives) at which the most extreme
+    evidence (:func:`can_fail`) would reject the claim; None when no number up to 2^24 would (a claim of no
+    privacy)."""
+    def enough(n: int) -> bool:
+        return can_fail({**row, "negatives": n // 2, "positives": n - n // 2}, level)
+
+    if not enough(1 << 24):
+        return None
+    low, high = 1, 1 << 24
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if enough(middle) else (middle, high)
+    return high
+
+
+class StatedClaim:
+    """The privacy claim a results file states (its configuration's mechanism), with its accountants: what
+    the gate recomputes every comparison's limit from, rather than trusting a stored number."""
+
+    def __init__(self, config: Config):
+        self.config = config
+        self._accountants: dict[str, MechanismAccountant] = {}
+
+    def accountant(self, relation: str = "add-remove") -> MechanismAccountant:
+        from fdp_audit.training.run import accountant
+
+        if relation not in self._accountants:
+            self._accountants[relation] = accountant(self.config.mechanism, relation)
+        return self._accountants[relation]
+
+
+def _reconstruction_ball(row: dict[str, Any], config: Config, where: str) -> float:
+    from fdp_audit.audit.reconstruction_game import ball_per_radius
+
+    rho = _number(row, "rho", where, 0)
+    audit = config.audit
+    return float(ball_per_radius(audit.reconstruction_prior, audit.reconstruction_scale, len(config.data.protected),
+                                 np.array([rho]))[0])
+
+
+def _theorem4_limit(ball: float, claim: StatedClaim) -> float:
+    return float(claim.accountant().bound(ball))
+
+
+def _binary_limit(relation: str) -> Callable[[float, StatedClaim], float]:
+    """A binary game's limit: the smaller of Theorem 4 and the Bayes-optimal success under its relation."""
+    def limit(ball: float, claim: StatedClaim) -> float:
+        from fdp_audit.audit.runner import binary_game_bound
+
+        return binary_game_bound(claim.accountant(), claim.accountant(relation))
+
+    return limit
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """How a game's rate comparisons are limited: the Ball the configuration fixes (None: estimated from data
+    the results do not hold, so taken as stated) and the limit at that Ball; ``exact`` when the stored bound
+    must equal it, otherwise it may only be lower."""
+
+    ball: Callable[[dict[str, Any], Config, str], float] | None
+    limit: Callable[[float, StatedClaim], float]
+    exact: bool = True
+
+
+RATE_LIMITS: dict[str, RateLimit] = {
+    "attribute": RateLimit(lambda row, config, where: max(config.audit.target_prior), _theorem4_limit),
+    "distinguishing": RateLimit(lambda row, config, where: 0.5, _binary_limit("replace")),
+    "simulator": RateLimit(lambda row, config, where: 0.5, _binary_limit("add-remove")),
+    "reconstruction": RateLimit(_reconstruction_ball, _theorem4_limit),
+    # the mean of per-record bounds at estimated Balls: at most 1 − f(mean Ball), since 1 − f is concave
+    "checkpoint": RateLimit(None, _theorem4_limit, exact=False),
+}
+RESTATE_TOLERANCE = 1e-7  # absolute for probabilities, relative above 1: below any statistical resolution
+
+
+def _restate_rate(row: dict[str, Any], claim: StatedClaim, where: str) -> None:
+    """The bound must be the one the stated mechanism gives at the Ball the game's configuration fixes
+    (:data:`RATE_LIMITS`)."""
+    game = row.get("game")
+    if game not in RATE_LIMITS:
+        raise BadInputError(f"cannot re-derive the bound of game {game!r} from the stated mechanism", f"{where}.game")
+    stated_ball, bound = _number(row, "ball", where, 0, 1), _number(row, "bound", where, 0, 1)
+    rule = RATE_LIMITS[game]
+    if rule.ball is not None:
+        ball = rule.ball(row, claim.config, where)
+        if abs(ball - stated_ball) > RESTATE_TOLERANCE:
+            raise BadInputError(f"Ball {stated_ball:.6g} is not the {ball:.6g} of the stated configuration",
+                                f"{where}.ball")
+    limit = rule.limit(stated_ball, claim)
+    if bound > limit + RESTATE_TOLERANCE or (rule.exact and bound < limit - RESTATE_TOLERANCE):
+        raise BadInputError(f"bound {bound:.6g} is not the {limit:.6g} that the stated mechanism gives at Ball "
+                            f"{stated_ball:.6g}", f"{where}.bound")
+
+
+EPSILON_RELATIONS = {"distinguishing": "replace", "simulator": "add_remove"}
+
+
+def _restate_epsilon(row: dict[str, Any], claim: StatedClaim, where: str) -> None:
+    """The claim an ε comparison states (which the judge re-derives f and ε from) must be the stated
+    mechanism's, at its δ, under the game's neighbouring relation."""
+    delta = _number(row, "delta", where, 0, 1)
+    if abs(delta - claim.config.mechanism.delta) > RESTATE_TOLERANCE * delta:
+        raise BadInputError(f"δ {delta:g} is not the stated mechanism's {claim.config.mechanism.delta:g}",
+                            f"{where}.delta")
+    game = row.get("game")
+    if game in EPSILON_RELATIONS and row.get("relation") != EPSILON_RELATIONS[game]:
+        raise BadInputError(f"the {game} game's relation is {EPSILON_RELATIONS[game]!r}", f"{where}.relation")
+    spec = claim.accountant().spec
+    stated = row.get("claim")
+    if not isinstance(stated, dict) or stated.get("mechanism") != spec.claimed_as:
+        raise BadInputError(f"must claim the stated mechanism {spec.claimed_as!r}", f"{where}.claim.mechanism")
+    if spec.is_gaussian:
+        for key, value in (("noise_multiplier", spec.noise_multiplier), ("sample_rate", spec.sample_rate),
+                           ("steps", spec.steps)):
+            got = _number(stated, key, f"{where}.claim")
+            if abs(got - value) > RESTATE_TOLERANCE * max(1.0, abs(value)):
+                raise BadInputError(f"{got:g} is not the stated mechanism's {value:g}", f"{where}.claim.{key}")
+
+
+def _evaluate_one_run(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
+    from fdp_audit.audit.one_run.evaluation import judge_one_run
+
+    return judge_one_run(row, level, where)
+
+
+def _one_run_can_fail(row: dict[str, Any], level: float, where: str) -> bool:
+    """Whether the guesses, all correct, would reject the claim."""
+    return _evaluate_one_run({**row, "correct": row.get("guesses")}, level, where)["violated"]
+
+
+def _restate_one_run(row: dict[str, Any], claim: StatedClaim, where: str) -> None:
+    """The claim a one-run comparison is tested against must be the stated mechanism's (a faulty mechanism
+    claims the correct one it imitates)."""
+    from fdp_audit.accounting.mechanism import GAUSSIAN_MECHANISMS
+    from fdp_audit.training.run import noise_multiplier
+
+    mech = claim.config.mechanism
+    if row.get("mechanism") != GAUSSIAN_MECHANISMS.get(mech.name, mech.name):
+        raise BadInputError(f"claim {row.get('mechanism')!r} is not the stated mechanism's", f"{where}.mechanism")
+    for key, value in (("noise_multiplier", noise_multiplier(mech)), ("sample_rate", mech.sample_rate),
+                       ("steps", mech.steps), ("delta", mech.delta)):
+        stated = _number(row, key, where)
+        if abs(stated - value) > RESTATE_TOLERANCE * max(1.0, abs(value)):
+            raise BadInputError(f"{stated:g} is not the stated mechanism's {value:g}", f"{where}.{key}")
+
+
+def _rate_violation(j: dict[str, Any]) -> str:
+    return (f"{j['id']}: the success rate lower confidence bound {j['observed']:.4g} exceeds the accounted limit "
+            f"{j['theoretical']:.4g}, so the mechanism leaks more than it claims.")
+
+
+def _epsilon_violation(j: dict[str, Any]) -> str:
+    return (f"{j['id']}: the ε lower confidence bound {j['observed']:.4g} exceeds the accounted limit "
+            f"{j['theoretical']:.4g}, so the mechanism leaks more than it claims.")
+
+
+def _one_run_violation(j: dict[str, Any]) -> str:
+    return (f"{j['id']}: {j['observed']:.4g} of the guesses were correct, more than the {j['theoretical']:.4g} the "
+            "claimed trade-off curve allows at this level, so the mechanism leaks more than it claims.")
+
+
+@dataclass(frozen=True)
+class ComparisonKind:
+    """How the gate judges one kind of comparison at a per-comparison level (already Bonferroni-divided):
+    ``evaluate`` the evidence, and its power: whether any outcome of the comparison's trials ``can_fail``,
+    and how many trials it would need (``trials_needed``, None when no number is enough, ``no_power`` saying
+    why). When
+    ``power_required``, one comparison of the kind that cannot fail makes the whole verdict NOT JUDGED;
+    otherwise such a comparison is only reported as not judged (an ε read off a ROC needs thousands of
+    trials, while the success rate of the same trials is judged). ``restate`` checks the comparison's limit
+    against the one the stated mechanism gives, raising :class:`BadInputError` when they differ."""
+
+    evaluate: Callable[[dict[str, Any], float, str], dict[str, Any]]
+    can_fail: Callable[[dict[str, Any], float, str], bool]
+    trials_needed: Callable[[dict[str, Any], float, str], int | None]
+    no_power: str  # why, when no number of trials is enough
+    power_required: bool
+    restate: Callable[[dict[str, Any], StatedClaim, str], None]
+    violation: Callable[[dict[str, Any]], str]  # the verdict's explanation when this comparison is the worst
+
+
+KINDS: dict[str, ComparisonKind] = {
+    "rate": ComparisonKind(_evaluate_rate, _rate_can_fail, _rate_trials_needed,
+                           "no number of trials: the claim allows any success", True, _restate_rate, _rate_violation),
+    "epsilon": ComparisonKind(_judge_epsilon, _epsilon_can_fail, _epsilon_trials_needed,
+                              "no number of trials: the claim allows any ε", False, _restate_epsilon,
+                              _epsilon_violation),
+    "one_run": ComparisonKind(_evaluate_one_run, _one_run_can_fail, lambda row, level, where: None,
+                              "even all guesses correct would not reject the claim at this level", False,
+                              _restate_one_run, _one_run_violation),
+}
+
+
+def comparison_kind(row: dict[str, Any], where: str) -> ComparisonKind:
+    kind = KINDS.get(row.get("kind"))  # type: ignore[arg-type]
+    if kind is None:
+        raise BadInputError(f"unknown comparison kind {row.get('kind')!r}", f"{where}.kind")
+    return kind
+
+
+def judge_comparison(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
+    """Evaluate one comparison at per-comparison level ``level`` (already Bonferroni-divided). ``judged`` says
+    whether it could fail at all: a comparison without power is never violated and never makes a PASS."""
+    kind = comparison_kind(row, where)
+    evaluation = kind.evaluate(row, level, where)
+    judged = kind.can_fail(row, level, where)
+    return {**evaluation, "judged": judged, "trials_needed": None if judged else kind.trials_needed(row, level, where)}
+
+
+def level_per_comparison(alpha: float, count: int) -> float:
+    """The Bonferroni level α/m over the m comparisons of one audit."""
     if not isinstance(alpha, int | float) or isinstance(alpha, bool) or not 0 < alpha < 1:
         raise BadInputError(f"must be in (0, 1), got {alpha!r}", "alpha")
+    return alpha / max(count, 1)
+
+
+@dataclass(frozen=True)
+class Powerless:
+    """A comparison that no outcome of its trials could make a violation."""
+
+    id: str
+    trials_needed: int | None  # None: no number of trials is enough (the kind's no_power says why)
+    required: bool  # its kind's power_required
+    no_power: str
+
+
+def powerless(comparisons: list[dict[str, Any]], alpha: float) -> list[Powerless]:
+    """The comparisons that cannot fail at ``alpha`` (Bonferroni over all of them). Rows need only what the
+    power check reads (trials and bound; or negatives, positives, thresholds, δ and the claimed ε), not
+    outcomes, so that an audit can ask before it trains anything."""
+    level = level_per_comparison(alpha, len(comparisons))
+    found = []
+    for i, row in enumerate(comparisons):
+        where = f"results.comparisons[{i}]"
+        kind = comparison_kind(row, where)
+        if not kind.can_fail(row, level, where):
+            found.append(Powerless(row["id"], kind.trials_needed(row, level, where), kind.power_required,
+                                   kind.no_power))
+    return found
+
+
+def unjudgeable(found: list[Powerless], alpha: float, count: int) -> str | None:
+    """Why comparisons with these powerless ones cannot give a verdict, or None when they can: no
+    comparisons, none with power, or one of a kind that requires power."""
+    if count == 0:
+        return "No comparisons were made, so nothing was judged: this is not a pass."
+    if len(found) < count and not any(p.required for p in found):
+        return None
+    shown = [p for p in found if p.required] or found
+    parts = [f"{p.id} (" + (p.no_power if p.trials_needed is None else f"needs at least {p.trials_needed} trials")
+             + ")" for p in shown[:4]]
+    more = f" and {len(shown) - 4} more" if len(shown) > 4 else ""
+    return (f"{len(found)} of {count} comparisons cannot fail at α={alpha:g} (Bonferroni over {count}): even a "
+            f"perfect attack would not exceed the bound, so a pass would mean nothing: {'; '.join(parts)}{more}")
+
+
+def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The verdict and every comparison's evaluation, Bonferroni-corrected over all of them.
+
+    VIOLATION when a comparison is violated; otherwise NOT JUDGED when :func:`unjudgeable` says so (no
+    comparisons, none that can fail, or a powerless one of a kind that requires power), else PASS. A
+    comparison without power is listed in ``not_judged`` and never counts towards a PASS."""
     if not isinstance(comparisons, list):
         raise BadInputError("must be a list", "results.comparisons")
-    m = max(len(comparisons), 1)
+    level = level_per_comparison(alpha, len(comparisons))
     judged = []
     for i, row in enumerate(comparisons):
         if not isinstance(row, dict) or not isinstance(row.get("id"), str):
             raise BadInputError("each comparison needs an id", f"results.comparisons[{i}]")
         judged.append({"id": row["id"], "kind": row.get("kind"),
-                       **judge_comparison(row, alpha / m, f"results.comparisons[{i}]")})
+                       **judge_comparison(row, level, f"results.comparisons[{i}]")})
     violations = [j for j in judged if j["violated"]]
-    worst = max(judged, key=lambda j: j["margin"] if math.isfinite(j["margin"]) else -math.inf, default=None)
+    unjudged = [Powerless(j["id"], j["trials_needed"], KINDS[j["kind"]].power_required, KINDS[j["kind"]].no_power)
+                for j in judged if not j["judged"]]
+    counted = [j for j in judged if j["judged"]]
+    worst = max(counted, key=lambda j: j["margin"] if math.isfinite(j["margin"]) else -math.inf, default=None)
+    reason = unjudgeable(unjudged, alpha, len(judged))
     if violations:
+        status = "VIOLATION"
         worst = max(violations, key=lambda j: j["margin"])
-        if worst["kind"] == "one_run":
-            explanation = (f"{worst['id']}: {worst['observed']:.4g} of the guesses were correct, more than the "
-                           f"{worst['theoretical']:.4g} the claimed trade-off curve allows at this level, so the "
-                           "mechanism leaks more than it claims.")
-        else:
-            unit = "success rate" if worst["kind"] == "rate" else "ε"
-            explanation = (f"{worst['id']}: the {unit} lower confidence bound {worst['observed']:.4g} exceeds the "
-                           f"accounted limit {worst['theoretical']:.4g}, so the mechanism leaks more than it claims.")
-    elif worst is not None:
-        explanation = (f"No attack's lower confidence bound exceeds its theoretical limit; the closest is "
-                       f"{worst['id']} ({worst['observed']:.4g} against {worst['theoretical']:.4g}).")
+        explanation = KINDS[worst["kind"]].violation(worst)
+    elif reason is not None:
+        status, explanation = NOT_JUDGED, reason
     else:
-        explanation = "No comparisons were made."
+        status = "PASS"
+        explanation = (f"No attack's lower confidence bound exceeds its theoretical limit; the closest is "
+                       f"{worst['id']} ({worst['observed']:.4g} against {worst['theoretical']:.4g})."
+                       + (f" Not judged (they cannot fail at these trials): {', '.join(p.id for p in unjudged)}."
+                          if unjudged else ""))
     verdict = {
-        "status": "VIOLATION" if violations else "PASS",
+        "status": status,
         "worst_margin": None if worst is None or not math.isfinite(worst["margin"]) else worst["margin"],
         "worst_comparison": None if worst is None else worst["id"],
         "explanation": explanation, "alpha": alpha, "n_comparisons": len(comparisons),
-        "violations": [j["id"] for j in violations],
+        "violations": [j["id"] for j in violations], "not_judged": [p.id for p in unjudged],
     }
     return verdict, judged
+
+
+def restate_limits(results: dict[str, Any]) -> None:
+    """Re-derive every comparison's limit (and the mechanism section a report shows) from the configuration
+    the results state, refusing results whose stored numbers differ: ``gate`` never judges against a stored
+    bound. What this cannot catch — an edit of the configuration itself, or of the raw counts — is what the
+    checksum and, with a key, the MAC are for (:mod:`fdp_audit.audit.results`)."""
+    from fdp_audit.audit.results import finite_or_none
+    from fdp_audit.audit.runner import mechanism_section
+    from fdp_audit.config import config_from_dict
+
+    stated = results["reproducibility"].get("config")
+    if not isinstance(stated, dict):
+        raise BadInputError("missing: the gate re-derives every bound from it", "results.reproducibility.config")
+    try:
+        config = config_from_dict(stated)
+    except BadInputError as err:
+        raise BadInputError(f"not a valid configuration: {err}", "results.reproducibility.config") from err
+    expected = finite_or_none(mechanism_section(config))
+    shown = results["mechanism"]
+    for key, value in expected.items():
+        got = shown.get(key)
+        same = (got == value if not isinstance(value, float) or not isinstance(got, int | float)
+                else abs(got - value) <= RESTATE_TOLERANCE * max(1.0, abs(value)))
+        if not same:
+            raise BadInputError(f"{got!r} is not the {value!r} of the stated configuration", f"results.mechanism.{key}")
+    comparisons = results.get("comparisons", [])
+    if not isinstance(comparisons, list):
+        raise BadInputError("must be a list", "results.comparisons")
+    claim = StatedClaim(config)
+    for i, row in enumerate(comparisons):
+        where = f"results.comparisons[{i}]"
+        if not isinstance(row, dict):
+            raise BadInputError("must be a mapping", where)
+        comparison_kind(row, where).restate(row, claim, where)
+
+
+def comparison_status(judged: dict[str, Any]) -> str:
+    """A judged comparison's status in a report: violation, pass, or not judged (it could not fail)."""
+    if judged["violated"]:
+        return "violation"
+    return "pass" if judged["judged"] else "not judged"
 
 
 def junit_xml(verdict: dict[str, Any], judged: list[dict[str, Any]]) -> str:

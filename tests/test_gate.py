@@ -88,8 +88,9 @@ def test_epsilon_comparison_violation_and_unbounded_claim() -> None:
     assert j["curve_p_value"] < 1e-6 and "smaller noise multiplier" in j["epsilon_family"]
     assert j["epsilon_lower_bound_cp"] > j["theoretical"]  # this evidence is strong enough for the CP ε too
     verdict, (j,) = judge([{**strong, "claim": NO_CLAIM}], 0.05)  # a non-private claim: ε = ∞, f ≡ 0
-    assert verdict["status"] == "PASS" and math.isinf(j["theoretical"]) and j["epsilon_ratio"] is None
-    assert verdict["worst_margin"] is None and "μ-GDP" in j["epsilon_family"]
+    assert math.isinf(j["theoretical"]) and j["epsilon_ratio"] is None and "μ-GDP" in j["epsilon_family"]
+    assert verdict["status"] == "NOT JUDGED" and not j["judged"] and j["trials_needed"] is None  # cannot fail
+    assert verdict["worst_margin"] is None
 
 
 def test_epsilon_comparison_is_rederived_from_the_stated_claim() -> None:
@@ -142,8 +143,9 @@ def test_verdict_names_the_worst_comparison() -> None:
     assert "worst" in verdict["explanation"] and "\n" not in verdict["explanation"]
     verdict, _ = judge([rate("a", 100), rate("b", 110)], 0.05)
     assert verdict["status"] == "PASS" and verdict["worst_comparison"] == "b" and verdict["violations"] == []
-    verdict, judged = judge([], 0.05)
-    assert verdict["status"] == "PASS" and judged == [] and verdict["worst_comparison"] is None
+    verdict, judged = judge([], 0.05)  # nothing compared is never a pass
+    assert verdict["status"] == "NOT JUDGED" and judged == [] and verdict["worst_comparison"] is None
+    assert "No comparisons were made" in verdict["explanation"]
 
 
 def test_smaller_alpha_is_more_lenient() -> None:
@@ -207,3 +209,61 @@ def test_junit_xml_one_testcase_per_comparison() -> None:
     failed = [c.get("name") for c in cases if c.find("failure") is not None]
     assert failed == ['distinguishing-attribute/"iterates"']
     assert "limit" in cases[1].find("failure").get("message")
+
+
+def test_a_perfect_attack_has_lower_bound_level_to_the_one_over_n() -> None:
+    """The rate kind's power check rests on k = N giving the one-sided Clopper–Pearson bound level^(1/N)."""
+    for trials, level in ((30, 0.001 / 4), (200, 0.01), (7, 0.2)):
+        assert lower_confidence_bound(trials, trials, level) == pytest.approx(level ** (1 / trials), rel=1e-9)
+
+
+@pytest.mark.parametrize(("bound", "alpha", "m"), [(0.7602, 0.001, 4), (0.6, 0.05, 1), (0.99, 0.05, 10),
+                                                   (0.1, 0.05, 3)])
+def test_rate_power_check_names_the_exact_trials_needed(bound: float, alpha: float, m: int) -> None:
+    """A rate comparison is judged exactly when a perfect attack could violate it: at the reported number of
+    trials k = N is a violation, one trial fewer even k = N is not."""
+    rows = [rate(f"r{i}", 0, trials=1, bound=bound) for i in range(m)]
+    needed = judge(rows, alpha)[1][0]["trials_needed"]
+    assert needed is not None and needed > 1
+    level = alpha / m
+    assert lower_confidence_bound(needed, needed, level) > bound
+    assert lower_confidence_bound(needed - 1, needed - 1, level) <= bound
+    powered = [rate(f"r{i}", needed, trials=needed, bound=bound) for i in range(m)]
+    verdict, judged = judge(powered, alpha)
+    assert verdict["status"] == "VIOLATION" and all(j["judged"] for j in judged)
+    weak = [rate(f"r{i}", needed - 1, trials=needed - 1, bound=bound) for i in range(m)]
+    verdict, judged = judge(weak, alpha)
+    assert verdict["status"] == "NOT JUDGED" and verdict["not_judged"] == [r["id"] for r in weak]
+    assert f"needs at least {needed} trials" in verdict["explanation"]
+
+
+def test_vacuous_pass_of_a_perfect_attack_is_not_a_pass() -> None:
+    """The reproduced defect: 30 of 30 wins against a bound of 0.7602 at α = 0.001 over 4 comparisons was a
+    PASS; no outcome of 30 trials can exceed that bound, so it is not judged."""
+    rows = [rate("distinguishing-attribute/iterates", 30, trials=30, bound=0.7602)] + [
+        rate(f"other{i}", 15, trials=30, bound=0.7602) for i in range(3)]
+    verdict, judged = judge(rows, 0.001)
+    assert verdict["status"] == "NOT JUDGED" and not judged[0]["violated"] and not judged[0]["judged"]
+    assert verdict["worst_comparison"] is None
+
+
+def test_a_bound_of_one_can_never_be_judged() -> None:
+    """A prior of [1, 0] (Ball = 1) or a non-private claim: bound 1, no number of trials can fail it."""
+    verdict, (j,) = judge([rate("attribute/likelihood", 10_000, trials=10_000, bound=1.0, ball=1.0)], 0.05)
+    assert verdict["status"] == "NOT JUDGED" and j["trials_needed"] is None
+    assert "no number of trials" in verdict["explanation"]
+
+
+def test_a_powerless_epsilon_comparison_is_reported_but_does_not_block_a_pass() -> None:
+    """The ε kind does not require power (an ε read off a ROC needs thousands of trials): beside a judged
+    rate comparison it is listed as not judged and the verdict rests on the rate comparison alone; alone, it
+    gives no verdict."""
+    weak = epsilon("eps", [0], [0], claimed=20.0, n=10)
+    verdict, judged = judge([rate("a", 100), weak], 0.05)
+    assert verdict["status"] == "PASS" and verdict["not_judged"] == ["eps"]
+    assert judged[0]["judged"] and not judged[1]["judged"] and judged[1]["trials_needed"] > 20
+    assert "Not judged" in verdict["explanation"] and verdict["worst_comparison"] == "a"
+    assert judge([weak], 0.05)[0]["status"] == "NOT JUDGED"
+    needed = judged[1]["trials_needed"]
+    half = needed // 2
+    assert judge([rate("a", 100), epsilon("eps", [0], [0], claimed=20.0, n=half + 1)], 0.05)[1][1]["judged"]

@@ -43,7 +43,7 @@ from fdp_audit.config import Config, ReportConfig, config_from_dict
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
-from fdp_audit.gate import judge
+from fdp_audit.gate import INFORMATIONAL, comparison_status, judge
 from fdp_audit.training.checkpoint import load_checkpoint
 from fdp_audit.training.engine import accuracy
 from fdp_audit.training.mechanisms import MECHANISMS
@@ -282,19 +282,25 @@ def checkpoint_section(checkpoint: Checkpoint, data: PreparedData, alpha: float,
 
 def run_checkpoint_audit(checkpoint: Checkpoint, alpha: float, gate_on_estimated: bool,
                          command: str = "") -> dict[str, Any]:
-    """results.json of a checkpoint audit: the verdict (PASS unless the estimated comparisons are gated and
-    violated), the checkpoint's mechanism and accounting, the attacks on its records and its test accuracy."""
+    """results.json of a checkpoint audit: the verdict (INFORMATIONAL unless the estimated comparisons are
+    gated, then judged as any audit's), the checkpoint's mechanism and accounting, the attacks on its records
+    and its test accuracy."""
     from fdp_audit.audit.runner import accounting_section, mechanism_section, versions
 
     config = checkpoint.config
     data = checkpoint_data(checkpoint)
     section, comparisons = checkpoint_section(checkpoint, data, alpha, gate_on_estimated)
     verdict, judged = judge(comparisons, alpha)
+    if not gate_on_estimated:  # nothing was gated: informational, which is not a pass
+        verdict |= {"status": INFORMATIONAL,
+                    "explanation": "The checkpoint audit's Ball is estimated, so nothing was gated: the attacks "
+                                   "on the training records are informational, not a pass (--gate-on-estimated "
+                                   "gates on them)."}
     by_id = {j["id"]: j for j in judged}
     for row in section["attacks"]:
         j = by_id.get(f"checkpoint/{row['attack']}")
         if j is not None:
-            row["status"] = "violation" if j["violated"] else "pass"
+            row["status"] = comparison_status(j)
     params = {k: v[None] for k, v in checkpoint.params.items()}
     test_accuracy = float(accuracy(checkpoint.model, params, torch.as_tensor(data.test.x),
                                    torch.as_tensor(data.test.y))[0])

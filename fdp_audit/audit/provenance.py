@@ -6,7 +6,10 @@ on the libraries it runs on: a journal written before an upgrade (or any edit of
 scores of models trained for other secrets, and pairing them with this run's secrets yields a meaningless
 success rate, a PASS where the mechanism leaks. So the key digests the source of the packages that run a
 trial (``fdp_audit`` and ``attacks``), the data, the library versions, and the file a third-party
-mechanism's spec names — only that file: after editing modules it imports, delete the journal.
+mechanism's spec names. Every journal line of a third-party mechanism also lists the digests of every
+source file loaded from outside the standard library and the installed packages when its trials were done
+(:func:`user_source_digests`: the spec's file and every module it imports, directly or not, at load time or
+when called); a line is reused only while all of them are unchanged (:class:`fdp_audit.audit.journal.Journal`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ import functools
 import hashlib
 import importlib.util
 import json
+import site
+import sys
+import sysconfig
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +33,9 @@ from fdp_audit.data.prepare import PreparedData
 PACKAGES = (fdp_audit, attacks)
 
 
-def _file_digest(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def file_digest(path: Path) -> str:
+    """SHA-256 of a file's bytes, or ``missing`` for a file that is not there (any more)."""
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
 
 
 @functools.lru_cache(maxsize=1)
@@ -40,7 +47,7 @@ def source_digest() -> str:
         root = Path(package.__file__).parent
         for path in sorted(root.rglob("*.py")):
             digest.update(f"{package.__name__}/{path.relative_to(root).as_posix()}\0".encode())
-            digest.update(_file_digest(path).encode())
+            digest.update(file_digest(path).encode())
     return digest.hexdigest()
 
 
@@ -50,15 +57,43 @@ def third_party_digest(spec: str) -> str | None:
     load_mechanism(spec)
     location = spec.rpartition(":")[0]
     if location.endswith(".py"):
-        return _file_digest(Path(location).resolve())
+        return file_digest(Path(location).resolve())
     module_spec = importlib.util.find_spec(location)
     origin = None if module_spec is None else module_spec.origin
-    return _file_digest(Path(origin)) if origin and Path(origin).is_file() else None
+    return file_digest(Path(origin)) if origin and Path(origin).is_file() else None
+
+
+def _library_roots() -> tuple[Path, ...]:
+    """Folders of the standard library and of installed packages, and of the packages digested above."""
+    paths = sysconfig.get_paths()
+    roots = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
+    roots |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    roots |= {str(Path(package.__file__).parent) for package in PACKAGES}
+    return tuple(Path(root).resolve() for root in roots if root)
+
+
+def user_source_digests() -> dict[str, str]:
+    """SHA-256 of every source file of a loaded module outside the standard library, the installed packages
+    and the packages digested by :func:`source_digest`: a third-party mechanism's own modules, whatever
+    imported them. A file that has gone is digested as ``missing``."""
+    roots = _library_roots()
+    found = {}
+    for module in list(sys.modules.values()):
+        location = getattr(module, "__file__", None)
+        if not isinstance(location, str):
+            continue
+        path = Path(location).resolve()
+        if any(path.is_relative_to(root) for root in roots) or str(path) in found:
+            continue
+        found[str(path)] = file_digest(path)
+    return dict(sorted(found.items()))
 
 
 def journal_key(config: Config, versions: dict[str, str], data: PreparedData) -> str:
     """The journal key of a run (16 hex digits): configuration, library versions, the data's fingerprints (a
-    CSV path names a file whose rows may change), and the digests above."""
+    CSV path names a file whose rows may change), and the digests above. The modules a third-party file
+    imports are checked per journal line instead (:func:`user_source_digests`), since which of them are
+    loaded when the key is computed depends on what the process did before."""
     third_party = config.mechanism.third_party
     content: dict[str, Any] = {
         "config": config.to_dict(), "versions": versions, "source": source_digest(),

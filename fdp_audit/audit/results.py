@@ -1,5 +1,9 @@
 """``results.json`` (SPEC 5.2): every number of a report, schema-versioned and checksummed so that a
-corrupt or hand-edited file is refused rather than silently re-judged."""
+corrupt or hand-edited file is refused rather than silently re-judged.
+
+The checksum is an unkeyed SHA-256: it protects against corruption and against an edit that does not
+recompute it, nothing more. With ``FDP_AUDIT_HMAC_KEY`` set, results are also written with an HMAC-SHA256
+(``mac``) under that key, and read back only when it matches (:mod:`fdp_audit.audit.integrity`)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from fdp_audit.atomic_io import atomic_write_json
+from fdp_audit.audit.integrity import HMAC_KEY_VARIABLE, canonical, hmac_key, keyed_digest, same_digest
 from fdp_audit.bounded_read import bounded_json_integer, read_bounded
 from fdp_audit.errors import BadInputError
 
@@ -28,14 +33,22 @@ def finite_or_none(value: Any) -> Any:
     return value
 
 
+def _body(results: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in results.items() if k not in ("checksum", "mac")}
+
+
 def checksum(results: dict[str, Any]) -> str:
-    body = {k: v for k, v in results.items() if k != "checksum"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    """SHA-256 of everything but the checksum and the MAC: detects corruption and edits by hand, not an
+    editor who recomputes it."""
+    return hashlib.sha256(canonical(_body(results))).hexdigest()
 
 
 def write_results(path: str | Path, results: dict[str, Any]) -> Path:
-    clean = finite_or_none(results)
+    """Write results with their checksum and, when ``FDP_AUDIT_HMAC_KEY`` is set, their MAC under that key."""
+    clean = finite_or_none(_body(results))
     clean["checksum"] = checksum(clean)
+    if hmac_key() is not None:
+        clean["mac"] = keyed_digest(_body(clean))
     return atomic_write_json(path, clean)
 
 
@@ -54,6 +67,13 @@ def read_results(path: str | Path) -> dict[str, Any]:
     if results.get("checksum") != checksum(results):
         raise BadInputError("checksum mismatch: the file was edited or corrupted after it was written",
                             "results.checksum")
+    if hmac_key() is not None:
+        if "mac" not in results:
+            raise BadInputError(f"no MAC, but {HMAC_KEY_VARIABLE} is set: these results were not written under "
+                                "the key", "results.mac")
+        if not same_digest(results["mac"], keyed_digest(_body(results))):
+            raise BadInputError(f"MAC mismatch: the file was edited after it was written, or under another "
+                                f"{HMAC_KEY_VARIABLE}", "results.mac")
     for key in ("kind", "verdict", "mechanism", "reproducibility"):
         if key not in results:
             raise BadInputError("missing section", f"results.{key}")

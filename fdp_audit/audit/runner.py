@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import datetime
 import platform
+import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +17,10 @@ from fdp_audit import __version__
 from fdp_audit.accounting.mechanism import MechanismSpec
 from fdp_audit.accounting.tradeoff import gaussian_tradeoff
 from fdp_audit.audit.decision import DecisionRule, fit_decision_rule, selection_split
-from fdp_audit.audit.games import GameRecord, gradient_canary_game, record_canary_game
+from fdp_audit.audit.games import GameRecord, game_attacks, gradient_canary_game, record_canary_game
 from fdp_audit.audit.journal import Journal
-from fdp_audit.audit.provenance import journal_key
-from fdp_audit.audit.reconstruction_game import ReconstructionRecord, reconstruction_game
+from fdp_audit.audit.provenance import journal_key, user_source_digests
+from fdp_audit.audit.reconstruction_game import ReconstructionRecord, ball_per_radius, reconstruction_game
 from fdp_audit.audit.results import finite_or_none
 from fdp_audit.audit.stats import (
     clopper_pearson,
@@ -33,7 +35,7 @@ from fdp_audit.audit.tightness import bayes_optimal_success
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
-from fdp_audit.gate import judge
+from fdp_audit.gate import NOT_JUDGED, comparison_status, judge, powerless, unjudgeable
 from fdp_audit.training.engine import Canaries, accuracy, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.run import accountant, build_problem, noise_multiplier, resolve_device, with_mechanism
@@ -150,10 +152,7 @@ def epsilon_comparisons(record: GameRecord, delta: float, claim: MechanismSpec, 
     rows = []
     selection, evaluation = threshold_split(len(record.labels))
     labels = record.labels.astype(bool)
-    stated = {"mechanism": claim.claimed_as}
-    if claim.is_gaussian:
-        stated |= {"noise_multiplier": claim.noise_multiplier, "sample_rate": claim.sample_rate,
-                   "steps": claim.steps}
+    stated = stated_claim(claim)
     for attack, scores in record.scores.items():
         if attack == "prior":
             continue
@@ -185,6 +184,73 @@ def _full_roc(record: GameRecord, attack: str) -> dict[str, list[float]]:
     fpr = [(score[~labels] >= t).mean() if (~labels).any() else 0.0 for t in order]
     step = max(1, len(order) // 200)
     return {"fpr": [0.0, *fpr[::step], 1.0], "tpr": [0.0, *tpr[::step], 1.0]}
+
+
+def stated_claim(claim: MechanismSpec) -> dict[str, Any]:
+    """The claim an ε comparison states, from which the gate re-derives f and ε."""
+    stated: dict[str, Any] = {"mechanism": claim.claimed_as}
+    if claim.is_gaussian:
+        stated |= {"noise_multiplier": claim.noise_multiplier, "sample_rate": claim.sample_rate,
+                   "steps": claim.steps}
+    return stated
+
+
+# per comparison of each game, how many of the audit's trials it is judged on
+EVALUATED_TRIALS = {"rate": lambda trials: len(selection_split(trials)[1]),
+                    "epsilon": lambda trials: len(threshold_split(trials)[1]),
+                    "reconstruction": lambda trials: trials}
+
+
+def planned_comparisons(config: Config, data: PreparedData, add_remove, replace_one) -> list[dict[str, Any]]:
+    """The comparisons the configured games will judge, with what their power depends on (trials judged,
+    bounds, claims) and no outcomes, so that an audit whose comparisons cannot fail is refused before it
+    trains (``split`` names how many of the audit's trials each is judged on, :data:`EVALUATED_TRIALS`). An ε
+    comparison's evaluation trials are assumed split evenly: the favourable case; the judge re-checks each
+    comparison's power on the real counts."""
+    audit, mech = config.audit, config.mechanism
+    rows: list[dict[str, Any]] = []
+    rate_trials = EVALUATED_TRIALS["rate"](audit.trials)
+
+    def rates(prefix: str, attacks: dict, bound: float) -> list[dict[str, Any]]:
+        return [{"id": f"{prefix}/{name}", "kind": "rate", "split": "rate", "trials": rate_trials, "bound": bound}
+                for name in attacks if name != "prior"]
+
+    for game in audit.games:
+        if game == "attribute":
+            rows += rates("attribute", game_attacks(audit.attacks, "categorical"),
+                          float(add_remove.bound(max(audit.target_prior))))
+        elif game == "reconstruction":
+            split = data.column_split()
+            if not split.protected_groups or any(g.kind != "numeric" for g in split.protected_groups):
+                continue  # the game itself refuses such data, with its own message
+            rho = np.asarray(audit.rho_grid, dtype=float)
+            balls = ball_per_radius(audit.reconstruction_prior, audit.reconstruction_scale,
+                                    len(split.protected_columns), rho)
+            for name in game_attacks(audit.attacks, "continuous"):
+                if name != "prior":
+                    rows += [{"id": f"reconstruction/{name}/rho={r:g}", "kind": "rate", "split": "reconstruction",
+                              "trials": audit.trials, "bound": float(add_remove.bound(ball))}
+                             for r, ball in zip(rho, balls, strict=True)]
+        else:
+            attacks = game_attacks(audit.attacks, "categorical", True)
+            name = "replace" if game == "distinguishing" else "add_remove"
+            relation = replace_one if name == "replace" else add_remove
+            rows += rates(f"{game}-attribute", attacks, binary_game_bound(add_remove, relation))
+            evaluated = EVALUATED_TRIALS["epsilon"](audit.trials)
+            rows += [{"id": f"{game}-epsilon/{attack}", "kind": "epsilon", "split": "epsilon", "relation": name,
+                      "orientation": 1, "thresholds": [0.0], "false_positives": [0], "false_negatives": [0],
+                      "negatives": evaluated // 2, "positives": evaluated - evaluated // 2, "delta": mech.delta,
+                      "claim": stated_claim(relation.spec)} for attack in attacks if attack != "prior"]
+    return rows
+
+
+def audit_trials_needed(row: dict[str, Any], judged_trials: int) -> int:
+    """The fewest audit trials at which a planned comparison is judged on ``judged_trials``."""
+    evaluated = EVALUATED_TRIALS[row["split"]]
+    trials = judged_trials
+    while evaluated(trials) < judged_trials:
+        trials += 1
+    return trials
 
 
 def play_game(game: str, config: Config, data: PreparedData, device: torch.device, journal: Journal,
@@ -219,17 +285,31 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
     mech, audit = config.mechanism, config.audit
     data = prepare_data(config.data, config.seed)
     device = resolve_device(config.device)
+    sources = user_source_digests if mech.third_party is not None else None
     journal = (Journal(None, "") if out_dir is None
-               else Journal(out_dir / "journal.jsonl", journal_key(config, versions(), data)))
+               else Journal(out_dir / "journal.jsonl", journal_key(config, versions(), data), sources))
     chunk = audit.max_models_per_chunk or DEFAULT_CHUNK
     add_remove, replace_one = accountant(mech), accountant(mech, "replace")
+    planned = {row["id"]: row for row in planned_comparisons(config, data, add_remove, replace_one)}
+    found = [replace(p, trials_needed=None if p.trials_needed is None
+                     else audit_trials_needed(planned[p.id], p.trials_needed))
+             for p in powerless(list(planned.values()), audit.alpha)]
+    refusal = unjudgeable(found, audit.alpha, len(planned)) if planned else None
+    if refusal is not None:  # before anything is trained
+        raise BadInputError(refusal, "audit.trials")
     records = [play_game(game, config, data, device, journal, chunk) for game in audit.games]
     comparisons = [row for record in records
                    for row in game_comparisons(record, mech.delta, add_remove, replace_one, selection_level(config))]
-    if not comparisons:  # a verdict over nothing would be a PASS that cannot fail
+    if not comparisons:  # the games refuse their own misconfigurations first
         raise BadInputError("no configured attack can be judged in the configured games (only the prior?)",
                             "audit.attacks")
     verdict, judged = judge(comparisons, audit.alpha)
+    if verdict["status"] == NOT_JUDGED:  # the plan is the favourable case; the real counts decide
+        raise BadInputError(verdict["explanation"], "audit.trials")
+    if journal.reused:
+        counts = ", ".join(f"{game} {count}" for game, count in journal.reused.items())
+        print(f"fdp-audit: reused {sum(journal.reused.values())} trials from {journal.path} ({counts})",
+              file=sys.stderr)
     by_id = {j["id"]: j for j in judged}
     return finite_or_none({
         "schema_version": 1, "kind": "audit", "title": config.report.title or config.name,
@@ -246,7 +326,7 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
         "reproducibility": {
             "versions": versions(), "seed": config.seed, "config": config.to_dict(),
             "dataset": config.data.dataset, "dataset_fingerprint": data.fingerprint, "command": command,
-            "device": str(device), "trials": audit.trials,
+            "device": str(device), "trials": audit.trials, "reused_trials": dict(journal.reused),
         },
     })
 
@@ -288,7 +368,7 @@ def game_sections(record: GameRecord, by_id, add_remove, replace_one, alpha: flo
         if j is not None:
             entry |= {"ci_low": j["ci_low"], "ci_high": j["ci_high"], "lower_bound": j["lower_bound"],
                       "margin": j["margin"], "tightness": j["tightness"],
-                      "status": "violation" if j["violated"] else "pass"}
+                      "status": comparison_status(j)}
         attacks.append(entry)
     canary = "record" if record.game == "attribute" else f"gradient ({record.game} trials)"
     sections = [{"game": "attribute", "canary": canary, "trials": int(len(record.labels)),
@@ -311,7 +391,7 @@ def game_sections(record: GameRecord, by_id, add_remove, replace_one, alpha: flo
             "epsilon_lower_bound": j["epsilon_lower_bound"], "epsilon_claimed": j["theoretical"],
             "epsilon_ratio": j["epsilon_ratio"], "epsilon_family": j["epsilon_family"],
             "epsilon_lower_bound_cp": j["epsilon_lower_bound_cp"], "epsilon_ratio_cp": j["epsilon_ratio_cp"],
-            "status": "violation" if j["violated"] else "pass"})
+            "status": comparison_status(j)})
     sections.append({"game": record.game, "trials": int(len(record.labels)), "relation": relation,
                      "attacks": distinguishers})
     return sections
@@ -334,7 +414,7 @@ def reconstruction_sections(record: ReconstructionRecord, by_id, alpha: float) -
             j = by_id.get(f"{record.game}/{attack}/rho={rho:g}")
             if j is not None:
                 point |= {"ci_low": j["ci_low"], "ci_high": j["ci_high"], "lower_bound": j["lower_bound"],
-                          "margin": j["margin"], "status": "violation" if j["violated"] else "pass"}
+                          "margin": j["margin"], "status": comparison_status(j)}
             points.append(point)
         attacks.append({"attack": attack, "threat_model": record.threat_models[attack], "trials": record.trials,
                         "points": points})

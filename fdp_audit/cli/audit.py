@@ -1,9 +1,9 @@
-"""`fdp-audit audit CONFIG|CHECKPOINT` (SPEC 4, 5.1) → results.json, report.html. Exit 0 pass, 1 violation,
-2 bad input.
+"""`fdp-audit audit CONFIG|CHECKPOINT` (SPEC 4, 5.1) → results.json, report.html. Exit 0 pass (or an
+informational checkpoint audit), 1 violation, 2 bad input (including comparisons that cannot fail).
 
 A config runs the game audit. A checkpoint (``.pt``) runs the checkpoint audit on its real training records
-(informational unless ``audit.gate_on_estimated`` or ``--gate-on-estimated``); ``--games N`` instead replays
-its training recipe in a game audit of N trials."""
+(verdict INFORMATIONAL, exit 0, unless ``audit.gate_on_estimated`` or ``--gate-on-estimated``); ``--games N``
+instead replays its training recipe in a game audit of N trials."""
 
 from __future__ import annotations
 
@@ -97,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
     from fdp_audit.audit.checkpoint_audit import summary_lines
     from fdp_audit.audit.results import write_results
     from fdp_audit.audit.runner import run_audit
+    from fdp_audit.gate import NOT_JUDGED
     from fdp_audit.report.render import write_report
 
     if args.games is not None and Path(args.target).suffix != ".pt":
@@ -120,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
                 with contextlib.suppress(OSError):
                     out.rmdir()
             raise
+    if results["verdict"]["status"] == NOT_JUDGED:  # never written as if it were a verdict
+        raise BadInputError(results["verdict"]["explanation"])
     with all_or_nothing():  # results.json and report.html are replaced together or not at all
         path = write_results(out / "results.json", results)
         report = write_report(results, out / "report.html")

@@ -1,6 +1,7 @@
 """`fdp-audit gate RESULTS` (SPEC 5.1): re-judge saved results at a given α; exit 0 pass, 1 violation (or, with
 ``--max-regression``, a significant rise since ``--baseline``), 2 bad input (including a corrupt or
-hand-edited results file). See docs/files.md, "The gate's outputs"."""
+hand-edited results file, and results with no comparison to judge or one that cannot fail at that α). See
+docs/files.md, "The gate's outputs"."""
 
 from __future__ import annotations
 
@@ -31,15 +32,18 @@ def run(args: argparse.Namespace) -> int:
     from fdp_audit.audit.regression import compare
     from fdp_audit.audit.results import read_results
     from fdp_audit.errors import BadInputError
-    from fdp_audit.gate import judge, junit_xml
+    from fdp_audit.gate import NOT_JUDGED, judge, junit_xml, restate_limits
     from fdp_audit.report.markdown import gate_summary
 
     if args.max_regression is not None and not args.baseline:
         raise BadInputError("needs --baseline", "--max-regression")
     results = read_results(args.results)
+    restate_limits(results)
     alpha = args.alpha if args.alpha is not None else results["verdict"].get("alpha", 0.05)
     comparisons = results.get("comparisons", [])
     verdict, judged = judge(comparisons, alpha)
+    if verdict["status"] == NOT_JUDGED:  # no comparisons, or ones that cannot fail: nothing to pass
+        raise BadInputError(f"{args.results}: {verdict['explanation']}", "results.comparisons")
     regression = None
     if args.baseline:
         try:

@@ -141,7 +141,7 @@ def _explain_once(sections: list[Section]) -> None:
 
 def _verdict(node: Node) -> Verdict:
     return Verdict(
-        status=node["status"].choice("PASS", "VIOLATION"),
+        status=node["status"].choice("PASS", "VIOLATION", "INFORMATIONAL"),
         worst_margin=num(node["worst_margin"], signed, nullable=True),
         worst_comparison=_text_or_missing(node["worst_comparison"]),
         explanation=text(node["explanation"]),

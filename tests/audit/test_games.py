@@ -104,7 +104,7 @@ def test_attribute_game_draws_secrets_from_the_prior(small_config) -> None:
 @pytest.mark.parametrize(("audit", "field"), [
     ({"attacks": ["prior", "telepathy"]}, "audit.attacks"),
     ({"attacks": ["prior", "likelihood"]}, "audit.attacks"),  # a distinguishing game without an iterates attack
-    ({"games": ["attribute"], "target_prior": [0.2, 0.2, 0.2, 0.2, 0.2]}, "audit.target_prior"),
+    ({"games": ["attribute"], "target_prior": [0.2, 0.2, 0.2, 0.2, 0.2], "trials": 100}, "audit.target_prior"),
     ({"games": ["reconstruction"]}, "data.protected"),  # its protected feature is categorical, not continuous
 ])
 def test_bad_game_setup_is_bad_input(small_config, audit: dict, field: str) -> None:

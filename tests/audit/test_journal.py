@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from fdp_audit.audit import provenance
-from fdp_audit.audit.journal import Journal, secret_digests
+from fdp_audit.audit.journal import Journal, secret_digests, trial_digest
 from fdp_audit.audit.provenance import journal_key
 from fdp_audit.audit.reconstruction_game import secret_values
 from fdp_audit.audit.runner import run_audit
@@ -28,20 +28,30 @@ from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
 
 VOLATILE = ("created", "checksum")
+RUN_SPECIFIC = ("command", "reused_trials")
 THIRD_PARTY_EXAMPLES = Path(__file__).parent / "third_party_mechanisms.py"
 FINISHED = (0, 1)  # pass or violation: a completed audit either way
 
 
 def comparable(results: dict[str, Any]) -> dict[str, Any]:
-    """Results without what legitimately differs between two runs: the time stamp, the checksum over it, and
-    the command line that produced them."""
+    """Results without what legitimately differs between two runs: the time stamp, the checksum over it, the
+    command line that produced them and how many trials they read back from a journal."""
     out = {k: v for k, v in results.items() if k not in VOLATILE}
-    out["reproducibility"] = {k: v for k, v in results["reproducibility"].items() if k != "command"}
+    out["reproducibility"] = {k: v for k, v in results["reproducibility"].items() if k not in RUN_SPECIFIC}
     return out
 
 
 def journal_rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def redigest(row: dict[str, Any]) -> dict[str, Any]:
+    """What an editor without the HMAC key can do: recompute a line's per-trial digests after editing it."""
+    scores = row["scores"]
+    row["digests"] = [trial_digest(row["config_hash"], row["game"], index, row["labels"][i],
+                                   {a: s[i] for a, s in scores.items() if i < len(s)})
+                      for i, index in enumerate(row["indices"])]
+    return row
 
 
 # -- the journal file --------------------------------------------------------------------------------------------
@@ -170,11 +180,12 @@ def test_an_edited_journal_stops_the_audit(small_config, write_yaml, cli, tmp_pa
     """Defence in depth behind the key: a journal line with a secret other than the one this run draws, or
     without a score vector of the right length for every attack (a hand-edited or foreign journal under the
     same key), is refused with exit 2 before any model is trained, not averaged in."""
-    config = resume_config(small_config, write_yaml, tmp_path, steps=5, chunk=6, trials=6)
+    config = resume_config(small_config, write_yaml, tmp_path, steps=5, chunk=6, trials=16)
     out = tmp_path / "out"
     assert cli("audit", config, "--out", out).code in FINISHED
     rows = journal_rows(out / "journal.jsonl")
     message = edit(rows[0])
+    redigest(rows[0])  # past the digests: what the checks of every reused trial catch
     (out / "journal.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     (out / "results.json").unlink()
     result = cli("audit", config, "--out", out)
@@ -190,14 +201,14 @@ def test_reconstruction_trials_are_journaled_with_a_digest_of_their_secret(tmp_p
         "data": {"dataset": "synthetic", "protected": ["protected-0", "protected-1"], "synthetic_rows": 100,
                  "synthetic_prior_kind": "gaussian"},
         "mechanism": {"name": "dp_sgd", "sample_rate": 0.25, "steps": 5, "noise_multiplier": 1.0},
-        "audit": {"trials": 6, "games": ["reconstruction"], "attacks": ["prior", "reconstruction"]},
+        "audit": {"trials": 10, "games": ["reconstruction"], "attacks": ["prior", "reconstruction"]},
     })
     run_audit(config, tmp_path)
     (row,) = journal_rows(tmp_path / "journal.jsonl")
     truth = secret_values(5, np.array(row["indices"]), "gaussian", 1.0, 2).numpy()
     assert row["labels"] == secret_digests(truth).tolist()
     row["labels"][3] += 1
-    (tmp_path / "journal.jsonl").write_text(json.dumps(row) + "\n")
+    (tmp_path / "journal.jsonl").write_text(json.dumps(redigest(row)) + "\n")
     with pytest.raises(BadInputError, match="trial .* another secret"):
         run_audit(config, tmp_path)
 
@@ -277,3 +288,93 @@ def test_sigkill_then_resume(small_config, write_yaml, cli, tmp_path: Path) -> N
     assert comparable(json.loads((out / "results.json").read_text())) == comparable(
         json.loads((reference / "results.json").read_text()))
     assert load_config(config).audit.max_models_per_chunk == chunk
+
+
+# -- forged journals, visible reuse, the user's imported modules ----------------------------------------------------
+
+def _swap_columns(row: dict[str, Any]) -> None:
+    for attack, scores in row["scores"].items():
+        row["scores"][attack] = [values[::-1] for values in scores]
+
+
+def test_a_journal_with_swapped_score_columns_is_refused(small_config, write_yaml, cli, tmp_path: Path) -> None:
+    """The reproduced defect: swapping every trial's two score columns turned each correct guess into a wrong
+    one, a VIOLATION into a PASS. Each trial's digest (over the run key, trial, secret and scores) no longer
+    matches: exit 2 before anything is trained, nothing written."""
+    config = resume_config(small_config, write_yaml, tmp_path, steps=5, chunk=6, trials=16)
+    out = tmp_path / "out"
+    assert cli("audit", config, "--out", out).code in FINISHED
+    rows = journal_rows(out / "journal.jsonl")
+    for row in rows:
+        _swap_columns(row)
+    (out / "journal.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (out / "results.json").unlink()
+    result = cli("audit", config, "--out", out)
+    assert result.code == 2 and "line 1: trial 0 does not match its digest" in result.err, result.err
+    assert not (out / "results.json").exists()
+
+
+def test_with_an_hmac_key_recomputed_digests_do_not_pass(small_config, write_yaml, cli, tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unkeyed digests only catch an editor who does not recompute them. Under FDP_AUDIT_HMAC_KEY an editor
+    without the key cannot: swapped columns with recomputed plain digests are refused."""
+    monkeypatch.setenv("FDP_AUDIT_HMAC_KEY", "ci-secret")
+    config = resume_config(small_config, write_yaml, tmp_path, steps=5, chunk=6, trials=16)
+    out = tmp_path / "out"
+    assert cli("audit", config, "--out", out).code in FINISHED
+    rows = journal_rows(out / "journal.jsonl")
+    _swap_columns(rows[0])
+    monkeypatch.delenv("FDP_AUDIT_HMAC_KEY")
+    redigest(rows[0])
+    (out / "journal.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    monkeypatch.setenv("FDP_AUDIT_HMAC_KEY", "ci-secret")
+    result = cli("audit", config, "--out", out)
+    assert result.code == 2 and "does not match its digest" in result.err, result.err
+
+
+def test_reuse_is_reported(small_config, write_yaml, cli, tmp_path: Path) -> None:
+    """Reusing journaled trials was silent: a re-run says how many trials it read back, on stderr and in
+    results.json (reproducibility.reused_trials, per game)."""
+    config = resume_config(small_config, write_yaml, tmp_path, steps=5, chunk=6, trials=16)
+    out = tmp_path / "out"
+    first = cli("audit", config, "--out", out)
+    assert first.code in FINISHED and "reused" not in first.err
+    assert json.loads((out / "results.json").read_text())["reproducibility"]["reused_trials"] == {}
+    again = cli("audit", config, "--out", out)
+    assert again.code == first.code
+    assert f"reused 16 trials from {out / 'journal.jsonl'} (distinguishing 16)" in again.err
+    assert json.loads((out / "results.json").read_text())["reproducibility"]["reused_trials"] == {
+        "distinguishing": 16}
+
+
+def test_editing_a_module_the_mechanism_imports_invalidates_its_trials(
+        small_config, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, verdict_only_audit) -> None:
+    """The reproduced defect: after an edit of a module that the third-party file imports (not the file
+    itself) the old trials were reused — a PASS instead of a VIOLATION. Every journal line lists the user's
+    loaded source files; lines whose files changed are not reused, whether the module was imported when the
+    file was loaded or only when the mechanism was called."""
+    package = tmp_path / "code"
+    package.mkdir()
+    (package / "noise_scale.py").write_text("DIVISOR = 1.0\n")
+    (package / "late_import.py").write_text("OFFSET = 0.0\n")
+    mechanism = package / "mechanism.py"
+    mechanism.write_text(
+        "import noise_scale\n"
+        "from tests.audit.third_party_mechanisms import _dp_sgd\n\n\n"
+        "def train(problem, seed, canary):\n"
+        "    import late_import\n\n"
+        "    return _dp_sgd(problem, seed, canary, noise_divisor=noise_scale.DIVISOR + late_import.OFFSET)\n")
+    monkeypatch.syspath_prepend(str(package))
+    raw = small_config("dp_sgd", mechanism={"third_party": f"{mechanism}:train", "sample_rate": 1.0, "steps": 2,
+                                            "noise_multiplier": 2.0},
+                       audit={"trials": 24, "games": ["attribute"], "attacks": ["prior", "likelihood"]})
+    config = config_from_dict(raw)
+    out = tmp_path / "out"
+    verdict_only_audit(config, out)
+    assert verdict_only_audit(config, out)["reproducibility"]["reused_trials"] == {"attribute": 24}
+    listed = journal_rows(out / "journal.jsonl")[0]["sources"]
+    assert {str((package / name).resolve()) for name in ("noise_scale.py", "late_import.py")} <= set(listed)
+    for edited in ("noise_scale.py", "late_import.py"):
+        (package / edited).write_text((package / edited).read_text() + "# edited\n")
+        assert verdict_only_audit(config, out)["reproducibility"]["reused_trials"] == {}, edited
+        assert verdict_only_audit(config, out)["reproducibility"]["reused_trials"] == {"attribute": 24}

@@ -16,7 +16,7 @@ from fdp_audit.gate import judge
 def config(small_config):
     return config_from_dict(small_config(
         "fdp_sgd", rows=200, mechanism={"steps": 10},
-        audit={"trials": 12, "games": ["attribute", "distinguishing"],
+        audit={"trials": 24, "games": ["attribute", "distinguishing"],
                "attacks": ["prior", "likelihood", "gradient", "iterates", "iterates_public_aligned"]}))
 
 

@@ -19,7 +19,7 @@ def test_reconstruction_game_is_judged_and_reported() -> None:
         "data": {"dataset": "synthetic", "protected": ["protected-0", "protected-1"], "synthetic_rows": 200,
                  "synthetic_prior_kind": "gaussian"},
         "mechanism": {"name": "dp_sgd", "sample_rate": 0.25, "steps": 40, "noise_multiplier": 1.0},
-        "audit": {"trials": 40, "games": ["reconstruction"], "attacks": ["prior", "reconstruction"],
+        "audit": {"trials": 60, "games": ["reconstruction"], "attacks": ["prior", "reconstruction"],
                   "rho_grid": [0.5, 1.0]},
     })
     results = run_audit(config, out_dir=None)

@@ -5,6 +5,7 @@ writing such a function wrongly is bad input."""
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -52,11 +53,10 @@ def test_leaky_third_party_dp_sgd_is_a_violation(verdict_only_audit, in_reposito
 def test_final_model_only_plays_the_attribute_game(verdict_only_audit, small_config) -> None:
     raw = small_config("dp_sgd", mechanism={"third_party": f"{EXAMPLES}:final_model_only", "sample_rate": 1.0,
                                             "steps": 2, "noise_multiplier": 2.0},
-                       audit={"trials": 8, "games": ["attribute"], "attacks": ["prior", "likelihood"]})
+                       audit={"trials": 24, "games": ["attribute"], "attacks": ["prior", "likelihood"]})
     results = verdict_only_audit(config_from_dict(raw))
     assert [c["id"] for c in results["comparisons"]] == ["attribute/likelihood"]
-    raw["audit"]["games"] = ["distinguishing"]
-    raw["audit"]["attacks"] = ["prior", "iterates"]
+    raw["audit"] |= {"games": ["distinguishing"], "attacks": ["prior", "iterates"], "trials": 28}
     with pytest.raises(BadInputError, match="mechanism.third_party: the gradient-canary games need"):
         verdict_only_audit(config_from_dict(raw))
 
@@ -100,7 +100,7 @@ def test_trial_seeds_are_distinct_and_reproducible() -> None:
 def test_non_finite_releases_are_bad_input(verdict_only_audit, small_config) -> None:
     raw = small_config("dp_sgd", mechanism={"third_party": f"{EXAMPLES}:nan_model", "sample_rate": 1.0,
                                             "steps": 2, "noise_multiplier": 2.0},
-                       audit={"trials": 4, "games": ["attribute"], "attacks": ["prior", "likelihood"]})
+                       audit={"trials": 40, "games": ["attribute"], "attacks": ["prior", "likelihood"]})
     with pytest.raises(BadInputError, match="mechanism.third_party: returned parameter .* non-finite"):
         verdict_only_audit(config_from_dict(raw))
 
@@ -120,8 +120,9 @@ def test_the_reconstruction_game_runs_the_third_party_function(verdict_only_audi
                     "synthetic_prior_kind": "gaussian"},
            "mechanism": {"name": "dp_sgd", "third_party": f"{EXAMPLES}:calls_raise", "sample_rate": 1.0,
                          "steps": 2, "noise_multiplier": 2.0},
-           "audit": {"trials": 2, "games": ["reconstruction"], "attacks": ["prior", "reconstruction"]}}
-    with pytest.raises(RuntimeError, match="third-party mechanism called"):
+           "audit": {"trials": 40, "games": ["reconstruction"], "attacks": ["prior", "reconstruction"],
+                     "rho_grid": [0.1]}}
+    with pytest.raises(BadInputError, match="third-party mechanism called"):
         verdict_only_audit(config_from_dict(raw))
 
 
@@ -132,6 +133,32 @@ def test_shadow_models_run_the_third_party_function(verdict_only_audit, small_co
     monkeypatch.setattr(games, "_run_trials", lambda *args, **kwargs: pytest.fail("the shadow models ran the claim"))
     config = config_from_dict(small_config(
         "dp_sgd", rows=50, mechanism={"third_party": f"{EXAMPLES}:calls_raise"},
-        audit={"games": ["attribute"], "attacks": ["prior", "shadow"], "trials": 4}))
-    with pytest.raises(RuntimeError, match="third-party mechanism called"):
+        audit={"games": ["attribute"], "attacks": ["prior", "shadow"], "trials": 24}))
+    with pytest.raises((RuntimeError, BadInputError), match="third-party mechanism called"):
         verdict_only_audit(config)
+
+
+@pytest.mark.parametrize(("function", "message"), [
+    ("exits_zero", r"failed on a trial \(seed \d+\): it called sys.exit\(0\)"),
+    ("calls_raise", r"failed on a trial \(seed \d+\): RuntimeError: third-party mechanism called"),
+])
+def test_a_mechanism_that_exits_or_raises_is_bad_input(cli, one_line_error, small_config, write_yaml,
+                                                        tmp_path: Path, function: str, message: str) -> None:
+    """The reproduced defect: sys.exit(0) inside the user's function ended the audit with exit 0 and no
+    results (a raise gave exit 3). The user's code failed: exit 2 with its error, nothing written."""
+    raw = small_config("dp_sgd", mechanism={"third_party": f"{EXAMPLES}:{function}", "sample_rate": 1.0,
+                                            "steps": 2, "noise_multiplier": 2.0},
+                       audit={"trials": 40, "games": ["attribute"], "attacks": ["prior", "likelihood"]})
+    out = tmp_path / "out"
+    result = cli("audit", write_yaml(tmp_path / "c.yaml", raw), "--out", out)
+    line = one_line_error(result.err)
+    assert result.code == 2 and line.startswith("fdp-audit: error: mechanism.third_party: ")
+    assert re.search(message, line), line
+    assert not (out / "results.json").exists() and not (out / "report.html").exists()
+
+
+def test_a_module_that_exits_on_import_is_bad_input(tmp_path: Path) -> None:
+    exiting = tmp_path / "exiting.py"
+    exiting.write_text("import sys\nsys.exit(0)\n", encoding="utf-8")
+    with pytest.raises(BadInputError, match=r"cannot import .*sys.exit\(0\)"):
+        load_mechanism(f"{exiting}:train")

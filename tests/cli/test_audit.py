@@ -68,12 +68,12 @@ def test_faulty_mechanism_exits_one(cli, tmp_path: Path) -> None:
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # 4-trial ROC halves
 def test_command_line_overrides(cli, tiny: Path, tmp_path: Path) -> None:
     out = tmp_path / "override"
-    result = cli("audit", tiny, "--out", out, "--seed", "3", "--alpha", "0.2", "--trials", "8")
+    result = cli("audit", tiny, "--out", out, "--seed", "3", "--alpha", "0.2", "--trials", "16")
     assert result.code in (0, 1)
     results = read_results(out / "results.json")
-    assert results["reproducibility"]["seed"] == 3 and results["reproducibility"]["trials"] == 8
+    assert results["reproducibility"]["seed"] == 3 and results["reproducibility"]["trials"] == 16
     assert results["verdict"]["alpha"] == 0.2
-    assert results["reproducibility"]["config"]["audit"]["trials"] == 8
+    assert results["reproducibility"]["config"]["audit"]["trials"] == 16
 
 
 @pytest.mark.parametrize(("argv", "field"), [
@@ -115,7 +115,11 @@ def test_audit_a_checkpoints_real_records(cli, one_line_error, tiny: Path, tmp_p
     assert "checkpoint audit (150 training records, secret 'protected', informational)" in result.out
     results = read_results(out / "results.json")
     section = results["checkpoint_audit"]
-    assert results["comparisons"] == [] and results["verdict"]["status"] == "PASS"
+    # informational is not a pass: exit 0 (the command did what it promises), and the gate refuses it
+    assert results["comparisons"] == [] and results["verdict"]["status"] == "INFORMATIONAL"
+    assert "INFORMATIONAL" in result.out and "PASS" not in result.out
+    refused = cli("gate", out / "results.json")
+    assert refused.code == 2 and "No comparisons were made" in one_line_error(refused.err)
     assert [a["attack"] for a in section["attacks"]] == ["prior", "likelihood", "gradient"]
     assert {a["status"] for a in section["attacks"]} == {"info"}
     assert results["reproducibility"]["checkpoint_sha256"] == section["checkpoint_sha256"]
@@ -170,11 +174,11 @@ def test_audit_a_checkpoint_by_replaying_its_recipe(cli, tiny: Path, tmp_path: P
     checkpoint = tmp_path / "model.pt"
     assert cli("train", tiny, "--out", checkpoint).code == 0
     out = tmp_path / "replay"
-    result = cli("audit", checkpoint, "--games", "12", "--out", out)
+    result = cli("audit", checkpoint, "--games", "24", "--out", out)
     assert result.code in (0, 1), result.err  # a finished audit; its verdict is not what is tested here
     results = json.loads((out / "results.json").read_text())
     expected = load_config(tiny).to_dict()
-    expected["audit"]["trials"] = 12
+    expected["audit"]["trials"] = 24
     assert results["reproducibility"]["config"] == expected
 
 
@@ -183,7 +187,7 @@ def test_shipped_adult_config_end_to_end(cli, tmp_path: Path) -> None:
     """configs/adult_fdp.yaml (FDP-SGD on the full Adult data, every attack) with few trials: the whole
     pipeline runs and the exit code is the verdict's (1 exactly when VIOLATION)."""
     out = tmp_path / "adult"
-    result = cli("audit", Path(__file__).parents[2] / "configs" / "adult_fdp.yaml", "--out", out, "--trials", "6")
+    result = cli("audit", Path(__file__).parents[2] / "configs" / "adult_fdp.yaml", "--out", out, "--trials", "12")
     assert result.code in (0, 1), result.err
     results = read_results(out / "results.json")
     assert result.code == (1 if results["verdict"]["status"] == "VIOLATION" else 0)
@@ -266,7 +270,7 @@ def test_a_full_disk_leaves_the_previous_outputs_together(cli, one_line_error, s
         return real(path, text)
 
     monkeypatch.setattr(render, "atomic_write_text", disk_full)
-    config = write_yaml(tmp_path / "c.yaml", small_config(rows=60, mechanism={"steps": 2}, audit={"trials": 4}))
+    config = write_yaml(tmp_path / "c.yaml", small_config(rows=60, mechanism={"steps": 2}, audit={"trials": 14}))
     result = cli("audit", config, "--out", out)
     assert result.code == 2 and "No space left on device" in one_line_error(result.err)
     assert (out / "results.json").read_text() == "old results" and (out / "report.html").read_text() == "old report"
@@ -337,13 +341,38 @@ def test_a_ci_log_shows_progress_lines_and_no_library_warnings(small_config, wri
     import subprocess
     import sys
 
-    config = write_yaml(tmp_path / "c.yaml", small_config(rows=60, mechanism={"steps": 4}, audit={"trials": 6}))
+    config = write_yaml(tmp_path / "c.yaml", small_config(rows=60, mechanism={"steps": 4}, audit={"trials": 14}))
     env = {**os.environ, "FDP_AUDIT_PROGRESS": "lines", "PYTHONPATH": str(Path(__file__).parents[2])}
     done = subprocess.run([sys.executable, "-m", "fdp_audit", "audit", str(config), "--out", str(tmp_path / "o")],
                           capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert lines and all(line.startswith("fdp-audit: ") for line in lines), done.stderr
-    assert any(line.startswith("fdp-audit: distinguishing game: 6 models: done in") for line in lines)
-    assert any("attacks on 6 models" in line for line in lines)
+    assert any(line.startswith("fdp-audit: distinguishing game: 14 models: done in") for line in lines)
+    assert any("attacks on 14 models" in line for line in lines)
     assert "warn" not in done.stderr.lower() and "\r" not in done.stderr
+
+
+def test_an_audit_that_cannot_fail_is_refused_before_training(cli, one_line_error, tmp_path: Path) -> None:
+    """The reproduced defect: configs/third_party_leaky.yaml at 30 trials won 30 of 30 and said PASS, since no
+    outcome of 30 trials can exceed its bound at α = 0.001 over 4 comparisons. Refused before anything is
+    trained (no journal, no results), naming the trials needed: 62, since success rates are judged on the odd
+    half (31 of them: 0.00025^(1/31) = 0.7658 > 0.7602)."""
+    config = Path(__file__).parents[2] / "configs" / "third_party_leaky.yaml"
+    out = tmp_path / "leaky"
+    result = cli("audit", config, "--trials", "30", "--out", out)
+    line = one_line_error(result.err)
+    assert result.code == 2 and "audit.trials" in line and "cannot fail" in line
+    assert "distinguishing-attribute/iterates (needs at least 62 trials)" in line
+    assert not out.exists()
+
+
+def test_a_prior_of_one_value_is_refused(cli, one_line_error, small_config, write_yaml, tmp_path: Path) -> None:
+    """target_prior [1, 0]: Ball = 1, so the bound is 1 and no number of trials can fail it."""
+    raw = small_config("fdp_sgd", audit={"trials": 500, "games": ["attribute"], "target_prior": [1.0, 0.0],
+                                         "attacks": ["prior", "likelihood"]})
+    out = tmp_path / "certain"
+    result = cli("audit", write_yaml(tmp_path / "certain.yaml", raw), "--out", out)
+    line = one_line_error(result.err)
+    assert result.code == 2 and "attribute/likelihood (no number of trials" in line
+    assert not out.exists()

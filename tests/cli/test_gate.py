@@ -10,10 +10,18 @@ from typing import Any
 
 import pytest
 
-from fdp_audit.audit.results import SCHEMA_VERSION, write_results
+from fdp_audit.audit.results import SCHEMA_VERSION, finite_or_none, write_results
+from fdp_audit.audit.runner import mechanism_section
 from fdp_audit.audit.stats import lower_confidence_bound
+from fdp_audit.config import config_from_dict
+from fdp_audit.training.run import accountant
 
-TRIALS, BOUND = 200, 0.6
+# The stated claim: DP-SGD at p = 1, T = 1, z = 4, whose Theorem 4 bound at Ball = ½ is Φ(1/4) ≈ 0.599.
+CONFIG = config_from_dict({
+    "data": {"dataset": "synthetic", "protected": ["protected"]},
+    "mechanism": {"name": "dp_sgd", "noise_multiplier": 4.0, "sample_rate": 1.0, "steps": 1, "delta": 1e-5},
+    "audit": {"target_prior": [0.5, 0.5], "games": ["attribute", "distinguishing"]}})
+TRIALS, BOUND = 200, float(accountant(CONFIG.mechanism).bound(0.5))
 # 200 trials against a bound of 0.6: the smallest count whose one-sided lower bound beats the bound at level
 # 0.05/2 (the stored α over two comparisons), but not at 0.001/2.
 BORDERLINE = next(k for k in range(TRIALS) if lower_confidence_bound(k, TRIALS, 0.025) > BOUND)
@@ -27,8 +35,9 @@ def results(successes: int, alpha: float = 0.05, stored_status: str = "PASS") ->
          "trials": TRIALS, "successes": successes, "ball": 0.5, "bound": BOUND},
     ]
     return {"schema_version": SCHEMA_VERSION, "kind": "audit", "created": "2024-01-01T00:00:00Z",
-            "verdict": {"status": stored_status, "alpha": alpha}, "mechanism": {"name": "fdp_sgd"},
-            "reproducibility": {"seed": 0}, "comparisons": comparisons}
+            "verdict": {"status": stored_status, "alpha": alpha},
+            "mechanism": finite_or_none(mechanism_section(CONFIG)),
+            "reproducibility": {"seed": 0, "config": CONFIG.to_dict()}, "comparisons": comparisons}
 
 
 @pytest.fixture
@@ -117,8 +126,8 @@ def _edit(results: dict[str, Any], where: str, value: Any) -> dict[str, Any]:
 
 EPSILON_ROW = {"id": "distinguishing-epsilon/iterates", "kind": "epsilon", "thresholds": [0.0, 1.0],
                "orientation": 1, "false_positives": [3, 1], "false_negatives": [10, 20], "negatives": 50,
-               "positives": 50, "delta": 1e-5, "relation": "replace",
-               "claim": {"mechanism": "fdp_sgd", "noise_multiplier": 1.0, "sample_rate": 0.0625, "steps": 100}}
+               "positives": 50, "delta": 1e-5, "relation": "replace", "game": "distinguishing",
+               "claim": {"mechanism": "dp_sgd", "noise_multiplier": 4.0, "sample_rate": 1.0, "steps": 1}}
 
 # A results file that is consistent with its checksum (written by another tool, or another version) can still
 # be malformed; the gate must say which field, with exit code 2, never an internal error.
@@ -163,3 +172,94 @@ def test_junit(cli, request, tmp_path: Path, fixture: str, failures: int) -> Non
     assert [c.get("name") for c in cases] == ids
     assert int(root.get("tests")) == len(ids) and int(root.get("failures")) == failures
     assert sum(c.find("failure") is not None for c in cases) == failures
+
+
+@pytest.mark.parametrize("edit", ["emptied", "removed"])
+def test_results_without_comparisons_never_pass(cli, one_line_error, tmp_path: Path, edit: str) -> None:
+    """A results file whose comparisons were emptied or removed (checksum recomputed) gated as PASS; nothing
+    compared is nothing judged: exit 2, and no JUnit file."""
+    data = results(190)
+    if edit == "emptied":
+        data["comparisons"] = []
+    else:
+        del data["comparisons"]
+    path = write_results(tmp_path / "results.json", data)
+    junit = tmp_path / "junit.xml"
+    result = cli("gate", path, "--junit", junit)
+    assert result.code == 2 and "No comparisons were made" in one_line_error(result.err)
+    assert result.out == "" and not junit.exists()
+
+
+def test_a_stricter_alpha_that_leaves_no_power_is_not_a_pass(cli, one_line_error, tmp_path: Path) -> None:
+    """200 trials against a bound of 0.6 can fail at α = 0.05 but not at α = 1e-50 (a perfect attack's lower
+    bound (α/2)^(1/200) is then 0.56): the gate says which comparisons cannot fail and how many trials they
+    would need, exit 2."""
+    assert lower_confidence_bound(TRIALS, TRIALS, 1e-50 / 2) <= BOUND
+    path = write_results(tmp_path / "results.json", results(110))
+    assert cli("gate", path).code == 0
+    result = cli("gate", path, "--alpha", "1e-50")
+    line = one_line_error(result.err)
+    assert result.code == 2 and "cannot fail" in line and "needs at least" in line
+
+
+FORGED = {
+    # a bound raised so that the violation passes: the gate recomputes 1 − f(½) from the stated mechanism
+    "bound": ("comparisons.1.bound", 0.99, "comparisons[1].bound: bound 0.99 is not the"),
+    # a larger Ball gives a larger bound: Ball of the distinguishing game is ½ by construction
+    "ball": ("comparisons.1.ball", 0.9, "comparisons[1].ball"),
+    # a displayed claim that differs from the configuration the bounds come from
+    "mechanism section": ("mechanism.noise_multiplier", 40.0, "results.mechanism.noise_multiplier"),
+    "no stated configuration": ("reproducibility.config", KeyError, "results.reproducibility.config"),
+    "stated claim of an ε comparison": ("comparisons.2.claim.noise_multiplier", 40.0,
+                                        "comparisons[2].claim.noise_multiplier"),
+}
+
+
+@pytest.mark.parametrize("name", FORGED)
+def test_forged_limits_are_refused(cli, one_line_error, tmp_path: Path, name: str) -> None:
+    """The reproduced defect: results whose numbers were edited and whose checksum was recomputed were
+    re-judged against their stored bounds. The gate re-derives every limit from the stated mechanism."""
+    where, value, message = FORGED[name]
+    data = results(190)
+    data["comparisons"].append(dict(EPSILON_ROW))
+    assert cli("gate", write_results(tmp_path / "honest.json", data)).code == 1
+    result = cli("gate", write_results(tmp_path / "forged.json", _edit(data, where, value)))
+    assert result.code == 2 and message in one_line_error(result.err), result.err
+
+
+def test_a_checkpoint_bound_may_not_exceed_one_minus_f_of_its_mean_ball(cli, one_line_error, tmp_path: Path) -> None:
+    """A checkpoint audit's bound is the mean of per-record bounds at estimated Balls, at most 1 − f(mean
+    Ball) (1 − f is concave): below it is accepted, above it refused."""
+    data = results(110)
+    mean_ball = 0.7
+    limit = float(accountant(CONFIG.mechanism).bound(mean_ball))
+    data["comparisons"] = [{"id": "checkpoint/likelihood", "kind": "rate", "game": "checkpoint", "trials": 2000,
+                            "successes": 1000, "ball": mean_ball, "bound": limit - 0.01}]
+    assert cli("gate", write_results(tmp_path / "ok.json", data)).code == 0
+    data["comparisons"][0]["bound"] = limit + 0.01
+    result = cli("gate", write_results(tmp_path / "forged.json", data))
+    assert result.code == 2 and "comparisons[0].bound" in one_line_error(result.err)
+
+
+def test_an_hmac_key_makes_results_tamper_evident(cli, one_line_error, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The unkeyed checksum anyone can recompute. With FDP_AUDIT_HMAC_KEY set, results carry a MAC under
+    it; the gate refuses results without one, or whose MAC does not match (an edit with a recomputed
+    checksum), and accepts its own."""
+    monkeypatch.setenv("FDP_AUDIT_HMAC_KEY", "ci-secret")
+    signed = write_results(tmp_path / "signed.json", results(190))
+    assert "mac" in json.loads(signed.read_text())
+    assert cli("gate", signed).code == 1
+    monkeypatch.delenv("FDP_AUDIT_HMAC_KEY")
+    unsigned = write_results(tmp_path / "unsigned.json", results(190))
+    stolen_mac = json.loads(signed.read_text())["mac"]
+    edited = results(110)  # the violation turned into a pass, checksum recomputed, the old MAC kept
+    forged = write_results(tmp_path / "forged.json", edited)
+    forged.write_text(json.dumps({**json.loads(forged.read_text()), "mac": stolen_mac}))
+    monkeypatch.setenv("FDP_AUDIT_HMAC_KEY", "ci-secret")
+    result = cli("gate", unsigned)
+    assert result.code == 2 and "results.mac: no MAC" in one_line_error(result.err)
+    result = cli("gate", forged)
+    assert result.code == 2 and "results.mac: MAC mismatch" in one_line_error(result.err)
+    monkeypatch.setenv("FDP_AUDIT_HMAC_KEY", "another")
+    assert cli("gate", signed).code == 2

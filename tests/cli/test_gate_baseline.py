@@ -9,23 +9,33 @@ from typing import Any
 
 import pytest
 
-from fdp_audit.audit.results import SCHEMA_VERSION, write_results
+from fdp_audit.audit.results import SCHEMA_VERSION, finite_or_none, write_results
+from fdp_audit.audit.runner import mechanism_section
+from fdp_audit.config import config_from_dict
 from fdp_audit.gate import judge
+from fdp_audit.training.run import accountant
 
-TRIALS, BOUND = 400, 0.8
+TRIALS = 400
 
 
 def results(iterates: int, likelihood: int = 220, noise: float = 1.0) -> dict[str, Any]:
+    """Results as an audit of DP-SGD at p = 1, T = 1 writes them, with the bound Φ(1/z) that the gate
+    re-derives from the stated configuration (0.84 at z = 1)."""
+    config = config_from_dict({
+        "data": {"dataset": "synthetic", "protected": ["protected"]},
+        "mechanism": {"name": "dp_sgd", "noise_multiplier": noise, "sample_rate": 1.0, "steps": 1},
+        "audit": {"target_prior": [0.5, 0.5]}})
+    bound = float(accountant(config.mechanism).bound(0.5))
     comparisons = [
         {"id": "attribute/likelihood", "kind": "rate", "game": "attribute", "attack": "likelihood",
-         "trials": TRIALS, "successes": likelihood, "ball": 0.5, "bound": BOUND},
+         "trials": TRIALS, "successes": likelihood, "ball": 0.5, "bound": bound},
         {"id": "distinguishing-attribute/iterates", "kind": "rate", "game": "distinguishing", "attack": "iterates",
-         "trials": TRIALS, "successes": iterates, "ball": 0.5, "bound": BOUND},
+         "trials": TRIALS, "successes": iterates, "ball": 0.5, "bound": bound},
     ]
     verdict, _ = judge(comparisons, 0.05)
     return {"schema_version": SCHEMA_VERSION, "kind": "audit", "created": "2024-01-01T00:00:00Z",
-            "verdict": verdict, "mechanism": {"name": "fdp_sgd", "noise_multiplier": noise, "faulty": False},
-            "reproducibility": {"seed": 0}, "comparisons": comparisons}
+            "verdict": verdict, "mechanism": finite_or_none(mechanism_section(config)),
+            "reproducibility": {"seed": 0, "config": config.to_dict()}, "comparisons": comparisons}
 
 
 @pytest.fixture

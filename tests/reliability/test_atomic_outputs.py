@@ -106,7 +106,7 @@ def test_refused_runs_leave_no_output(tmp_path: Path, cli, small_config, write_y
     """Bad input found late (an unwritable output folder) or early (a bad config): exit 2, nothing written."""
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    config = write_yaml(tmp_path / "c.yaml", small_config(rows=60, mechanism={"steps": 2}, audit={"trials": 2}))
+    config = write_yaml(tmp_path / "c.yaml", small_config(rows=60, mechanism={"steps": 2}, audit={"trials": 8}))
     result = cli("audit", config, "--out", blocker / "out")
     assert result.code == 2 and "cannot use" in result.err and "Not a directory" in result.err
     bad = write_yaml(tmp_path / "bad.yaml", small_config(mechanism={"steps": -1}))

@@ -64,7 +64,7 @@ def test_a_model_that_cannot_fit_is_refused(problem, monkeypatch: pytest.MonkeyP
 def test_the_cli_refuses_with_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli, one_line_error,
                                      small_config, write_yaml, files_under) -> None:
     fake_memory(monkeypatch, 1024)
-    config = write_yaml(tmp_path / "c.yaml", small_config(rows=60, mechanism={"steps": 2}, audit={"trials": 4}))
+    config = write_yaml(tmp_path / "c.yaml", small_config(rows=60, mechanism={"steps": 2}, audit={"trials": 14}))
     result = cli("audit", config, "--out", tmp_path / "audit")
     assert result.code == 2 and "available" in one_line_error(result.err)
     # `train` has drawn its progress bar before the guard speaks: the error is the last line
