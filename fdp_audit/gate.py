@@ -186,8 +186,11 @@ def _epsilon_trials_needed(row: dict[str, Any], level: float, where: str) -> int
     """The fewest evaluation trials (split evenly into negatives and positives) at which the most extreme
     evidence (:func:`can_fail`) would reject the claim; None when no number up to 2^24 would (a claim of no
     privacy)."""
+    zeros = [0] * len(_roc_counts(row, where).thresholds)
+
     def enough(n: int) -> bool:
-        return can_fail({**row, "negatives": n // 2, "positives": n - n // 2}, level)
+        return can_fail({**row, "negatives": n // 2, "positives": n - n // 2, "false_positives": zeros,
+                         "false_negatives": zeros}, level)
 
     if not enough(1 << 24):
         return None
@@ -352,9 +355,10 @@ class ComparisonKind:
     and how many trials it would need (``trials_needed``, None when no number is enough, ``no_power`` saying
     why). When
     ``power_required``, one comparison of the kind that cannot fail makes the whole verdict NOT JUDGED;
-    otherwise such a comparison is only reported as not judged (an ε read off a ROC needs thousands of
-    trials, while the success rate of the same trials is judged). ``restate`` checks the comparison's limit
-    against the one the stated mechanism gives, raising :class:`BadInputError` when they differ."""
+    otherwise such a comparison is only reported as not judged (the success rate of the same binary game's
+    trials is judged beside an ε comparison; small one-run guess counts cannot reject any claim).
+    ``restate`` checks the comparison's limit against the one the stated mechanism gives, raising
+    :class:`BadInputError` when they differ."""
 
     evaluate: Callable[[dict[str, Any], float, str], dict[str, Any]]
     can_fail: Callable[[dict[str, Any], float, str], bool]

@@ -264,6 +264,8 @@ def test_a_powerless_epsilon_comparison_is_reported_but_does_not_block_a_pass() 
     assert judged[0]["judged"] and not judged[1]["judged"] and judged[1]["trials_needed"] > 4
     assert "Not judged" in verdict["explanation"] and verdict["worst_comparison"] == "a"
     assert judge([weak], 0.05)[0]["status"] == "NOT JUDGED"
+    errors = epsilon("eps", [2], [1], n=2)  # the search for the trials needed ignores the stored counts
+    assert judge([rate("a", 100), errors], 0.05)[1][1]["trials_needed"] == judged[1]["trials_needed"]
     needed = judged[1]["trials_needed"]
     half = needed // 2
     assert judge([rate("a", 100), epsilon("eps", [0], [0], n=half + 1)], 0.05)[1][1]["judged"]
