@@ -187,7 +187,7 @@ def test_shipped_adult_config_end_to_end(cli, tmp_path: Path) -> None:
     """configs/adult_fdp.yaml (FDP-SGD on the full Adult data, every attack) with few trials: the whole
     pipeline runs and the exit code is the verdict's (1 exactly when VIOLATION)."""
     out = tmp_path / "adult"
-    result = cli("audit", Path(__file__).parents[2] / "configs" / "adult_fdp.yaml", "--out", out, "--trials", "12")
+    result = cli("audit", Path(__file__).parents[2] / "configs" / "adult_fdp.yaml", "--out", out, "--trials", "24")
     assert result.code in (0, 1), result.err
     results = read_results(out / "results.json")
     assert result.code == (1 if results["verdict"]["status"] == "VIOLATION" else 0)
