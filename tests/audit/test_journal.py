@@ -252,7 +252,7 @@ def test_sigkill_then_resume(small_config, write_yaml, cli, tmp_path: Path) -> N
     """A real interruption: SIGKILL a command-line audit after its first chunk is journaled. Nothing but the
     journal is left (no partial results.json or report); the re-run keeps the journaled trials (their
     indices appear once in the journal) and its results equal an uninterrupted run with the same seed."""
-    trials, chunk = 24, 4
+    trials, chunk = 32, 4  # 32: enough for the comparisons to be able to fail at 150 steps
     config = resume_config(small_config, write_yaml, tmp_path, steps=150, chunk=chunk, trials=trials)
     out = tmp_path / "killed"
     journal = out / "journal.jsonl"
