@@ -8,10 +8,18 @@ coordinate, nor on the further *noise coordinates* of the game. A correct mechan
 
 The attacks do not read the claimed z and p (an audit tests them):
 
-* the noise scale σ is estimated per trial from the release itself: the root mean square of the noisy
-  private sums along the noise coordinates, over all steps (T × (number of noise coordinates) values that a
-  correct mechanism makes i.i.d. N(0, σ²)). A mechanism that adds more noise there than along e_priv only
-  makes the estimate too large, which costs power, never soundness;
+* the noise is estimated per trial from the release along the *noise coordinates* (first-layer weights on the
+  game's all-zero columns, which carry nothing but the noise), never from the claimed z. With n_{j,t} the
+  release on noise coordinate j at step t and m_{−j,t} the mean of the other noise coordinates, the pooled
+  leave-one-out coefficient β̂ = Σ_{j,t} n_{j,t} m_{−j,t} / Σ_{j,t} m_{−j,t}² measures the noise that every
+  coordinate shares, and σ̂ is the root mean square of n_{j,t} − β̂ m_{−j,t} over all steps and noise
+  coordinates, floored at :data:`MIN_NOISE` (so a degenerate release gives finite, very confident scores).
+  The attack scores the canary's residuals y_t − β̂ m_t (m_t: the mean of all the noise coordinates) with
+  that σ̂. For a correct mechanism (independent noise) β̂ ≈ 0, estimated from the noise coordinates alone,
+  so the canary's signal loses no degree of freedom and its noise variance grows by only about β̂²σ²/K (K
+  noise coordinates); for a mechanism that adds one draw to every coordinate
+  (``randn(1)`` broadcast instead of ``randn(width)``) β̂ = 1, the residuals are the canary's signal
+  un-noised and σ̂ falls to the floor;
 * the sampling rate is unknown: the likelihood of each candidate is averaged over a log-uniform prior on
   p ∈ [10⁻⁴, 1] (a Bayes factor), so a mechanism that samples at another rate than it claims is still scored
   by a likelihood that allows that rate;
@@ -20,7 +28,11 @@ The attacks do not read the claimed z and p (an audit tests them):
 
 Whatever remains (the decision threshold and orientation) is fitted on a selection split of the trials by
 the game audit (:mod:`fdp_audit.audit.decision`) and judged on the rest, so the scores are a statistic like
-any other and a mis-specified likelihood costs power, not validity.
+any other: a mis-specified likelihood keeps the false-alarm rate valid, but a poor statistic can lose all its
+power against a cheating mechanism. What these estimates cannot see: a mechanism whose noise on the canary's
+coordinate differs from its noise on the noise coordinates — e.g. one that adds less noise only on the
+coordinates that carry a signal (σ̂ too large) — and noise correlated between coordinates other than through
+one component common to all of them.
 
 * :class:`IteratesAttack`: the marginal log-likelihood of all steps for each candidate's sign. It also
   reads the public channel: a correct public gradient has no component along ``e_priv``, so any component
@@ -69,18 +81,27 @@ def marginal_log_likelihood(y: torch.Tensor, sign: torch.Tensor, sigma: torch.Te
 class _GradientCanaryAttack(Attack):
     needs_gradient_canary = True
 
-    def _observations(self, view: View) -> torch.Tensor:
-        k = self.knowledge
-        assert view.noisy_private_sums is not None and k.canary_private_coordinate is not None
-        return view.noisy_private_sums[:, :, k.canary_private_coordinate].double() / k.clip_norm
-
-    def _noise_scale(self, view: View) -> torch.Tensor:
-        """σ per trial ``[R]`` in units of C, from the release along the noise coordinates."""
+    def _noise_model(self, view: View) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Per trial: the mean m_t of the noise coordinates ``[R, T]``, the pooled leave-one-out coefficient
+        β̂ ``[R]`` of a noise coordinate on the mean of the others, and the scale σ̂ ``[R]`` of what that
+        regression leaves, all in units of C."""
         k = self.knowledge
         k.require(self.name, "noise_coordinates")
         assert view.noisy_private_sums is not None
         noise = view.noisy_private_sums[:, :, list(k.noise_coordinates)].double() / k.clip_norm
-        return noise.square().mean(dim=(1, 2)).sqrt().clamp_min(MIN_NOISE)
+        others = (noise.sum(dim=2, keepdim=True) - noise) / max(noise.shape[2] - 1, 1)
+        beta = (noise * others).sum(dim=(1, 2)) / others.square().sum(dim=(1, 2)).clamp_min(1e-300)
+        left = noise - beta[:, None, None] * others
+        return noise.mean(dim=2), beta, left.square().mean(dim=(1, 2)).sqrt().clamp_min(MIN_NOISE)
+
+    def _observations(self, view: View) -> tuple[torch.Tensor, torch.Tensor]:
+        """The canary's per-step observations less the noise they share with every coordinate,
+        ``y_t − β̂ m_t`` ``[R, T]``, and their noise scale σ̂ ``[R]`` (see :meth:`_noise_model`)."""
+        k = self.knowledge
+        assert view.noisy_private_sums is not None and k.canary_private_coordinate is not None
+        y = view.noisy_private_sums[:, :, k.canary_private_coordinate].double() / k.clip_norm
+        mean, beta, sigma = self._noise_model(view)
+        return y - beta[:, None] * mean, sigma
 
     def _signs(self) -> torch.Tensor:
         assert self.knowledge.candidate_signs is not None
@@ -96,7 +117,8 @@ class IteratesAttack(_GradientCanaryAttack):
 
     def infer(self, view: View) -> AttackOutput:
         k, signs = self.knowledge, self._signs()
-        scores = marginal_log_likelihood(self._observations(view), signs, self._noise_scale(view))
+        y, sigma = self._observations(view)
+        scores = marginal_log_likelihood(y, signs, sigma)
         if view.public_gradients is not None:
             public_signs = signs if k.candidate_public_signs is None else k.candidate_public_signs.double()
             leak = torch.sign(view.public_gradients[:, :, k.canary_private_coordinate].double()).sum(dim=1)
@@ -111,8 +133,8 @@ class PublicAlignedIteratesAttack(_GradientCanaryAttack):
     def infer(self, view: View) -> AttackOutput:
         signs = self._signs()
         assert view.canary_public_counts is not None
-        y = self._observations(view)[..., None]
-        sigma = self._noise_scale(view)[:, None, None]
+        y, sigma = self._observations(view)
+        y, sigma = y[..., None], sigma[:, None, None]
         present = (view.canary_public_counts > 0).double()[..., None]
         scores = (-0.5 * ((y - signs) / sigma) ** 2 * present).sum(dim=1)
         return self._with_prior(scores)

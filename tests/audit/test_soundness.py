@@ -3,7 +3,8 @@
 * Regression tests: leaks that used to PASS — a mechanism with less noise than it claims, a public loss that
   reads protected features, a third-party DP-SGD with 0.3 of its claimed noise — each in the simulator game
   alone, where the attacks used to score with the claimed z and p and the rate comparison used Theorem 4's
-  loose bound instead of the simulator game's own optimum.
+  loose bound instead of the simulator game's own optimum; and a third-party DP-SGD that adds one noise draw
+  to every coordinate, in each gradient-canary game, which the iterates attack scored as independent noise.
 * The soundness matrix: every known-faulty mechanism is caught by every game that can see its fault, each
   game on its own; the correct mechanisms pass in the same games. Cells a game cannot see are listed in
   ``NOT_VISIBLE`` with the reason.
@@ -72,6 +73,23 @@ def test_quiet_third_party_dp_sgd_is_caught_by_the_simulator_game(verdict_only_a
     assert "simulator-attribute/iterates" in violations(verdict_only_audit(config))
 
 
+@pytest.mark.parametrize("game", ["simulator", "distinguishing"])
+def test_shared_noise_third_party_dp_sgd_is_caught(verdict_only_audit, small_config, game: str) -> None:
+    """Regression. A third-party DP-SGD that adds one Gaussian draw per step to every coordinate (``randn(1)``
+    for ``randn(width)``; z = 2, p = 0.2, T = 40), 200 trials: any coordinate minus another is un-noised, yet
+    the noise coordinates' scale looked right, so the iterates attack scored the canary as if its noise were
+    independent. Before: PASS (simulator 56 of 100 evaluation trials against 0.627, distinguishing 73 of 100
+    against 0.733). Now the attack projects out the noise the canary shares with the noise coordinates: 100 of
+    100 in both. A miss needs more than 15 of the 100 evaluation trials lost, while a trial is lost essentially
+    only when its canary is never sampled (0.8⁴⁰ ≈ 1e-4): probability far below 1e-6."""
+    config = config_from_dict(small_config(
+        "dp_sgd", rows=200,
+        mechanism={"third_party": f"{EXAMPLES}:shared_noise_dp_sgd", "noise_multiplier": 2.0, "sample_rate": 0.2,
+                   "steps": 40},
+        audit={"trials": 200, "games": [game], "attacks": ["prior", "iterates"]}))
+    assert f"{game}-attribute/iterates" in violations(verdict_only_audit(config))
+
+
 def leaky_attribute_config(name: str) -> Config:
     """The attribute game can see a public loss that reads protected features when the private part barely
     moves the model (private weight 0.01): the leaky public gradient imprints the canary's value un-noised.
@@ -128,6 +146,8 @@ NOT_VISIBLE = {
 }
 
 PASSING = {
+    ("fdp_sgd", "distinguishing"): lambda: game_config("fdp_sgd", "distinguishing", 200),  # 57/100 vs .564
+    ("dp_sgd", "distinguishing"): lambda: game_config("dp_sgd", "distinguishing", 300),  # 111/150 vs .760
     ("fdp_sgd", "simulator"): lambda: game_config("fdp_sgd", "simulator", 200),  # 49/100 vs .538
     ("dp_sgd", "simulator"): lambda: game_config("dp_sgd", "simulator", 300),  # 96/150 vs .638
     ("fdp_sgd", "attribute"): lambda: leaky_attribute_config("fdp_sgd"),

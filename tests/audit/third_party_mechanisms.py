@@ -18,9 +18,11 @@ from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import example_loss
 
 
-def _dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries, noise_divisor: float) -> MechanismOutput:
+def _dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries, noise_divisor: float,
+            shared_noise: bool = False) -> MechanismOutput:
     """Poisson-sampled DP-SGD of ``problem.model``: clip each example's gradient to C, add N(0, (zC)²) noise
-    (divided by ``noise_divisor``), step by the noisy sum over the expected batch size p·n."""
+    (divided by ``noise_divisor``; one draw for every coordinate if ``shared_noise``), step by the noisy sum
+    over the expected batch size p·n."""
     model, h = problem.model, problem.hyper
     generator = torch.Generator().manual_seed(seed)
     x, y = problem.x.float(), problem.y
@@ -43,7 +45,9 @@ def _dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries, noise_divisor
         if in_private and canary.private_gradient is not None:  # the audit hook: the canary's fixed gradient
             flat[batch == len(x) - 1] = canary.private_gradient[0].float()
         clipped = flat * torch.clamp(h.clip_norm / flat.norm(dim=1, keepdim=True).clamp_min(1e-12), max=1.0)
-        noise = h.noise_multiplier * h.clip_norm * torch.randn(width, generator=generator) / noise_divisor
+        draws = torch.randn(1, generator=generator).expand(width) if shared_noise else torch.randn(
+            width, generator=generator)
+        noise = h.noise_multiplier * h.clip_norm * draws / noise_divisor
         noisy = clipped.sum(dim=0) + noise
         sums.append(noisy)
         step, start = noisy / expected_batch, 0
@@ -67,6 +71,12 @@ def leaky_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -> Mecha
 def quiet_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -> MechanismOutput:
     """Silently adds 0.3 of the claimed noise: every step, and its release, looks like DP-SGD's."""
     return _dp_sgd(problem, seed, canary, noise_divisor=1 / 0.3)
+
+
+def shared_noise_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -> MechanismOutput:
+    """The classic bug ``randn(1)`` for ``randn(width)``: one N(0, (zC)²) draw per step added to every
+    coordinate, so any coordinate minus another is the clipped sum's difference, un-noised."""
+    return _dp_sgd(problem, seed, canary, noise_divisor=1.0, shared_noise=True)
 
 
 def final_model_only(problem: TrainingProblem, seed: int, canary: Canaries) -> dict[str, torch.Tensor]:
