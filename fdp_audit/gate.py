@@ -382,7 +382,8 @@ KINDS: dict[str, ComparisonKind] = {
 
 
 def comparison_kind(row: dict[str, Any], where: str) -> ComparisonKind:
-    kind = KINDS.get(row.get("kind"))  # type: ignore[arg-type]
+    name = row.get("kind")
+    kind = KINDS.get(name) if isinstance(name, str) else None  # a list or mapping would not even hash
     if kind is None:
         raise BadInputError(f"unknown comparison kind {row.get('kind')!r}", f"{where}.kind")
     return kind

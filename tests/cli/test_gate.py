@@ -142,6 +142,7 @@ MALFORMED = {
     "error counts not integers": ("comparisons.2.false_positives", [0.5, 1], "out of range"),
     "delta missing": ("comparisons.2.delta", KeyError, "delta"),
     # an integer beyond 64 bits overflowed in the float arithmetic of the interval (exit 3)
+    "kind a list": ("comparisons.0.kind", [], "unknown comparison kind []"),  # unhashable: was exit 3
     "trials 10**400": ("comparisons.0.trials", 10**400, "an integer of 401 digits is out of range"),
 }
 

@@ -32,17 +32,11 @@ import yaml
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from fdp_audit import gate
 from fdp_audit.audit.results import write_results
 from fdp_audit.cli import main
 from fdp_audit.gate import judge
 
 pytestmark = pytest.mark.slow
-
-# Property 2 needs the gate's power checks (a comparison that cannot fail is NOT JUDGED, never a PASS); until
-# fdp_audit.gate has them, PASS over nothing or over powerless comparisons is the known defect they fix, and only
-# properties 1, 3 and 4 are asserted. The check turns itself on with them.
-POWER_CHECKS = hasattr(gate, "NOT_JUDGED")
 
 def examples(count: int) -> settings:
     return settings(max_examples=count, deadline=None, derandomize=True, database=None,
@@ -132,7 +126,7 @@ def run_and_check(argv: list[str], root: Path, out: Path, judged: Path | None = 
     if code == 2:
         assert (_files(out) if out.exists() else None) == out_before, "a refused run wrote output"
     judged = judged or out / "results.json"
-    if POWER_CHECKS and code == 0 and printed.getvalue().startswith("PASS") and argv[0] != "report":
+    if code == 0 and printed.getvalue().startswith("PASS") and argv[0] != "report":
         saved = json.loads(judged.read_text())
         comparisons = saved.get("comparisons")
         assert comparisons, "PASS over no comparison"
