@@ -156,6 +156,7 @@ def test_smaller_alpha_is_more_lenient() -> None:
 
 BAD_ROWS = {
     "unknown kind": ({"id": "x", "kind": "vibes"}, "kind"),
+    "kind not a string": ({"id": "x", "kind": []}, "kind"),
     "no id": ({"kind": "rate", "trials": 10, "successes": 1, "ball": 0.5, "bound": 0.6}, "comparisons[0]"),
     "successes above trials": (rate("x", 300), "between 0 and trials"),
     "zero trials": (rate("x", 0, trials=0), "between 0 and trials"),

@@ -41,7 +41,7 @@ def test_same_config_and_seed_give_identical_results_across_processes(tmp_path: 
                                                                        write_yaml) -> None:
     config = write_yaml(tmp_path / "c.yaml", small_config(
         "fdp_sgd", rows=200, device="cpu", mechanism={"steps": 10},
-        audit={"trials": 8, "games": ["attribute"], "attacks": ["prior", "likelihood", "gradient"]}))
+        audit={"trials": 18, "games": ["attribute"], "attacks": ["prior", "likelihood", "gradient"]}))
     for name, hash_seed, threads in (("first", "1", "1"), ("second", "2", "2")):
         run(["audit", str(config), "--out", str(tmp_path / name)], hash_seed, threads)
         run(["train", str(config), "--out", str(tmp_path / name / "model.pt")], hash_seed, threads)
