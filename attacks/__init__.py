@@ -1,4 +1,4 @@
-"""Attacks on models trained with (feature) differential privacy (SPEC 3). Adding an attack means adding
+"""Attacks on models trained with (feature) differential privacy (docs/games.md). Adding an attack means adding
 one module here and one line to :data:`ATTACKS`."""
 
 from attacks.base import Attack, AttackOutput, Knowledge, View

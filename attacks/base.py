@@ -1,9 +1,9 @@
-"""The attack interface (SPEC 3): ``fit`` on what the adversary knows, ``infer`` on what it sees.
+"""The attack interface (docs/games.md): ``fit`` on what the adversary knows, ``infer`` on what it sees.
 
 Attacks on a categorical protected attribute score every candidate value of the target's protected attribute
 (higher is more likely), for all trials at once (a leading trial/model dimension), so guesses, success rates
 and ROC curves all come from the same scores. Attacks on continuous protected features (reconstruction,
-SPEC 2.5) return an estimate of the protected coordinates instead, judged by
+docs/accounting.md) return an estimate of the protected coordinates instead, judged by
 :func:`attacks.success.reconstruction_success`.
 """
 
@@ -48,10 +48,10 @@ class Knowledge:
 
     Continuous protected features: ``protected_coordinates`` are their indices in the model input, and
     ``candidates`` has one row, the target completed with the prior's centre (the Ball-maximising guess of
-    SPEC 2.5), so its other coordinates are the known public part u.
+    docs/accounting.md), so its other coordinates are the known public part u.
 
     Informed white-box attacks assume the trainer minimised ``Σ_{x∈S} ℓ(θ; x) + (λ/2)‖θ‖²`` with
-    ``λ = l2_regularization`` (a mean objective with strength Λ, as in SPEC 2.7, has λ = nΛ).
+    ``λ = l2_regularization`` (a mean objective with strength Λ, as in docs/profiles.md, has λ = nΛ).
 
     The shadow-model attack trains ``shadow_models`` models of ``shadow_problem`` -- the target's mechanism
     and settings run on data the adversary owns (the population split) -- from the streams of

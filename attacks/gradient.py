@@ -1,4 +1,4 @@
-"""``white_box`` gradient attribute inference (SPEC 3): the candidate completion at which the final model's
+"""``white_box`` gradient attribute inference (docs/games.md): the candidate completion at which the final model's
 loss gradient is smallest is the one it was trained on (training drives the trained records' gradients
 towards zero). Scores are negative gradient norms. No claimed privacy parameter enters them; the audit fits
 the decision rule (orientation, per-value offsets) on a selection split of the trials."""

@@ -1,4 +1,4 @@
-"""``white_box`` informed reconstruction of continuous protected features by gradient matching (SPEC 3), for
+"""``white_box`` informed reconstruction of continuous protected features by gradient matching (docs/games.md), for
 any differentiable model (MLPs, CNNs): find the protected values v whose loss gradient matches the informed
 residual r(θ) of :mod:`attacks.informed`,
 

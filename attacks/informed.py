@@ -1,4 +1,4 @@
-"""``white_box`` informed gradient attribute inference (SPEC 3): the adversary knows S \\ {x} and the objective
+"""``white_box`` informed gradient attribute inference (docs/games.md): the adversary knows S \\ {x} and the objective
 ``Σ_{x∈S} ℓ(θ; x) + (λ/2)‖θ‖²``. At an optimum θ of the objective on S the gradient vanishes, so the target's
 loss gradient equals the *residual*
 

@@ -1,4 +1,4 @@
-"""``iterates`` threat model (SPEC 3): the tight audit with a gradient canary.
+"""``iterates`` threat model (docs/games.md): the tight audit with a gradient canary.
 
 The canary's private-loss gradient is ``s·K·C·e_priv`` (raw norm K·C above the clip norm, s ∈ {−1, 0, +1}
 set by the candidate: its private value, or 0 when the record is absent as in the simulator game) and its

@@ -1,4 +1,4 @@
-"""``black_box`` likelihood attribute inference (SPEC 3): for each candidate value v,
+"""``black_box`` likelihood attribute inference (docs/games.md): for each candidate value v,
 ``score_v = log P_model(y | u, v) + log Pr[v | u]`` — predictions only, no weights. It reads no claimed privacy
 parameter: the model's predictions and the known prior are all it uses, and the audit fits its decision rule
 (orientation, per-value offsets) on a selection split of the trials."""

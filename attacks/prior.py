@@ -1,7 +1,7 @@
 """``prior`` threat model: the Bayes-optimal guess from Pr[v | u] without looking at the model. Its success
-is Ball (SPEC 2.5) and it is the baseline other attacks are reported against. For continuous protected
+is Ball (docs/accounting.md) and it is the baseline other attacks are reported against. For continuous protected
 features the guess is the prior's centre (the centre of the Ball-maximising ball for the Gaussian and box
-priors of SPEC 2.5)."""
+priors of docs/accounting.md)."""
 
 from __future__ import annotations
 

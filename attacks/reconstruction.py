@@ -1,4 +1,4 @@
-"""``white_box`` informed reconstruction of continuous protected features in closed form (SPEC 3).
+"""``white_box`` informed reconstruction of continuous protected features in closed form (docs/games.md).
 
 The informed residual r(θ) of :mod:`attacks.informed` is the target's loss gradient at an optimum. For a
 first layer that is linear with a bias, ``h = W x + b``, that gradient is rank one:

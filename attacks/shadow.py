@@ -1,4 +1,4 @@
-"""``black_box`` meta-classifier on shadow models (SPEC 3).
+"""``black_box`` meta-classifier on shadow models (docs/games.md).
 
 The adversary runs the target's mechanism itself on data it owns (``Knowledge.shadow_problem``, the
 population split), ``shadow_models`` times, each time inserting the target completed with a *known* value:

@@ -1,4 +1,4 @@
-"""Success of a reconstruction (SPEC 2.5, Theorem 4): the estimate x̂ of the protected coordinates succeeds
+"""Success of a reconstruction (docs/accounting.md, Theorem 4): the estimate x̂ of the protected coordinates succeeds
 when ``d(x̂, x) <= ρ``, with d the L2 (default) or L∞ distance -- the metrics whose Ball the accounting
 computes (:mod:`fdp_audit.accounting.ball`)."""
 

@@ -1,6 +1,6 @@
-"""B1 (SPEC 6): one FDP-SGD step against one Opacus DP-SGD step, CPU, MLP 600-300-100, expected batch 256.
+"""B1 (docs/training.md): one FDP-SGD step against one Opacus DP-SGD step, CPU, MLP 600-300-100, expected batch 256.
 
-FDP-SGD (Algorithm 1, SPEC 2.3): private Poisson batch at rate 256/n with per-example clipping of
+FDP-SGD (Algorithm 1, docs/training.md): private Poisson batch at rate 256/n with per-example clipping of
 ℓ_priv = ℓ − ℓ_pub∘Ψ (the ``mask`` public loss; 100 public, 500 protected input columns), Gaussian noise,
 plus an independent public batch of 256. Baselines on the same architecture and batch size: Opacus
 DP-SGD in its default ``hooks`` mode (per-example gradients materialised) and in ``ghost`` mode (ghost

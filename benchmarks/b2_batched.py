@@ -1,15 +1,15 @@
-"""B2 (SPEC 6): batched audit training — R = 256 DP-SGD logistic regressions on Adult trained at once by
+"""B2 (docs/training.md): batched audit training — R = 256 DP-SGD logistic regressions on Adult trained at once by
 ``train_models`` against a sequential loop of the same call with one model index each.
 
 Adult with one protected attribute (``marital-status``), expected batch 256, one epoch-equivalent of steps
 (T = 1/p). The full sequential loop takes minutes, so each round times a subset of it (``SEQUENTIAL``
 models) and scales it linearly to 256 models: the models are independent and every call does the same
 work, so the per-model time is what a full loop would repeat. Model k of the batch must equal model k
-trained alone (SPEC 6); the record reports the largest parameter difference seen. Two records: one
+trained alone (docs/training.md); the record reports the largest parameter difference seen. Two records: one
 intra-op thread timed by CPU time (the work done, steady on a shared machine), and torch's default thread
 count timed by the wall clock (the time a user waits; :mod:`benchmarks.timing`).
 
-The one-core record also says where a batched step's time goes (issue 12): CPU milliseconds per step in the
+The one-core record also says where a batched step's time goes: CPU milliseconds per step in the
 engine's phases, measured by :func:`benchmarks.timing.phase_clock` in one extra batched run. Run
 ``python -m benchmarks.b2_batched`` to print the records.
 """

@@ -1,4 +1,4 @@
-"""B3 (SPEC 6): the f-curve and the Theorem 4 bound for T = 10,000 steps against dp_accounting's own ε.
+"""B3 (docs/training.md): the f-curve and the Theorem 4 bound for T = 10,000 steps against dp_accounting's own ε.
 
 Mechanism: DP-SGD / Algorithm 1 with z = 1, p = 0.01, T = 10,000 (add/remove, pessimistic PLD, grid
 1e-4). Ours (:mod:`fdp_audit.accounting`): compose the PLD, extract the symmetric trade-off curve and read

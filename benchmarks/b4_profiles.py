@@ -1,5 +1,5 @@
-"""B4 (SPEC 6): the typical privacy profile on all of Adult, n = 32,561 rows (age, education-num), from
-1,000 model samples M ~ 𝒜(D) of Laplace output perturbation (SPEC 2.7).
+"""B4 (docs/training.md): the typical privacy profile on all of Adult, n = 32,561 rows (age, education-num), from
+1,000 model samples M ~ 𝒜(D) of Laplace output perturbation (docs/profiles.md).
 
 Ours: :func:`fdp_audit.profiles.profile.typical_profile` — per block of model samples one (block × n)
 loss matrix by matrix products and one row-wise sort, no Python loop over rows. Baseline: the

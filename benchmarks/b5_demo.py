@@ -1,4 +1,4 @@
-"""B5 (SPEC 6): wall time and peak memory of ``fdp-audit demo`` (SPEC 1: "in a few minutes on a 2-core
+"""B5 (docs/training.md): wall time and peak memory of ``fdp-audit demo`` (docs/design.md: "in a few minutes on a 2-core
 laptop", taken here as a 300 s budget, the baseline of the ratio).
 
 The demo runs as a child process writing into a temporary folder, so a user's ``reports/demo`` is left
@@ -41,5 +41,5 @@ def run() -> list[Record]:
         "ratio": round(seconds / BUDGET_SECONDS, 3), "unit": "s", "n": 1, "spread": None,
         "peak_rss_mib": round(peak_mib, 1), "report_written": report_written,
         "note": "fdp-audit demo end to end (train, audit, report) in a child process, wall time; baseline: the "
-                "SPEC 1 budget of a few minutes taken as 300 s; peak_rss_mib: largest child resident set",
+                "docs/design.md budget of a few minutes taken as 300 s; peak_rss_mib: largest child resident set",
     }]

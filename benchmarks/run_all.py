@@ -1,4 +1,4 @@
-"""``make bench``: run B1–B5 (SPEC 6) and print one JSON line per benchmark record.
+"""``make bench``: run B1–B5 (docs/training.md) and print one JSON line per benchmark record.
 
 Each module ``benchmarks.<name>`` has ``run()`` returning a record or a list of records
 (``{"name", "ours", "baseline", "ratio", "unit", "n", "spread"}`` and optional extras). A benchmark that

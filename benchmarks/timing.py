@@ -1,4 +1,4 @@
-"""Side-by-side timing (SPEC 6: every benchmark is a ratio measured in one run).
+"""Side-by-side timing (docs/training.md: every benchmark is a ratio measured in one run).
 
 Candidates are timed in interleaved rounds (A, B, C, A, B, C, …) so that load from other processes on a
 shared machine hits all of them alike; each round gives one time per candidate and one ratio per pair. A
@@ -80,7 +80,7 @@ def ratio_record(name: str, ours: list[float], baseline: list[float], unit: str 
 
 @contextlib.contextmanager
 def phase_clock(targets: Mapping[str, tuple[Any, str]], clock: Clock = CPU_CLOCK) -> Iterator[dict[str, float]]:
-    """Where a computation's time goes (issue 12): inside the block, each function ``getattr(owner, name)``
+    """Where a computation's time goes: inside the block, each function ``getattr(owner, name)``
     of ``targets`` (label → (owner, name)) is replaced by a wrapper that adds its seconds on ``clock`` to
     the yielded dict under its label. The targets must not call one another (no time is counted twice)."""
     seconds = dict.fromkeys(targets, 0.0)

@@ -1,4 +1,4 @@
-"""Reading untrusted files with a size limit (SPEC 5.1, 5.2; issue 13).
+"""Reading untrusted files with a size limit (docs/files.md).
 
 Configs, data tables, checkpoints, ``results.json`` and the trial journal may come from anyone. Each is
 read through :func:`read_bounded`, which never holds more than ``max_bytes + 1`` bytes: reading one byte

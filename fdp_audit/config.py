@@ -1,4 +1,4 @@
-"""One typed configuration schema (SPEC 5.2): data, model, mechanism, audit, report, and the optional
+"""One typed configuration schema (docs/files.md): data, model, mechanism, audit, report, and the optional
 profile and corrdp sections.
 
 Configs are YAML files validated on load: unknown keys, wrong types and out-of-range values raise
@@ -92,7 +92,7 @@ class DataConfig:
     synthetic_prior: tuple[float, ...] = (0.5, 0.5)
     synthetic_prior_kind: Literal["categorical", "gaussian", "box"] = "categorical"
     synthetic_public_features: int = field(default=5, metadata=_range(1, MAX_SYNTHETIC_FEATURES))
-    public_map: Literal["columns", "label_only", "blur"] = "columns"  # Ψ (SPEC 2.2); see data/prepare.py
+    public_map: Literal["columns", "label_only", "blur"] = "columns"  # Ψ (docs/accounting.md); see data/prepare.py
     blur_sigma: float = field(default=1.0, metadata=_range(0, None, True))  # public_map: blur
 
 
@@ -169,7 +169,7 @@ class ReportConfig:
 
 @dataclass(frozen=True)
 class ProfileConfig:
-    """Privacy profiles and the ε transition (SPEC 2.7); see :mod:`fdp_audit.profiles.pipeline`."""
+    """Privacy profiles and the ε transition (docs/profiles.md); see :mod:`fdp_audit.profiles.pipeline`."""
 
     columns: tuple[str, ...] = ("age", "education-num")
     rows: int | None = field(default=None, metadata=_range(2))  # the first `rows` rows; None: all
@@ -196,7 +196,7 @@ class ProfileConfig:
 
 @dataclass(frozen=True)
 class CorrDPConfig:
-    """CorrDP (SPEC 2.8): ``dataset`` adult uses ``sensitive`` / ``insensitive``; synthetic is the paper's
+    """CorrDP (docs/corrdp.md): ``dataset`` adult uses ``sensitive`` / ``insensitive``; synthetic is the paper's
     Gaussian ridge data (its first ``synthetic_sensitive`` coordinates sensitive, feature lists unused)."""
 
     dataset: Literal["adult", "synthetic"] = "adult"

@@ -1,4 +1,4 @@
-"""Errors that the command line turns into a one-line message and exit code 2 (SPEC 5.1)."""
+"""Errors that the command line turns into a one-line message and exit code 2 (docs/files.md)."""
 
 
 class BadInputError(Exception):

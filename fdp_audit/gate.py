@@ -1,5 +1,5 @@
-"""The CI gate (SPEC 2.6, 5.1): one function judges every comparison of an audit, at the audit's end and
-when ``fdp-audit gate`` re-judges saved results at another α.
+"""The CI gate (docs/statistics.md, docs/files.md): one function judges every comparison of an audit, at the audit's
+end and when ``fdp-audit gate`` re-judges saved results at another α.
 
 A comparison is *violated* when the empirical evidence, at confidence 1 − α/m (Bonferroni over the m
 comparisons), exceeds what the accounted mechanism allows:

@@ -76,7 +76,7 @@ def _one_line_error(err: str) -> str:
 
 @pytest.fixture(scope="session")
 def one_line_error() -> Callable[[str], str]:
-    """The single stderr line of a bad-input exit (SPEC 5.1: one line naming the problem, never a traceback)."""
+    """The single stderr line of a bad-input exit (docs/files.md: one line naming the problem, never a traceback)."""
     return _one_line_error
 
 

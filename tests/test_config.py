@@ -1,4 +1,4 @@
-"""Config schema and validation (SPEC 5.1, 5.2): every bad config is one line naming the dotted field,
+"""Config schema and validation (docs/files.md): every bad config is one line naming the dotted field,
 and the command line turns it into exit code 2 without a traceback."""
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def assert_one_line_exit_2(capsys, argv: list[str], expected: str) -> None:
 
 @pytest.mark.parametrize(("content", "expected"), BAD_CONFIGS.values(), ids=BAD_CONFIGS.keys())
 def test_cli_train_bad_config_exit_2_one_line(tmp_path, capsys, content, expected):
-    # `train` loads and validates its config before doing anything else (SPEC 5.1)
+    # `train` loads and validates its config before doing anything else (docs/files.md)
     assert_one_line_exit_2(capsys, ["train", str(write_config(tmp_path, content))], expected)
 
 

@@ -1,5 +1,5 @@
-"""The gate (SPEC 2.6, 5.1): one judge for the end of an audit and for ``fdp-audit gate``. Bonferroni over
-the m comparisons of one audit, violation when a lower confidence bound exceeds the accounted limit, and
+"""The gate (docs/statistics.md, docs/files.md): one judge for the end of an audit and for ``fdp-audit gate``.
+Bonferroni over the m comparisons of one audit, violation when a lower confidence bound exceeds the accounted limit, and
 JUnit XML with one test case per comparison."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Privacy accounting (SPEC 2.1-2.5, 6): trade-off curves of the composed Poisson-subsampled Gaussian
-from dp_accounting's PLD, closed forms and conversions, the accounting object of each mechanism, the
+"""Privacy accounting (docs/accounting.md, docs/training.md): trade-off curves of the composed Poisson-subsampled
+Gaussian from dp_accounting's PLD, closed forms and conversions, the accounting object of each mechanism, the
 Ball helpers and the Theorem 4 bound, and noise calibration.
 
 Typical use::

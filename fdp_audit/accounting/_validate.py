@@ -2,7 +2,7 @@
 
 Errors are :class:`InvalidParameterError`, which is both a :class:`ValueError` (what library callers
 expect) and a :class:`~fdp_audit.errors.BadInputError` (so the command line turns it into a one-line
-message and exit code 2, SPEC 5.1). The ``field`` names the parameter.
+message and exit code 2, docs/files.md). The ``field`` names the parameter.
 """
 
 from __future__ import annotations

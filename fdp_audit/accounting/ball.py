@@ -1,5 +1,5 @@
 """Ball: the best success probability of an attribute-inference adversary who does not see the model
-(SPEC 2.5; FDP paper Definition 8):
+(docs/accounting.md; FDP paper Definition 8):
 
     Ball(X, u, d, ρ) = sup_{x* ∈ supp(X)} Pr_{x ~ X | Ψ(X) = u}[ d(x, x*) <= ρ ].
 

@@ -1,4 +1,4 @@
-"""Theorem 4 of the FDP paper (SPEC 2.5): for a convex trade-off function f and an f-DP_i^Ψ mechanism,
+"""Theorem 4 of the FDP paper (docs/accounting.md): for a convex trade-off function f and an f-DP_i^Ψ mechanism,
 every attribute-inference adversary succeeds with probability at most ``1 - f(Ball)``.
 
 The bound holds per public value u, so over targets with different u the mean success is compared

@@ -1,4 +1,4 @@
-"""Calibration (SPEC 5.1 ``calibrate``): the noise multiplier for a privacy budget, and the number of
+"""Calibration (docs/files.md ``calibrate``): the noise multiplier for a privacy budget, and the number of
 steps a budget affords. Both search the pessimistic PLD's ε(δ) (dp_accounting), which is
 non-increasing in z and non-decreasing in T, and return the conservative end of the final bracket,
 so the answer always meets the budget under the same accounting the audit uses.

@@ -1,4 +1,4 @@
-"""The accounting object of a training mechanism (SPEC 2.3, 2.4; FDP paper Theorem 5).
+"""The accounting object of a training mechanism (docs/training.md; FDP paper Theorem 5).
 
 A :class:`MechanismSpec` names a mechanism and its privacy parameters; :class:`MechanismAccountant`
 turns it into the trade-off function f (vectorised callable), ε(δ), δ(ε) and the Theorem 4 bound.
@@ -123,7 +123,7 @@ class MechanismSpec:
 
 
 class MechanismAccountant:
-    """f, ε(δ), δ(ε) and the Theorem 4 bound of a mechanism (pessimistic PLD, SPEC 2.5 and 6).
+    """f, ε(δ), δ(ε) and the Theorem 4 bound of a mechanism (pessimistic PLD, docs/accounting.md, docs/training.md).
 
     ``discretization`` None means the PLD grid of
     :func:`~fdp_audit.accounting.pld.resolve_discretization` (1e-4 in all usual settings).
@@ -137,7 +137,7 @@ class MechanismAccountant:
 
     def __init__(self, spec: MechanismSpec, discretization: float | None = None):
         self.spec = spec
-        # The loss grid: SPEC 6's 1e-4 unless the per-step loss is too small for it (pld module).
+        # The loss grid: docs/training.md's 1e-4 unless the per-step loss is too small for it (pld module).
         segments = spec.segments()
         self.discretization = (
             resolve_discretization(segments, discretization) if segments else DEFAULT_DISCRETIZATION
@@ -210,7 +210,7 @@ class MechanismAccountant:
         return float(out) if np.ndim(epsilon) == 0 else out
 
     def gdp_clt_mu(self) -> float | None:
-        """APPROXIMATION for labelled comparisons only (SPEC 2.5): ``μ ≈ p sqrt(T (e^{1/z²} - 1))``,
+        """APPROXIMATION for labelled comparisons only (docs/accounting.md): ``μ ≈ p sqrt(T (e^{1/z²} - 1))``,
         composed over segments as ``sqrt(Σ μ_t²)``; None for non-Gaussian mechanisms."""
         segments = self.spec.segments()
         if not segments:

@@ -1,19 +1,19 @@
 """Privacy-loss-distribution accounting of the (Poisson-subsampled) Gaussian mechanism and the exact
-trade-off curves it implies (SPEC 2.1, 2.3, 2.5, 6; FDP paper Theorem 5).
+trade-off curves it implies (docs/accounting.md, docs/training.md; FDP paper Theorem 5).
 
 **Mechanism.** A schedule is a sequence of :class:`Segment` ``(z_t, p_t, count)``: ``count`` steps of
 the Gaussian mechanism with noise multiplier ``z_t`` (noise std / clip norm) on a Poisson sample of
 rate ``p_t``. Theorem 5: Algorithm 1 is f-DP_i^Ψ with
 ``f = T(N(0,1)^T, ((1-p) N(0,1) + p N(1/z, 1))^T)`` -- exactly the add/remove accounting of DP-SGD.
 
-**Grid.** Losses live on multiples of Δ = 1e-4 (SPEC 6), refined for mechanisms whose per-step
+**Grid.** Losses live on multiples of Δ = 1e-4 (docs/training.md), refined for mechanisms whose per-step
 privacy loss is too small for that grid (:func:`resolve_discretization`).
 
 **Relations.** ``"add-remove"``: dp_accounting's ``ADD_OR_REMOVE_ONE`` with sensitivity 1 (in units of
 the clip norm). Its REMOVE pair is (upper ``(1-p)N(0,z²) + pN(-1,z²)``, lower ``N(0,z²)``) and its ADD
 pair (upper ``N(0,z²)``, lower ``(1-p)N(0,z²) + pN(1,z²)``). ``"replace"``: ``REPLACE_ONE`` with
 sensitivity 1, i.e. the pair ``(1-p)N(0) + pN(-1)`` vs ``(1-p)N(0) + pN(+1)``: the two contributions are
-2C apart, which is what SPEC 2.3's "sensitivity 2C" means. It coincides with add/remove at
+2C apart, which is what docs/training.md's "sensitivity 2C" means. It coincides with add/remove at
 sensitivity 2 only when p = 1 (both give ``G_{2 sqrt(T)/z}``); for p < 1 add/remove with sensitivity 2
 is a different (and wrong) pair. Passing sensitivity 2 *to* REPLACE_ONE would double count
 (``G_{4 sqrt(T)/z}`` at p = 1).
@@ -27,7 +27,7 @@ function) on a grid that covers negative losses too, the pair dominates the true
 ε ∈ ℝ, hence ``T(L, U) <= T(true)`` pointwise. We compute ``T(L, U)`` directly by Neyman–Pearson:
 reject the largest losses first, so the vertices are the tail sums
 ``α_k = Σ_{i>=k} u_i e^{-ℓ_i}`` and ``1 - f = m_∞ + Σ_{i>=k} u_i`` (slope ``e^{ℓ_k}`` between them).
-This is exactly ``sup_{ε∈ℝ} (1 - δ(ε) - e^ε α)``, i.e. SPEC 2.1's route with an ε grid containing every
+This is exactly ``sup_{ε∈ℝ} (1 - δ(ε) - e^ε α)``, i.e. docs/accounting.md's route with an ε grid containing every
 loss value (checked against :func:`~fdp_audit.accounting.tradeoff.tradeoff_from_profile` in the
 tests), but O(n) and free of grid error. It reads the PMF arrays of dp_accounting's PLD, which
 are not public API (``_pmf_remove``, ``_pmf_add``, ``_probs``, ``_lower_loss``, ``_infinity_mass``);
@@ -36,9 +36,9 @@ are not public API (``_pmf_remove``, ``_pmf_add``, ``_probs``, ``_lower_loss``, 
 **Directions.** ``"remove"``: ``T(L, U)`` of the REMOVE PMF = ``T(N(0,1)^T, mixture^T)``, the null being
 the record's absence (the simulator of Definition 6): Theorem 5's curve, the one Theorem 4 needs.
 ``"add"``: from the ADD PMF, ``T(mixture^T, N(0,1)^T)``, the inverse direction. ``"symmetric"``
-(default, SPEC 2.5): the lower convex envelope ``conv(min(f_remove, f_add))`` -- the largest convex
-function below both, which equals SPEC 2.1's ``sup_{ε>=0} f_{ε, max(δ_remove, δ_add)(ε)}``. It is
-conservative for Theorem 4 and is what the SPEC 2.5 reference table uses (at α = 0.5 the add
+(default, docs/accounting.md): the lower convex envelope ``conv(min(f_remove, f_add))`` -- the largest convex
+function below both, which equals docs/accounting.md's ``sup_{ε>=0} f_{ε, max(δ_remove, δ_add)(ε)}``. It is
+conservative for Theorem 4 and is what the docs/accounting.md reference table uses (at α = 0.5 the add
 direction is the binding one: 1 - f = 0.7783 vs 0.7676 for remove alone at z=1, p=1/16, T=100).
 For p = 1 or the replace relation both directions coincide.
 
@@ -72,7 +72,7 @@ Direction = Literal["symmetric", "remove", "add"]
 RELATIONS: tuple[Relation, ...] = ("add-remove", "replace")
 DIRECTIONS: tuple[Direction, ...] = ("symmetric", "remove", "add")
 
-DEFAULT_DISCRETIZATION = 1e-4  # SPEC 6; refined for tiny per-step losses, see resolve_discretization
+DEFAULT_DISCRETIZATION = 1e-4  # docs/training.md; refined for tiny per-step losses, see resolve_discretization
 _FINEST_DISCRETIZATION = 1e-7
 # dp_accounting truncates at most this much mass from the tails of a composition, pessimistically
 # (the right tail goes to the +∞ atom); it is its default.
@@ -126,7 +126,7 @@ def _check_schedule(schedule: Schedule) -> Schedule:
 
 
 def resolve_discretization(schedule: Schedule, discretization: float | None = None) -> float:
-    """The loss grid: ``discretization`` when given, else SPEC 6's 1e-4 -- refined to the power of ten
+    """The loss grid: ``discretization`` when given, else docs/training.md's 1e-4 -- refined to the power of ten
     below a tenth of the per-step privacy-loss scale ``μ_1 = p sqrt(e^{1/z²} - 1)`` when that is
     smaller (floor 1e-7). In a heterogeneous schedule the scale is that of the segment contributing
     most to the composed loss (largest ``T_t μ_1²``): all segments share one grid, and refining for a
@@ -134,7 +134,7 @@ def resolve_discretization(schedule: Schedule, discretization: float | None = No
 
     Why: the pessimistic rounding costs at most one grid step per composed step, and its bias in ε
     grows like ``(Δ/μ_1)²``. With Δ = 1e-4 it is below 0.1 % for μ_1 >= 1e-3 (every usual DP-SGD
-    setting, and every SPEC 2.5 reference row) but 9 % at z = 10, p = 1e-3, T = 1e4 (μ_1 = 1e-4),
+    setting, and every docs/accounting.md reference row) but 9 % at z = 10, p = 1e-3, T = 1e4 (μ_1 = 1e-4),
     where the PRV accountants and a 1e-6 grid agree on ε = 0.02734 and the 1e-4 grid says 0.02976.
     A grid scaled to μ_1 keeps the PMF short (about ``5 T μ_1 + 160 sqrt(T)`` points) while refining.
     """

@@ -1,6 +1,6 @@
-"""Trade-off functions and their conversions (SPEC 2.1, 2.2; FDP paper Theorem 2, Proposition 1).
+"""Trade-off functions and their conversions (docs/accounting.md; FDP paper Theorem 2, Proposition 1).
 
-Convention (SPEC 2.1): the trade-off function of a null P and an alternative Q is
+Convention (docs/accounting.md): the trade-off function of a null P and an alternative Q is
 ``T(P, Q)(α) = inf {β_φ : α_φ <= α}`` with ``α_φ = E_P[φ]`` and ``β_φ = 1 - E_Q[φ]``. Everything here
 is a function of the type-I error α; the "power" ``1 - f(α)`` is carried separately wherever it is
 the quantity of interest (the Theorem 4 bound is ``1 - f(Ball)``) so that it keeps full relative
@@ -10,7 +10,7 @@ Contents:
 
 * closed forms: Gaussian DP ``G_μ``, composition of Gaussians, ``f_{ε,δ}``, the exact (ε, δ) profile
   of ``G_μ``, the GDP central-limit approximation (a labelled approximation, never a verdict);
-* conversions: f → ε(δ) (Theorem 2), f → δ(ε), a privacy profile δ(ε) → f (SPEC 2.1's public-API
+* conversions: f → ε(δ) (Theorem 2), f → δ(ε), a privacy profile δ(ε) → f (docs/accounting.md's public-API
   route), insertion/deletion → replacement (Proposition 1, corrected, see
   :func:`replacement_from_insertion`);
 * :class:`TradeoffCurve`, the piecewise-linear convex trade-off function that the PLD accountant
@@ -49,7 +49,7 @@ def _scalar_or_array(value: np.ndarray, like: npt.ArrayLike) -> float | np.ndarr
 
 
 def gaussian_tradeoff(alpha: npt.ArrayLike, mu: float) -> float | np.ndarray:
-    """Gaussian DP: ``G_μ(α) = Φ(Φ^{-1}(1 - α) - μ) = T(N(0,1), N(μ,1))(α)`` (SPEC 2.1).
+    """Gaussian DP: ``G_μ(α) = Φ(Φ^{-1}(1 - α) - μ) = T(N(0,1), N(μ,1))(α)`` (docs/accounting.md).
 
     ``Φ^{-1}(1 - α)`` is evaluated as the inverse survival function so that tiny α keep their value.
     """
@@ -66,7 +66,7 @@ def gaussian_power(alpha: npt.ArrayLike, mu: float) -> float | np.ndarray:
 
 
 def compose_gaussian(mus: Sequence[float]) -> float:
-    """Composition of ``G_{μ_1}, …, G_{μ_T}`` is exactly ``G_{sqrt(Σ μ_t²)}`` (SPEC 2.1)."""
+    """Composition of ``G_{μ_1}, …, G_{μ_T}`` is exactly ``G_{sqrt(Σ μ_t²)}`` (docs/accounting.md)."""
     return float(math.sqrt(sum(_nonnegative(m, "mu") ** 2 for m in mus)))
 
 
@@ -98,7 +98,7 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
 
 
 def eps_delta_tradeoff(alpha: npt.ArrayLike, epsilon: float, delta: float) -> float | np.ndarray:
-    """``f_{ε,δ}(α) = max(0, 1 - δ - e^ε α, e^{-ε}(1 - δ - α))`` (SPEC 2.1): the trade-off function of
+    """``f_{ε,δ}(α) = max(0, 1 - δ - e^ε α, e^{-ε}(1 - δ - α))`` (docs/accounting.md): the trade-off function of
     (ε, δ)-DP for a symmetric neighbouring relation."""
     a = _validate.unit_interval(alpha, "alpha")
     eps = float(_validate.epsilons(epsilon))
@@ -110,7 +110,7 @@ def eps_delta_tradeoff(alpha: npt.ArrayLike, epsilon: float, delta: float) -> fl
 
 
 def gdp_clt_mu_approximation(noise_multiplier: float, sample_rate: float, steps: int) -> float:
-    """APPROXIMATION, never for verdicts (SPEC 2.5): the GDP central-limit theorem of Bu et al. / Dong
+    """APPROXIMATION, never for verdicts (docs/accounting.md): the GDP central-limit theorem of Bu et al. / Dong
     et al. says ``μ ≈ p · sqrt(T (e^{1/z²} - 1))`` for T Poisson-subsampled Gaussian steps. It
     understates leakage at small α (the true curve has heavier tails than ``G_μ``); reports show it
     only as a labelled comparison."""
@@ -162,7 +162,7 @@ def delta_from_tradeoff(f: TradeoffFunction, epsilon: float, alphas: npt.ArrayLi
 def tradeoff_from_profile(
     alpha: npt.ArrayLike, epsilons: npt.ArrayLike, deltas: npt.ArrayLike
 ) -> float | np.ndarray:
-    """SPEC 2.1's public-API route from a privacy profile to f: ``f(α) = sup_ε f_{ε,δ(ε)}(α)`` over a
+    """docs/accounting.md's public-API route from a privacy profile to f: ``f(α) = sup_ε f_{ε,δ(ε)}(α)`` over a
     grid of ε >= 0 with the *symmetric* profile δ(ε) (the maximum over both directions). The result
     is a valid, slightly conservative (lower) trade-off function; on a grid containing every
     privacy-loss value of a discrete PLD it is exact. :mod:`fdp_audit.accounting.pld` computes the same

@@ -1,1 +1,1 @@
-"""Audit engine (SPEC 2.5, 2.6, 4): games, statistics, verdicts and results."""
+"""Audit engine (docs/accounting.md, docs/statistics.md, docs/games.md): games, statistics, verdicts and results."""

@@ -1,4 +1,4 @@
-"""The checkpoint audit (SPEC 4 mode 2, issue 7 item 4): attack the real training records of a trained
+"""The checkpoint audit (docs/games.md): attack the real training records of a trained
 checkpoint and compare the attacks' success with the *estimated* Theorem 4 bound. Informational: it fails
 the gate only when ``audit.gate_on_estimated`` is true.
 
@@ -14,7 +14,7 @@ the gate only when ``audit.gate_on_estimated`` is true.
 3. ``Pr[v | Ψ'(x)]`` is estimated on the disjoint population split: a multinomial logistic regression fitted
    on two thirds of it and calibrated by temperature scaling (one parameter, minimum log loss) on the last
    third (Guo et al. 2017). ``Ball_i`` is the calibrated classifier's largest probability and the
-   per-record bound is ``1 − f(Ball_i)`` with f the checkpoint's accounted add/remove curve (SPEC 2.5: the
+   per-record bound is ``1 − f(Ball_i)`` with f the checkpoint's accounted add/remove curve (docs/accounting.md: the
    mean success is compared with the mean of the per-record bounds).
 4. The final-model attacks (``prior``, ``likelihood``, ``gradient``) score every record's candidates in one
    vectorised call per chunk of records (the attacks' per-trial targets, with the one model broadcast).

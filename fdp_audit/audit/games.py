@@ -1,4 +1,4 @@
-"""Audit games (SPEC 2.6, 4; issue 7). Each trial is one model trained by the batched engine with its own
+"""Audit games (docs/statistics.md, docs/games.md). Each trial is one model trained by the batched engine with its own
 canary; the attacks score the canary's candidate values; the trial's secret comes from the GAME stream.
 
 * ``attribute`` (record canary): the canary is a real record whose first protected attribute is drawn
@@ -223,7 +223,7 @@ def record_canary_game(config: Config, data: PreparedData, trials: int, device: 
     canaries = Canaries(candidates[torch.as_tensor(labels)], torch.full((trials,), label, dtype=torch.long),
                         torch.ones(trials, dtype=torch.bool), torch.ones(trials, dtype=torch.bool))
     x, y = data.tensors()
-    # shadow models are trained on the population split, which the adversary owns (SPEC 3)
+    # shadow models are trained on the population split, which the adversary owns (docs/games.md)
     shadow_problem = build_problem(config, replace(data, train=data.population))
     knowledge = Knowledge(problem.model, candidates, label, torch.as_tensor(prior, dtype=torch.float32), x, y,
                           shadow_problem=shadow_problem, shadow_seed=seed + 1,

@@ -1,4 +1,4 @@
-"""Trial journal (SPEC 5.2): finished trials are appended as JSON lines as soon as their chunk of models is
+"""Trial journal (docs/files.md): finished trials are appended as JSON lines as soon as their chunk of models is
 done, so an interrupted audit resumes without losing or recomputing them. Lines written under another key
 (another configuration, code or library version: :func:`fdp_audit.audit.provenance.journal_key`) are
 ignored; a torn last line from a killed process is skipped; a line whose trials do not match their digests

@@ -1,4 +1,4 @@
-"""What produced an audit's trials (SPEC 5.2): the key under which the trial journal stores them.
+"""What produced an audit's trials (docs/files.md): the key under which the trial journal stores them.
 
 A journal line is reused only by a run that would have computed the same line. That depends on the
 configuration, and also on the code that draws the secrets, trains the models and scores the attacks, and

@@ -1,4 +1,4 @@
-"""The reconstruction game (SPEC 2.5, 4 mode 1; issue 6): Theorem 4 for continuous protected features.
+"""The reconstruction game (docs/accounting.md, docs/games.md): Theorem 4 for continuous protected features.
 
 Each trial inserts one canary into S: a fixed population record (its public part u = Ψ(x) and label are
 known to the adversary) whose k continuous protected coordinates are drawn, per trial from the GAME stream,
@@ -91,7 +91,7 @@ def secret_values(seed: int, indices: np.ndarray, prior: str, scale: float, dims
 
 
 def ball_per_radius(prior: str, scale: float, dims: int, rho: np.ndarray) -> np.ndarray:
-    """Ball(ρ) of the canary's prior under the L2 metric (SPEC 2.5); the box's Monte Carlo case uses the
+    """Ball(ρ) of the canary's prior under the L2 metric (docs/accounting.md); the box's Monte Carlo case uses the
     upper confidence bound."""
     if prior == "gaussian":
         return np.asarray(ball_gaussian(rho, scale, dims), dtype=float)

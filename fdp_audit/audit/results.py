@@ -1,4 +1,4 @@
-"""``results.json`` (SPEC 5.2): every number of a report, schema-versioned and checksummed so that a
+"""``results.json`` (docs/files.md): every number of a report, schema-versioned and checksummed so that a
 corrupt or hand-edited file is refused rather than silently re-judged.
 
 The checksum is an unkeyed SHA-256: it protects against corruption and against an edit that does not

@@ -1,4 +1,4 @@
-"""The game audit (SPEC 4 mode 1, issue 7): play the configured games, judge every comparison with the
+"""The game audit (docs/games.md): play the configured games, judge every comparison with the
 gate, and assemble ``results.json``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Third-party mechanisms (SPEC 4 mode 3, issue 7 item 5): the game audit runs a user's training function
+"""Third-party mechanisms (docs/games.md): the game audit runs a user's training function
 unchanged and judges it against the privacy it claims.
 
 A config names the function and states the claim::
@@ -26,7 +26,7 @@ receives, for one model)::
   population when ``canary.in_public[0]``. For the gradient-canary games (``distinguishing``, ``simulator``)
   it also carries ``private_gradient`` and ``public_gradient`` (``[1, P]``, P parameters in the order of
   ``problem.model.shapes()``): the canary's raw private-loss gradient and public-loss gradient, to be used
-  in place of computing them (the audit hook of SPEC 3; clip and noise them as any other record's).
+  in place of computing them (the audit hook of docs/games.md; clip and noise them as any other record's).
 * Return the final parameters (a dict name → tensor of ``problem.model.shapes()``, no model dimension) —
   enough for the attribute game — or a :class:`MechanismOutput` that also releases the per-step noisy private
   sums and public gradients, which the ``iterates`` attacks of the gradient-canary games read.

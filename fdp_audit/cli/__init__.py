@@ -1,4 +1,4 @@
-"""The ``fdp-audit`` command line (SPEC 5.1).
+"""The ``fdp-audit`` command line (docs/files.md).
 
 Each subcommand lives in its own module of this package and exposes ``register(subparsers)``, which adds
 its parser and sets ``handler`` to a function ``(args) -> int``. Exit codes: 0 success or pass,

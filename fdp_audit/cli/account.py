@@ -1,8 +1,8 @@
-"""`fdp-audit account` (SPEC 5.1): ε(δ), δ(ε), the f-curve and the Theorem 4 bound for given
+"""`fdp-audit account` (docs/files.md): ε(δ), δ(ε), the f-curve and the Theorem 4 bound for given
 z, p, T (or the privacy metadata of a checkpoint).
 
 The curve is the symmetric lower envelope of both add/remove directions (or the replace curve) of
-the pessimistic PLD at discretisation 1e-4 (SPEC 2.5). In JSON, an infinite ε is written as null.
+the pessimistic PLD at discretisation 1e-4 (docs/accounting.md). In JSON, an infinite ε is written as null.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`fdp-audit audit CONFIG|CHECKPOINT` (SPEC 4, 5.1) → results.json, report.html. Exit 0 pass (or an
+"""`fdp-audit audit CONFIG|CHECKPOINT` (docs/games.md, docs/files.md) → results.json, report.html. Exit 0 pass (or an
 informational checkpoint audit), 1 violation, 2 bad input (including comparisons that cannot fail).
 
 A config runs the game audit. A checkpoint (``.pt``) runs the checkpoint audit on its real training records

@@ -1,4 +1,4 @@
-"""`fdp-audit calibrate` (SPEC 5.1): the noise multiplier z that meets a target (ε, δ) for a sample
+"""`fdp-audit calibrate` (docs/files.md): the noise multiplier z that meets a target (ε, δ) for a sample
 rate and number of steps; with ``--max-steps``, the largest number of steps a given z affords.
 
 Both use the pessimistic PLD (discretisation 1e-4) and round towards privacy: the printed z (or T)

@@ -1,4 +1,5 @@
-"""`fdp-audit corrdp tv CONFIG [--out DIR]` and `fdp-audit corrdp train CONFIG [--out DIR]` (SPEC 5.1, 2.8).
+"""`fdp-audit corrdp tv CONFIG [--out DIR]` and `fdp-audit corrdp train CONFIG [--out DIR]` (docs/files.md,
+docs/corrdp.md).
 
 ``tv`` writes ``corrdp_tv.json`` (Example 2.6 and the per-feature TV table: paper Table 2 on Adult);
 ``train`` writes ``corrdp_train.json`` (utility curves, realised vs nominal ε per neighbour type, the
@@ -16,7 +17,7 @@ from fdp_audit.config import load_config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("corrdp", help="CorrDP: TV estimation and CorrDP-SGD (SPEC 2.8)")
+    parser = subparsers.add_parser("corrdp", help="CorrDP: TV estimation and CorrDP-SGD (docs/corrdp.md)")
     actions = parser.add_subparsers(dest="corrdp_command", metavar="ACTION", required=True)
     for name, text in (
         ("tv", "estimate TV(j) per insensitive feature (Adult: paper Table 2) and Example 2.6"),

@@ -1,4 +1,4 @@
-"""`fdp-audit demo` (SPEC 1, 5.1): the embedded-default end-to-end run → reports/demo/."""
+"""`fdp-audit demo` (docs/design.md, docs/files.md): the embedded-default end-to-end run → reports/demo/."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"fdp-audit demo: {mech.name} on Adult, protected {', '.join(config.data.protected)}, "
           f"target ε={mech.target_epsilon:g} at δ={mech.delta:g}, {config.audit.trials} trials per game")
     results = run_audit(config, out, command=shlex.join(["fdp-audit", *sys.argv[1:]]))
-    # issue 11: the trained model's real records too (informational; the games above give the verdict)
+    # : the trained model's real records too (informational; the games above give the verdict)
     data = prepare_data(config.data, config.seed)
     results["checkpoint_audit"] = train_and_attack(config, data, out / "model.pt", config.audit.alpha)
     # one training with gradient canaries, judged on its own (shown beside the games' verdict)

@@ -1,4 +1,4 @@
-"""`fdp-audit gate RESULTS` (SPEC 5.1): re-judge saved results at a given α; exit 0 pass, 1 violation (or, with
+"""`fdp-audit gate RESULTS` (docs/files.md): re-judge saved results at a given α; exit 0 pass, 1 violation (or, with
 ``--max-regression``, a significant rise since ``--baseline``), 2 bad input (including a corrupt or
 hand-edited results file, and results with no comparison to judge or one that cannot fail at that α). See
 docs/files.md, "The gate's outputs"."""

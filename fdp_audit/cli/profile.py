@@ -1,4 +1,4 @@
-"""`fdp-audit profile CONFIG [--out DIR]` (SPEC 5.1, 2.7): privacy profiles and the ε transition.
+"""`fdp-audit profile CONFIG [--out DIR]` (docs/files.md, docs/profiles.md): privacy profiles and the ε transition.
 
 Writes ``profile.json`` (every number the report shows), ``profiles.npz`` (the full per-row arrays),
 ``report_section.json`` (the section ``fdp-audit report --profile`` adds to an HTML report) and
@@ -20,7 +20,7 @@ from fdp_audit.profiles.pipeline import run_profile, write_outputs
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "profile",
-        help="privacy profiles and the ε transition (SPEC 2.7)",
+        help="privacy profiles and the ε transition (docs/profiles.md)",
         description="Compute per-row privacy profiles, typical profiles over model samples, the ε sweep and "
         "its transition (output perturbation), or Monte Carlo estimates of the privacy loss over trained "
         "models (dp_sgd, fdp_sgd), and write profile.json, profiles.npz, report_section.json and figures.",

@@ -1,4 +1,4 @@
-"""`fdp-audit report RESULTS [-o HTML]` (SPEC 5.1, 5.3): (re)render the HTML report of a results.json.
+"""`fdp-audit report RESULTS [-o HTML]` (docs/files.md): (re)render the HTML report of a results.json.
 
 Exit 0 when the report is written, 2 on bad input (missing or malformed results, an output path that is
 a directory or the results file itself), with one line naming the file or field.

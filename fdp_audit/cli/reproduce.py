@@ -1,4 +1,4 @@
-"""`fdp-audit reproduce [NAME ...] [--out DIR] [--quick]` (SPEC 5.1, issue 11): regenerate the paper
+"""`fdp-audit reproduce [NAME ...] [--out DIR] [--quick]` (docs/files.md): regenerate the paper
 reproductions (:mod:`fdp_audit.reproduce`), each as ``<name>.md`` + ``<name>.json`` in ``--out``."""
 
 from __future__ import annotations

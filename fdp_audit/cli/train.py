@@ -1,4 +1,4 @@
-"""`fdp-audit train CONFIG` (SPEC 5.1): train one model and write a checkpoint."""
+"""`fdp-audit train CONFIG` (docs/files.md): train one model and write a checkpoint."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""CorrDP: correlation-aware differential privacy for ERM (SPEC 2.8; Wang, Zhang & Cummings).
+"""CorrDP: correlation-aware differential privacy for ERM (docs/corrdp.md; Wang, Zhang & Cummings).
 
 Modules: :mod:`~fdp_audit.corrdp.tv` (TV(j) estimators and the upper-confidence TV~),
 :mod:`~fdp_audit.corrdp.distance` (the neighbour distance d(D, D') and Example 2.6),

@@ -1,15 +1,15 @@
-"""Realised privacy of CorrDP-SGD by exact Gaussian accounting, per neighbour type (SPEC 2.8).
+"""Realised privacy of CorrDP-SGD by exact Gaussian accounting, per neighbour type (docs/corrdp.md).
 
 One step releases a Gaussian with covariance diag(σ²) centred at the (averaged, clipped) gradient. If
 neighbours can move that centre by any Δ in a set 𝒟, whitening shows the step is μ_t-GDP with
-``μ_t = max_{Δ∈𝒟} ‖Δ/σ‖₂``; T adaptive steps compose to μ = sqrt(T) μ_t (SPEC 2.1), and μ-GDP gives the
+``μ_t = max_{Δ∈𝒟} ‖Δ/σ‖₂``; T adaptive steps compose to μ = sqrt(T) μ_t (docs/accounting.md), and μ-GDP gives the
 exact privacy profile ``δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)``, inverted for ε(δ). With Poisson
 sampling (q < 1) the composition is done by dp_accounting's PLD for the REPLACE_ONE relation.
 
 Sensitivity models, per step, for the average over the expected batch q·n of gradients clipped to L:
 
 * ``paper``: the change moves only the coordinates of the changed features, by at most L/(qn) in ℓ2 —
-  the model behind Eq. 4 (Assumption 3.4 without its cross terms) and the SPEC 2.8 convention;
+  the model behind Eq. 4 (Assumption 3.4 without its cross terms) and the docs/corrdp.md convention;
 * ``paper_replace``: as ``paper`` but 2L/(qn), the honest bound when one clipped gradient is *replaced*
   by another (both of norm ≤ L);
 * ``unconfined``: any direction, 2L/(qn). For a GLM, ∇ℓ = ℓ'(θᵀx) x, so a change of any feature moves
@@ -162,7 +162,7 @@ def realised_privacy(
 
 
 def eq4_calibration(epsilons: Sequence[float], delta: float) -> list[dict[str, float]]:
-    """Realised ε of Eq. 4 for a sensitive change of full-batch GD (SPEC 2.8 check).
+    """Realised ε of Eq. 4 for a sensitive change of full-batch GD (docs/corrdp.md check).
 
     With σ_S² = (log(1/δ)+1) L² T/(n² ε²) and per-step sensitivity L/n, each step is (ε/sqrt((log(1/δ)+1)T))-GDP
     and T steps give μ = ε/sqrt(log(1/δ)+1), independent of L, T and n. ``sigma_ratio`` is the Eq. 4

@@ -1,4 +1,4 @@
-"""The CorrDP neighbour distance d(D, D') and the per-feature TV(j) on discrete laws (SPEC 2.8;
+"""The CorrDP neighbour distance d(D, D') and the per-feature TV(j) on discrete laws (docs/corrdp.md;
 paper Def. 2.3, Def. 2.5 / Eq. 1, Def. 2.8, Example 2.6).
 
 For neighbouring data sets whose differing entries are e and e',

@@ -1,4 +1,4 @@
-"""Per-coordinate noise of CorrDP-SGD and its baselines (SPEC 2.8; paper Eq. 4, Eq. 5, Sec. 5).
+"""Per-coordinate noise of CorrDP-SGD and its baselines (docs/corrdp.md; paper Eq. 4, Eq. 5, Sec. 5).
 
 Eq. 4: coordinate i of a GLM gets Gaussian noise of variance
 ``σ_S² = (log(1/δ) + 1) L² T / (n² ε²)`` if i ∈ S and ``σ_S² · max(TV(i), m_s²/m²)`` if i ∈ U. For a

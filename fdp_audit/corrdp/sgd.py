@@ -1,4 +1,4 @@
-"""CorrDP-SGD (paper Algorithm 1; SPEC 2.8): projected noisy (S)GD with per-coordinate Gaussian noise.
+"""CorrDP-SGD (paper Algorithm 1; docs/corrdp.md): projected noisy (S)GD with per-coordinate Gaussian noise.
 
 Per step t: a Poisson batch B (each record with probability q; q = 1 is full-batch GD), per-example
 gradients clipped to ℓ2 norm L (this *enforces* the Lipschitz bound of Assumption 3.2 that the noise

@@ -1,4 +1,4 @@
-"""Estimators of the per-feature correlation distance TV(j) (SPEC 2.8; paper Sec. 4 and App. D).
+"""Estimators of the per-feature correlation distance TV(j) (docs/corrdp.md; paper Sec. 4 and App. D).
 
 ``TV(j) = max_{x1, x2} TV(P_{X_S | X_j = x1}, P_{X_S | X_j = x2})`` (paper Def. 2.8, Remark 3.8): the
 largest total-variation distance between the conditional laws of the sensitive block X_S under two

@@ -1,4 +1,4 @@
-"""Bundled data sets (SPEC 7): UCI Adult and German credit shipped compressed inside the package and
+"""Bundled data sets (docs/data.md): UCI Adult and German credit shipped compressed inside the package and
 checked by SHA-256, plus scikit-learn's bundled ``digits`` and ``diabetes``. Nothing is downloaded."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Encoding of a raw :class:`Table` into model inputs (SPEC 7): one-hot for categoricals, standardisation
+"""Encoding of a raw :class:`Table` into model inputs (docs/data.md): one-hot for categoricals, standardisation
 for numerics, and a record of which encoded columns belong to which raw feature."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Public feature maps Ψ (SPEC 2.2, 2.3): what of a record is public.
+"""Public feature maps Ψ (docs/accounting.md, docs/training.md): what of a record is public.
 
 Every map turns encoded records ``(x, y)`` into a :class:`PublicView`, the only thing a public loss
 ever receives. A view is built from the public columns alone, so the public loss cannot read a
@@ -99,7 +99,7 @@ class FeatureSplit:
 
 @dataclass(frozen=True)
 class LabelOnlyMap:
-    """Label DP as FDP (SPEC 2.2): Ψ(x, y) = x, the label is the protected part."""
+    """Label DP as FDP (docs/accounting.md): Ψ(x, y) = x, the label is the protected part."""
 
     label_public: bool = field(default=False, init=False)
 

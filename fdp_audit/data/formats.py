@@ -1,4 +1,4 @@
-"""Loaders for user-supplied data (SPEC 7): CSV or Parquet with a column spec, the Purchase100 format and
+"""Loaders for user-supplied data (docs/data.md): CSV or Parquet with a column spec, the Purchase100 format and
 the Criteo format.
 
 Files are untrusted input. A loader reads at most ``max_bytes`` (default :data:`MAX_DATA_BYTES`), and

@@ -1,5 +1,5 @@
 """From the ``data`` section of a config to encoded training, population and test splits and Ψ
-(the first step of the data flow of SPEC 8)."""
+(the first step of the data flow of docs/design.md)."""
 
 from __future__ import annotations
 
@@ -109,7 +109,7 @@ def prepare_data(config: DataConfig, seed: int) -> PreparedData:
 
 
 def public_map(config: DataConfig, encoder: TableEncoder) -> FeatureMap:
-    """Ψ of SPEC 2.2: the columns not listed as protected (``columns``); Ψ(x, y) = x with the label protected
+    """Ψ of docs/accounting.md: the columns not listed as protected (``columns``); Ψ(x, y) = x with the label protected
     (``label_only``, label DP); or Ψ(x, y) = (blur_σ(x), y) for square grey-scale images (``blur``)."""
     if config.public_map == "columns":
         return FeatureSplit(encoder.groups, tuple(config.protected), config.label_public)

@@ -1,9 +1,9 @@
-"""Synthetic tables whose protected attributes come from a known prior (SPEC 7, SPEC 4 mode 1).
+"""Synthetic tables whose protected attributes come from a known prior (docs/data.md, docs/games.md).
 
 Because the generating distribution is known, the quantities Theorem 4 needs are exact rather than
-estimated (SPEC 2.5): the conditional prior Pr[v | u] of a categorical attribute (so
+estimated (docs/accounting.md): the conditional prior Pr[v | u] of a categorical attribute (so
 ``Ball = max_v Pr[v | u]``), or the conditional Gaussian or uniform law of continuous protected
-features (so Ball is the χ² or volume formula of SPEC 2.5).
+features (so Ball is the χ² or volume formula of docs/accounting.md).
 
 Recipe of :func:`generate` (all draws from one ``numpy`` generator seeded by ``seed``):
 
@@ -93,7 +93,7 @@ class CategoricalPrior:
         return softmax(base + self.coupling * linked, axis=1)
 
     def ball(self, public: np.ndarray) -> np.ndarray:
-        """``Ball = max_v Pr[v | u]`` per row (0/1 metric, ρ = 0; SPEC 2.5)."""
+        """``Ball = max_v Pr[v | u]`` per row (0/1 metric, ρ = 0; docs/accounting.md)."""
         return self.conditional(public).max(axis=1)
 
     def sample(self, public: np.ndarray, rng: np.random.Generator) -> np.ndarray:

@@ -61,7 +61,7 @@ class Table:
 
 def split_rows(n_rows: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """Deterministic split of row indices into (training, population) parts; ``fraction`` goes to the
-    population split, which an adversary may use to learn Pr[v | u] (SPEC 4, mode 2)."""
+    population split, which an adversary may use to learn Pr[v | u] (docs/games.md, mode 2)."""
     order = np.random.default_rng(np.random.SeedSequence([seed, 0x5EED])).permutation(n_rows)
     n_population = int(round(fraction * n_rows))
     return np.sort(order[n_population:]), np.sort(order[:n_population])

@@ -1,4 +1,4 @@
-"""Privacy profiles, coverage and the ε transition (SPEC 2.7; LeBlond et al., privacy-profile paper).
+"""Privacy profiles, coverage and the ε transition (docs/profiles.md; LeBlond et al., privacy-profile paper).
 
 Setting: L2-regularised logistic regression without intercept on row-normalised data
 (:mod:`.logistic`), released by output perturbation with a known density (:mod:`.mechanisms`). For

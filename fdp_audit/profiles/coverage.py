@@ -1,9 +1,10 @@
-"""Coverage, privacy loss and its mean (SPEC 2.7; paper Secs. 4.1-4.4, Eqs. 5-9).
+"""Coverage, privacy loss and its mean (docs/profiles.md; paper Secs. 4.1-4.4, Eqs. 5-9).
 
 Coverage of a model point M by the mechanism on data set y: C(y, M) = Pr[‖𝒜(y) - M‖ < c] (Eq. 5).
 Empirically it is the fraction of K samples of 𝒜(y) within the cutoff radius c of M; as c → 0,
 C(y, M)/vol(ball_c) → f_y(M), the output density (Eq. 7), which is the *analytic* coverage used when
-the density is known. The privacy loss is l(D, y, M) = log C(D, M) - log C(y, M) (Eq. 8, SPEC sign).
+the density is known. The privacy loss is l(D, y, M) = log C(D, M) - log C(y, M) (Eq. 8, with the sign of
+docs/profiles.md).
 
 Its mean over M ~ 𝒜(D) is E_M[l] = KL(𝒜(D) ‖ 𝒜(y)) (paper footnote 3):
 

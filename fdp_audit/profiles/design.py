@@ -1,4 +1,4 @@
-"""The design matrix of the privacy-profile setting (SPEC 2.7; paper footnote 2).
+"""The design matrix of the privacy-profile setting (docs/profiles.md; paper footnote 2).
 
 Rows are normalised as in the paper: standardise each feature column (mean 0, variance 1), then divide
 every row by the largest row norm of the data set, so that ‖x_i‖ <= 1 — the unit-ball assumption behind

@@ -1,4 +1,4 @@
-"""Figures of SPEC 2.7 (paper Figs. 1-8), drawn with matplotlib's object API (no pyplot, no global
+"""Figures of docs/profiles.md (paper Figs. 1-8), drawn with matplotlib's object API (no pyplot, no global
 backend state; PNG through the Agg canvas). Each ``*_figure`` function returns a
 :class:`~matplotlib.figure.Figure`; :func:`figure_png` renders one.
 

@@ -1,4 +1,4 @@
-"""The base model A(D): L2-regularised logistic regression without intercept (SPEC 2.7; paper Eqs. 2-4).
+"""The base model A(D): L2-regularised logistic regression without intercept (docs/profiles.md; paper Eqs. 2-4).
 
     J(w) = (1/n) Σ_i l_i(w) + (Λ/2) ‖w‖²,   l_i(w) = log(1 + exp(-y_i wᵀx_i)),   A(D) = argmin_w J(w).
 

@@ -1,4 +1,4 @@
-"""Output perturbation with a known output density (SPEC 2.7; paper Sec. 3.2, Eq. 9).
+"""Output perturbation with a known output density (docs/profiles.md; paper Sec. 3.2, Eq. 9).
 
 The mechanism releases 𝒜(D) = A(D) + b. With ‖x_i‖ <= 1, a 1-Lipschitz loss and Λ-strong convexity,
 the ℓ2 sensitivity of A is 2/(nΛ) (Chaudhuri et al. 2011), which fixes the noise scale:
@@ -14,7 +14,7 @@ Both are location families, so the noise at any scale is unit-scale noise divide
 scale* s (β for Laplace, 1/σ for Gaussian): the ε sweep reuses one set of unit-scale draws for every
 ε (common random numbers), which keeps its curves smooth in ε.
 
-Privacy loss at M = A(D) + b for the neighbour with Δ = A(y) - A(D) (SPEC 2.7 sign convention,
+Privacy loss at M = A(D) + b for the neighbour with Δ = A(y) - A(D) (docs/profiles.md sign convention,
 l = log C(D, M) - log C(y, M)):
 
 * Laplace: l = β(‖Δ - b‖ - ‖b‖) = β(‖Δ‖² - 2Δ·b) / (‖Δ - b‖ + ‖b‖) — the second form avoids the

@@ -1,4 +1,4 @@
-"""Monte Carlo coverage for mechanisms without a known output density (SPEC 2.7; paper footnote 1).
+"""Monte Carlo coverage for mechanisms without a known output density (docs/profiles.md; paper footnote 1).
 
 For DP-SGD or Algorithm 1 the law of the trained parameters is unknown, so coverage is *estimated*
 from independently trained models: with K samples of 𝒜(D) and K' samples of 𝒜(y_i),

@@ -1,4 +1,4 @@
-"""Neighbouring data sets and their models (SPEC 2.7; paper Secs. 5.1-5.2, Eqs. 13-22).
+"""Neighbouring data sets and their models (docs/profiles.md; paper Secs. 5.1-5.2, Eqs. 13-22).
 
 Neighbours, one per row i:
 
@@ -8,7 +8,7 @@ Neighbours, one per row i:
   frequent category for a categorical one. The public part Ψ(x_i) and the label are unchanged, and the
   replaced row never has a larger norm than the original (so ‖x'_i‖ <= 1 still holds). A row already
   at the reference value has y_i = D (Δ = 0, no privacy loss). This is the "masked" record the suite's
-  ``mask`` public loss sees (SPEC 2.3).
+  ``mask`` public loss sees (docs/training.md).
 
 Exact neighbour models A(y_i) minimise the neighbour objective
 J_i(w) = (1/n_i)[Σ_j l_j(w) - l_i(w) + l(w; x'_i, y_i)] + (Λ/2)‖w‖² (the last term for ``replace``

@@ -1,9 +1,9 @@
-"""The run behind ``fdp-audit profile`` (SPEC 2.7, 5.1): config → data → A(D) → neighbours → profiles,
+"""The run behind ``fdp-audit profile`` (docs/profiles.md, docs/files.md): config → data → A(D) → neighbours → profiles,
 ε sweep and transition → figures and ``profile.json``.
 
 :func:`run_profile` computes everything into a :class:`ProfileRun`; :func:`results_dict` turns it into
 the JSON-able dict the HTML report reads (every number it shows); :func:`make_figures` draws the
-figures of SPEC 2.7; :func:`write_outputs` writes figures, arrays and JSON atomically (JSON last).
+figures of docs/profiles.md; :func:`write_outputs` writes figures, arrays and JSON atomically (JSON last).
 
 Choices made here (documented in the JSON):
 
@@ -663,7 +663,7 @@ def _figure_makers(run: ProfileRun) -> dict[str, Callable[[], Figure]]:
 
 
 def make_figures(run: ProfileRun) -> dict[str, Figure]:
-    """Every figure of SPEC 2.7 for this run, by name."""
+    """Every figure of docs/profiles.md for this run, by name."""
     return {name: make() for name, make in _figure_makers(run).items()}
 
 

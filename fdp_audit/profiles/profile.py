@@ -1,4 +1,4 @@
-"""Privacy profiles and typical profiles (SPEC 2.7; paper Secs. 4.3-4.4, 5.3-5.4).
+"""Privacy profiles and typical profiles (docs/profiles.md; paper Secs. 4.3-4.4, 5.3-5.4).
 
 Privacy profile of a model point M: the values |l(D, y_i, M)| sorted ascending over the neighbours i,
 with the ranked row ids {i_M} = argsort |l|. For the Laplace mechanism |l| = β·| ‖A(y_i) - M‖ -

@@ -1,4 +1,4 @@
-"""The privacy-profile section of the HTML report (SPEC 5.3: "privacy profile and ε transition when run").
+"""The privacy-profile section of the HTML report (docs/files.md: "privacy profile and ε transition when run").
 
 ``fdp-audit profile`` writes ``report_section.json``; ``fdp-audit report RESULTS --profile FILE`` puts
 it under the ``profile`` key of the results it renders. The section uses the report's free-form layout

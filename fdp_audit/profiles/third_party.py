@@ -1,4 +1,4 @@
-"""diffprivlib's LogisticRegression as a third-party mechanism (SPEC 2.7; paper Sec. 2, Fig. 1).
+"""diffprivlib's LogisticRegression as a third-party mechanism (docs/profiles.md; paper Sec. 2, Fig. 1).
 
 diffprivlib (IBM, MIT licence) implements ε-DP logistic regression by *objective perturbation*
 (Chaudhuri et al. 2011): there is no closed-form output density, so the paper only samples it for the

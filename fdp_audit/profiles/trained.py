@@ -1,6 +1,6 @@
 """Privacy profiles of trained mechanisms without a known output density — DP-SGD and Algorithm 1
-(FDP-SGD) — by Monte Carlo coverage over independently trained models (SPEC 2.7, last bullet but one;
-paper footnote 1; issue 9 item 6).
+(FDP-SGD) — by Monte Carlo coverage over independently trained models (docs/profiles.md;
+paper footnote 1).
 
 The setting is the profile setting of :mod:`.design` (the same normalised rows, labels and neighbours
 as output perturbation), trained by the batched engine (:func:`fdp_audit.training.engine.train_models`)

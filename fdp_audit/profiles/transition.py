@@ -1,4 +1,4 @@
-"""The ε sweep and the transition to dataset-level privacy (SPEC 2.7; paper Sec. 5.4, Figs. 5-7).
+"""The ε sweep and the transition to dataset-level privacy (docs/profiles.md; paper Sec. 5.4, Figs. 5-7).
 
 Sweep: on a log grid of ε, the typical profile divided by the inverse noise scale s (β for Laplace)
 is read at fixed ranks. For Laplace output perturbation each curve has two plateaus: at large β the

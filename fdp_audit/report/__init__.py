@@ -1,4 +1,4 @@
-"""The HTML report (SPEC 5.3): ``render_report(results) -> str`` and ``write_report(results, path)``."""
+"""The HTML report (docs/files.md): ``render_report(results) -> str`` and ``write_report(results, path)``."""
 
 from fdp_audit.report.render import load_results, render_report, write_report
 

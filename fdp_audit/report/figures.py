@@ -1,4 +1,4 @@
-"""The report's plots (SPEC 5.3), drawn with matplotlib and returned as inline SVG.
+"""The report's plots (docs/files.md), drawn with matplotlib and returned as inline SVG.
 
 Only curves that results.json gives as arrays are transformed for plotting (``1 - f(α)``, ``TPR =
 1 - FNR``); every plotted point and line is a stored value. The ``Figure`` object API is used rather

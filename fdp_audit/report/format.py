@@ -1,4 +1,4 @@
-"""How numbers from results.json are shown in the report (SPEC 5.3).
+"""How numbers from results.json are shown in the report (docs/files.md).
 
 The report never recomputes a number it shows: every figure in a table is a value of results.json,
 only rounded for display. These functions are the one place that rounding happens, so the browser

@@ -1,4 +1,5 @@
-"""The game sections of the report (SPEC 2.6, 3, 5.3): attribute inference on record and on gradient
+"""The game sections of the report (docs/statistics.md, docs/games.md, docs/files.md): attribute inference on record
+and on gradient
 canaries, reconstruction, and the distinguishing and simulator games, each a table of stored results plus
 its plot. Each section's title and lead say which game it is; the explanation of a kind is shown once.
 

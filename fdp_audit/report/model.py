@@ -1,9 +1,9 @@
-"""The report's view model (SPEC 5.3): sections of facts, tables and figures built from results.json.
+"""The report's view model (docs/files.md): sections of facts, tables and figures built from results.json.
 
 Every displayed value is a :class:`Cell` that remembers the JSON pointers (RFC 6901) of the values it
 shows; the template writes them into a ``data-fields`` attribute, so a test (or a sceptical reviewer)
 can check in the browser that each number on screen is the stored one. :class:`Node` walks
-results.json with its pointer, so malformed input names the offending field (SPEC 5.1).
+results.json with its pointer, so malformed input names the offending field (docs/files.md).
 """
 
 from __future__ import annotations

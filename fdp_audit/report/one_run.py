@@ -13,7 +13,7 @@ ONE_RUN = texts.Help(
     "(ICML 2025), Bonferroni-corrected over every guess count and threat model.",
     "VIOLATION when some guess count rejects the claimed curve. The empirical ε values are lower bounds at the "
     "same confidence: in the claimed mechanism's family (smaller noise multiplier), for μ-GDP claims, and the "
-    "assumption-free (ε, δ) bound of Steinke, Nasr & Jagielski (NeurIPS 2023).",
+    "family-free (ε, δ) bound of Steinke, Nasr & Jagielski (NeurIPS 2023).",
 )
 
 

@@ -1,4 +1,4 @@
-"""Render results.json into one self-contained ``report.html`` (SPEC 5.2, 5.3).
+"""Render results.json into one self-contained ``report.html`` (docs/files.md).
 
 The page carries its stylesheet and its figures (inline SVG) and a Content-Security-Policy that forbids
 every fetch, so it opens offline in any browser and cannot reach the network even by mistake.

@@ -1,4 +1,4 @@
-"""From results.json to the report's sections, verdict first (SPEC 5.3).
+"""From results.json to the report's sections, verdict first (docs/files.md).
 
 Only schema_version, kind, verdict, mechanism and reproducibility are required; every other section is
 shown when present and simply left out when not. Nothing shown is recomputed: cells carry stored values.

@@ -1,4 +1,4 @@
-"""Inline SVG for a self-contained report (SPEC 5.2, 5.3).
+"""Inline SVG for a self-contained report (docs/files.md).
 
 Matplotlib's SVG is a standalone XML document: an XML prolog, a DOCTYPE and RDF metadata that name
 w3.org, purl.org and matplotlib.org URLs, a ``<style>`` that inline would apply to the whole page, and

@@ -1,4 +1,4 @@
-"""Plain-language help of the report (SPEC 5.3): for each section, what is measured (and under which
+"""Plain-language help of the report (docs/files.md): for each section, what is measured (and under which
 threat model), then how to read it. Kept apart from the layout so reviewers can edit the wording."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Paper reproductions behind ``fdp-audit reproduce`` and ``make reproduce`` (issue 11, SPEC 5.1).
+"""Paper reproductions behind ``fdp-audit reproduce`` and ``make reproduce`` (docs/files.md).
 
 Each reproduction is one module exposing ``run(out_dir, quick) -> Summary``: it writes ``<name>.md`` and
 ``<name>.json`` into ``out_dir`` and returns a short summary. ``quick`` shrinks data, steps and grids so

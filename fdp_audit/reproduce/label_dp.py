@@ -1,4 +1,4 @@
-"""``label_dp``: the label-DP case study of the FDP paper (Sec. 5; SPEC 2.3 ``label_dp``).
+"""``label_dp``: the label-DP case study of the FDP paper (Sec. 5; docs/training.md ``label_dp``).
 
 With Ψ(x, y) = x and ℓ_pub(w; x) = logsumexp(wᵀx̃) (x̃ = (x, 1): the bias input), softmax regression has
 ``∇ℓ = x̃ (p − y)ᵀ`` and ``∇ℓ_priv = ∇ℓ − ∇ℓ_pub = −x̃ yᵀ``, so ``‖∇ℓ_priv‖ = ‖x̃‖`` exactly while

@@ -1,4 +1,4 @@
-"""``corrdp`` and ``profile``: the existing CorrDP (SPEC 2.8) and privacy-profile (SPEC 2.7) pipelines as
+"""``corrdp`` and ``profile``: the existing CorrDP (docs/corrdp.md) and privacy-profile (docs/profiles.md) pipelines as
 reproduction entries — the same code as ``fdp-audit corrdp`` and ``fdp-audit profile`` on the shipped
 configs, with their paper comparisons collected into one table each."""
 

@@ -1,4 +1,4 @@
-"""``utility``: FDP-SGD against DP-SGD and the baselines on Adult (issue 4 item 9; FDP paper Sec. 6.2), and
+"""``utility``: FDP-SGD against DP-SGD and the baselines on Adult (FDP paper Sec. 6.2), and
 the comparison every utility reproduction shares (:func:`compare_mechanisms`).
 
 Setting: ``configs/utility_adult.yaml`` (marital-status and relationship protected, the rest public).

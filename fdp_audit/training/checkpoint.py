@@ -1,4 +1,4 @@
-"""Checkpoints (SPEC 5.2): weights plus privacy metadata, written atomically and read as untrusted input.
+"""Checkpoints (docs/files.md): weights plus privacy metadata, written atomically and read as untrusted input.
 
 A checkpoint is a ``torch.save`` of ``{"format_version": int, "params": {name: tensor}, "metadata": str}``
 where ``metadata`` is JSON. It is loaded with ``torch.load(weights_only=True)``, which unpickles only

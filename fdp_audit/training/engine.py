@@ -1,11 +1,11 @@
-"""The batched training engine (SPEC 2.3, 6; issues 4 and 5).
+"""The batched training engine (docs/training.md).
 
 Trains R independent models of one architecture in one computation: parameters carry a leading model
 dimension, and every model draws its own Poisson masks, public batches and noise from counter-based
 streams keyed by (seed, model index) (:mod:`fdp_audit.training.streams`). A single model is the case
 R = 1 of the same code, so model k of a batch equals model k trained alone (to float rounding, 1e-5).
 
-One step of Algorithm 1 (SPEC 2.3), per model:
+One step of Algorithm 1 (docs/training.md), per model:
 
 1. ``B_priv``: Poisson sample of the data set at rate p (stream A);
 2. ``g_priv = (Σ_{x∈B_priv} clip_C(∇ℓ_priv(w; x)) + N(0, z²C²I)) / m`` with m = p·n the *expected* size;
@@ -13,7 +13,7 @@ One step of Algorithm 1 (SPEC 2.3), per model:
 4. ``g_pub = (1/m') Σ_{x∈B_pub} ∇ℓ_pub(w; Ψ(x))`` — built from :class:`PublicView` only;
 5. ``g = g_pub + α·g_priv``; optimiser step; optional projection.
 
-How a batch of models is computed (SPEC 6):
+How a batch of models is computed (docs/training.md):
 
 * *Tables, not copies.* Every per-record quantity (records, labels, the public loss's inputs built from Ψ,
   the first layer's per-record inner products) is computed once per chunk as a table with one row per
@@ -34,7 +34,7 @@ How a batch of models is computed (SPEC 6):
   with a :class:`BadInputError`, a configuration of which not even one model fits. Chunks are trained one
   after another and yielded as they finish.
 
-A *gradient canary* (the audit-only hook of SPEC 3, ``iterates``) fixes the canary's raw private-loss
+A *gradient canary* (the audit-only hook of docs/games.md, ``iterates``) fixes the canary's raw private-loss
 gradient and its public-loss gradient to given vectors; the mechanism then treats them as it treats any
 record's gradients (it clips them, or fails to, exactly as it does for real records).
 
@@ -47,7 +47,7 @@ the public batches (stream B) too, and clipping, noise, normalisation and the op
 coordinates as any other. The noise of the model's own coordinates is the prefix of the noise stream, so a
 model's coordinates receive the same noise with or without a block.
 
-Where a step's time goes (issue 12; ``python -m benchmarks.b2_batched`` prints it): for 256 DP-SGD
+Where a step's time goes (``python -m benchmarks.b2_batched`` prints it): for 256 DP-SGD
 logistic regressions on Adult (expected batch 256, one CPU thread, 8–10 ms a step) about 40 % gathers
 batch rows for the logits, 20 % is the Poisson sampler (its counter hash, then the gaps), 12 % the
 clipped-sum ``embedding_bag`` and 8 % the Gaussian noise; the rest is element-wise work on ``[R, K]``
@@ -161,7 +161,7 @@ BLOCK_KEY = "canary.block"  # the parameter entry of a canary block
 
 @dataclass(frozen=True)
 class Iterates:
-    """What the ``iterates`` adversary sees (SPEC 3): every released noisy private sum and public gradient,
+    """What the ``iterates`` adversary sees (docs/games.md): every released noisy private sum and public gradient,
     and the public batches' use of the canary slot (stream B is independent of the data, so releasing it
     costs nothing). ``canary_private_sampled`` is ground truth for tests, never shown to an attack."""
 
@@ -361,7 +361,7 @@ class _Step:
             if self.tables is not None:  # a GLM: norms and sums straight from the record tables
                 flat = glm.clipped_private_sum(params, self.tables, rows, y, valid, clip_norm, self.label_free,
                                                override)
-            elif self.fast:  # SPEC 6: norms from inner products, one re-weighted pass
+            elif self.fast:  # docs/training.md: norms from inner products, one re-weighted pass
                 x = self._gather(self.x_table, rows)
                 products = None if self.products is None else self._gather(self.products, rows)
                 public = self._ghost_public_term(rows, step) if decomposed else None

@@ -1,12 +1,12 @@
-"""Ghost clipping of the private loss for stacks of linear layers (SPEC 6, issue 12).
+"""Ghost clipping of the private loss for stacks of linear layers (docs/training.md).
 
 For a linear layer ``z = W a + b`` and a per-example loss ℓ, the per-example gradient is rank one:
 ``∇_W ℓ = δ aᵀ`` and ``∇_b ℓ = δ`` with ``a`` the layer's input and ``δ = ∂ℓ/∂z``. Algorithm 1's private
-loss ``ℓ_priv(x) = ℓ(x) − ℓ_pub(Ψ(x))`` (SPEC 2.3) is a difference of two such losses, one on the record
+loss ``ℓ_priv(x) = ℓ(x) − ℓ_pub(Ψ(x))`` (docs/training.md) is a difference of two such losses, one on the record
 ``x`` and one on the completed public input ``x'`` built from Ψ(x), so with the bias folded in as an input
 constant 1 (``ã = [a, 1]``) its per-example gradient is ``g = δ ãᵀ − δ' ã'ᵀ`` and, summed over layers,
 
-    ‖g‖² = ‖δ‖²‖ã‖² + ‖δ'‖²‖ã'‖² − 2 (δ·δ')(ã·ã')                                        (SPEC 6)
+    ‖g‖² = ‖δ‖²‖ã‖² + ‖δ'‖²‖ã'‖² − 2 (δ·δ')(ã·ã')                                        (docs/training.md)
 
 — a few inner products per example and layer; DP-SGD (the full loss ℓ) keeps only the first term. No
 per-example gradient is materialised. The code evaluates the same quantity in its difference form: with
@@ -60,7 +60,7 @@ class InputSplit:
 
 
 def input_split(public_loss: PublicLoss | None, reads_protected: bool, n_inputs: int) -> InputSplit | None:
-    """The :class:`InputSplit` of a public loss (SPEC 2.3 constructions), or None when ``x'`` is not such a
+    """The :class:`InputSplit` of a public loss (docs/training.md constructions), or None when ``x'`` is not such a
     function of ``x`` (``gaussian_pad`` and ``impute`` complete each record differently, ``blur`` changes
     every column). ``reads_protected``: the faulty recipe whose public loss reads the record itself."""
     if reads_protected or (public_loss is not None and isinstance(public_loss.feature_map, LabelOnlyMap)):
@@ -382,7 +382,7 @@ def add_override(flat: torch.Tensor, weights: torch.Tensor, override: GradientOv
 
 def gradient_sum(model: Model, params: Params, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor,
                  label_free: bool = False) -> torch.Tensor:
-    """``Σ_k w_k ∇ℓ(x_k)`` per model, ``[R, P]``: the public gradient of SPEC 2.3 step 4 (inputs ``x`` built
+    """``Σ_k w_k ∇ℓ(x_k)`` per model, ``[R, P]``: the public gradient of docs/training.md step 4 (inputs ``x`` built
     from Ψ, ``label_free`` for label DP) by the same forward and backward passes, without the per-model
     ``torch.func`` transforms."""
     layers, output_grads = _trace(model, params, PrivateBatch(x, y, weights > 0), label_free)

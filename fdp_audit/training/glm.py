@@ -1,9 +1,9 @@
-"""Logistic regression (a generalised linear model) computed straight from record tables (SPEC 6, issue 5).
+"""Logistic regression (a generalised linear model) computed straight from record tables (docs/training.md).
 
 For a linear model ``z = W x + b`` the per-example gradient of a loss is ``δ x̃ᵀ`` with ``δ = ∂ℓ/∂z``
 (``softmax − onehot``, or ``σ(z) − y`` for one logit) and ``x̃ = [x, 1]``, so DP-SGD's per-example norm is
 ``‖δ‖·‖x̃‖`` and the clipped sum ``Σ_k w_k δ_k x̃_kᵀ`` is a weighted sum of records. For Algorithm 1's
-ℓ_priv = ℓ(x) − ℓ_pub(x') (SPEC 2.3) the gradient is ``g = δ x̃ᵀ − δ' x̃'ᵀ`` with ``e = δ − δ'`` and
+ℓ_priv = ℓ(x) − ℓ_pub(x') (docs/training.md) the gradient is ``g = δ x̃ᵀ − δ' x̃'ᵀ`` with ``e = δ − δ'`` and
 ``f = x̃ − x̃'``. Written as ``g = δ fᵀ + e x̃'ᵀ`` its norm is (as in :mod:`fdp_audit.training.ghost`, in its
 difference form)
 
@@ -171,7 +171,7 @@ def clipped_private_sum(params: Params, tables: RecordTables, rows: torch.Tensor
 def gradient_sum(params: Params, table: torch.Tensor, rows: torch.Tensor, y: torch.Tensor, weights: torch.Tensor,
                  label_free: bool = False) -> torch.Tensor:
     """``Σ_k w_k ∇ℓ(x_k)`` per model, ``[R, P]``, for a logistic model on table rows ``rows`` (the public
-    gradient of SPEC 2.3 step 4 when ``table`` holds the public loss's inputs)."""
+    gradient of docs/training.md step 4 when ``table`` holds the public loss's inputs)."""
     z = logits(table, rows, params["layer0.weight"], params["layer0.bias"])
     weighted = ghost.logit_gradients(z, y, label_free) * weights.to(z.dtype)[..., None]
     return torch.cat([weighted_rows(table, rows, weighted).flatten(1), weighted.sum(dim=1)], dim=1)

@@ -1,4 +1,4 @@
-"""The mechanism registry (SPEC 2.3, 2.4): one place says how each mechanism computes a step and how it
+"""The mechanism registry (docs/training.md): one place says how each mechanism computes a step and how it
 is accounted. Known-faulty mechanisms exist to prove the audit catches them; each is marked ``faulty``
 and the config refuses them unless ``faulty: true`` is set explicitly."""
 
@@ -48,7 +48,7 @@ _ENTRIES = (
     MechanismInfo("fdp_dpsgd", Recipe("full", "none"),
                   "Public pre-training on ℓ_pub∘Ψ, then DP-SGD (the paper's FDP (DP-SGD))."),
     MechanismInfo("corrdp_sgd", Recipe("full", "none"),
-                  "CorrDP-SGD (SPEC 2.8); trained by fdp_audit.corrdp."),
+                  "CorrDP-SGD (docs/corrdp.md); trained by fdp_audit.corrdp."),
     MechanismInfo("fdp_sgd_shared_batch", Recipe("decomposed", "shared"),
                   "FAULTY (Proposition 3): the public gradient uses the private Poisson batch, revealing "
                   "which records were sampled, but is accounted with amplification.", faulty=True),

@@ -1,4 +1,4 @@
-"""Functional models (SPEC 2.4, issue 4): parameters are a dict of tensors and ``forward`` is plain torch,
+"""Functional models (docs/training.md): parameters are a dict of tensors and ``forward`` is plain torch,
 so the same code runs per example under ``torch.func.vmap`` and over a leading model dimension.
 
 Binary tasks use one logit and the logistic loss; multiclass tasks use softmax cross-entropy.
@@ -96,7 +96,7 @@ def example_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
 
 
 def label_free_loss(logits: torch.Tensor) -> torch.Tensor:
-    """Label DP public loss (SPEC 2.3): ``logsumexp(wᵀx)``, so that ∇ = x pᵀ with p = softmax.
+    """Label DP public loss (docs/training.md): ``logsumexp(wᵀx)``, so that ∇ = x pᵀ with p = softmax.
     With one logit the implicit second class has logit 0."""
     if logits.shape[-1] == 1:
         return F.softplus(logits[..., 0])

@@ -1,4 +1,4 @@
-"""Optimisers, learning-rate schedules and projection on stacked parameters ``[R, ...]`` (SPEC 2.3 step 5:
+"""Optimisers, learning-rate schedules and projection on stacked parameters ``[R, ...]`` (docs/training.md step 5:
 post-processing of the noisy gradient, so they cost no privacy)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The ``fdp-audit train`` progress bar (issue 4, SPEC 5.1): step, current training loss and the privacy
+"""The ``fdp-audit train`` progress bar (docs/files.md): step, current training loss and the privacy
 spent so far.
 
 ε spent after t private steps is the ε(δ) of the same mechanism run for t steps. Accounting every step

@@ -1,4 +1,4 @@
-"""Public losses ℓ_pub∘Ψ (SPEC 2.3): the decomposition ℓ = (ℓ − ℓ_pub∘Ψ) + ℓ_pub∘Ψ.
+"""Public losses ℓ_pub∘Ψ (docs/training.md): the decomposition ℓ = (ℓ − ℓ_pub∘Ψ) + ℓ_pub∘Ψ.
 
 A public loss is evaluated on model inputs that it builds from a :class:`PublicView` alone — the type of
 :meth:`PublicLoss.inputs` admits nothing else — so it cannot read a protected value. Constructions:

@@ -1,4 +1,4 @@
-"""From a validated config to a training problem, its accounting, and trained models (SPEC 8: config →
+"""From a validated config to a training problem, its accounting, and trained models (docs/design.md: config →
 data+Ψ → mechanism → models)."""
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def _calibrated(epsilon: float, delta: float, rate: float, steps: int) -> float:
 
 
 def noise_multiplier(mech: MechanismConfig) -> float:
-    """The configured z, or the z calibrated to ``target_epsilon`` at ``delta`` (SPEC 5.1 ``calibrate``)."""
+    """The configured z, or the z calibrated to ``target_epsilon`` at ``delta`` (docs/files.md ``calibrate``)."""
     if mech.target_epsilon is not None:
         return _calibrated(mech.target_epsilon, mech.delta, mech.sample_rate, mech.steps)
     if mech.noise_multiplier is None:

@@ -1,4 +1,4 @@
-"""Counter-based random streams (SPEC 2.3, 6).
+"""Counter-based random streams (docs/training.md).
 
 Every random number is a hash of ``(model key, step, stream, position)``, so
 

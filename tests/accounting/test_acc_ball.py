@@ -1,4 +1,4 @@
-"""Ball helpers (SPEC 2.5; FDP paper Definition 8)."""
+"""Ball helpers (docs/accounting.md; FDP paper Definition 8)."""
 
 from __future__ import annotations
 

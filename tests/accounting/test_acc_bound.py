@@ -60,7 +60,7 @@ def test_bound_is_monotone_in_noise(z, p, steps, ball):
 
 def test_bound_for_gaussian_dp_is_phi_of_mu():
     """p = 1: the bound at Ball = 1/2 is 1 - G_μ(1/2) = Φ(μ), the Bayes-optimal success for a uniform
-    binary attribute, where Theorem 4 is tight (SPEC 3)."""
+    binary attribute, where Theorem 4 is tight (docs/games.md)."""
     acc = _accountant(2.0, 1.0, 16)  # μ = sqrt(16) / 2 = 2
     assert acc.bound(0.5) == pytest.approx(stats.norm.cdf(2.0), abs=1e-4)
 

@@ -1,4 +1,4 @@
-"""Noise calibration and the step budget (SPEC 5.1 ``calibrate``)."""
+"""Noise calibration and the step budget (docs/files.md ``calibrate``)."""
 
 from __future__ import annotations
 

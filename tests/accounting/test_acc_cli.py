@@ -1,4 +1,4 @@
-"""`fdp-audit account` and `fdp-audit calibrate` (SPEC 5.1)."""
+"""`fdp-audit account` and `fdp-audit calibrate` (docs/files.md)."""
 
 from __future__ import annotations
 

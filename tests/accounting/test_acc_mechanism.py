@@ -1,4 +1,4 @@
-"""The accounting object of each mechanism (SPEC 2.3, 2.4) and numerical edge cases."""
+"""The accounting object of each mechanism (docs/training.md) and numerical edge cases."""
 
 from __future__ import annotations
 

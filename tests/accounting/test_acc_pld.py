@@ -1,4 +1,4 @@
-"""PLD accounting of the Poisson-subsampled Gaussian and its trade-off curves (SPEC 2.1, 2.3, 2.5, 6)."""
+"""PLD accounting of the Poisson-subsampled Gaussian and its trade-off curves (docs/accounting.md, docs/training.md)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ from fdp_audit.accounting.pld import resolve_discretization
 
 GRID = np.unique(np.concatenate([np.geomspace(1e-10, 1e-2, 60), np.linspace(0.0, 1.0, 201)]))
 
-# SPEC 2.5: pessimistic PLD, grid 1e-4, add/remove, δ-free f:
+# docs/accounting.md: pessimistic PLD, grid 1e-4, add/remove, δ-free f:
 # (z, p, T): ε at δ=1e-5, 1-f(0.5), 1-f(0.25), 1-f(0.1), 1-f(1e-3)
 REFERENCE = {
     (1.0, 1 / 16, 100): (4.376, 0.7783, 0.5348, 0.3120, 0.01384),
@@ -45,8 +45,8 @@ def test_spec_reference_table(z, p, steps):
     assert acc.discretization == 1e-4
     eps, *bounds = REFERENCE[(z, p, steps)]
     got = acc.bound(np.array(BALLS))
-    print(f"z={z} p={p} T={steps}: ε(1e-5)={acc.epsilon(1e-5):.4f} (SPEC {eps}), "
-          f"1-f={np.round(got, 5)} (SPEC {bounds})")
+    print(f"z={z} p={p} T={steps}: ε(1e-5)={acc.epsilon(1e-5):.4f} (reference {eps}), "
+          f"1-f={np.round(got, 5)} (reference {bounds})")
     assert acc.epsilon(1e-5) == pytest.approx(eps, abs=0.002)
     np.testing.assert_allclose(got, bounds, atol=0.002)
     # Much tighter in fact: every table entry is the printed rounding of our number.
@@ -57,7 +57,7 @@ def test_spec_reference_table(z, p, steps):
 
 def test_reference_table_is_the_symmetric_envelope_not_one_direction():
     """At Ball = 0.5 the add direction binds: Theorem 5's remove direction alone gives 0.7676, which
-    misses the table's 0.7783 by 0.011 (the table uses the symmetric envelope, SPEC 2.5's default)."""
+    misses the table's 0.7783 by 0.011 (the table uses the symmetric envelope, docs/accounting.md's default)."""
     acc = MechanismAccountant(MechanismSpec("fdp_sgd", 1.0, 1 / 16, 100))
     assert acc.bound(0.5, "remove") == pytest.approx(0.7676, abs=5e-4)
     assert acc.bound(0.5, "add") == pytest.approx(0.7783, abs=5e-4)
@@ -112,7 +112,7 @@ def test_directions_and_envelope(z, p, steps):
 
 
 def test_envelope_matches_the_public_api_profile_route():
-    """SPEC 2.1: sup over an ε grid of f_{ε, δ(ε)} with δ = get_delta_for_epsilon (both directions).
+    """docs/accounting.md: sup over an ε grid of f_{ε, δ(ε)} with δ = get_delta_for_epsilon (both directions).
 
     The PMF route is exact for the discrete pair; the grid route lower-bounds the same curve.
     They agree to 1e-5 (the residual difference, at most a few 1e-7, comes from the ADD and REMOVE

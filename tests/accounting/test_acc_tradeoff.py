@@ -1,4 +1,4 @@
-"""Closed forms and conversions of trade-off functions (SPEC 2.1, 2.2; FDP paper Theorem 2, Prop. 1)."""
+"""Closed forms and conversions of trade-off functions (docs/accounting.md; FDP paper Theorem 2, Prop. 1)."""
 
 from __future__ import annotations
 
@@ -84,7 +84,7 @@ def test_theorem2_conversion_matches_gaussian_closed_form():
 
 
 def test_profile_route_reproduces_gaussian_curve():
-    """SPEC 2.1: f(α) = sup_ε f_{ε, δ(ε)}(α) from the profile on a grid of ε (public-API route)."""
+    """docs/accounting.md: f(α) = sup_ε f_{ε, δ(ε)}(α) from the profile on a grid of ε (public-API route)."""
     eps = np.linspace(0, 20, 4001)
     for mu in (0.5, 2.0):
         alpha = np.array([1e-6, 1e-3, 0.05, 0.3, 0.7])

@@ -1,4 +1,4 @@
-"""White-box gradient attribute inference (SPEC 3): the candidate completion with the smallest loss gradient
+"""White-box gradient attribute inference (docs/games.md): the candidate completion with the smallest loss gradient
 at the final weights is the one the model was trained on."""
 
 from __future__ import annotations

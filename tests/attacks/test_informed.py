@@ -1,4 +1,4 @@
-"""White-box informed attacks (SPEC 3) on known answers: L2-regularised logistic regressions trained to their
+"""White-box informed attacks (docs/games.md) on known answers: L2-regularised logistic regressions trained to their
 exact optimum (tests/attacks/optimum.py), where the residual ``−(Σ_{others} ∇ℓ + λθ)`` is the target's own
 gradient, so the informed attacks recover a categorical value exactly and continuous values to 1e-4."""
 

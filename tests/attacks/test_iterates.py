@@ -1,4 +1,4 @@
-"""The ``iterates`` threat model (SPEC 3) on synthesised releases ``y_t = s·B_t + z·N(0, 1)`` (B_t ~ Bern(p)),
+"""The ``iterates`` threat model (docs/games.md) on synthesised releases ``y_t = s·B_t + z·N(0, 1)`` (B_t ~ Bern(p)),
 the distribution a correct mechanism gives the canary coordinate, with further pure-noise coordinates. The
 attack is told neither z nor p: it estimates the noise scale from the release and averages its likelihood over
 the sampling rate, and must still reach the optimum Φ(√T/z) at p = 1 and come within 0.9 of the PLD optimum
@@ -66,7 +66,7 @@ def test_reaches_bayes_optimum_of_the_pure_gaussian_mechanism(steps: int, z: flo
 
 def test_near_optimal_under_poisson_sampling() -> None:
     """p = 0.25, z = 1, T = 10 (replacement game): the PLD optimum is ½ + δ(0)/2 ≈ 0.767. The attack must
-    realise at least 0.9 of the optimal advantage (SPEC 3) and cannot beat the optimum: with 20,000 trials the
+    realise at least 0.9 of the optimal advantage (docs/games.md) and cannot beat the optimum: with 20,000 trials the
     standard error is 0.003, so both checks (≥ 0.740, ≤ optimum + 0.012) have failure probability < 1e-4."""
     z, p, steps, trials = 1.0, 0.25, 10, 20_000
     replace_one = MechanismAccountant(MechanismSpec("dp_sgd", z, p, steps, relation="replace"))

@@ -1,4 +1,4 @@
-"""Black-box likelihood attribute inference (SPEC 3): ``score_v = log P_model(y | u, v) + log Pr[v | u]``."""
+"""Black-box likelihood attribute inference (docs/games.md): ``score_v = log P_model(y | u, v) + log Pr[v | u]``."""
 
 from __future__ import annotations
 

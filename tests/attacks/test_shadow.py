@@ -1,4 +1,4 @@
-"""Black-box meta-classifier on shadow models (SPEC 3), in the ``isolated`` known-answer setting of
+"""Black-box meta-classifier on shadow models (docs/games.md), in the ``isolated`` known-answer setting of
 conftest.py: only the inserted target moves the weights of the protected columns, so a shadow model's
 outputs on the two candidate completions reveal the inserted value, and the classifier learns that."""
 

@@ -1,4 +1,4 @@
-"""The reconstruction success metric (SPEC 2.5): ``d(x̂, x) <= ρ`` with the L2 or L∞ distance."""
+"""The reconstruction success metric (docs/accounting.md): ``d(x̂, x) <= ρ`` with the L2 or L∞ distance."""
 
 from __future__ import annotations
 

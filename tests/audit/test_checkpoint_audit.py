@@ -1,4 +1,4 @@
-"""The checkpoint audit (SPEC 4 mode 2, issue 7 item 4): the estimated prior against the exact one of the
+"""The checkpoint audit (docs/games.md): the estimated prior against the exact one of the
 synthetic generator, the per-record attacks against the attacks run one target at a time, and the section's
 numbers against their definitions."""
 

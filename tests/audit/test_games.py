@@ -1,4 +1,4 @@
-"""Audit games (SPEC 2.6, 4; issue 7): secrets from the GAME stream, canaries, and known answers at p = 1,
+"""Audit games (docs/statistics.md, docs/games.md): secrets from the GAME stream, canaries, and known answers at p = 1,
 where the released canary coordinate is a pure Gaussian mechanism."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The proof that the gate works (issue 7, SPEC 2.6, 3): every known-faulty mechanism is caught — by the attack
-that exploits its fault — and the correct mechanisms pass; the gate's false-alarm rate on a correct mechanism
+"""The proof that the gate works (docs/statistics.md, docs/games.md): every known-faulty mechanism is caught — by the
+attack that exploits its fault — and the correct mechanisms pass; the gate's false-alarm rate on a correct mechanism
 is at most α.
 
 The configs in ``configs/`` are small versions of ``configs/faulty/*.yaml``, tuned so that each audit takes

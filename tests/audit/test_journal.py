@@ -1,4 +1,4 @@
-"""Trial journal and resume (SPEC 5.2, issue 13): finished trials are journaled chunk by chunk, an interrupted
+"""Trial journal and resume (docs/files.md): finished trials are journaled chunk by chunk, an interrupted
 audit resumes without losing or recomputing them, and the resumed results equal an uninterrupted run's."""
 
 from __future__ import annotations

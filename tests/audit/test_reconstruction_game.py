@@ -1,5 +1,5 @@
-"""The reconstruction game (SPEC 2.5, 4): canaries with continuous protected values from a known prior,
-reconstructed by the white-box attacks, success against Ball(ρ) and the Theorem 4 bound."""
+"""The reconstruction game (docs/accounting.md, docs/games.md): canaries with continuous protected values from a known
+prior, reconstructed by the white-box attacks, success against Ball(ρ) and the Theorem 4 bound."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``results.json`` (SPEC 5.2): schema-versioned, checksummed, written atomically; a corrupt or hand-edited
+"""``results.json`` (docs/files.md): schema-versioned, checksummed, written atomically; a corrupt or hand-edited
 file is refused with a one-line error naming what is wrong."""
 
 from __future__ import annotations

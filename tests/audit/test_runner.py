@@ -1,4 +1,5 @@
-"""The game audit's results (SPEC 2.6, 5.2): the verdict is the gate's judgement of the saved comparisons,
+"""The game audit's results (docs/statistics.md, docs/files.md): the verdict is the gate's judgement of the saved
+comparisons,
 every comparison appears in the report sections, and the same config and seed give the same results (CPU)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The runner plays the reconstruction game (SPEC 4 mode 1): its comparisons reach the gate and its section
+"""The runner plays the reconstruction game (docs/games.md): its comparisons reach the gate and its section
 has the shape the report renders."""
 
 from __future__ import annotations

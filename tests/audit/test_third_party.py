@@ -1,4 +1,4 @@
-"""Third-party mechanisms (SPEC 4 mode 3, issue 7 item 5): a training function outside fdp-audit, audited
+"""Third-party mechanisms (docs/games.md): a training function outside fdp-audit, audited
 unchanged — the shipped honest example passes, the leaky one is a violation — and every way of naming or
 writing such a function wrongly is bad input."""
 

@@ -1,4 +1,4 @@
-"""The tightness table (issue 7 item 7, SPEC 3): the Bayes-optimal success of the ±C-canary game in closed form,
+"""The tightness table (docs/games.md): the Bayes-optimal success of the ±C-canary game in closed form,
 the trial count behind a ±0.1 interval, and a small run of the iterates attack against the optimum."""
 
 from __future__ import annotations

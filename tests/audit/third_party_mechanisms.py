@@ -1,4 +1,4 @@
-"""Example third-party mechanisms for the game audit (SPEC 4 mode 3): a DP-SGD written from scratch, as an
+"""Example third-party mechanisms for the game audit (docs/games.md): a DP-SGD written from scratch, as an
 outside team would write it, with the signature of :mod:`fdp_audit.audit.third_party` — and the same code with
 a classic bug, the noise divided by the expected batch size before the sum is (so twice), and with 0.3 of the
 claimed noise, which the gate must catch. ``configs/third_party_dp_sgd.yaml`` and

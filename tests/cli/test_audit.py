@@ -1,5 +1,5 @@
-"""``fdp-audit audit`` end to end (SPEC 4, 5.1): a tiny config through games, attacks, verdict, results.json
-and report.html. Exit 0 on PASS, 1 on VIOLATION, 2 on bad input with nothing written."""
+"""``fdp-audit audit`` end to end (docs/games.md, docs/files.md): a tiny config through games, attacks, verdict,
+results.json and report.html. Exit 0 on PASS, 1 on VIOLATION, 2 on bad input with nothing written."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`fdp-audit demo --quick` end to end (issue 11): a real subprocess, as `make demo` runs it, writes the
+"""`fdp-audit demo --quick` end to end: a real subprocess, as `make demo` runs it, writes the
 report, the results, the checkpoint, and prints the verdict with the report's path."""
 
 from __future__ import annotations

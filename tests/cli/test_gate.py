@@ -1,4 +1,4 @@
-"""``fdp-audit gate RESULTS`` (SPEC 5.1): re-judges saved comparisons at a given α; exit 0 pass, 1 violation,
+"""``fdp-audit gate RESULTS`` (docs/files.md): re-judges saved comparisons at a given α; exit 0 pass, 1 violation,
 2 bad input (a corrupt or hand-edited results file included), JUnit XML on request."""
 
 from __future__ import annotations

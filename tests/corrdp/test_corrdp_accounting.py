@@ -1,5 +1,5 @@
-"""Realised privacy by exact Gaussian accounting (SPEC 2.8): closed forms against direct computations,
-the SPEC's Eq. 4 figures, and the Theorem 3.9 check."""
+"""Realised privacy by exact Gaussian accounting (docs/corrdp.md): closed forms against direct computations,
+the Eq. 4 figures of docs/corrdp.md, and the Theorem 3.9 check."""
 
 from __future__ import annotations
 
@@ -61,7 +61,7 @@ def test_one_coordinate_realised_epsilon_against_direct_computation() -> None:
 
 
 def test_spec_eq4_figures() -> None:
-    # SPEC 2.8: nominal 5 → about 6.6, 2 → 2.3, 1 → 1.06 at δ = 1e-5.
+    # docs/corrdp.md: nominal 5 → about 6.6, 2 → 2.3, 1 → 1.06 at δ = 1e-5.
     rows = {r["nominal_epsilon"]: r for r in eq4_calibration((5.0, 2.0, 1.0), 1e-5)}
     assert rows[5.0]["realised_epsilon"] == pytest.approx(6.6, abs=0.05)
     assert rows[2.0]["realised_epsilon"] == pytest.approx(2.3, abs=0.02)

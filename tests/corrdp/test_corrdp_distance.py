@@ -1,4 +1,4 @@
-"""The neighbour distance d(D, D') (paper Def. 2.3 axioms, Eq. 1) and Example 2.6 (SPEC 2.8)."""
+"""The neighbour distance d(D, D') (paper Def. 2.3 axioms, Eq. 1) and Example 2.6 (docs/corrdp.md)."""
 
 from __future__ import annotations
 

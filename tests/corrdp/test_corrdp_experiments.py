@@ -1,4 +1,4 @@
-"""The CorrDP reproductions and the `fdp-audit corrdp` command line (SPEC 2.8, 5.1)."""
+"""The CorrDP reproductions and the `fdp-audit corrdp` command line (docs/corrdp.md, docs/files.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Eq. 4 noise and the baselines' factors (SPEC 2.8; paper Eq. 4, Sec. 5)."""
+"""Eq. 4 noise and the baselines' factors (docs/corrdp.md; paper Eq. 4, Sec. 5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""TV(j) estimators (SPEC 2.8; paper App. D): closed form vs Monte Carlo, convergence rates, the
+"""TV(j) estimators (docs/corrdp.md; paper App. D): closed form vs Monte Carlo, convergence rates, the
 upper-confidence bound and the mixed-table dispatch."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Bundled data sets (SPEC 7): shapes, checksums, label clean-up."""
+"""Bundled data sets (docs/data.md): shapes, checksums, label clean-up."""
 
 from __future__ import annotations
 

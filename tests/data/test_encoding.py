@@ -1,4 +1,4 @@
-"""TableEncoder (SPEC 7): one-hot and standardised columns and the column map used to build Ψ."""
+"""TableEncoder (docs/data.md): one-hot and standardised columns and the column map used to build Ψ."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Public feature maps Ψ (SPEC 2.2, 2.3): a view never carries a protected value."""
+"""Public feature maps Ψ (docs/accounting.md, docs/training.md): a view never carries a protected value."""
 
 from __future__ import annotations
 

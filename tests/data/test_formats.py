@@ -1,4 +1,4 @@
-"""User data loaders (SPEC 7): small generated files of the real shapes load; malformed files give one
+"""User data loaders (docs/data.md): small generated files of the real shapes load; malformed files give one
 line naming the file, line and column — never a traceback."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""prepare_data (SPEC 8, first step of the data flow): config → encoded splits and Ψ."""
+"""prepare_data (docs/design.md, first step of the data flow): config → encoded splits and Ψ."""
 
 from __future__ import annotations
 

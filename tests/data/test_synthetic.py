@@ -1,4 +1,5 @@
-"""Synthetic data with known priors (SPEC 7, 2.5): the generated frequencies match the stated prior.
+"""Synthetic data with known priors (docs/data.md, docs/accounting.md): the generated frequencies match the stated
+prior.
 
 Every statistical test below runs at a fixed seed, so it cannot flake; the stated error probability is
 the chance that a correct generator would fail it at a random seed (the test's level)."""

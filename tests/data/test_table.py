@@ -1,4 +1,4 @@
-"""Table and the deterministic training/population split (SPEC 4 mode 2, SPEC 7)."""
+"""Table and the deterministic training/population split (docs/games.md, docs/data.md)."""
 
 from __future__ import annotations
 

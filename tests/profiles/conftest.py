@@ -1,4 +1,4 @@
-"""Shared fixtures: the paper's Adult settings (SPEC 2.7) and their base models."""
+"""Shared fixtures: the paper's Adult settings (docs/profiles.md) and their base models."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`fdp-audit profile CONFIG [--out DIR]` end to end, and its one-line bad-input errors (SPEC 5.1)."""
+"""`fdp-audit profile CONFIG [--out DIR]` end to end, and its one-line bad-input errors (docs/files.md)."""
 
 from __future__ import annotations
 

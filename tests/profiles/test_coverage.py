@@ -1,4 +1,4 @@
-"""Coverage and mean loss against closed forms (SPEC 2.7; paper Eqs. 5-9, footnote 3)."""
+"""Coverage and mean loss against closed forms (docs/profiles.md; paper Eqs. 5-9, footnote 3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Base model and design (SPEC 2.7): normalisation, labels, Newton against scikit-learn."""
+"""Base model and design (docs/profiles.md): normalisation, labels, Newton against scikit-learn."""
 
 from __future__ import annotations
 

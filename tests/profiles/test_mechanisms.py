@@ -1,4 +1,4 @@
-"""Output perturbation (SPEC 2.7): radial Laplace sampling, densities, the stable loss, Gaussian calibration."""
+"""Output perturbation (docs/profiles.md): radial Laplace sampling, densities, the stable loss, Gaussian calibration."""
 
 from __future__ import annotations
 

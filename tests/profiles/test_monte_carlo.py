@@ -1,4 +1,4 @@
-"""Monte Carlo coverage from sampled models (SPEC 2.7), tested where the answer is known: Gaussian output
+"""Monte Carlo coverage from sampled models (docs/profiles.md), tested where the answer is known: Gaussian output
 perturbation, whose ball coverage is a non-central χ² probability and whose density gives the loss."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Neighbours (SPEC 2.7): Okumura spheres, worst-case points, exact batched Newton, and the A_wc accuracy."""
+"""Neighbours (docs/profiles.md): Okumura spheres, worst-case points, exact batched Newton, and the A_wc accuracy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Privacy profiles and typical profiles (SPEC 2.7; paper Secs. 4.3-4.4)."""
+"""Privacy profiles and typical profiles (docs/profiles.md; paper Secs. 4.3-4.4)."""
 
 from __future__ import annotations
 

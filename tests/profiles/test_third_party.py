@@ -1,4 +1,4 @@
-"""The optional diffprivlib mechanism (SPEC 2.7; issue 9 item 7).
+"""The optional diffprivlib mechanism (docs/profiles.md).
 
 diffprivlib 0.6.6 does not run against the pinned scikit-learn (see
 :func:`fdp_audit.profiles.third_party.unavailable_reason`), so its own behaviour cannot be tested here.

@@ -1,4 +1,4 @@
-"""Privacy profiles of DP-SGD / FDP-SGD by Monte Carlo over trained models (SPEC 2.7; issue 9 item 6).
+"""Privacy profiles of DP-SGD / FDP-SGD by Monte Carlo over trained models (docs/profiles.md).
 
 The known-answer case: one full-batch step (p = 1, T = 1) from zero, with every per-example gradient
 inside the clip norm, is Gaussian output perturbation in closed form. With the engine's logistic model

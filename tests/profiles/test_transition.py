@@ -1,4 +1,4 @@
-"""The ε sweep and the transition rule (SPEC 2.7; paper Figs. 5-7)."""
+"""The ε sweep and the transition rule (docs/profiles.md; paper Figs. 5-7)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Shared checks for hostile-input tests (issue 13): the only outcomes allowed are success, or exit code 2 with
+"""Shared checks for hostile-input tests: the only outcomes allowed are success, or exit code 2 with
 one line on stderr and no output file."""
 
 from __future__ import annotations

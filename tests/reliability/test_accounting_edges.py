@@ -1,4 +1,4 @@
-"""Numerical edge cases that break other accountants (issue 13): δ = 1e-12, ε = 50, p = 1, T = 1 and noise
+"""Numerical edge cases that break other accountants: δ = 1e-12, ε = 50, p = 1, T = 1 and noise
 multipliers from 0.3 to 100, through :class:`MechanismAccountant` and the ``account`` / ``calibrate`` commands.
 Answers are finite, monotone in z, T and p, and — where a closed form exists (p = 1, T = 1: one Gaussian
 mechanism of sensitivity 1, Balle & Wang 2018, Theorem 8) — within the discretisation of the exact value;

@@ -1,4 +1,4 @@
-"""Nothing lost, nothing half-written (SPEC 5.1, 5.2; issue 13): every output file goes through
+"""Nothing lost, nothing half-written (docs/files.md): every output file goes through
 :mod:`fdp_audit.atomic_io` (temporary file beside the target, fsync, rename), and a failed run leaves no output.
 
 The source scan is a regression guard: a new ``open(path, "w")``, ``write_text``, ``savefig(path)`` or

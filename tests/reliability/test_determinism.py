@@ -1,4 +1,4 @@
-"""Determinism (issue 13): the same config and seed give the same results.json, apart from its time stamp, the
+"""Determinism: the same config and seed give the same results.json, apart from its time stamp, the
 checksum over it and the command line (which names the output folder), in separate processes with different
 hash seeds and thread counts — on CPU. (tests/audit/test_runner.py checks the same within one process; this
 catches state that differs between processes: set or dict order under PYTHONHASHSEED, lazily initialised

@@ -1,4 +1,4 @@
-"""Configs are untrusted input (SPEC 5.1, issue 13): random and mutated YAML reaches the loader and the command
+"""Configs are untrusted input (docs/files.md): random and mutated YAML reaches the loader and the command
 line, and the only outcomes are a valid :class:`Config` (success) or a one-line :class:`BadInputError`
 (exit code 2) — never a traceback, a hang or an output file.
 

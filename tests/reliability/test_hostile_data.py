@@ -1,4 +1,4 @@
-"""Data tables are untrusted input (SPEC 7, issue 13): random CSV and Parquet tables — NaN, inf, empty fields,
+"""Data tables are untrusted input (docs/data.md): random CSV and Parquet tables — NaN, inf, empty fields,
 numbers at the float64 limit, text in numeric columns, missing, repeated or extra columns, ragged rows, a protected
 column also listed as public — go through the data-config path (:func:`prepare_data`) and the command line. The
 only outcomes are encoded data with finite inputs, or a one-line :class:`BadInputError` (exit code 2) and no

@@ -1,4 +1,4 @@
-"""Resource guard (issue 13; SPEC 6 batched training): models are trained in chunks sized to a quarter of the
+"""Resource guard (docs/training.md batched training): models are trained in chunks sized to a quarter of the
 available memory (:func:`fdp_audit.training.engine.chunk_size_for`); a configuration of which not even one
 model fits is refused with a one-line message and exit code 2 rather than killed by the OS. The memory budget is
 faked by monkeypatching the engine's probe of available memory, so nothing large is allocated."""
@@ -49,7 +49,8 @@ def test_training_is_split_into_chunks_that_fit(problem, monkeypatch: pytest.Mon
 
 
 def test_recorded_iterates_count_against_the_budget(problem) -> None:
-    """Recording T iterates of P parameters costs 8·T·P more bytes per model (SPEC 6: iterates for the attacks)."""
+    """Recording T iterates of P parameters costs 8·T·P more bytes per model (docs/training.md: iterates for the
+    attacks)."""
     extra = engine.bytes_per_model(problem, True) - engine.bytes_per_model(problem, False)
     assert extra == 8 * problem.hyper.steps * problem.model.n_parameters
 

@@ -1,4 +1,4 @@
-"""Size limits on everything read from a file a hostile user could supply (issue 13): configs, data tables,
+"""Size limits on everything read from a file a hostile user could supply: configs, data tables,
 checkpoints, results.json and the trial journal are read through :func:`read_bounded`, which never holds more
 than the limit plus one byte. The limits are lowered here by monkeypatching, so that nothing large is written."""
 

@@ -1,4 +1,4 @@
-"""Shared pieces of the report tests (SPEC 5.3): the recorded results.json, its VIOLATION variant, a
+"""Shared pieces of the report tests (docs/files.md): the recorded results.json, its VIOLATION variant, a
 reader of the cells the page shows, and a headless Chromium."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The report opened in a real headless browser (SPEC 5.3): it draws, shows the stored numbers, and
+"""The report opened in a real headless browser (docs/files.md): it draws, shows the stored numbers, and
 fetches nothing."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`fdp-audit report RESULTS [-o HTML]` (SPEC 5.1): writes the report atomically; bad input is one line and
+"""`fdp-audit report RESULTS [-o HTML]` (docs/files.md): writes the report atomically; bad input is one line and
 exit code 2, and leaves any earlier report untouched."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The report's layout in a real headless Chromium at desktop and phone width (SPEC 5.3): nothing wider than
+"""The report's layout in a real headless Chromium at desktop and phone width (docs/files.md): nothing wider than
 the screen, every legend inside its figure, section titles unique, detail folded away, and a VIOLATION's
 failing comparison with its numbers and meaning on the first screen.
 

@@ -1,4 +1,4 @@
-"""Rendering the report without a browser (SPEC 5.3): layout, omitted sections, flags, escaping, bad input,
+"""Rendering the report without a browser (docs/files.md): layout, omitted sections, flags, escaping, bad input,
 and self-containment of the figures."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`fdp-audit reproduce` (issue 11): the registry in --quick mode on the cheap entries writes ``<name>.md`` and
+"""`fdp-audit reproduce`: the registry in --quick mode on the cheap entries writes ``<name>.md`` and
 ``<name>.json`` with the numbers each reproduction exists for; unknown or unavailable names are one-line
 errors."""
 

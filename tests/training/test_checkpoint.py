@@ -1,4 +1,4 @@
-"""Checkpoints (SPEC 5.2, issue 13): ``fdp-audit train`` writes weights plus privacy metadata atomically; a
+"""Checkpoints (docs/files.md): ``fdp-audit train`` writes weights plus privacy metadata atomically; a
 checkpoint is untrusted input, loaded with ``torch.load(weights_only=True)`` and validated field by field.
 A pickle that would run code, a truncated file, wrong shapes or inconsistent privacy metadata are refused
 with exit code 2 and one line — and the code in a malicious pickle never runs."""

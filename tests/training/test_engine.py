@@ -1,4 +1,4 @@
-"""The batched training engine (SPEC 2.3, 6): per-example gradients, clipping, Poisson sampling, stream
+"""The batched training engine (docs/training.md): per-example gradients, clipping, Poisson sampling, stream
 independence, noise scale, the documented behaviour of each faulty recipe, batching and reproducibility."""
 
 from __future__ import annotations

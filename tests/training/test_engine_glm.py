@@ -1,4 +1,4 @@
-"""The GLM path (issue 5): logistic-regression norms, clipped sums and public gradients computed from record
+"""The GLM path: logistic-regression norms, clipped sums and public gradients computed from record
 tables equal the same quantities from per-example gradients materialised by ``torch.func`` (float64,
 1e-10), for the full loss and for ℓ_priv = ℓ − ℓ_pub(x') with every kind of completed input x'."""
 

@@ -1,5 +1,5 @@
 """The counter hash of :mod:`fdp_audit.training.streams` against a pure-Python reference, and its Gaussian
-draws (issue 5).
+draws.
 
 The streams compute the lowbias32 chain on int32 tensors whose products and sums wrap modulo 2^32; this
 known-answer test pins every bit to the definition written with Python's unbounded integers, so a platform

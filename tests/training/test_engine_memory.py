@@ -1,4 +1,4 @@
-"""The engine's memory estimate follows the clipping path actually taken (issue 5). Chunking and refusal by
+"""The engine's memory estimate follows the clipping path actually taken. Chunking and refusal by
 that estimate are tested in tests/reliability/test_resource_guard.py."""
 
 from __future__ import annotations

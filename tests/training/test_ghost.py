@@ -1,4 +1,4 @@
-"""Ghost clipping of the private loss (SPEC 6, issue 12): the inner-product norms and the re-weighted sum
+"""Ghost clipping of the private loss (docs/training.md): the inner-product norms and the re-weighted sum
 equal the computation on materialised per-example gradients."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The mechanism registry (SPEC 2.3, 2.4, issue 4): one registry that the config schema, the accountant
+"""The mechanism registry (docs/training.md): one registry that the config schema, the accountant
 and the engine agree on; known-faulty mechanisms are marked in code, config and accounting and are never
 selected by accident; the public loss can only be given Ψ(x)."""
 
@@ -19,7 +19,7 @@ from fdp_audit.training.mechanisms import FAULTY_MECHANISMS, MECHANISMS
 from fdp_audit.training.public_losses import PublicLoss
 from fdp_audit.training.run import accountant, with_mechanism
 
-# What each faulty recipe changes against the correct mechanism it claims to be (SPEC 2.3, issue 4).
+# What each faulty recipe changes against the correct mechanism it claims to be (docs/training.md).
 DOCUMENTED_FAULTS = {
     "fdp_sgd_shared_batch": ("fdp_sgd", {"public_batch": "shared"}),
     "dp_sgd_half_noise": ("dp_sgd", {"noise_factor": 0.5}),

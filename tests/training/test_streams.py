@@ -1,4 +1,4 @@
-"""Stream independence (SPEC 2.3 step 3, issue 4): the public batch stream B is independent of the private
+"""Stream independence (docs/training.md step 3): the public batch stream B is independent of the private
 Poisson stream A and of the noise. Re-seeding one stream (every draw of it hashed from a different key)
 must leave every draw of the others bit for bit unchanged."""
 

@@ -1,4 +1,4 @@
-"""`fdp-audit train` (SPEC 5.1, issue 4): the per-step progress bar (step, loss, ε spent so far), its ε(t)
+"""`fdp-audit train` (docs/files.md): the per-step progress bar (step, loss, ε spent so far), its ε(t)
 curve against the accountant, and bit-for-bit reproducibility of a seeded run through the command line."""
 
 from __future__ import annotations
