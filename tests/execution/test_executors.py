@@ -1,0 +1,46 @@
+"""Contract tests run over every registered executor: each chunk's result comes back exactly once, under its own
+position, whatever order the chunks finish in."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fdp_audit.execution import EXECUTORS, Executor, make_executor, register_executor, split_chunks
+
+
+def squares(chunk: np.ndarray) -> np.ndarray:
+    return chunk * chunk
+
+
+def test_split_chunks_covers_the_indices_in_order():
+    indices = np.arange(10, 33)
+    chunks = split_chunks(indices, 7)
+    assert [len(c) for c in chunks] == [7, 7, 7, 2]
+    np.testing.assert_array_equal(np.concatenate(chunks), indices)
+    with pytest.raises(ValueError):
+        split_chunks(indices, 0)
+
+
+@pytest.mark.parametrize("name", sorted(EXECUTORS))
+def test_every_chunk_comes_back_once_under_its_position(name):
+    chunks = split_chunks(np.arange(50), 8)
+    with make_executor(name) as executor:
+        results = list(executor.map_unordered(squares, chunks))
+    assert sorted(position for position, _ in results) == list(range(len(chunks)))
+    for position, result in results:
+        np.testing.assert_array_equal(result, chunks[position] ** 2)
+
+
+def test_registry_refuses_a_second_executor_under_a_taken_name_and_unknown_names():
+    class Other(Executor):
+        name = "local"
+
+        def map_unordered(self, task, chunks):
+            yield from ()
+
+    with pytest.raises(ValueError):
+        register_executor(Other)
+    assert EXECUTORS["local"] is not Other
+    with pytest.raises(KeyError):
+        make_executor("no-such-executor")
