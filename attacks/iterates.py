@@ -79,6 +79,9 @@ def marginal_log_likelihood(y: torch.Tensor, sign: torch.Tensor, sigma: torch.Te
 
 
 class _GradientCanaryAttack(Attack):
+    """Scores on the CPU, where the knowledge lives: only the few coordinates the attack reads leave the training
+    device, whichever it is."""
+
     needs_gradient_canary = True
 
     def _noise_model(self, view: View) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -88,7 +91,7 @@ class _GradientCanaryAttack(Attack):
         k = self.knowledge
         k.require(self.name, "noise_coordinates")
         assert view.noisy_private_sums is not None
-        noise = view.noisy_private_sums[:, :, list(k.noise_coordinates)].double() / k.clip_norm
+        noise = view.noisy_private_sums[:, :, list(k.noise_coordinates)].cpu().double() / k.clip_norm
         others = (noise.sum(dim=2, keepdim=True) - noise) / max(noise.shape[2] - 1, 1)
         beta = (noise * others).sum(dim=(1, 2)) / others.square().sum(dim=(1, 2)).clamp_min(1e-300)
         left = noise - beta[:, None, None] * others
@@ -99,7 +102,7 @@ class _GradientCanaryAttack(Attack):
         ``y_t − β̂ m_t`` ``[R, T]``, and their noise scale σ̂ ``[R]`` (see :meth:`_noise_model`)."""
         k = self.knowledge
         assert view.noisy_private_sums is not None and k.canary_private_coordinate is not None
-        y = view.noisy_private_sums[:, :, k.canary_private_coordinate].double() / k.clip_norm
+        y = view.noisy_private_sums[:, :, k.canary_private_coordinate].cpu().double() / k.clip_norm
         mean, beta, sigma = self._noise_model(view)
         return y - beta[:, None] * mean, sigma
 
@@ -121,7 +124,7 @@ class IteratesAttack(_GradientCanaryAttack):
         scores = marginal_log_likelihood(y, signs, sigma)
         if view.public_gradients is not None:
             public_signs = signs if k.candidate_public_signs is None else k.candidate_public_signs.double()
-            leak = torch.sign(view.public_gradients[:, :, k.canary_private_coordinate].double()).sum(dim=1)
+            leak = torch.sign(view.public_gradients[:, :, k.canary_private_coordinate].cpu().double()).sum(dim=1)
             scores = scores + PUBLIC_LEAK_WEIGHT * leak[:, None] * public_signs[None, :]
         return self._with_prior(scores)
 
@@ -135,6 +138,6 @@ class PublicAlignedIteratesAttack(_GradientCanaryAttack):
         assert view.canary_public_counts is not None
         y, sigma = self._observations(view)
         y, sigma = y[..., None], sigma[:, None, None]
-        present = (view.canary_public_counts > 0).double()[..., None]
+        present = (view.canary_public_counts.cpu() > 0).double()[..., None]
         scores = (-0.5 * ((y - signs) / sigma) ** 2 * present).sum(dim=1)
         return self._with_prior(scores)

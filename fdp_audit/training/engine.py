@@ -59,6 +59,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 
 import torch
@@ -565,11 +566,24 @@ def _train_chunks(problem: TrainingProblem, seed: int, indices: torch.Tensor, ca
         keys = streams.model_keys(seed, indices[rows])
         hyper = problem.hyper
         rows_per_step = problem.n * min(1.0, hyper.sample_rate) + hyper.public_batch_size
-        with threads_for(int(len(rows) * rows_per_step * problem.model.n_parameters)):
+        with threads_for(int(len(rows) * rows_per_step * problem.model.n_parameters)), ieee_float32():
             params, iterates = _train_chunk(problem, keys, chunk_canaries, record_iterates, device, on_step,
                                             chunk_block)
         check_finite(params, indices[rows], problem.hyper)
         yield ChunkResult(indices[rows], params, iterates)
+
+
+@contextmanager
+def ieee_float32() -> Iterator[None]:
+    """Convolutions and matrix products in IEEE float32 rather than TF32 (cuDNN's default for convolutions on
+    recent GPUs): with TF32's 10-bit mantissa a per-example norm, hence the clip bound C, holds only to about
+    10⁻³ relative, and a model trained on the GPU would drift from its CPU twin by far more than rounding."""
+    saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def check_finite(params: Params, model_indices: torch.Tensor, hyper: Hyperparameters) -> None:

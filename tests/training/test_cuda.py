@@ -4,19 +4,18 @@ batches, noise) are the same trials. Skipped where no CUDA device is present."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import torch
 
-from fdp_audit.config import OptimizerConfig
+from fdp_audit.audit.runner import run_audit
+from fdp_audit.config import OptimizerConfig, config_from_dict
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.features import BlurMap, FeatureSplit
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model
 from fdp_audit.training.public_losses import build_public_loss
-from tests.conftest import small_config, write_yaml
+from tests.conftest import small_config
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
@@ -48,15 +47,29 @@ def test_models_trained_on_cuda_match_their_cpu_twins(mechanism, model):
         torch.testing.assert_close(gpu.params[name].cpu(), value, atol=2e-4, rtol=2e-4)
 
 
-def test_an_audit_on_cuda_plays_the_cpu_trials(tmp_path, cli):
-    results = {}
-    for device in ("cpu", "cuda"):
-        config = write_yaml(tmp_path / device / "config.yaml",
-                            small_config("dp_sgd", device=device, audit={"trials": 64, "games": ["distinguishing"],
-                                                                         "attacks": ["prior", "iterates"]}))
-        assert cli("audit", str(config), "--out", str(tmp_path / device / "out")).code in (0, 1)
-        results[device] = json.loads((tmp_path / device / "out" / "results.json").read_text())
-    assert results["cuda"]["reproducibility"]["device"] == "cuda"
-    assert results["cuda"]["verdict"]["status"] == results["cpu"]["verdict"]["status"]
-    successes = {device: [row.get("successes") for row in r["comparisons"]] for device, r in results.items()}
-    assert successes["cuda"] == successes["cpu"]
+GAME_CONFIGS = {
+    "distinguishing": small_config("dp_sgd", audit={"trials": 64, "games": ["distinguishing"],
+                                                    "attacks": ["prior", "iterates", "iterates_public_aligned"]}),
+    "attribute": small_config("fdp_sgd", rows=100, mechanism={"steps": 5},
+                              audit={"trials": 200, "games": ["attribute"], "target_prior": [0.5, 0.5],
+                                     "attacks": ["prior", "likelihood", "gradient", "informed_gradient"]}),
+    "reconstruction": {
+        "seed": 5, "data": {"dataset": "synthetic", "protected": ["protected-0", "protected-1"],
+                            "synthetic_rows": 200, "synthetic_prior_kind": "gaussian"},
+        "mechanism": {"name": "dp_sgd", "sample_rate": 0.25, "steps": 40, "noise_multiplier": 1.0},
+        "audit": {"trials": 60, "games": ["reconstruction"], "attacks": ["prior", "reconstruction"],
+                  "rho_grid": [0.5, 1.0]}},
+}
+
+
+def audit_results(raw: dict, device: str) -> dict:
+    return run_audit(config_from_dict({**raw, "device": device}), out_dir=None)
+
+
+@pytest.mark.parametrize("game", sorted(GAME_CONFIGS))
+def test_an_audit_on_cuda_plays_the_cpu_trials(game):
+    """Every attack of every game scores the GPU's models; secrets and successes are those of the CPU run."""
+    cpu, gpu = (audit_results(GAME_CONFIGS[game], device) for device in ("cpu", "cuda"))
+    assert gpu["reproducibility"]["device"] == "cuda"
+    assert gpu["verdict"]["status"] == cpu["verdict"]["status"]
+    assert [row.get("successes") for row in gpu["comparisons"]] == [row.get("successes") for row in cpu["comparisons"]]
