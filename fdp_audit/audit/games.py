@@ -113,8 +113,11 @@ def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tenso
     for chunk in train_models(problem, config.seed, indices, canaries, record_iterates, device, max_chunk=max_chunk,
                               progress=phase):
         it = chunk.iterates
-        yield chunk.model_indices, (View(chunk.params) if it is None else View(
-            chunk.params, it.noisy_private_sums, it.public_gradients, it.canary_public_counts))
+        # final-model attacks score on the CPU beside their knowledge; the iterates attacks take the few
+        # coordinates they read off the training device themselves
+        params = {name: value.cpu() for name, value in chunk.params.items()}
+        yield chunk.model_indices, (View(params) if it is None else View(
+            params, it.noisy_private_sums, it.public_gradients, it.canary_public_counts))
 
 
 def _run_trials(game: str, config: Config, problem: TrainingProblem, indices: np.ndarray, canaries: Canaries,
