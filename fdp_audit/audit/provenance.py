@@ -22,6 +22,7 @@ import site
 import sys
 import sysconfig
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import attacks
@@ -72,20 +73,23 @@ def _library_roots() -> tuple[Path, ...]:
     return tuple(Path(root).resolve() for root in roots if root)
 
 
-def user_source_digests() -> dict[str, str]:
-    """SHA-256 of every source file of a loaded module outside the standard library, the installed packages
-    and the packages digested by :func:`source_digest`: a third-party mechanism's own modules, whatever
-    imported them. A file that has gone is digested as ``missing``."""
+def user_modules() -> list[ModuleType]:
+    """Every loaded module whose file lies outside the standard library, the installed packages and the packages
+    digested by :func:`source_digest`: a third-party mechanism's own modules, whatever imported them."""
     roots = _library_roots()
+    return [module for module in list(sys.modules.values())
+            if isinstance(getattr(module, "__file__", None), str)
+            and not any(Path(module.__file__).resolve().is_relative_to(root) for root in roots)]
+
+
+def user_source_digests() -> dict[str, str]:
+    """SHA-256 of the source file of every :func:`user_modules` module. A file that has gone is digested as
+    ``missing``."""
     found = {}
-    for module in list(sys.modules.values()):
-        location = getattr(module, "__file__", None)
-        if not isinstance(location, str):
-            continue
-        path = Path(location).resolve()
-        if any(path.is_relative_to(root) for root in roots) or str(path) in found:
-            continue
-        found[str(path)] = file_digest(path)
+    for module in user_modules():
+        path = str(Path(module.__file__).resolve())
+        if path not in found:
+            found[path] = file_digest(Path(path))
     return dict(sorted(found.items()))
 
 

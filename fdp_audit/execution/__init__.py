@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from fdp_audit.execution.base import ChunkTask, Executor, split_chunks
+from fdp_audit.execution.dask import DaskExecutor
 from fdp_audit.execution.in_process import InProcessExecutor
 
 EXECUTORS: dict[str, type[Executor]] = {}
@@ -27,6 +28,7 @@ def make_executor(name: str, **options: Any) -> Executor:
 
 
 register_executor(InProcessExecutor)
+register_executor(DaskExecutor)  # imports dask only when chosen
 
-__all__ = ["EXECUTORS", "ChunkTask", "Executor", "InProcessExecutor", "make_executor", "register_executor",
-           "split_chunks"]
+__all__ = ["EXECUTORS", "ChunkTask", "DaskExecutor", "Executor", "InProcessExecutor",
+           "make_executor", "register_executor", "split_chunks"]

@@ -21,6 +21,7 @@ class Executor(ABC):
     a task must therefore be a picklable callable whose result depends on its chunk alone."""
 
     name: ClassVar[str]
+    options: ClassVar[tuple[str, ...]] = ()  # the audit settings its constructor takes (audit.scheduler …)
 
     @abstractmethod
     def map_unordered(self, task: ChunkTask, chunks: Sequence[np.ndarray]) -> Iterator[tuple[int, Result]]:

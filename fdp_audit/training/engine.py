@@ -68,6 +68,7 @@ from torch.func import grad, vmap
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.features import FeatureMap, PublicView
 from fdp_audit.errors import BadInputError
+from fdp_audit.execution.dask import worker_memory_headroom
 from fdp_audit.phases import Phase
 from fdp_audit.threads import threads_for
 from fdp_audit.training import ghost, glm, streams
@@ -456,17 +457,23 @@ class _Step:
 
 
 def _available_bytes(device: torch.device) -> int:
+    """Memory a chunk may use where it runs: the device's free memory; on the CPU the host's available memory,
+    capped on a Dask worker by what its memory limit leaves (a worker is restarted at 95 % of its limit, however
+    much the host has free)."""
     if device.type == "cuda":
         free, _ = torch.cuda.mem_get_info(device)
         return int(free)
+    host = int(os.environ.get("FDP_AUDIT_MEMORY_BYTES", 4 << 30))
     try:
         with open("/proc/meminfo") as handle:
             for line in handle:
                 if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+                    host = int(line.split()[1]) * 1024
+                    break
     except OSError:
         pass
-    return int(os.environ.get("FDP_AUDIT_MEMORY_BYTES", 4 << 30))
+    worker = worker_memory_headroom()
+    return host if worker is None else min(host, worker)
 
 
 def bytes_per_model(problem: TrainingProblem, record_iterates: bool, block_size: int = 0) -> int:
