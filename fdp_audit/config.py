@@ -23,6 +23,7 @@ import yaml
 
 from fdp_audit.bounded_read import read_bounded
 from fdp_audit.errors import BadInputError
+from fdp_audit.user_code import resolve_file_spec
 
 MAX_CONFIG_BYTES = 1_000_000
 MODEL_SUFFIXES = (".pt", ".pth", ".safetensors", ".ckpt", ".bin")
@@ -98,8 +99,9 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
-    kind: Literal["logistic", "mlp", "cnn"] = "logistic"
+    kind: Literal["logistic", "mlp", "cnn", "module"] = "logistic"
     hidden: tuple[int, ...] = field(default=(), metadata=_range(1))
+    factory: str | None = None  # kind module: any torch.nn.Module, `file.py:function` or `package.module:function`
 
 
 @dataclass(frozen=True)
@@ -409,6 +411,12 @@ def _check_consistency(config: Config) -> None:
             raise BadInputError(f"the claim of a third-party mechanism cannot be {mech.name!r}; name the mechanism "
                                 "whose accounting it claims (dp_sgd, fdp_sgd, fdp_dpsgd, public_only)",
                                 "mechanism.name")
+    if (config.model.kind == "module") != (config.model.factory is not None):
+        raise BadInputError("model.kind 'module' and model.factory (file.py:function or module:function) go "
+                            "together", "model.factory")
+    if config.model.factory is not None and not re.fullmatch(r"[^:\s]+:[A-Za-z_]\w*", config.model.factory):
+        raise BadInputError(f"must be 'module:function' or 'file.py:function', got {config.model.factory!r}",
+                            "model.factory")
     if mech.noise_multiplier is not None and mech.target_epsilon is not None:
         raise BadInputError("give noise_multiplier or target_epsilon, not both (target_epsilon calibrates the noise "
                             "multiplier and would override it)", "mechanism.target_epsilon")
@@ -451,6 +459,9 @@ def _check_consistency(config: Config) -> None:
 def config_from_dict(raw: Any) -> Config:
     """The validated config of a raw mapping. A ``mechanism.target_epsilon`` without a ``noise_multiplier``
     leaves the noise multiplier unset (it is calibrated), rather than at its default of 1."""
+    model = raw.get("model") if isinstance(raw, dict) else None
+    if isinstance(model, dict) and model.get("factory") is not None and "kind" not in model:
+        raw = {**raw, "model": {**model, "kind": "module"}}  # a factory names a module
     mechanism = raw.get("mechanism") if isinstance(raw, dict) else None
     if (isinstance(mechanism, dict) and mechanism.get("target_epsilon") is not None
             and "noise_multiplier" not in mechanism):
@@ -462,7 +473,8 @@ def config_from_dict(raw: Any) -> Config:
 
 def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config; every failure is a one-line :class:`BadInputError`. A relative
-    ``data.path`` is read from the config file's folder (and held as an absolute path)."""
+    ``data.path``, and the file of a ``file.py:function`` the config names, are read from the config file's
+    folder (and held as absolute paths)."""
     path = Path(path)
     if path.suffix.lower() in MODEL_SUFFIXES:
         raise BadInputError(f"{path} is a model file, not a YAML config; {EXTERNAL_MODEL_HINT}")
@@ -486,6 +498,9 @@ def load_config(path: str | Path) -> Config:
     except ValueError as err:  # a timestamp such as 2001-13-45, an integer of more than 4300 digits
         raise BadInputError(f"malformed YAML: a value cannot be read ({str(err)[:80]}): {path}") from err
     config = config_from_dict(raw)
+    folder = path.parent
+    config = dataclasses.replace(config, model=dataclasses.replace(
+        config.model, factory=resolve_file_spec(config.model.factory, folder)))
     if config.data.path is not None and not Path(config.data.path).is_absolute():
         # relative to the config file, as an include would be: the same config works from any working folder
         config = dataclasses.replace(config, data=dataclasses.replace(

@@ -159,8 +159,9 @@ def _third_party_trainer(config: Config) -> ShadowTrainer | None:
 def gradient_canary_game(game: str, config: Config, data: PreparedData, trials: int, device: torch.device,
                          journal, max_chunk: int) -> GameRecord:
     """``distinguishing`` (±canary, replacement) or ``simulator`` (present or simulated, insertion/deletion)."""
-    if config.model.kind == "cnn":
-        raise BadInputError("gradient-canary games need a model whose first layer is linear", "model.kind")
+    if config.model.kind in ("cnn", "module"):
+        raise BadInputError("gradient-canary games on the built-in engine need a built-in model whose first layer is "
+                            "linear", "model.kind")
     widened = _with_canary_columns(data)
     problem = build_problem(config, widened)
     d, hyper = data.train.n_features, problem.hyper

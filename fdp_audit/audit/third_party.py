@@ -37,13 +37,9 @@ else (games, attacks, statistics, verdict) is the built-in audit's.
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -52,6 +48,7 @@ from attacks import View
 from fdp_audit.errors import BadInputError
 from fdp_audit.training.engine import Canaries, TrainingProblem
 from fdp_audit.training.models import Params
+from fdp_audit.user_code import failure, load_function
 
 FIELD = "mechanism.third_party"
 TRIALS_PER_CHUNK = 32  # trials whose outputs are stacked before the attacks score them
@@ -76,41 +73,12 @@ ThirdPartyMechanism = Callable[[TrainingProblem, int, Canaries], "Params | Mecha
 
 def load_mechanism(spec: str) -> ThirdPartyMechanism:
     """Resolve ``module:function`` (importable) or ``file.py:function`` (a path) to the function."""
-    location, _, name = spec.rpartition(":")
-    if not location or not name.isidentifier():
-        raise BadInputError(f"must be 'module:function' or 'file.py:function', got {spec!r}", FIELD)
-    try:
-        if location.endswith(".py"):
-            path = Path(location).resolve()
-            if not path.is_file():
-                raise BadInputError(f"no such file {location!r}", FIELD)
-            module_name = f"fdp_audit_third_party_{path.stem}"
-            module_spec = importlib.util.spec_from_file_location(module_name, path)
-            assert module_spec is not None and module_spec.loader is not None
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[module_name] = module  # dataclasses and pickling look modules up by name
-            module_spec.loader.exec_module(module)
-        else:
-            module = importlib.import_module(location)
-    except BadInputError:
-        raise
-    except (Exception, SystemExit) as err:  # any failure of the user's module at import time is bad input
-        raise BadInputError(f"cannot import {location!r}: {_failure(err)}", FIELD) from err
-    function = getattr(module, name, None)
-    if not callable(function):
-        raise BadInputError(f"{location!r} has no function {name!r}", FIELD)
+    function = load_function(spec, FIELD)
     try:
         inspect.signature(function).bind(None, 0, None)
     except TypeError as err:
-        raise BadInputError(f"{name} must take (problem, seed, canary): {err}", FIELD) from err
+        raise BadInputError(f"{function.__name__} must take (problem, seed, canary): {err}", FIELD) from err
     return function
-
-
-def _failure(err: BaseException) -> str:
-    """The user's code's failure in one line: ``sys.exit(0)`` is a failure too, since it returned nothing."""
-    if isinstance(err, SystemExit):
-        return f"it called sys.exit({err.code!r})"
-    return f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
 
 
 def call_mechanism(mechanism: ThirdPartyMechanism, problem: TrainingProblem, seed: int, canary: Canaries
@@ -120,7 +88,7 @@ def call_mechanism(mechanism: ThirdPartyMechanism, problem: TrainingProblem, see
     try:
         return mechanism(problem, seed, canary)
     except (Exception, SystemExit) as err:
-        raise BadInputError(f"the mechanism failed on a trial (seed {seed}): {_failure(err)}", FIELD) from err
+        raise BadInputError(f"the mechanism failed on a trial (seed {seed}): {failure(err)}", FIELD) from err
 
 
 def trial_seed(seed: int, index: int) -> int:

@@ -27,7 +27,9 @@ How a batch of models is computed (docs/training.md):
   batch-sized copy of the data. Other stacks of linear layers (MLP) take the ghost path of
   :mod:`fdp_audit.training.ghost`: per-example norms from inner products and the clipped sum as one
   re-weighted pass. Other layers (CNN) take per-example gradients from ``torch.func`` (``vmap`` over
-  models of ``vmap`` over examples of ``grad``). The public gradient of a logistic model is read from the
+  models of ``vmap`` over examples of ``grad``; a user's ``nn.Module`` whose operations have no batching rule for
+  stacked parameters takes a loop over models instead, :class:`fdp_audit.training.modules.ModelsMap`). The public
+  gradient of a logistic model is read from the
   table of public inputs the same way.
 * *Memory.* :func:`bytes_per_model` estimates one model's share of a step on the path actually taken;
   :func:`chunk_size_for` splits the models into chunks that fit a quarter of the free memory and refuses,
@@ -74,6 +76,7 @@ from fdp_audit.threads import threads_for
 from fdp_audit.training import ghost, glm, streams
 from fdp_audit.training.mechanisms import Recipe
 from fdp_audit.training.models import Model, Params, example_loss, label_free_loss
+from fdp_audit.training.modules import ModelsMap, ModuleModel
 from fdp_audit.training.optim import Optimizer, learning_rate, project_l2
 from fdp_audit.training.public_losses import PublicLoss
 
@@ -272,9 +275,9 @@ class _Step:
                 self.split = ghost.input_split(self.loss, self.recipe.public_reads_protected, self.model.n_inputs)
             if not decomposed or self.split is not None:
                 self.products = ghost.input_products(self.x_table, self.split)
-        self.per_example_grad = vmap(vmap(grad(self._private_example_loss), in_dims=(None, 0, 0, 0)),
-                                     in_dims=(0, 0, 0, 0))
-        self.public_grad = vmap(grad(self._public_batch_loss), in_dims=(0, 0, 0, 0))
+        self.per_example_grad = ModelsMap(vmap(grad(self._private_example_loss), in_dims=(None, 0, 0, 0)),
+                                          in_dims=(0, 0, 0, 0))
+        self.public_grad = ModelsMap(grad(self._public_batch_loss), in_dims=(0, 0, 0, 0))
 
     def _table(self, records: torch.Tensor, canary_records: torch.Tensor | None) -> torch.Tensor:
         return records if canary_records is None else torch.cat([records, canary_records.to(records.dtype)])
@@ -488,7 +491,8 @@ def bytes_per_model(problem: TrainingProblem, record_iterates: bool, block_size:
     rate = min(1.0, h.sample_rate * problem.recipe.rate_factor)
     width = rate * problem.n + 6 * math.sqrt(max(rate * problem.n, 1)) + 16
     p = model.n_parameters + block_size
-    activations = model.n_inputs + sum(model.hidden) + model.n_outputs
+    activations = (model.activation_floats if isinstance(model, ModuleModel)
+                   else model.n_inputs + sum(model.hidden) + model.n_outputs)
     batch = max(width, h.public_batch_size)
     terms = 2 if problem.recipe.private_loss == "decomposed" else 1
     path = private_path(problem)
@@ -673,7 +677,7 @@ def _apply(optimizer: Optimizer, params: Params, flat_grad: torch.Tensor, lr: fl
 
 def predict_logits(model: Model, params: Params, x: torch.Tensor) -> torch.Tensor:
     """Logits of every model on shared inputs: ``[R, N, n_outputs]``."""
-    return vmap(model.forward, in_dims=(0, None))(params, x)
+    return ModelsMap(model.forward, in_dims=(0, None))(params, x)
 
 
 def accuracy(model: Model, params: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -104,6 +104,11 @@ def label_free_loss(logits: torch.Tensor) -> torch.Tensor:
 
 
 def build_model(config: ModelConfig, n_inputs: int, n_classes: int) -> Model:
+    if config.kind == "module":
+        from fdp_audit.training.modules import build_module_model
+
+        assert config.factory is not None
+        return build_module_model(config.factory, n_inputs, n_classes)
     if config.kind == "cnn":
         side = int(round(math.sqrt(n_inputs)))
         if side * side != n_inputs or side % 4:

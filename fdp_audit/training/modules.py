@@ -1,0 +1,167 @@
+"""Any ``torch.nn.Module`` as a model (docs/training.md): the config names a factory (``model.factory:
+file.py:function`` or ``package.module:function``) and :class:`ModuleModel` gives it the functional interface
+of the built-in models (:class:`fdp_audit.training.models.Model`), so that the batched engine, the attacks and
+the checkpoint audit use it unchanged.
+
+* The factory is called as ``factory()`` or, when it takes two parameters, ``factory(n_inputs, n_classes)``.
+  The module maps inputs ``[B, n_inputs]`` (the encoded records) to logits ``[B, n_outputs]`` (one logit for a
+  binary task, else one per class), as the built-in models do.
+* Parameters keep the module's own names (``encoder.0.weight``), in the order of ``named_parameters()``.
+* ``forward(params, x)`` is ``torch.func.functional_call`` of the module with the given parameters (buffers are
+  the module's own), so per-example gradients come from ``torch.func.grad`` under ``vmap`` like any built-in
+  model's. The module runs in eval mode: dropout is off and normalisation layers use their running statistics
+  (a batch statistic mixes the records of a batch, which per-example clipping cannot bound).
+* Initialisation: each model's parameters are the factory's own initialisation with torch's generator seeded
+  from the model's key (the INIT stream), so the models of an audit start apart and a model's start depends on
+  its key only.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from fdp_audit.errors import BadInputError
+from fdp_audit.training import streams
+from fdp_audit.training.models import Model, Params
+from fdp_audit.user_code import failure, load_function
+
+FIELD = "model.factory"
+
+
+def build_module(factory: Callable[..., nn.Module], n_inputs: int, n_classes: int, field_name: str = FIELD
+                 ) -> nn.Module:
+    """Call the user's factory (with ``(n_inputs, n_classes)`` when it takes two parameters) and check that it
+    returned a module; its failures are bad input."""
+    try:
+        takes = len(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):
+        takes = 0
+    try:
+        module = factory(n_inputs, n_classes) if takes >= 2 else factory()
+    except (Exception, SystemExit) as err:
+        raise BadInputError(f"the model factory failed: {failure(err)}", field_name) from err
+    if not isinstance(module, nn.Module):
+        raise BadInputError(f"the model factory returned a {type(module).__name__}, not a torch.nn.Module",
+                            field_name)
+    return module
+
+
+def seed_for_key(key: torch.Tensor) -> int:
+    """A torch seed from a model key ``[2]`` (int32 words) and the INIT stream: distinct keys, distinct seeds."""
+    low, high = (int(w) & 0xFFFFFFFF for w in key.tolist())
+    return ((high << 32) | low) ^ (int(streams.Stream.INIT) << 59)
+
+
+@dataclass(frozen=True, eq=False)
+class ModuleModel(Model):
+    """A user's ``nn.Module`` with the functional interface of :class:`Model` (module docstring)."""
+
+    factory: Callable[..., nn.Module] | None = field(default=None, repr=False)
+    module: nn.Module | None = field(default=None, repr=False)
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        assert self.module is not None
+        return {name: tuple(p.shape) for name, p in self.module.named_parameters()}
+
+    def forward(self, params: Params, x: torch.Tensor) -> torch.Tensor:
+        """Logits ``[..., n_outputs]`` for inputs ``[..., n_inputs]``."""
+        assert self.module is not None
+        lead = x.shape[:-1]
+        out = functional_call(self.module, params, (x.reshape(-1, x.shape[-1]),))
+        return out.reshape(*lead, self.n_outputs)
+
+    def init(self, keys: torch.Tensor, device: torch.device | str = "cpu") -> Params:
+        """The factory's initialisation for each model key, ``[R, *shape]`` (module docstring)."""
+        assert self.factory is not None
+        per_model = []
+        with torch.random.fork_rng(devices=[]):
+            for key in keys.cpu():
+                torch.manual_seed(seed_for_key(key))
+                module = build_module(self.factory, self.n_inputs, self.n_classes)
+                per_model.append({name: p.detach().float() for name, p in module.named_parameters()})
+        return {name: torch.stack([m[name] for m in per_model]).to(device) for name in per_model[0]}
+
+    @property
+    def activation_floats(self) -> int:
+        """A rough count of one example's activations (for the memory estimate): the parameters' output sizes."""
+        return self.n_inputs + sum(math.prod(s[:1]) for s in self.shapes().values())
+
+
+def build_module_model(spec: str, n_inputs: int, n_classes: int) -> ModuleModel:
+    """The model of a ``model.factory`` spec on data of ``n_inputs`` encoded columns and ``n_classes`` labels;
+    refuses a module whose output does not have one logit per class (one for a binary task)."""
+    factory = load_function(spec, FIELD)
+    module = build_module(factory, n_inputs, n_classes)
+    module.eval()
+    for p in module.parameters():
+        p.requires_grad_(False)
+    model = ModuleModel("module", n_inputs, n_classes, factory=factory, module=module)
+    if not model.shapes():
+        raise BadInputError("the module has no parameters", FIELD)
+    params = {name: p.detach() for name, p in module.named_parameters()}
+    try:
+        with torch.no_grad():
+            out = functional_call(module, params, (torch.zeros(2, n_inputs),))
+    except (Exception, SystemExit) as err:
+        raise BadInputError(f"the module fails on a batch of inputs [2, {n_inputs}]: {failure(err)}", FIELD) from err
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, model.n_outputs):
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise BadInputError(f"the module maps inputs [2, {n_inputs}] to {shape}; expected logits "
+                            f"[2, {model.n_outputs}] ({n_classes} classes)", FIELD)
+    return model
+
+
+class ModelsMap:
+    """``fn`` mapped over a leading model dimension: ``torch.func.vmap`` where every operation of the module has
+    a batching rule for stacked parameters, else a Python loop over the models (each model's call still
+    vmapped over its examples inside ``fn``). The first call decides, once; :attr:`looped` says which it took.
+
+    Modules that need the loop build a tensor and then write a parameter into it in place (``out = zeros(…);
+    out += self.bias``): under ``vmap`` over models the parameter is batched and the buffer is not, which vmap
+    refuses. Data-dependent Python control flow (``if x.sum() > 0``) and ``.item()`` fail under any ``vmap``,
+    per example too, so such modules are refused by the engine with that error."""
+
+    def __init__(self, fn: Callable[..., object], in_dims: tuple[int | None, ...]):
+        self.fn, self.in_dims = fn, in_dims
+        self.batched = torch.func.vmap(fn, in_dims=in_dims)
+        self.looped: bool | None = None
+
+    def __call__(self, *args):
+        if not self.looped:
+            try:
+                out = self.batched(*args)
+                self.looped = False
+                return out
+            except RuntimeError:
+                if self.looped is False:  # it worked before: a real failure, not a missing batching rule
+                    raise
+                self.looped = True
+        count = next(_leading(a) for a, d in zip(args, self.in_dims, strict=True) if d == 0)
+        outs = [self.fn(*(_take(a, r) if d == 0 else a for a, d in zip(args, self.in_dims, strict=True)))
+                for r in range(count)]
+        return _stack(outs)
+
+
+def _leading(value) -> int:
+    if isinstance(value, dict):
+        return next(iter(value.values())).shape[0]
+    return value.shape[0]
+
+
+def _take(value, r: int):
+    if isinstance(value, dict):
+        return {k: v[r] for k, v in value.items()}
+    return value[r]
+
+
+def _stack(outs: list):
+    if isinstance(outs[0], dict):
+        return {k: torch.stack([o[k] for o in outs]) for k in outs[0]}
+    return torch.stack(outs)
