@@ -77,7 +77,7 @@ def _range(lo: float | None = None, hi: float | None = None, lo_open: bool = Fal
 @dataclass(frozen=True)
 class DataConfig:
     dataset: Literal[
-        "adult", "german", "diabetes", "digits", "synthetic", "csv", "purchase", "criteo"
+        "adult", "german", "diabetes", "digits", "fashion_mnist", "synthetic", "csv", "purchase", "criteo"
     ] = "adult"
     protected: tuple[str, ...] = ("marital-status", "relationship")
     public: tuple[str, ...] | None = None
@@ -93,8 +93,11 @@ class DataConfig:
     synthetic_prior: tuple[float, ...] = (0.5, 0.5)
     synthetic_prior_kind: Literal["categorical", "gaussian", "box"] = "categorical"
     synthetic_public_features: int = field(default=5, metadata=_range(1, MAX_SYNTHETIC_FEATURES))
-    public_map: Literal["columns", "label_only", "blur"] = "columns"  # Ψ (docs/accounting.md); see data/prepare.py
+    # Ψ (docs/accounting.md, docs/images.md); see data/prepare.py
+    public_map: Literal["columns", "label_only", "blur", "downsample"] = "columns"
     blur_sigma: float = field(default=1.0, metadata=_range(0, None, True))  # public_map: blur
+    blur_tolerance: float = field(default=0.1, metadata=_range(0, 1, False, True))  # blur: protected if s ≤ τ·s_max
+    downsample_factor: int = field(default=4, metadata=_range(1))  # public_map: downsample (k×k block means)
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,7 @@ class MechanismConfig:
     steps: int = field(default=100, metadata=_range(1))
     clip_norm: float = field(default=1.0, metadata=_range(0, None, True))
     private_weight: float = field(default=1.0, metadata=_range(0))
-    public_loss: Literal["mask", "mean", "gaussian_pad", "impute", "label_dp", "blur"] = "mask"
+    public_loss: Literal["mask", "mean", "gaussian_pad", "impute", "label_dp", "public_image"] = "mask"
     public_pretrain_steps: int = field(default=0, metadata=_range(0))
     projection_radius: float | None = field(default=None, metadata=_range(0, None, True))
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)

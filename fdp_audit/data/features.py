@@ -110,38 +110,6 @@ class LabelOnlyMap:
         return {"kind": "label_only"}
 
 
-def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
-    """Separable Gaussian blur of ``[..., H, W]`` images, kernel radius 3σ, reflect padding."""
-    radius = max(1, int(3 * sigma + 0.5))
-    offsets = torch.arange(-radius, radius + 1, dtype=images.dtype, device=images.device)
-    kernel = torch.exp(-0.5 * (offsets / sigma) ** 2)
-    kernel = kernel / kernel.sum()
-    h, w = images.shape[-2:]
-    flat = images.reshape(-1, 1, h, w)
-    padded = torch.nn.functional.pad(flat, (radius, radius, radius, radius), mode="reflect")
-    out = torch.nn.functional.conv2d(padded, kernel.view(1, 1, 1, -1))
-    out = torch.nn.functional.conv2d(out, kernel.view(1, 1, -1, 1))
-    return out.reshape(images.shape)
-
-
-@dataclass(frozen=True)
-class BlurMap:
-    """Images: Ψ(x, y) = (blur_σ(x), y). Fine detail (a licence plate) is protected."""
-
-    height: int
-    width: int
-    sigma: float = 1.0
-    label_public: bool = True
-
-    def __call__(self, x: torch.Tensor, y: torch.Tensor) -> PublicView:
-        images = x.reshape(*x.shape[:-1], self.height, self.width)
-        blurred = gaussian_blur(images, self.sigma).reshape(x.shape)
-        return PublicView(blurred, y if self.label_public else None)
-
-    def spec(self) -> dict[str, Any]:
-        return {"kind": "blur", "height": self.height, "width": self.width, "sigma": self.sigma}
-
-
 @dataclass(frozen=True)
 class CallableMap:
     """A user-supplied Ψ: ``function(x, y) -> public features``; the label is public if ``label_public``."""

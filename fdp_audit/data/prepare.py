@@ -10,8 +10,10 @@ import torch
 
 from fdp_audit.config import DataConfig
 from fdp_audit.data import datasets, formats, synthetic
-from fdp_audit.data.encoding import EncodedData, TableEncoder
-from fdp_audit.data.features import BlurMap, FeatureMap, FeatureSplit, LabelOnlyMap
+from fdp_audit.data.encoding import ColumnGroup, EncodedData, TableEncoder
+from fdp_audit.data.features import FeatureMap, FeatureSplit, LabelOnlyMap
+from fdp_audit.data.image_psi import BlurMap, DownsampleMap
+from fdp_audit.data.images import IMAGE_DATASETS, ImageSet, load_images
 from fdp_audit.data.table import Table, split_rows
 from fdp_audit.errors import BadInputError
 
@@ -63,8 +65,19 @@ def load_table(config: DataConfig, seed: int) -> tuple[Table, Table | None]:
     raise BadInputError(f"unknown data set {config.dataset!r}", "data.dataset")
 
 
+IMAGE_PUBLIC_MAPS = ("blur", "downsample")
+
+
+def uses_images(config: DataConfig) -> bool:
+    """Whether the data set is read as images (pixels in [0, 1], not standardised, so that an image Ψ acts on
+    intensities): every image data set, except ``digits`` under a tabular Ψ, which keeps its table form."""
+    return config.dataset in IMAGE_DATASETS and (config.dataset != "digits" or config.public_map in IMAGE_PUBLIC_MAPS)
+
+
 def prepare_data(config: DataConfig, seed: int) -> PreparedData:
     """Load, split (deterministically by ``seed``), encode, and build Ψ."""
+    if uses_images(config):
+        return prepare_images(config, seed)
     table, test_table = load_table(config, seed)
     label = config.label or datasets.DEFAULT_LABELS.get(config.dataset) or synthetic.SYNTHETIC_LABEL
     # a CSV data set holds only the columns its spec names: a label in the file but not in the spec is absent
@@ -108,9 +121,53 @@ def prepare_data(config: DataConfig, seed: int) -> PreparedData:
     return PreparedData(train, population, test, public_map(config, encoder), table.name)
 
 
+def _encode_images(images: ImageSet, groups: tuple[ColumnGroup, ...]) -> EncodedData:
+    return EncodedData(images.flat(), images.labels, groups, images.classes, "label", images.fingerprint())
+
+
+def prepare_images(config: DataConfig, seed: int) -> PreparedData:
+    """An image data set as encoded splits: one numeric column ``pixel-i`` per pixel (row-major, intensity in
+    [0, 1]), the class index as the label. ``max_rows`` subsamples the training images (by ``seed``); the
+    population split is taken from them; the test split is the data set's own when it has one."""
+    if config.label not in (None, "label"):
+        raise BadInputError(f"image data sets have one label, 'label'; got {config.label!r}", "data.label")
+    train = load_images(config.dataset, "train", config.path)
+    test = load_images(config.dataset, "test", config.path) if "test" in IMAGE_DATASETS[config.dataset].splits else None
+    if config.max_rows is not None and train.n_images > config.max_rows:
+        keep = np.sort(np.random.default_rng(np.random.SeedSequence([seed, 0xCAFE])).choice(
+            train.n_images, config.max_rows, replace=False))
+        train = train.take(keep)
+    if train.n_images < 4:
+        raise BadInputError(f"data set has only {train.n_images} images", "data")
+    groups = tuple(ColumnGroup(f"pixel-{i}", "numeric", i, i + 1) for i in range(train.height * train.width))
+    train_rows, population_rows = split_rows(train.n_images, config.population_fraction, seed)
+    encoded = _encode_images(train.take(train_rows), groups)
+    population = _encode_images(train.take(population_rows), groups)
+    test_encoded = population if test is None else _encode_images(test, groups)
+    return PreparedData(encoded, population, test_encoded, image_public_map(config, train.height, train.width, groups),
+                        train.name)
+
+
+def image_public_map(config: DataConfig, height: int, width: int, groups: tuple[ColumnGroup, ...]) -> FeatureMap:
+    """Ψ for images: a blur or a downsampling (docs/images.md), or a tabular map over the pixel columns."""
+    if config.public_map in ("columns", "label_only"):
+        if config.public_map == "columns":
+            return FeatureSplit(groups, tuple(config.protected), config.label_public)
+        if config.protected:
+            raise BadInputError("public_map 'label_only' defines the protected part itself; set data.protected: []",
+                                "data.protected")
+        return LabelOnlyMap()
+    if config.protected:
+        raise BadInputError(f"public_map {config.public_map!r} defines the protected part itself; set "
+                            "data.protected: []", "data.protected")
+    if config.public_map == "blur":
+        return BlurMap(height, width, config.label_public, config.blur_sigma, config.blur_tolerance)
+    return DownsampleMap(height, width, config.label_public, config.downsample_factor)
+
+
 def public_map(config: DataConfig, encoder: TableEncoder) -> FeatureMap:
-    """Ψ of docs/accounting.md: the columns not listed as protected (``columns``); Ψ(x, y) = x with the label protected
-    (``label_only``, label DP); or Ψ(x, y) = (blur_σ(x), y) for square grey-scale images (``blur``)."""
+    """Ψ of docs/accounting.md for a table: the columns not listed as protected (``columns``), or Ψ(x, y) = x
+    with the label protected (``label_only``, label DP). Image maps need an image data set."""
     if config.public_map == "columns":
         return FeatureSplit(encoder.groups, tuple(config.protected), config.label_public)
     if config.protected:
@@ -118,9 +175,5 @@ def public_map(config: DataConfig, encoder: TableEncoder) -> FeatureMap:
                             "data.protected: []", "data.protected")
     if config.public_map == "label_only":
         return LabelOnlyMap()
-    width = sum(group.stop - group.start for group in encoder.groups)
-    side = int(round(width ** 0.5))
-    if side * side != width or any(group.kind != "numeric" for group in encoder.groups):
-        raise BadInputError(f"public_map 'blur' needs square grey-scale images (numeric features, a square "
-                            f"count); got {width} encoded features", "data.public_map")
-    return BlurMap(side, side, config.blur_sigma)
+    raise BadInputError(f"public_map {config.public_map!r} needs an image data set "
+                        f"({', '.join(IMAGE_DATASETS)}), not {config.dataset!r}", "data.public_map")

@@ -8,7 +8,8 @@ A public loss is evaluated on model inputs that it builds from a :class:`PublicV
 * ``impute``: protected columns predicted from the public ones by a model fitted on the population
   split (public data), probabilities for categorical columns;
 * ``label_dp`` (Ψ(x, y) = x): ``ℓ_pub = logsumexp(wᵀx)``, label-free;
-* ``blur`` (images): the blurred image is itself a model input.
+* ``public_image`` (images, docs/images.md): Ψ(x) rendered at full resolution — the blurred image, or the
+  block means upsampled — is the model input, as in the FDP paper's public baseline.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import numpy as np
 import torch
 
 from fdp_audit.data.encoding import EncodedData
-from fdp_audit.data.features import BlurMap, FeatureMap, FeatureSplit, LabelOnlyMap, PublicView
+from fdp_audit.data.features import FeatureMap, FeatureSplit, LabelOnlyMap, PublicView
+from fdp_audit.data.image_psi import ImageMap
 from fdp_audit.errors import BadInputError
 
 
@@ -45,8 +47,11 @@ class PublicLoss:
 
     def inputs(self, view: PublicView, pad_noise: torch.Tensor | None = None) -> torch.Tensor:
         """Model inputs built from Ψ(x) only (``[..., n_inputs]``)."""
-        if self.name in ("label_dp", "blur"):
+        if self.name == "label_dp":
             return view.features
+        if self.name == "public_image":
+            assert isinstance(self.feature_map, ImageMap)
+            return self.feature_map.public_image(view.features)
         split = self.feature_map
         assert isinstance(split, FeatureSplit)
         public = view.features
@@ -110,9 +115,10 @@ def build_public_loss(name: str, feature_map: FeatureMap, population: EncodedDat
         if not isinstance(feature_map, LabelOnlyMap):
             raise BadInputError("label_dp needs the label-only feature map (label DP)", "mechanism.public_loss")
         return PublicLoss(name, feature_map)
-    if name == "blur":
-        if not isinstance(feature_map, BlurMap):
-            raise BadInputError("blur needs the blur feature map (images)", "mechanism.public_loss")
+    if name == "public_image":
+        if not isinstance(feature_map, ImageMap):
+            raise BadInputError("public_image needs an image feature map (data.public_map: blur or downsample)",
+                                "mechanism.public_loss")
         return PublicLoss(name, feature_map)
     if not isinstance(feature_map, FeatureSplit):
         raise BadInputError(f"public loss {name!r} needs a column-subset feature map", "mechanism.public_loss")

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fdp_audit.data.encoding import ColumnGroup
-from fdp_audit.data.features import BlurMap, CallableMap, FeatureSplit, LabelOnlyMap, gaussian_blur
+from fdp_audit.data.features import CallableMap, FeatureSplit, LabelOnlyMap
 from fdp_audit.errors import BadInputError
 
 
@@ -87,26 +87,6 @@ def test_label_only_map_hides_labels():
     assert view.labels is None and torch.equal(view.features, x)
     assert LabelOnlyMap().label_public is False
     assert torch.equal(LabelOnlyMap()(x, 1 - y).features, view.features)
-
-
-def test_blur_map_output_is_the_blurred_image_only():
-    torch.manual_seed(0)
-    x = torch.rand(3, 64)
-    blur = BlurMap(8, 8, sigma=1.0)
-    view = blur(x, torch.tensor([1, 2, 3]))
-    expected = gaussian_blur(x.reshape(3, 8, 8), 1.0).reshape(3, 64)
-    assert torch.allclose(view.features, expected)
-    assert view.labels.tolist() == [1, 2, 3]
-    assert BlurMap(8, 8, label_public=False)(x, torch.zeros(3)).labels is None
-
-
-def test_blur_removes_fine_detail_and_keeps_constants():
-    # A checkerboard is the finest detail an 8×8 image holds; a σ = 1 blur flattens it almost entirely.
-    checker = (torch.arange(8).view(-1, 1) + torch.arange(8).view(1, -1)) % 2
-    blurred = gaussian_blur(checker.float(), 1.0)
-    assert blurred.std() < 0.05 * checker.float().std()
-    constant = torch.full((8, 8), 0.7)
-    assert torch.allclose(gaussian_blur(constant, 2.0), constant)
 
 
 def test_callable_map():

@@ -13,7 +13,8 @@ from scipy import stats
 
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.encoding import ColumnGroup
-from fdp_audit.data.features import BlurMap, FeatureSplit
+from fdp_audit.data.features import FeatureSplit
+from fdp_audit.data.image_psi import BlurMap
 from fdp_audit.errors import BadInputError
 from fdp_audit.training import engine, ghost, streams
 from fdp_audit.training.engine import Canaries, Hyperparameters, TrainingProblem, train_models
@@ -35,7 +36,7 @@ def _problem(mechanism: str = "fdp_sgd", model: Model | None = None, n: int = 40
     x = scale * torch.randn(n, model.n_inputs, generator=generator)
     y = torch.randint(0, model.n_classes, (n,), generator=generator)
     if model.kind == "cnn":
-        feature_map, public_loss = BlurMap(model.image_side, model.image_side), "blur"
+        feature_map, public_loss = BlurMap(model.image_side, model.image_side), "public_image"
     else:
         groups = tuple(ColumnGroup(f"f{i}", "numeric", i, i + 1) for i in range(model.n_inputs))
         feature_map, public_loss = FeatureSplit(groups, PROTECTED), "mask"
@@ -242,7 +243,7 @@ def test_wrong_rate_recipe_samples_four_times_as_many():
 
 @pytest.mark.parametrize(("model", "public_loss"), [
     (Model("logistic", N_INPUTS, 2), "mask"), (Model("logistic", N_INPUTS, 2), "gaussian_pad"),
-    (Model("mlp", N_INPUTS, 3, (5,)), "mask"), (Model("cnn", 64, 3, (), 8), "blur")],
+    (Model("mlp", N_INPUTS, 3, (5,)), "mask"), (Model("cnn", 64, 3, (), 8), "public_image")],
     ids=["logistic-glm", "logistic-gaussian-pad-ghost", "mlp-ghost", "cnn-materialised"])
 def test_model_in_a_batch_equals_the_model_alone(model, public_loss):
     """Model k of a batch equals model k trained alone (1e-5): its streams are keyed by (seed, k), and its
