@@ -73,7 +73,7 @@ from fdp_audit.errors import BadInputError
 from fdp_audit.execution.dask import worker_memory_headroom
 from fdp_audit.phases import Phase
 from fdp_audit.threads import threads_for
-from fdp_audit.training import ghost, glm, streams
+from fdp_audit.training import conv_ghost, ghost, glm, streams
 from fdp_audit.training.mechanisms import Recipe
 from fdp_audit.training.models import Model, Params, example_loss, label_free_loss
 from fdp_audit.training.modules import ModelsMap, ModuleModel
@@ -216,8 +216,11 @@ def _has_public_table(problem: TrainingProblem) -> bool:
 def private_path(problem: TrainingProblem) -> str:
     """How the private part is computed: ``"glm"`` (logistic models whose ℓ_priv inputs are a function of
     the record: norms and sums straight from record tables, :mod:`fdp_audit.training.glm`), ``"ghost"``
-    (other stacks of linear layers: ghost norms, :mod:`fdp_audit.training.ghost`), or ``"materialised"``
-    (per-example gradients from ``torch.func``)."""
+    (other stacks of linear layers: ghost norms, :mod:`fdp_audit.training.ghost`), ``"conv"`` (the GroupNorm
+    CNN: :mod:`fdp_audit.training.conv_ghost`), or ``"materialised"`` (per-example gradients from
+    ``torch.func``)."""
+    if conv_ghost.supports(problem.model):
+        return "conv"
     if not ghost.supports(problem.model):
         return "materialised"
     if problem.model.kind == "logistic" and (problem.recipe.private_loss != "decomposed"
@@ -262,6 +265,7 @@ class _Step:
                 self.public_features = views.features
         self.label_free = self.loss is not None and self.loss.label_free and not self.recipe.public_reads_protected
         self.fast = ghost.supports(self.model)
+        self.conv = conv_ghost.supports(self.model)
         self.glm = self.fast and self.model.kind == "logistic"
         self.path = private_path(problem)
         self.tables: glm.RecordTables | None = None
@@ -372,6 +376,14 @@ class _Step:
                 public = self._ghost_public_term(rows, step) if decomposed else None
                 flat = ghost.clipped_private_sum(self.model, params, ghost.PrivateBatch(x, y, valid, public, products),
                                                  clip_norm, override)
+            elif self.conv:  # docs/images.md: per-layer norms from one forward and backward pass
+                x = self._gather(self.x_table, rows)
+                public = None
+                if decomposed:
+                    public = ghost.PublicTerm(self._public_inputs(rows, step, streams.Stream.PRIVATE_PAD),
+                                              self.label_free)
+                flat = conv_ghost.clipped_private_sum(self.model, without_block(params),
+                                                      ghost.PrivateBatch(x, y, valid, public), clip_norm, override)
             else:
                 x = self._gather(self.x_table, rows)
                 public_inputs = self._public_inputs(rows, step, streams.Stream.PRIVATE_PAD) if decomposed else x
@@ -442,6 +454,8 @@ class _Step:
             inputs = self._public_inputs(rows, step, streams.Stream.PUBLIC_PAD)
             if self.fast:  # one forward and backward pass, no per-model torch.func transform
                 flat = ghost.gradient_sum(self.model, params, inputs, y, weights, self.label_free)
+            elif self.conv:
+                flat = conv_ghost.gradient_sum(self.model, without_block(params), inputs, y, weights, self.label_free)
             else:
                 flat = flatten(self.public_grad(without_block(params), inputs, y, weights), lead=1)
         if gradient_canary:
@@ -501,6 +515,9 @@ def bytes_per_model(problem: TrainingProblem, record_iterates: bool, block_size:
         private, public = width * per_example, 4 * batch * model.n_outputs + 4 * batch
     elif path == "ghost":
         private, public = 3 * terms * width * activations, 3 * batch * activations
+    elif path == "conv":
+        per_example, activations = conv_ghost.floats_per_example(model)
+        private, public = terms * width * per_example, 3 * batch * activations
     else:
         private, public = 4 * width * p + width * activations, 3 * batch * activations
     per_step = 4 * (private + public + 8 * p)
