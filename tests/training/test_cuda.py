@@ -10,7 +10,8 @@ import torch
 from fdp_audit.audit.runner import run_audit
 from fdp_audit.config import OptimizerConfig, config_from_dict
 from fdp_audit.data.encoding import ColumnGroup
-from fdp_audit.data.features import BlurMap, FeatureSplit
+from fdp_audit.data.features import FeatureSplit
+from fdp_audit.data.image_psi import BlurMap
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model
@@ -25,7 +26,7 @@ def _problem(mechanism: str, model: Model) -> TrainingProblem:
     x = torch.randn(60, model.n_inputs, generator=generator)
     y = torch.randint(0, model.n_classes, (60,), generator=generator)
     if model.kind == "cnn":
-        feature_map, public_loss = BlurMap(model.image_side, model.image_side), "blur"
+        feature_map, public_loss = BlurMap(model.image_side, model.image_side), "public_image"
     else:
         groups = tuple(ColumnGroup(f"f{i}", "numeric", i, i + 1) for i in range(model.n_inputs))
         feature_map, public_loss = FeatureSplit(groups, ("f4", "f5")), "mask"

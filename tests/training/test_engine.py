@@ -309,15 +309,17 @@ def test_canary_block_leaves_the_model_alone_and_matches_a_reference(model):
     p_model = problem.model.n_parameters
     sigma = hyper.noise_multiplier * hyper.clip_norm
     expected = torch.zeros(block.size, dtype=torch.float64)
+    hits = torch.zeros(m, dtype=torch.float64)
     for t in range(hyper.steps):
         idx, valid = streams.poisson_sample(keys, t, n + m, hyper.sample_rate)
         slots = idx[0][valid[0]]
         canaries = slots[slots >= n] - n
         step = torch.zeros(block.size, dtype=torch.float64)
         step[canaries] = (values[0, canaries].sign() * hyper.clip_norm * present[0, canaries]).double()
+        hits += step[:m].abs()
         step += sigma * streams.normal(keys, t, streams.Stream.NOISE, p_model + block.size)[0, p_model:].double()
         expected -= hyper.optimizer.lr * hyper.private_weight * step / (hyper.sample_rate * n)
-    assert expected[:m].abs().max() > 0.1  # the canaries moved their coordinates
+    assert hits.sum() >= 5  # present canaries were sampled and moved their coordinates
     torch.testing.assert_close(with_block.params[engine.BLOCK_KEY][0].double(), expected, atol=1e-5, rtol=1e-5)
 
 
