@@ -23,6 +23,7 @@ import yaml
 
 from fdp_audit.bounded_read import read_bounded
 from fdp_audit.errors import BadInputError
+from fdp_audit.training.mechanisms import ENGINE, MECHANISMS
 from fdp_audit.user_code import resolve_file_spec
 
 MAX_CONFIG_BYTES = 1_000_000
@@ -67,6 +68,12 @@ _Loader.add_implicit_resolver(
     re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
     list("-+.0123456789"),
 )
+
+
+def _choices(registry: dict[str, Any]):
+    """Field metadata: the value must be a key of ``registry``, read when a config is checked (so that a row
+    registered after import is accepted)."""
+    return {"choices": registry}
 
 
 def _range(lo: float | None = None, hi: float | None = None, lo_open: bool = False, hi_open: bool = False):
@@ -119,19 +126,7 @@ class OptimizerConfig:
 
 @dataclass(frozen=True)
 class MechanismConfig:
-    name: Literal[
-        "nonprivate",
-        "public_only",
-        "dp_sgd",
-        "fdp_sgd",
-        "fdp_dpsgd",
-        "corrdp_sgd",
-        "fdp_sgd_shared_batch",
-        "dp_sgd_half_noise",
-        "dp_sgd_no_clip",
-        "fdp_sgd_leaky_public",
-        "dp_sgd_wrong_rate",
-    ] = "fdp_sgd"
+    name: str = field(default="fdp_sgd", metadata=_choices(MECHANISMS))  # a row of the mechanism registry
     faulty: bool = False
     noise_multiplier: float | None = field(default=1.0, metadata=_range(0, None, True))
     target_epsilon: float | None = field(default=None, metadata=_range(0, None, True))
@@ -372,48 +367,48 @@ def _build(cls: type, raw: Any, path: str) -> Any:
         if name not in raw:
             continue
         where = f"{path}.{name}" if path else name
-        value = _coerce(raw[name], hints[name], where)
-        if "range" in spec.metadata:
-            _check_range(value, spec.metadata["range"], where)
-        kwargs[name] = value
+        kwargs[name] = _field_value(spec, hints[name], raw[name], where)
     return cls(**kwargs)
+
+
+def _field_value(spec: dataclasses.Field, tp: Any, value: Any, where: str) -> Any:
+    """``value`` checked against the field's type, range and choices, in the schema's representation."""
+    value = _coerce(value, tp, where)
+    if "range" in spec.metadata:
+        _check_range(value, spec.metadata["range"], where)
+    if "choices" in spec.metadata and value not in spec.metadata["choices"]:
+        raise BadInputError(f"must be one of {', '.join(map(repr, spec.metadata['choices']))}, got {_short(value)}",
+                            where)
+    return value
 
 
 def checked_override(section: type, name: str, value: Any, flag: str) -> Any:
     """A command-line value for the field ``name`` of the config dataclass ``section``, checked against that
     field's type and range as if the config had given it, the error naming ``flag``."""
     spec = next(f for f in dataclasses.fields(section) if f.name == name)
-    value = _coerce(value, typing.get_type_hints(section)[name], flag)
-    if "range" in spec.metadata:
-        _check_range(value, spec.metadata["range"], flag)
-    return value
+    return _field_value(spec, typing.get_type_hints(section)[name], value, flag)
 
 
 def _check_consistency(config: Config) -> None:
     """Cross-field rules that a single field's type cannot express."""
     mech, data = config.mechanism, config.data
-    faulty_names = {
-        "fdp_sgd_shared_batch",
-        "dp_sgd_half_noise",
-        "dp_sgd_no_clip",
-        "fdp_sgd_leaky_public",
-        "dp_sgd_wrong_rate",
-    }
-    if mech.name in faulty_names and not mech.faulty:
+    row = MECHANISMS[mech.name]
+    if row.faulty and not mech.faulty:
         raise BadInputError(
             f"'{mech.name}' is a known-faulty mechanism for testing the audit; set faulty: true to use it",
             "mechanism.faulty",
         )
-    if mech.faulty and mech.name not in faulty_names:
+    if mech.faulty and not row.faulty:
         raise BadInputError(f"'{mech.name}' is not a faulty mechanism", "mechanism.faulty")
     if mech.third_party is not None:  # the name is the privacy claim the third-party function is audited against
         if not re.fullmatch(r"[^:\s]+:[A-Za-z_]\w*", mech.third_party):
             raise BadInputError(f"must be 'module:function' or 'file.py:function', got {mech.third_party!r}",
                                 "mechanism.third_party")
-        if mech.name in faulty_names or mech.name == "corrdp_sgd":
+        if row.faulty or row.trained_by != ENGINE:
+            claims = ", ".join(name for name, other in MECHANISMS.items()
+                               if not other.faulty and other.trained_by == ENGINE and name != "nonprivate")
             raise BadInputError(f"the claim of a third-party mechanism cannot be {mech.name!r}; name the mechanism "
-                                "whose accounting it claims (dp_sgd, fdp_sgd, fdp_dpsgd, public_only)",
-                                "mechanism.name")
+                                f"whose accounting it claims ({claims})", "mechanism.name")
     if (config.model.kind == "module") != (config.model.factory is not None):
         raise BadInputError("model.kind 'module' and model.factory (file.py:function or module:function) go "
                             "together", "model.factory")
@@ -433,10 +428,7 @@ def _check_consistency(config: Config) -> None:
         if rows * columns > MAX_SYNTHETIC_CELLS:
             raise BadInputError(f"{rows} rows × {columns} columns exceed the limit of {MAX_SYNTHETIC_CELLS:,} "
                                 "generated cells", f"{section}.synthetic_rows")
-    if mech.noise_multiplier is None and mech.target_epsilon is None and mech.name not in (
-        "nonprivate",
-        "public_only",
-    ):
+    if mech.noise_multiplier is None and mech.target_epsilon is None and row.accounting == "subsampled_gaussian":
         raise BadInputError("give noise_multiplier or target_epsilon", "mechanism.noise_multiplier")
     if data.public is not None:
         overlap = sorted(set(data.public) & set(data.protected))
@@ -525,7 +517,8 @@ def config_reference_markdown() -> str:
                 continue
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             shown = "null" if default is None else json_like(default)
-            lines.append(f"| `{prefix}{f.name}` | {_type_name(tp).replace('|', '/')} | `{shown}` |")
+            kind = _type_name(Literal[tuple(f.metadata["choices"])]) if "choices" in f.metadata else _type_name(tp)
+            lines.append(f"| `{prefix}{f.name}` | {kind.replace('|', '/')} | `{shown}` |")
 
     walk(Config, "")
     return "\n".join(lines)

@@ -30,7 +30,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-from fdp_audit.accounting.mechanism import MECHANISMS, MechanismAccountant, MechanismSpec
+from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
 from fdp_audit.audit.stats import (
     RocCounts,
     clopper_pearson,
@@ -43,6 +43,7 @@ from fdp_audit.audit.stats import (
 )
 from fdp_audit.config import Config
 from fdp_audit.errors import BadInputError
+from fdp_audit.training.mechanisms import MECHANISMS
 
 NOT_JUDGED = "NOT JUDGED"  # comparisons without power, or none: never a pass
 INFORMATIONAL = "INFORMATIONAL"  # an audit that gates nothing (a checkpoint audit's estimated bounds)
@@ -127,11 +128,11 @@ def claimed_accountant(row: dict, where: str) -> MechanismAccountant:
     claim, relation = row.get("claim"), row.get("relation")
     if relation not in RELATIONS:
         raise BadInputError(f"must be one of {', '.join(RELATIONS)}", f"{where}.relation")
-    if not isinstance(claim, dict) or claim.get("mechanism") not in MECHANISMS:
+    if not isinstance(claim, dict) or claim.get("mechanism") not in tuple(MECHANISMS):  # an unhashable name too
         raise BadInputError(f"must name the claimed mechanism, one of {', '.join(MECHANISMS)}",
                             f"{where}.claim.mechanism")
     name = claim["mechanism"]
-    if name not in ("nonprivate", "public_only"):
+    if MECHANISMS[name].accounting == "subsampled_gaussian":
         _number(claim, "noise_multiplier", f"{where}.claim", 0)
         _number(claim, "sample_rate", f"{where}.claim", 0, 1)
         _int(claim, "steps", f"{where}.claim")
@@ -320,11 +321,10 @@ def _one_run_can_fail(row: dict[str, Any], level: float, where: str) -> bool:
 def _restate_one_run(row: dict[str, Any], claim: StatedClaim, where: str) -> None:
     """The claim a one-run comparison is tested against must be the stated mechanism's (a faulty mechanism
     claims the correct one it imitates)."""
-    from fdp_audit.accounting.mechanism import GAUSSIAN_MECHANISMS
     from fdp_audit.training.run import noise_multiplier
 
     mech = claim.config.mechanism
-    if row.get("mechanism") != GAUSSIAN_MECHANISMS.get(mech.name, mech.name):
+    if row.get("mechanism") != MECHANISMS[mech.name].claimed_as:
         raise BadInputError(f"claim {row.get('mechanism')!r} is not the stated mechanism's", f"{where}.mechanism")
     for key, value in (("noise_multiplier", noise_multiplier(mech)), ("sample_rate", mech.sample_rate),
                        ("steps", mech.steps), ("delta", mech.delta)):

@@ -17,7 +17,7 @@ def small_config(name: str = "fdp_sgd", /, *, seed: int = 0, rows: int = 300, **
                  ) -> dict[str, Any]:
     """A raw config dict for a tiny CPU run on the synthetic table (protected column ``protected``, a binary
     prior, public ``public-0..4``). Keyword sections (``mechanism=``, ``audit=`` …) update the defaults."""
-    from fdp_audit.training.mechanisms import FAULTY_MECHANISMS
+    from fdp_audit.training.mechanisms import faulty_mechanisms
 
     raw: dict[str, Any] = {
         "name": "tiny",
@@ -25,7 +25,7 @@ def small_config(name: str = "fdp_sgd", /, *, seed: int = 0, rows: int = 300, **
         "device": "cpu",
         "data": {"dataset": "synthetic", "protected": ["protected"], "synthetic_rows": rows},
         "model": {"kind": "logistic"},
-        "mechanism": {"name": name, "faulty": name in FAULTY_MECHANISMS, "noise_multiplier": 1.0,
+        "mechanism": {"name": name, "faulty": name in faulty_mechanisms(), "noise_multiplier": 1.0,
                       "sample_rate": 0.1, "public_batch_size": 32, "steps": 20, "clip_norm": 1.0,
                       "delta": 1.0e-5, "optimizer": {"name": "sgd", "lr": 1.0}},
         "audit": {"trials": 24, "games": ["distinguishing"], "attacks": ["prior", "iterates"]},

@@ -22,12 +22,7 @@ from fdp_audit.accounting.ball import (
 )
 from fdp_audit.accounting.bound import mean_theorem4_bound, theorem4_bound, theorem4_bound_from_estimate
 from fdp_audit.accounting.calibration import calibrate_noise_multiplier, max_steps_for_budget
-from fdp_audit.accounting.mechanism import (
-    KNOWN_FAULTY,
-    MECHANISMS,
-    MechanismAccountant,
-    MechanismSpec,
-)
+from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
 from fdp_audit.accounting.pld import (
     DIRECTIONS,
     RELATIONS,
@@ -56,8 +51,6 @@ from fdp_audit.accounting.tradeoff import (
 
 __all__ = [
     "DIRECTIONS",
-    "KNOWN_FAULTY",
-    "MECHANISMS",
     "RELATIONS",
     "BallEstimate",
     "Direction",

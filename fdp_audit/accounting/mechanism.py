@@ -19,6 +19,9 @@ How each mechanism is accounted:
   ``fdp_sgd_leaky_public``, ``dp_sgd_wrong_rate``) -- accounted *as they claim*, i.e. exactly like
   the correct mechanism with the claimed z and p. That is the point: the audit has to catch the gap
   between the claim and what the code does.
+
+Which of these applies is the ``accounting`` and ``claims`` of the mechanism's row in the registry
+(:mod:`fdp_audit.training.mechanisms`).
 """
 
 from __future__ import annotations
@@ -44,24 +47,7 @@ from fdp_audit.accounting.pld import (
     schedule_curves,
 )
 from fdp_audit.accounting.tradeoff import TradeoffCurve, gdp_clt_mu_approximation
-
-NONPRIVATE = "nonprivate"
-PUBLIC_ONLY = "public_only"
-# Mechanisms accounted by the subsampled-Gaussian PLD, mapped to the correct mechanism whose
-# guarantee they claim.
-GAUSSIAN_MECHANISMS: dict[str, str] = {
-    "dp_sgd": "dp_sgd",
-    "fdp_sgd": "fdp_sgd",
-    "fdp_dpsgd": "fdp_dpsgd",
-    "corrdp_sgd": "corrdp_sgd",
-    "fdp_sgd_shared_batch": "fdp_sgd",
-    "dp_sgd_half_noise": "dp_sgd",
-    "dp_sgd_no_clip": "dp_sgd",
-    "fdp_sgd_leaky_public": "fdp_sgd",
-    "dp_sgd_wrong_rate": "dp_sgd",
-}
-KNOWN_FAULTY = frozenset(name for name, claimed in GAUSSIAN_MECHANISMS.items() if name != claimed)
-MECHANISMS: tuple[str, ...] = (NONPRIVATE, PUBLIC_ONLY, *GAUSSIAN_MECHANISMS)
+from fdp_audit.training.mechanisms import MECHANISMS, Mechanism
 
 
 @dataclass(frozen=True)
@@ -95,13 +81,18 @@ class MechanismSpec:
             self.segments()  # validates z, p, T (or the schedule) now rather than at first use
 
     @property
+    def mechanism(self) -> Mechanism:
+        """The mechanism's row in the registry."""
+        return MECHANISMS[self.name]
+
+    @property
     def is_gaussian(self) -> bool:
-        return self.name in GAUSSIAN_MECHANISMS
+        return self.mechanism.accounting == "subsampled_gaussian"
 
     @property
     def claimed_as(self) -> str:
         """The correct mechanism whose guarantee this one claims (itself unless known-faulty)."""
-        return GAUSSIAN_MECHANISMS.get(self.name, self.name)
+        return self.mechanism.claimed_as
 
     def segments(self) -> Schedule:
         """The private steps as a schedule of segments (empty for non-Gaussian mechanisms)."""
@@ -154,9 +145,9 @@ class MechanismAccountant:
         """The trade-off curve; ``pessimistic=False`` gives the optimistic PLD's curve (an upper bound
         on the true f, used only for the tightness band)."""
         check_direction(direction)
-        if self.spec.name == NONPRIVATE:
+        if self.spec.mechanism.accounting == "nonprivate":
             return TradeoffCurve.no_privacy()
-        if self.spec.name == PUBLIC_ONLY:
+        if self.spec.mechanism.accounting == "public_only":
             return TradeoffCurve.perfect_privacy()
         curves = schedule_curves(self.spec.segments(), self.relation, pessimistic, self.discretization)
         return curves[direction]
@@ -180,9 +171,9 @@ class MechanismAccountant:
         """Smallest ε with δ(ε) <= δ (dp_accounting's ``get_epsilon_for_delta``; +inf when no finite
         ε exists)."""
         d = _validate.deltas(delta)
-        if self.spec.name == NONPRIVATE:
+        if self.spec.mechanism.accounting == "nonprivate":
             out = np.full(d.shape, math.inf)
-        elif self.spec.name == PUBLIC_ONLY:
+        elif self.spec.mechanism.accounting == "public_only":
             out = np.zeros(d.shape)
         else:
             pld = composed_pld(self.spec.segments(), self.relation, True, self.discretization)
@@ -194,9 +185,9 @@ class MechanismAccountant:
         ε >= 0. Read off the symmetric curve (its conjugate, exact for the discrete pair and equal to
         dp_accounting's ``get_delta_for_epsilon`` to ~1e-12, which loops in Python over the PMF)."""
         e = _validate.epsilons(epsilon)
-        if self.spec.name == NONPRIVATE:
+        if self.spec.mechanism.accounting == "nonprivate":
             out = np.ones(e.shape)
-        elif self.spec.name == PUBLIC_ONLY:
+        elif self.spec.mechanism.accounting == "public_only":
             out = np.zeros(e.shape)
         else:
             flat = e.ravel()

@@ -14,9 +14,10 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from fdp_audit.accounting import MECHANISMS, InvalidParameterError, MechanismAccountant, MechanismSpec
+from fdp_audit.accounting import InvalidParameterError, MechanismAccountant, MechanismSpec
 from fdp_audit.accounting.pld import RELATIONS
 from fdp_audit.errors import BadInputError
+from fdp_audit.training.mechanisms import MECHANISMS
 
 DEFAULT_DELTAS = (1e-3, 1e-5, 1e-6)
 DEFAULT_EPSILONS = (1.0, 2.0, 4.0, 8.0)
@@ -147,7 +148,7 @@ def _from_checkpoint(path: str, relation: str) -> tuple[MechanismSpec, float | N
         raise BadInputError(f"{path}: unknown mechanism {name!r} in the privacy metadata", field="--checkpoint")
     fields = {key: f"{path}: {key}" for key in _FLAG_FIELDS}
     try:
-        if name in ("nonprivate", "public_only"):
+        if MECHANISMS[name].accounting != "subsampled_gaussian":
             spec = MechanismSpec(name, relation=relation)
         else:
             z, p, steps = meta.get("noise_multiplier"), meta.get("sample_rate"), meta.get("steps")

@@ -1,11 +1,19 @@
-"""The mechanism registry (docs/training.md): one place says how each mechanism computes a step and how it
-is accounted. Known-faulty mechanisms exist to prove the audit catches them; each is marked ``faulty``
-and the config refuses them unless ``faulty: true`` is set explicitly."""
+"""The mechanism registry (docs/training.md, docs/extending.md): one table says, for every mechanism, what a
+training step does (its :class:`Recipe`), how it is accounted, which command trains it and whether it is a
+known fault. The config's allowed names, the accountant, the trainer and the audit all read this table;
+:func:`register_mechanism` adds a row.
+
+Known-faulty mechanisms exist to prove the audit catches them: each claims the guarantee of a correct
+mechanism (``claims``), is accounted exactly as that one, and the config refuses it unless ``faulty: true``
+is set explicitly."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal
+
+Accounting = Literal["nonprivate", "public_only", "subsampled_gaussian"]
+ENGINE = "fdp-audit train"
 
 
 @dataclass(frozen=True)
@@ -29,38 +37,80 @@ class Recipe:
 
 
 @dataclass(frozen=True)
-class MechanismInfo:
+class Mechanism:
+    """One row of the registry.
+
+    accounting: f ≡ 0 (``nonprivate``), (0, 0)-FDP (``public_only``), or the composed Poisson-subsampled
+      Gaussian PLD of the claimed (z, p, T) (``subsampled_gaussian``, FDP paper Theorem 5).
+    claims: for a known-faulty mechanism, the correct mechanism whose guarantee it claims; None otherwise.
+    trained_by: the command that trains it; :data:`ENGINE` is :mod:`fdp_audit.training.engine`.
+    needs_public_pretraining: the config must give ``public_pretrain_steps > 0``.
+    """
+
     name: str
     recipe: Recipe
     description: str
-    faulty: bool = False
+    accounting: Accounting = "subsampled_gaussian"
+    claims: str | None = None
+    trained_by: str = ENGINE
+    needs_public_pretraining: bool = False
+
+    @property
+    def faulty(self) -> bool:
+        return self.claims is not None
+
+    @property
+    def claimed_as(self) -> str:
+        """The correct mechanism whose guarantee this one claims (itself unless known-faulty)."""
+        return self.claims or self.name
 
 
-_ENTRIES = (
-    MechanismInfo("nonprivate", Recipe("full", "none", clip=False, private=False),
-                  "SGD on ℓ without clipping or noise: no privacy."),
-    MechanismInfo("public_only", Recipe("none", "independent", private=False),
-                  "SGD on ℓ_pub∘Ψ only: (0,0)-FDP."),
-    MechanismInfo("dp_sgd", Recipe("full", "none"),
-                  "DP-SGD: Poisson sampling, per-example clipping of ∇ℓ, Gaussian noise."),
-    MechanismInfo("fdp_sgd", Recipe("decomposed", "independent"),
-                  "Algorithm 1: clipped, noised ℓ_priv on a Poisson batch plus ℓ_pub∘Ψ on an independent batch."),
-    MechanismInfo("fdp_dpsgd", Recipe("full", "none"),
-                  "Public pre-training on ℓ_pub∘Ψ, then DP-SGD (the paper's FDP (DP-SGD))."),
-    MechanismInfo("corrdp_sgd", Recipe("full", "none"),
-                  "CorrDP-SGD (docs/corrdp.md); trained by fdp_audit.corrdp."),
-    MechanismInfo("fdp_sgd_shared_batch", Recipe("decomposed", "shared"),
-                  "FAULTY (Proposition 3): the public gradient uses the private Poisson batch, revealing "
-                  "which records were sampled, but is accounted with amplification.", faulty=True),
-    MechanismInfo("dp_sgd_half_noise", Recipe("full", "none", noise_factor=0.5),
-                  "FAULTY: adds noise with multiplier z/2 but reports z.", faulty=True),
-    MechanismInfo("dp_sgd_no_clip", Recipe("full", "none", clip=False),
-                  "FAULTY: skips per-example clipping.", faulty=True),
-    MechanismInfo("fdp_sgd_leaky_public", Recipe("decomposed", "independent", public_reads_protected=True),
-                  "FAULTY: the public loss reads the protected columns (it is the full loss ℓ).", faulty=True),
-    MechanismInfo("dp_sgd_wrong_rate", Recipe("full", "none", rate_factor=4.0),
-                  "FAULTY: samples at rate 4p but is accounted at p.", faulty=True),
-)
+MECHANISMS: dict[str, Mechanism] = {}
 
-MECHANISMS: dict[str, MechanismInfo] = {entry.name: entry for entry in _ENTRIES}
-FAULTY_MECHANISMS = frozenset(name for name, entry in MECHANISMS.items() if entry.faulty)
+
+def register_mechanism(mechanism: Mechanism) -> Mechanism:
+    """Add a row; a faulty mechanism must claim a registered correct one and share its accounting."""
+    if mechanism.name in MECHANISMS:
+        raise ValueError(f"mechanism {mechanism.name!r} is already registered")
+    if mechanism.claims is not None:
+        claimed = MECHANISMS.get(mechanism.claims)
+        if claimed is None or claimed.faulty or claimed.accounting != mechanism.accounting:
+            raise ValueError(f"{mechanism.name!r} must claim a registered correct mechanism accounted alike")
+    MECHANISMS[mechanism.name] = mechanism
+    return mechanism
+
+
+def faulty_mechanisms() -> frozenset[str]:
+    """The names of the known-faulty mechanisms registered so far."""
+    return frozenset(name for name, entry in MECHANISMS.items() if entry.faulty)
+
+
+for _entry in (
+    Mechanism("nonprivate", Recipe("full", "none", clip=False, private=False),
+              "SGD on ℓ without clipping or noise: no privacy.", accounting="nonprivate"),
+    Mechanism("public_only", Recipe("none", "independent", private=False),
+              "SGD on ℓ_pub∘Ψ only: (0,0)-FDP.", accounting="public_only"),
+    Mechanism("dp_sgd", Recipe("full", "none"),
+              "DP-SGD: Poisson sampling, per-example clipping of ∇ℓ, Gaussian noise."),
+    Mechanism("fdp_sgd", Recipe("decomposed", "independent"),
+              "Algorithm 1: clipped, noised ℓ_priv on a Poisson batch plus ℓ_pub∘Ψ on an independent batch."),
+    Mechanism("fdp_dpsgd", Recipe("full", "none"),
+              "Public pre-training on ℓ_pub∘Ψ, then DP-SGD (the paper's FDP (DP-SGD)).",
+              needs_public_pretraining=True),
+    # A Gaussian mechanism for a sensitive-feature neighbour: the caller passes the effective noise multiplier
+    # σ / Δ_2 (sample rate 1 for full-batch GD); insensitive-feature neighbours are accounted by fdp_audit.corrdp.
+    Mechanism("corrdp_sgd", Recipe("full", "none"),
+              "CorrDP-SGD (docs/corrdp.md); trained by fdp_audit.corrdp.", trained_by="fdp-audit corrdp train"),
+    Mechanism("fdp_sgd_shared_batch", Recipe("decomposed", "shared"),
+              "FAULTY (Proposition 3): the public gradient uses the private Poisson batch, revealing "
+              "which records were sampled, but is accounted with amplification.", claims="fdp_sgd"),
+    Mechanism("dp_sgd_half_noise", Recipe("full", "none", noise_factor=0.5),
+              "FAULTY: adds noise with multiplier z/2 but reports z.", claims="dp_sgd"),
+    Mechanism("dp_sgd_no_clip", Recipe("full", "none", clip=False),
+              "FAULTY: skips per-example clipping.", claims="dp_sgd"),
+    Mechanism("fdp_sgd_leaky_public", Recipe("decomposed", "independent", public_reads_protected=True),
+              "FAULTY: the public loss reads the protected columns (it is the full loss ℓ).", claims="fdp_sgd"),
+    Mechanism("dp_sgd_wrong_rate", Recipe("full", "none", rate_factor=4.0),
+              "FAULTY: samples at rate 4p but is accounted at p.", claims="dp_sgd"),
+):
+    register_mechanism(_entry)

@@ -17,7 +17,7 @@ from fdp_audit.config import Config, MechanismConfig
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, accuracy, train_models
-from fdp_audit.training.mechanisms import MECHANISMS
+from fdp_audit.training.mechanisms import ENGINE, MECHANISMS
 from fdp_audit.training.models import Params, build_model
 from fdp_audit.training.progress import TrainingProgress, epsilon_curve
 from fdp_audit.training.public_losses import build_public_loss
@@ -47,8 +47,7 @@ def noise_multiplier(mech: MechanismConfig) -> float:
 
 def accountant(mech: MechanismConfig, relation: str = "add-remove") -> MechanismAccountant:
     """The mechanism's claimed privacy (faulty mechanisms are accounted as they claim)."""
-    info = MECHANISMS[mech.name]
-    if not info.recipe.private:
+    if MECHANISMS[mech.name].accounting != "subsampled_gaussian":
         return MechanismAccountant(MechanismSpec(mech.name))
     return MechanismAccountant(MechanismSpec(mech.name, noise_multiplier(mech), mech.sample_rate, mech.steps,
                                              mech.public_pretrain_steps, relation))
@@ -56,12 +55,13 @@ def accountant(mech: MechanismConfig, relation: str = "add-remove") -> Mechanism
 
 def build_problem(config: Config, data: PreparedData) -> TrainingProblem:
     mech = config.mechanism
-    if mech.name == "corrdp_sgd":
-        raise BadInputError("corrdp_sgd is trained by 'fdp-audit corrdp train'", "mechanism.name")
-    if mech.name == "fdp_dpsgd" and mech.public_pretrain_steps == 0:
-        raise BadInputError("fdp_dpsgd needs public_pretrain_steps > 0", "mechanism.public_pretrain_steps")
+    row = MECHANISMS[mech.name]
+    if row.trained_by != ENGINE:
+        raise BadInputError(f"{mech.name} is trained by '{row.trained_by}'", "mechanism.name")
+    if row.needs_public_pretraining and mech.public_pretrain_steps == 0:
+        raise BadInputError(f"{mech.name} needs public_pretrain_steps > 0", "mechanism.public_pretrain_steps")
     model = build_model(config.model, data.train.n_features, data.train.n_classes)
-    recipe = MECHANISMS[mech.name].recipe
+    recipe = row.recipe
     needs_public = recipe.public_batch != "none" or recipe.private_loss == "decomposed" or mech.public_pretrain_steps
     public_loss = build_public_loss(mech.public_loss, data.feature_split, data.population) if needs_public else None
     hyper = Hyperparameters(

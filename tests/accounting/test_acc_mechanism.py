@@ -8,14 +8,13 @@ import numpy as np
 import pytest
 
 from fdp_audit.accounting import (
-    KNOWN_FAULTY,
-    MECHANISMS,
     InvalidParameterError,
     MechanismAccountant,
     MechanismSpec,
     Segment,
     gdp_clt_mu_approximation,
 )
+from fdp_audit.training.mechanisms import MECHANISMS, faulty_mechanisms
 
 ALPHA = np.array([0.0, 1e-6, 1e-3, 0.1, 0.5, 1.0])
 
@@ -36,7 +35,7 @@ def test_public_only_is_zero_zero_fdp():
     assert acc.bound(0.3) == pytest.approx(0.3)  # the adversary learns nothing beyond the prior
 
 
-@pytest.mark.parametrize("faulty", sorted(KNOWN_FAULTY))
+@pytest.mark.parametrize("faulty", sorted(faulty_mechanisms()))
 def test_faulty_mechanisms_are_accounted_as_they_claim(faulty):
     spec = MechanismSpec(faulty, 1.0, 0.05, 50)
     claimed = MechanismSpec(spec.claimed_as, 1.0, 0.05, 50)
@@ -51,7 +50,7 @@ def test_gaussian_mechanisms_share_the_subsampled_gaussian_accounting():
     for name in ("fdp_sgd", "fdp_dpsgd", "corrdp_sgd"):
         acc = MechanismAccountant(MechanismSpec(name, 1.0, 0.05, 50, public_pretrain_steps=500))
         assert acc.epsilon(1e-5) == reference.epsilon(1e-5)  # public steps cost nothing (Remark 2)
-    assert set(MECHANISMS) >= {"nonprivate", "public_only", "dp_sgd", "fdp_sgd", "fdp_dpsgd", *KNOWN_FAULTY}
+    assert set(MECHANISMS) >= {"nonprivate", "public_only", "dp_sgd", "fdp_sgd", "fdp_dpsgd", *faulty_mechanisms()}
 
 
 def test_accountant_is_vectorised_and_consistent():

@@ -1,6 +1,6 @@
-"""The mechanism registry (docs/training.md): one registry that the config schema, the accountant
-and the engine agree on; known-faulty mechanisms are marked in code, config and accounting and are never
-selected by accident; the public loss can only be given Ψ(x)."""
+"""The mechanism registry (docs/training.md): one table that the config schema, the accountant and the engine
+read, so a registered row is all a new mechanism needs; known-faulty mechanisms are marked in code, config and
+accounting and are never selected by accident; the public loss can only be given Ψ(x)."""
 
 from __future__ import annotations
 
@@ -10,14 +10,15 @@ import typing
 import pytest
 import torch
 
-from fdp_audit.accounting.mechanism import KNOWN_FAULTY, MechanismSpec
+from fdp_audit.accounting.mechanism import MechanismSpec
 from fdp_audit.config import MechanismConfig, config_from_dict
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.features import FeatureSplit, PublicView
+from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
-from fdp_audit.training.mechanisms import FAULTY_MECHANISMS, MECHANISMS
+from fdp_audit.training.mechanisms import MECHANISMS, Mechanism, Recipe, faulty_mechanisms, register_mechanism
 from fdp_audit.training.public_losses import PublicLoss
-from fdp_audit.training.run import accountant, with_mechanism
+from fdp_audit.training.run import accountant, train_one, with_mechanism
 
 # What each faulty recipe changes against the correct mechanism it claims to be (docs/training.md).
 DOCUMENTED_FAULTS = {
@@ -29,9 +30,54 @@ DOCUMENTED_FAULTS = {
 }
 
 
-def test_registry_config_and_accountant_name_the_same_mechanisms():
-    assert set(MECHANISMS) == set(typing.get_args(typing.get_type_hints(MechanismConfig)["name"]))
-    assert FAULTY_MECHANISMS == KNOWN_FAULTY == set(DOCUMENTED_FAULTS)
+def test_the_faulty_set_is_read_from_the_registry():
+    assert faulty_mechanisms() == set(DOCUMENTED_FAULTS)
+    assert all(MechanismSpec(name, 1.0, 0.01, 10).is_gaussian for name in faulty_mechanisms())
+
+
+@pytest.fixture
+def registered(monkeypatch):
+    """Register rows for one test only (the registry is a module-level dict)."""
+    def add(row: Mechanism) -> Mechanism:
+        monkeypatch.setitem(MECHANISMS, row.name, row)  # teardown removes the row again
+        del MECHANISMS[row.name]
+        return register_mechanism(row)
+    return add
+
+
+def test_one_registry_row_is_a_new_mechanism_for_the_config_the_accountant_and_the_trainer(registered, small_config):
+    registered(Mechanism("dp_sgd_renamed", Recipe("full", "none"), "DP-SGD under another name."))
+    config = config_from_dict(small_config("dp_sgd_renamed"))
+    reference = with_mechanism(config, "dp_sgd")
+    assert accountant(config.mechanism).epsilon(1e-5) == accountant(reference.mechanism).epsilon(1e-5)
+    data = prepare_data(config.data, config.seed)
+    trained, expected = train_one(config, data), train_one(reference, data)
+    assert all(torch.equal(trained.params[key], expected.params[key]) for key in expected.params)
+    assert trained.metadata["mechanism"] == "dp_sgd_renamed"
+
+
+def test_a_registered_faulty_row_is_refused_without_the_flag_and_accounted_as_it_claims(registered, small_config):
+    registered(Mechanism("dp_sgd_tenth_noise", Recipe("full", "none", noise_factor=0.1), "FAULTY: z/10.",
+                         claims="dp_sgd"))
+    assert "dp_sgd_tenth_noise" in faulty_mechanisms()
+    with pytest.raises(BadInputError, match="known-faulty"):
+        config_from_dict(small_config("dp_sgd_tenth_noise", mechanism={"faulty": False}))
+    config = config_from_dict(small_config("dp_sgd_tenth_noise"))
+    assert MechanismSpec("dp_sgd_tenth_noise", 1.0, 0.1, 20).claimed_as == "dp_sgd"
+    assert accountant(config.mechanism).epsilon(1e-5) == accountant(with_mechanism(config, "dp_sgd").mechanism
+                                                                     ).epsilon(1e-5)
+
+
+def test_unregistered_names_are_bad_input_and_rows_are_checked_on_registration():
+    with pytest.raises(BadInputError, match="must be one of 'nonprivate'") as caught:
+        config_from_dict({"mechanism": {"name": "dp_sgd_typo"}})
+    assert caught.value.field == "mechanism.name"
+    with pytest.raises(ValueError, match="already registered"):
+        register_mechanism(MECHANISMS["dp_sgd"])
+    with pytest.raises(ValueError, match="correct mechanism"):
+        register_mechanism(Mechanism("claims_a_fault", Recipe("full", "none"), "", claims="dp_sgd_no_clip"))
+    with pytest.raises(ValueError, match="correct mechanism"):
+        register_mechanism(Mechanism("claims_nothing_known", Recipe("full", "none"), "", claims="no_such"))
 
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTED_FAULTS))

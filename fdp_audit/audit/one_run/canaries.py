@@ -40,7 +40,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from fdp_audit.accounting.mechanism import GAUSSIAN_MECHANISMS
 from fdp_audit.atomic_io import atomic_write_bytes, atomic_write_text
 from fdp_audit.audit.one_run.evaluation import judge_guesses, mechanism_claim, section_comparisons
 from fdp_audit.audit.one_run.guesser import Release, candidate_pattern, score_guesses, threat_scores
@@ -301,7 +300,7 @@ def audit_with_canaries(checkpoint: Path, manifest_path: Path, alpha: float, fam
                   for name, scores in threat_scores(release, candidate_pattern(game, k)).items()}
     else:
         threat = {"final_model": score_guesses(_record_release_scores(checkpoint, manifest), secrets)}
-    name = GAUSSIAN_MECHANISMS.get(metadata["mechanism"], metadata["mechanism"])  # faulty ones claim a correct one
+    name = MECHANISMS[metadata["mechanism"]].claimed_as  # faulty ones claim a correct one
     parameters = {"mechanism": name, "noise_multiplier": metadata["noise_multiplier"],
                   "sample_rate": metadata["sample_rate"], "steps": metadata["steps"], "delta": metadata["delta"],
                   "relation": relation_of(game)}

@@ -32,6 +32,7 @@ from fdp_audit.audit.one_run.analysis import (
     steinke_epsilon,
 )
 from fdp_audit.audit.one_run.guesser import Guesses
+from fdp_audit.training.mechanisms import MECHANISMS
 
 MIN_FAMILY_NOISE = 0.25  # the family search stops at z = 0.25 (PLDs of smaller z are slow and ε there is huge)
 
@@ -142,13 +143,13 @@ def section_comparisons(section: dict[str, Any], parameters: dict[str, Any]) -> 
 
 
 def _claim_of(row: dict[str, Any], where: str) -> Claim:
-    from fdp_audit.accounting.mechanism import GAUSSIAN_MECHANISMS
     from fdp_audit.errors import BadInputError
 
     name, relation = row.get("mechanism"), row.get("relation")
     z, p, steps, delta = (row.get(key) for key in ("noise_multiplier", "sample_rate", "steps", "delta"))
     numbers_ok = all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in (z, p, delta))
-    if (name not in GAUSSIAN_MECHANISMS or relation not in ("add-remove", "replace") or not numbers_ok
+    gaussian = isinstance(name, str) and name in MECHANISMS and MECHANISMS[name].accounting == "subsampled_gaussian"
+    if (not gaussian or relation not in ("add-remove", "replace") or not numbers_ok
             or not isinstance(steps, int) or isinstance(steps, bool) or not (z > 0 and 0 < p <= 1 and 0 < delta < 1
                                                                              and 1 <= steps <= 10**7)):
         raise BadInputError("the claim (mechanism, noise_multiplier, sample_rate, steps, delta, relation) is "
