@@ -15,6 +15,7 @@ import re
 import reprlib
 import types
 import typing
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -248,6 +249,15 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         return _to_plain(self)
 
+    def with_overrides(self, overrides: Mapping[str, Any], names: Mapping[str, str] | None = None) -> Config:
+        """This config with the values of ``overrides`` (keyed by dotted field, e.g. ``"mechanism.steps"`` or
+        ``"seed"``) put in, parsed and validated exactly as the same values in a YAML file would be. An error
+        about an overridden field names it as ``names`` says (a command-line flag such as ``--seed``).
+
+        ``mechanism.noise_multiplier`` and ``mechanism.target_epsilon`` are two ways to set one quantity: a
+        non-null override of one clears the other unless both are overridden."""
+        return _overridden(self, overrides, names or {})
+
 
 def _to_plain(value: Any) -> Any:
     if dataclasses.is_dataclass(value):
@@ -382,13 +392,6 @@ def _field_value(spec: dataclasses.Field, tp: Any, value: Any, where: str) -> An
     return value
 
 
-def checked_override(section: type, name: str, value: Any, flag: str) -> Any:
-    """A command-line value for the field ``name`` of the config dataclass ``section``, checked against that
-    field's type and range as if the config had given it, the error naming ``flag``."""
-    spec = next(f for f in dataclasses.fields(section) if f.name == name)
-    return _field_value(spec, typing.get_type_hints(section)[name], value, flag)
-
-
 def _check_consistency(config: Config) -> None:
     """Cross-field rules that a single field's type cannot express."""
     mech, data = config.mechanism, config.data
@@ -466,6 +469,30 @@ def config_from_dict(raw: Any) -> Config:
     return config
 
 
+_NOISE_FIELDS = ("mechanism.noise_multiplier", "mechanism.target_epsilon")
+
+
+def _overridden(config: Config, overrides: Mapping[str, Any], names: Mapping[str, str]) -> Config:
+    raw = config.to_dict()
+    for dotted, value in overrides.items():
+        *sections, key = dotted.split(".")
+        parent: Any = raw
+        for section in sections:
+            parent = parent.get(section) if isinstance(parent, dict) else None
+        if not isinstance(parent, dict) or key not in parent:
+            raise BadInputError("no such field in the config", names.get(dotted, dotted))
+        parent[key] = _to_plain(value)
+    for given, other in (_NOISE_FIELDS, _NOISE_FIELDS[::-1]):
+        if given in overrides and other not in overrides and overrides[given] is not None:
+            raw["mechanism"][other.split(".")[1]] = None
+    try:
+        return config_from_dict(raw)
+    except BadInputError as err:
+        if err.field in names:
+            raise BadInputError(err.detail, names[err.field]) from err
+        raise
+
+
 def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config; every failure is a one-line :class:`BadInputError`. A relative
     ``data.path``, and the file of a ``file.py:function`` the config names, are read from the config file's
@@ -498,8 +525,7 @@ def load_config(path: str | Path) -> Config:
         config.model, factory=resolve_file_spec(config.model.factory, folder)))
     if config.data.path is not None and not Path(config.data.path).is_absolute():
         # relative to the config file, as an include would be: the same config works from any working folder
-        config = dataclasses.replace(config, data=dataclasses.replace(
-            config.data, path=os.path.abspath(path.parent / config.data.path)))
+        config = config.with_overrides({"data.path": os.path.abspath(path.parent / config.data.path)})
     return config
 
 

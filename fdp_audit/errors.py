@@ -7,5 +7,6 @@ class BadInputError(Exception):
 
     def __init__(self, message: str, field: str | None = None):
         self.field = field
+        self.detail = message
         text = f"{field}: {message}" if field else message
         super().__init__(" ".join(text.split()))

@@ -170,3 +170,50 @@ def test_merge_keys_may_override_and_target_epsilon_alone_leaves_z_to_calibratio
     assert config.mechanism.name == "dp_sgd" and config.mechanism.steps == 7
     assert config.mechanism.noise_multiplier is None and config.mechanism.target_epsilon == 2.0
     assert config_from_dict(config.to_dict()) == config
+
+
+SHIPPED = sorted((Path(__file__).parents[1] / "configs").rglob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_a_config_without_overrides_derives_itself(path):
+    config = load_config(path)
+    assert config.with_overrides({}) == config
+
+
+def test_overrides_are_parsed_and_validated_as_the_same_yaml_would_be(tmp_path):
+    raw = {"mechanism": {"steps": 7, "noise_multiplier": 2}, "model": {"kind": "mlp", "hidden": [4, 3]}}
+    path = tmp_path / "c.yaml"
+    path.write_text("mechanism: {steps: 7, noise_multiplier: 2}\nmodel: {kind: mlp, hidden: [4, 3]}\n")
+    derived = Config().with_overrides({"mechanism.steps": 7, "mechanism.noise_multiplier": 2, "model.kind": "mlp",
+                                       "model.hidden": (4, 3)})
+    assert derived == load_config(path) == config_from_dict(raw)
+    assert isinstance(derived.mechanism.noise_multiplier, float) and derived.model.hidden == (4, 3)
+
+
+@pytest.mark.parametrize(("overrides", "field", "message"), [
+    ({"mechanism.steps": 0}, "mechanism.steps", "must be >= 1"),
+    ({"mechanism.name": "dp_sgd_no_clip"}, "mechanism.faulty", "known-faulty"),  # cross-field rules too
+    ({"mechanism.stepz": 3}, "mechanism.stepz", "no such field"),
+    ({"profile.rows": 3}, "profile.rows", "no such field"),  # the section is absent
+    ({"audit.trials": "many"}, "audit.trials", "must be an integer"),
+])
+def test_an_override_that_a_config_file_could_not_hold_is_bad_input(overrides, field, message):
+    with pytest.raises(BadInputError, match=message) as caught:
+        Config().with_overrides(overrides)
+    assert caught.value.field == field
+
+
+def test_an_override_error_names_the_flag_it_came_from():
+    with pytest.raises(BadInputError) as caught:
+        Config().with_overrides({"seed": -1}, {"seed": "--seed"})
+    assert str(caught.value) == "--seed: must be >= 0, got -1"
+
+
+def test_a_target_epsilon_override_replaces_the_noise_multiplier_and_vice_versa():
+    calibrated = Config().with_overrides({"mechanism.target_epsilon": 2.0})
+    assert calibrated.mechanism.noise_multiplier is None and calibrated.mechanism.target_epsilon == 2.0
+    fixed = calibrated.with_overrides({"mechanism.noise_multiplier": 0.8})
+    assert fixed.mechanism.noise_multiplier == 0.8 and fixed.mechanism.target_epsilon is None
+    with pytest.raises(BadInputError, match="not both"):  # both at once is the config file's conflict
+        Config().with_overrides({"mechanism.target_epsilon": 2.0, "mechanism.noise_multiplier": 0.8})

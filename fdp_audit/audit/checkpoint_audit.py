@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,12 @@ class AttributePrior:
     calibration_rows: int
 
 
+# the recipe's numbers that the checkpoint's metadata pins, over whatever its embedded config says
+PINNED_METADATA = {"name": "mechanism", **{key: key for key in (
+    "faulty", "sample_rate", "steps", "clip_norm", "delta", "public_pretrain_steps", "public_batch_size",
+    "private_weight", "noise_multiplier")}}
+
+
 def read_checkpoint(path: str | Path) -> Checkpoint:
     """Load and validate a checkpoint; its embedded config must itself be a valid config.
 
@@ -106,16 +112,14 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     if data_path is not None and not Path(data_path).is_absolute():
         data_path = str(path.parent / data_path)
     info = MECHANISMS[metadata["mechanism"]]
-    mechanism = replace(
-        config.mechanism, name=metadata["mechanism"], faulty=metadata["faulty"], target_epsilon=None,
-        noise_multiplier=float(metadata["noise_multiplier"]) if info.recipe.private else None,
-        sample_rate=float(metadata["sample_rate"]), steps=metadata["steps"], clip_norm=float(metadata["clip_norm"]),
-        delta=float(metadata["delta"]), public_pretrain_steps=metadata["public_pretrain_steps"],
-        public_batch_size=metadata["public_batch_size"], private_weight=float(metadata["private_weight"]),
-        third_party=None)
+    pinned = {f"mechanism.{field}": metadata[key] for field, key in PINNED_METADATA.items()}
+    if not info.recipe.private:
+        pinned["mechanism.noise_multiplier"] = None
+    pinned.update({"mechanism.target_epsilon": None, "mechanism.third_party": None, "data.path": data_path,
+                   "report.out_dir": ReportConfig().out_dir})
+    config = config.with_overrides(pinned, {f"mechanism.{field}": f"checkpoint.metadata.{key}"
+                                            for field, key in PINNED_METADATA.items()})
     sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
-    config = replace(config, mechanism=mechanism, data=replace(config.data, path=data_path),
-                     report=replace(config.report, out_dir=ReportConfig().out_dir))
     return Checkpoint(path, sha256, params, metadata, model, config)
 
 
@@ -127,7 +131,7 @@ def replay_config(checkpoint: Checkpoint, trials: int) -> Config:
     if named is not None:
         raise BadInputError(f"the checkpoint's recipe names third-party code ({str(named)[:80]!r}); a checkpoint "
                             "never runs code: audit a config you wrote that names it", "--games")
-    return replace(checkpoint.config, audit=replace(checkpoint.config.audit, trials=trials))
+    return checkpoint.config.with_overrides({"audit.trials": trials}, {"audit.trials": "--games"})
 
 
 def checkpoint_data(checkpoint: Checkpoint) -> PreparedData:

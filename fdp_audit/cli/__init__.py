@@ -20,6 +20,9 @@ from fdp_audit import __version__
 from fdp_audit.errors import BadInputError
 
 EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
+# One meaning for every command that takes --seed (train, audit): it replaces the config's seed.
+SEED_HELP = ("replace the config's seed, from which the data (split or synthetic table), every model's random "
+             "streams and the audit's trials all derive")
 
 SUBCOMMANDS = (
     "demo",

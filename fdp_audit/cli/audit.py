@@ -11,11 +11,10 @@ import argparse
 import contextlib
 import shlex
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 from fdp_audit.atomic_io import all_or_nothing
-from fdp_audit.cli import EXIT_OK, EXIT_VIOLATION
+from fdp_audit.cli import EXIT_OK, EXIT_VIOLATION, SEED_HELP
 from fdp_audit.errors import BadInputError
 
 DEFAULT_CHECKPOINT_OUT = "reports/run"  # a checkpoint's metadata never chooses where output goes
@@ -30,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--games", type=int, metavar="N", help="with a checkpoint: replay its recipe in N trials")
     parser.add_argument("--out", help=f"output folder (default: report.out_dir of the config; for a checkpoint "
                         f"{DEFAULT_CHECKPOINT_OUT})")
-    parser.add_argument("--seed", type=int, help="override the config's seed")
+    parser.add_argument("--seed", type=int, help=SEED_HELP)
     parser.add_argument("--canaries", metavar="MANIFEST",
                         help="with a checkpoint trained with --canaries: the one-run audit of its canaries (gating)")
     parser.add_argument("--gate-on-estimated", action="store_true",
@@ -41,23 +40,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def audit_config(args: argparse.Namespace):
     """The config to audit, with the command line's overrides checked against the schema's ranges (a trial
     count above the schema's limit would exhaust memory before the first model is trained)."""
-    from fdp_audit.config import AuditConfig, Config, checked_override, load_config
+    from fdp_audit.config import load_config
 
     target = Path(args.target)
     if target.suffix == ".pt":
         from fdp_audit.audit.checkpoint_audit import checkpoint_data, read_checkpoint, replay_config
 
         checkpoint = read_checkpoint(target)  # the claim pinned to the metadata, as the checkpoint audit uses it
-        config = replay_config(checkpoint, checked_override(AuditConfig, "trials", args.games, "--games"))
+        config = replay_config(checkpoint, args.games)
         checkpoint_data(checkpoint)  # refuses data that are not the ones it was trained on
     else:
         config = load_config(target)
-    overrides = {name: checked_override(AuditConfig, name, value, f"--{name}")
-                 for name, value in (("trials", args.trials), ("alpha", args.alpha)) if value is not None}
-    config = replace(config, audit=replace(config.audit, **overrides))
-    if args.seed is not None:
-        config = replace(config, seed=checked_override(Config, "seed", args.seed, "--seed"))
-    return config
+    flags = {"audit.trials": "--trials", "audit.alpha": "--alpha", "seed": "--seed"}
+    values = {"audit.trials": args.trials, "audit.alpha": args.alpha, "seed": args.seed}
+    return config.with_overrides({field: value for field, value in values.items() if value is not None}, flags)
 
 
 def checkpoint_results(args: argparse.Namespace) -> tuple[dict, Path]:

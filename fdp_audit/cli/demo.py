@@ -6,7 +6,6 @@ import argparse
 import shlex
 import sys
 import time
-from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -29,9 +28,8 @@ def demo_config(quick: bool):
 
     config = config_from_dict(yaml.safe_load(resources.files("fdp_audit").joinpath("demo.yaml").read_text()))
     if quick:
-        config = replace(config, data=replace(config.data, max_rows=6000),
-                         mechanism=replace(config.mechanism, steps=100, sample_rate=0.04),
-                         audit=replace(config.audit, trials=256))
+        config = config.with_overrides({"data.max_rows": 6000, "mechanism.steps": 100, "mechanism.sample_rate": 0.04,
+                                        "audit.trials": 256})
     return config
 
 

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 from pathlib import Path
 
-from fdp_audit.cli import EXIT_OK
+from fdp_audit.cli import EXIT_OK, SEED_HELP
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("train", help="train one model with the configured mechanism → checkpoint")
     parser.add_argument("config", help="YAML config")
     parser.add_argument("--out", help="checkpoint path (default: <report.out_dir>/model.pt)")
-    parser.add_argument("--seed", type=int, help="override the config's seed")
+    parser.add_argument("--seed", type=int, help=SEED_HELP)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="override the config's device")
     parser.add_argument("--canaries", type=int, metavar="M", help="insert M canaries for a one-run audit; writes the "
                         "secrets' manifest <out>.canaries.json beside the checkpoint (and the gradient canaries' "
@@ -29,15 +28,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fdp_audit.config import Config, checked_override, load_config
+    from fdp_audit.config import load_config
     from fdp_audit.data.prepare import prepare_data
     from fdp_audit.training.checkpoint import save_checkpoint
     from fdp_audit.training.run import train_one
 
-    config = load_config(args.config)
-    if args.device:
-        config = replace(config, device=args.device)
-    seed = config.seed if args.seed is None else checked_override(Config, "seed", args.seed, "--seed")
+    flags = {"device": "--device", "seed": "--seed"}
+    values = {"device": args.device, "seed": args.seed}
+    config = load_config(args.config).with_overrides({k: v for k, v in values.items() if v is not None}, flags)
+    seed = config.seed
     data = prepare_data(config.data, config.seed)
     out = Path(args.out) if args.out else Path(config.report.out_dir) / "model.pt"
     if args.canaries is not None:

@@ -184,7 +184,7 @@ def run_trained_profile(config: Config, design: Design, label: str, neighbours: 
     settings = config.profile
     assert settings is not None and settings.mechanism in TRAINED_MECHANISMS
     problem = training_problem(config, settings, design, label)
-    mech = replace(config.mechanism, name=settings.mechanism)
+    mech = config.with_overrides({"mechanism.name": settings.mechanism}).mechanism
     if noise_multiplier(mech) == 0:
         raise BadInputError("a noise-free mechanism has no finite privacy loss to estimate", "mechanism")
     if settings.mechanism == "fdp_sgd" and neighbours.kind == "remove":
@@ -289,7 +289,7 @@ def results_dict(run: TrainedProfileRun) -> dict[str, Any]:
         },
         "training": {
             "model": "logistic regression with bias (the engine's), parameters as listed",
-            "noise_multiplier": _num(noise_multiplier(replace(mech, name=s.mechanism))),
+            "noise_multiplier": _num(noise_multiplier(mech)),
             "sample_rate": mech.sample_rate,
             "steps": mech.steps,
             "clip_norm": mech.clip_norm,

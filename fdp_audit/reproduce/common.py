@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,7 @@ def mechanism_config(config: Config, name: str, epsilon: float | None, pretrain_
     (``pretrain_steps``) only for ``fdp_dpsgd``, whose defining feature it is."""
     cfg = with_mechanism(config, name)
     pretrain = pretrain_steps if name == "fdp_dpsgd" else 0
-    return replace(cfg, mechanism=replace(cfg.mechanism, target_epsilon=epsilon, public_pretrain_steps=pretrain))
+    return cfg.with_overrides({"mechanism.target_epsilon": epsilon, "mechanism.public_pretrain_steps": pretrain})
 
 
 def seed_accuracies(config: Config, data: PreparedData, seeds: int) -> tuple[float, ...]:

@@ -12,7 +12,6 @@ n that is one at all (the verdict is not monotone in n: a lucky prefix can be ca
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +54,7 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
     for path in sorted(FAULTY.glob("*.yaml")):
         config = load_config(path)
         if quick:
-            config = replace(config, audit=replace(config.audit, trials=QUICK_TRIALS),
-                             data=replace(config.data, max_rows=QUICK_ROWS))
+            config = config.with_overrides({"audit.trials": QUICK_TRIALS, "data.max_rows": QUICK_ROWS})
         folder = Path(out_dir) / "gate_proof" / config.mechanism.name
         results = run_audit(config, folder)
         write_results(folder / "results.json", results)

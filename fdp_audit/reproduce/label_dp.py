@@ -13,7 +13,6 @@ smaller for the same guarantee.
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -69,7 +68,7 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
     config = load_config(CONFIG)
     epsilons, seeds = (QUICK_EPSILONS, QUICK_SEEDS) if quick else (EPSILONS, SEEDS)
     if quick:
-        config = replace(config, mechanism=replace(config.mechanism, steps=QUICK_STEPS))
+        config = config.with_overrides({"mechanism.steps": QUICK_STEPS})
     data = prepare_data(config.data, config.seed)
     x, y = data.tensors()
     model = build_model(config.model, data.train.n_features, data.train.n_classes)
@@ -90,7 +89,7 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
     for name, clip in (("dp_sgd", dp_clip), ("fdp_sgd", fdp_clip)):
         for epsilon in epsilons:
             cfg = mechanism_config(config, name, epsilon, 0)
-            cfg = replace(cfg, mechanism=replace(cfg.mechanism, clip_norm=clip))
+            cfg = cfg.with_overrides({"mechanism.clip_norm": clip})
             cells.append(AccuracyCell(name, epsilon, noise_multiplier(cfg.mechanism),
                                       seed_accuracies(cfg, data, seeds)))
     cells += accuracy_grid(config, data, epsilons, seeds, 0, ("nonprivate",))

@@ -4,7 +4,6 @@ configs, with their paper comparisons collected into one table each."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from fdp_audit.atomic_io import atomic_write_bytes, atomic_write_json
@@ -12,8 +11,8 @@ from fdp_audit.config import load_config
 from fdp_audit.reproduce.common import Summary, markdown_table, write_reproduction
 
 CONFIGS = Path(__file__).parents[2] / "configs"
-QUICK_CORRDP = {"steps": 50, "seeds": 1, "epsilons": (0.1, 1.0)}
-QUICK_PROFILE = {"rows": 300, "samples": 50, "sweep_points": 9}
+QUICK_CORRDP = {"corrdp.steps": 50, "corrdp.seeds": 1, "corrdp.epsilons": (0.1, 1.0)}
+QUICK_PROFILE = {"profile.rows": 300, "profile.samples": 50, "profile.sweep_points": 9}
 
 
 def run_corrdp(out_dir: Path, quick: bool = False) -> Summary:
@@ -26,7 +25,7 @@ def run_corrdp(out_dir: Path, quick: bool = False) -> Summary:
     atomic_write_json(folder / "corrdp_tv.json", tv)
     synthetic = load_config(CONFIGS / "corrdp_synthetic.yaml")
     if quick:
-        synthetic = replace(synthetic, corrdp=replace(synthetic.corrdp, **QUICK_CORRDP))
+        synthetic = synthetic.with_overrides(QUICK_CORRDP)
     train = train_experiment(synthetic)
     atomic_write_json(folder / "corrdp_train.json", train)
     atomic_write_bytes(folder / "corrdp_utility.png", utility_figure(train))
@@ -49,7 +48,7 @@ def run_profile(out_dir: Path, quick: bool = False) -> Summary:
 
     config = load_config(CONFIGS / "profile_adult.yaml")
     if quick:
-        config = replace(config, profile=replace(config.profile, **QUICK_PROFILE))
+        config = config.with_overrides(QUICK_PROFILE)
     results = write_outputs(profile_pipeline(config), Path(out_dir) / "profile")
     transition = results["transition"]
     rows = [[key, transition[key]] for key in ("epsilon_low", "epsilon_star", "epsilon_high")]

@@ -4,7 +4,6 @@ amplification by subsampling. The game audit of ``configs/prop3.yaml`` must find
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -47,7 +46,7 @@ def _audit(config: Config, out_dir: Path) -> dict[str, Any]:
 def run(out_dir: Path, quick: bool = False) -> Summary:
     config = load_config(CONFIG)
     if quick:
-        config = replace(config, audit=replace(config.audit, trials=QUICK_TRIALS))
+        config = config.with_overrides({"audit.trials": QUICK_TRIALS})
     naive = _audit(config, Path(out_dir) / "prop3" / "shared_batch")
     correct = _audit(with_mechanism(config, "fdp_sgd"), Path(out_dir) / "prop3" / "fdp_sgd")
     rows = distinguisher_rows(naive) + distinguisher_rows(correct)

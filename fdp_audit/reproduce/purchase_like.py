@@ -9,7 +9,6 @@ data. The model is smaller than the paper's 600-300-100 MLP (see the config) to 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,7 @@ def private_weight_sweep(config: Config, data: PreparedData, epsilons: Sequence[
         accuracies = []
         for epsilon in epsilons:
             cfg = mechanism_config(config, "fdp_sgd", epsilon, 0)
-            cfg = replace(cfg, mechanism=replace(cfg.mechanism, private_weight=alpha))
+            cfg = cfg.with_overrides({"mechanism.private_weight": alpha})
             accuracies.append(AccuracyCell("fdp_sgd", epsilon, None, seed_accuracies(cfg, data, seeds)))
         rows.append([f"α = {alpha:g}", *(percent(c) for c in accuracies)])
         payload[f"{alpha:g}"] = [c.as_dict() for c in accuracies]
@@ -68,10 +67,9 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
     rows = QUICK_ROWS if quick else ROWS
     path = write_purchase_file(Path(out_dir) / "data" / "purchase_like.csv", rows, config.seed)
     protected = tuple(f"feature-{j}" for j in range(N_PUBLIC, N_FEATURES))
-    config = replace(config, data=replace(config.data, path=str(path), protected=protected))
+    config = config.with_overrides({"data.path": str(path), "data.protected": protected})
     if quick:
-        config = replace(config, mechanism=replace(config.mechanism, steps=QUICK_STEPS,
-                                                   public_pretrain_steps=QUICK_STEPS))
+        config = config.with_overrides({"mechanism.steps": QUICK_STEPS, "mechanism.public_pretrain_steps": QUICK_STEPS})
     data = prepare_data(config.data, config.seed)
     setup = (f"Purchase-like synthetic table ({rows} rows: {data.train.n_rows} train, {data.test.n_rows} test; "
              f"{N_FEATURES} binary features, 100 classes), features 0-{N_PUBLIC - 1} and the label public; MLP "

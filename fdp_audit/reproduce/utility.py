@@ -11,7 +11,6 @@ notes compute both so that a small gain is explained, not just reported.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 
 from fdp_audit.config import Config, load_config
@@ -25,8 +24,8 @@ QUICK_EPSILONS, QUICK_SEEDS, QUICK_ROWS, QUICK_STEPS = (2.0,), 2, 3000, 60
 
 def quick_config(config: Config, rows: int = QUICK_ROWS, steps: int = QUICK_STEPS) -> Config:
     pretrain = min(config.mechanism.public_pretrain_steps, steps)
-    return replace(config, data=replace(config.data, max_rows=rows),
-                   mechanism=replace(config.mechanism, steps=steps, public_pretrain_steps=pretrain))
+    return config.with_overrides({"data.max_rows": rows, "mechanism.steps": steps,
+                                  "mechanism.public_pretrain_steps": pretrain})
 
 
 def compare_mechanisms(out_dir: Path, name: str, title: str, config: Config, data: PreparedData,

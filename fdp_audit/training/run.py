@@ -4,7 +4,7 @@ data+Ψ → mechanism → models)."""
 from __future__ import annotations
 
 import platform
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -75,7 +75,7 @@ def build_problem(config: Config, data: PreparedData) -> TrainingProblem:
 
 def with_mechanism(config: Config, name: str) -> Config:
     """The same config with another (correct) mechanism, for utility comparisons."""
-    return replace(config, mechanism=replace(config.mechanism, name=name, faulty=False))
+    return config.with_overrides({"mechanism.name": name, "mechanism.faulty": False})
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import torch
 
+from fdp_audit.audit.checkpoint_audit import read_checkpoint
 from fdp_audit.cli import main
 from fdp_audit.config import load_config
 from fdp_audit.data.prepare import prepare_data
@@ -88,8 +89,10 @@ def test_seed_override_is_recorded(trained, good, tmp_path: Path, cli) -> None:
     out = tmp_path / "seed5.pt"
     assert cli("train", trained[0], "--out", out, "--seed", "5").code == 0
     params, metadata, _ = load_checkpoint(out)
-    assert metadata["seed"] == 5
+    # --seed replaces the config's seed, as `audit --seed` does: the data and the model streams both follow it
+    assert metadata["seed"] == metadata["config"]["seed"] == 5
     assert not torch.equal(params["layer0.weight"], good[0]["layer0.weight"])
+    assert read_checkpoint(out).config.seed == 5
 
 
 def test_save_load_round_trip(good, tmp_path: Path) -> None:
