@@ -20,9 +20,9 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from fdp_audit.audit.gate import judge
 from fdp_audit.audit.stats import lower_confidence_bound, upper_confidence_bound
 from fdp_audit.errors import BadInputError
-from fdp_audit.gate import judge
 
 
 @dataclass(frozen=True)

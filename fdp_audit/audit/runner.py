@@ -18,6 +18,7 @@ from fdp_audit.accounting.mechanism import MechanismSpec
 from fdp_audit.accounting.tradeoff import gaussian_tradeoff
 from fdp_audit.audit.decision import DecisionRule, fit_decision_rule, selection_split
 from fdp_audit.audit.games import GameRecord, game_attacks, gradient_canary_game, record_canary_game
+from fdp_audit.audit.gate import NOT_JUDGED, comparison_status, judge, powerless, unjudgeable
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.provenance import journal_key, user_source_digests
 from fdp_audit.audit.reconstruction_game import ReconstructionRecord, ball_per_radius, reconstruction_game
@@ -35,7 +36,6 @@ from fdp_audit.audit.tightness import bayes_optimal_success
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
-from fdp_audit.gate import NOT_JUDGED, comparison_status, judge, powerless, unjudgeable
 from fdp_audit.training.engine import Canaries, accuracy, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.run import accountant, build_problem, noise_multiplier, resolve_device, with_mechanism

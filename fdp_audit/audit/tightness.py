@@ -35,12 +35,12 @@ from scipy.stats import norm
 
 from fdp_audit.accounting.mechanism import MechanismAccountant
 from fdp_audit.audit.games import gradient_canary_game
+from fdp_audit.audit.gate import judge
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.stats import clopper_pearson, tightness
 from fdp_audit.config import Config, config_from_dict
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
-from fdp_audit.gate import judge
 from fdp_audit.training.run import accountant, noise_multiplier
 
 EPSILONS = (1.0, 2.0, 4.0, 8.0)

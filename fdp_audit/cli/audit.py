@@ -91,9 +91,9 @@ def one_run_results(args: argparse.Namespace) -> tuple[dict, Path]:
 
 def run(args: argparse.Namespace) -> int:
     from fdp_audit.audit.checkpoint_audit import summary_lines
+    from fdp_audit.audit.gate import NOT_JUDGED
     from fdp_audit.audit.results import write_results
     from fdp_audit.audit.runner import run_audit
-    from fdp_audit.gate import NOT_JUDGED
     from fdp_audit.report.render import write_report
 
     if args.games is not None and Path(args.target).suffix != ".pt":

@@ -29,10 +29,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fdp_audit.atomic_io import atomic_write_text
+    from fdp_audit.audit.gate import NOT_JUDGED, judge, junit_xml, restate_limits
     from fdp_audit.audit.regression import compare
     from fdp_audit.audit.results import read_results
     from fdp_audit.errors import BadInputError
-    from fdp_audit.gate import NOT_JUDGED, judge, junit_xml, restate_limits
     from fdp_audit.report.markdown import gate_summary
 
     if args.max_regression is not None and not args.baseline:

@@ -16,13 +16,13 @@ from pathlib import Path
 from typing import Any
 
 from fdp_audit.audit.games import GameRecord
+from fdp_audit.audit.gate import judge
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.provenance import journal_key
 from fdp_audit.audit.results import write_results
 from fdp_audit.audit.runner import DEFAULT_CHUNK, game_comparisons, play_game, run_audit, versions
 from fdp_audit.config import Config, load_config
 from fdp_audit.data.prepare import prepare_data
-from fdp_audit.gate import judge
 from fdp_audit.reproduce.common import Summary, markdown_table, write_reproduction
 from fdp_audit.training.run import accountant, resolve_device
 

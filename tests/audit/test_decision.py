@@ -9,9 +9,9 @@ from scipy.stats import binomtest
 
 from fdp_audit.audit.decision import DecisionRule, fit_decision_rule, selection_split
 from fdp_audit.audit.games import GameRecord
+from fdp_audit.audit.gate import judge
 from fdp_audit.audit.runner import _rate_comparisons
 from fdp_audit.audit.stats import lower_confidence_bound
-from fdp_audit.gate import judge
 
 
 def binary_scores(difference: np.ndarray) -> np.ndarray:

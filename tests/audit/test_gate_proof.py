@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom, binomtest, norm
 
+from fdp_audit.audit.gate import judge
 from fdp_audit.config import config_from_dict, load_config
-from fdp_audit.gate import judge
 
 pytestmark = pytest.mark.slow
 

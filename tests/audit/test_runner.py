@@ -12,9 +12,9 @@ from scipy.special import logsumexp
 from scipy.stats import norm
 
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
+from fdp_audit.audit.gate import judge
 from fdp_audit.audit.runner import binary_game_bound, run_audit
 from fdp_audit.config import config_from_dict
-from fdp_audit.gate import judge
 
 
 @pytest.fixture(scope="module")

@@ -32,9 +32,9 @@ import yaml
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
+from fdp_audit.audit.gate import judge
 from fdp_audit.audit.results import write_results
 from fdp_audit.cli import main
-from fdp_audit.gate import judge
 
 pytestmark = pytest.mark.slow
 

@@ -37,7 +37,7 @@ _GRADIENT_CANARY = re.compile(r"gradient \((\w+) trials\)")
 def rejudge(results: dict[str, Any]) -> dict[str, Any]:
     """Judge ``results["comparisons"]`` again and write the gate's numbers into the verdict and into every game
     row, as the runner does: an edited comparison then reads consistently everywhere on the page."""
-    from fdp_audit.gate import judge
+    from fdp_audit.audit.gate import judge
 
     verdict, judged = judge(results["comparisons"], results["verdict"]["alpha"])
     by_id = {j["id"]: j | {"successes": c.get("successes")} for c, j in zip(results["comparisons"], judged)}

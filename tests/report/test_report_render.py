@@ -299,7 +299,7 @@ def test_signed_and_interval_format():
 
 
 def test_a_one_run_violation_names_its_rejecting_guesses_inside_the_verdict(results):
-    from fdp_audit.gate import judge
+    from fdp_audit.audit.gate import judge
 
     claim = {"mechanism": "fdp_sgd", "noise_multiplier": 1.0, "sample_rate": 0.01, "steps": 100, "delta": 1e-5,
              "relation": "replace"}

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from fdp_audit.accounting.tradeoff import gaussian_epsilon, gaussian_tradeoff
+from fdp_audit.audit.gate import can_fail, judge, judge_comparison, junit_xml
 from fdp_audit.audit.stats import (
     RocCounts,
     clopper_pearson,
@@ -21,7 +22,6 @@ from fdp_audit.audit.stats import (
     upper_confidence_bound,
 )
 from fdp_audit.errors import BadInputError
-from fdp_audit.gate import can_fail, judge, judge_comparison, junit_xml
 
 
 def rate(ident: str, successes: int, trials: int = 200, bound: float = 0.6, ball: float = 0.5) -> dict[str, Any]:
