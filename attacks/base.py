@@ -17,8 +17,7 @@ from typing import ClassVar, Literal
 import torch
 
 from fdp_audit.errors import BadInputError
-from fdp_audit.training.engine import Canaries, TrainingProblem
-from fdp_audit.training.models import Model, Params
+from fdp_audit.training.interface import Canaries, Model, Params, TrainingProblem
 
 ThreatModel = Literal["prior", "black_box", "white_box", "iterates"]
 AttributeKind = Literal["categorical", "continuous"]

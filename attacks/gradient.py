@@ -8,8 +8,7 @@ from __future__ import annotations
 from torch.func import grad, vmap
 
 from attacks.base import Attack, AttackOutput, View
-from fdp_audit.training.engine import flatten
-from fdp_audit.training.models import example_loss
+from fdp_audit.training.interface import example_loss, flatten
 
 
 class GradientNormAttack(Attack):

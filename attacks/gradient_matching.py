@@ -23,8 +23,7 @@ from torch.func import grad, jacfwd, vmap
 from attacks.base import Attack, AttackOutput, Knowledge, View
 from attacks.informed import as_double, informed_residual
 from attacks.reconstruction import FIRST_LAYER_KINDS, read_first_layer
-from fdp_audit.training.engine import flatten
-from fdp_audit.training.models import Params, example_loss
+from fdp_audit.training.interface import Params, example_loss, flatten
 
 MAX_ITERATIONS = 200
 INITIAL_DAMPING = 1e-3

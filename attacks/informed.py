@@ -17,8 +17,7 @@ import torch
 from torch.func import grad, vmap
 
 from attacks.base import Attack, AttackOutput, Knowledge, View
-from fdp_audit.training.engine import flatten
-from fdp_audit.training.models import Params, example_loss
+from fdp_audit.training.interface import Params, example_loss, flatten
 
 
 def as_double(params: Params) -> Params:

@@ -9,8 +9,7 @@ import torch
 from torch.func import vmap
 
 from attacks.base import Attack, AttackOutput, View
-from fdp_audit.training.engine import predict_logits
-from fdp_audit.training.models import example_loss
+from fdp_audit.training.interface import example_loss, predict_logits
 
 
 class LikelihoodAttack(Attack):

@@ -20,7 +20,7 @@ import torch
 from attacks.base import Attack, AttackOutput, Knowledge, View
 from attacks.informed import informed_residual
 from fdp_audit.errors import BadInputError
-from fdp_audit.training.engine import unflatten
+from fdp_audit.training.interface import unflatten
 
 FIRST_LAYER_KINDS = ("logistic", "mlp")
 

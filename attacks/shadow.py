@@ -29,8 +29,7 @@ from sklearn.preprocessing import StandardScaler
 
 from attacks.base import Attack, AttackOutput, Knowledge, View
 from fdp_audit.errors import BadInputError
-from fdp_audit.training.engine import Canaries, predict_logits, train_models
-from fdp_audit.training.models import Model, Params
+from fdp_audit.training.interface import Canaries, Model, Params, predict_logits, train_models
 
 
 def output_features(model: Model, params: Params, candidates: torch.Tensor) -> np.ndarray:
