@@ -170,7 +170,7 @@ class ReportConfig:
 
 @dataclass(frozen=True)
 class ProfileConfig:
-    """Privacy profiles and the ε transition (docs/profiles.md); see :mod:`fdp_audit.profiles.pipeline`."""
+    """Privacy profiles and the ε transition (docs/profiles.md); see :mod:`fdp_audit.profiles.compute`."""
 
     columns: tuple[str, ...] = ("age", "education-num")
     rows: int | None = field(default=None, metadata=_range(2))  # the first `rows` rows; None: all

@@ -38,12 +38,12 @@ from scipy.special import log_softmax
 
 from attacks import ATTACKS, Knowledge, View
 from fdp_audit.audit.gate import INFORMATIONAL, comparison_status, judge
-from fdp_audit.audit.results import finite_or_none
 from fdp_audit.audit.stats import clopper_pearson
 from fdp_audit.config import Config, ReportConfig, config_from_dict
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
+from fdp_audit.json_numbers import finite_or_none
 from fdp_audit.training.checkpoint import load_checkpoint
 from fdp_audit.training.engine import accuracy
 from fdp_audit.training.mechanisms import MECHANISMS

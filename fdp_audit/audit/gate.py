@@ -43,6 +43,7 @@ from fdp_audit.audit.stats import (
 )
 from fdp_audit.config import Config
 from fdp_audit.errors import BadInputError
+from fdp_audit.json_numbers import finite_or_none
 from fdp_audit.training.mechanisms import MECHANISMS
 
 NOT_JUDGED = "NOT JUDGED"  # comparisons without power, or none: never a pass
@@ -493,7 +494,6 @@ def restate_limits(results: dict[str, Any]) -> None:
     the results state, refusing results whose stored numbers differ: ``gate`` never judges against a stored
     bound. What this cannot catch — an edit of the configuration itself, or of the raw counts — is what the
     checksum and, with a key, the MAC are for (:mod:`fdp_audit.audit.results`)."""
-    from fdp_audit.audit.results import finite_or_none
     from fdp_audit.audit.runner import mechanism_section
     from fdp_audit.config import config_from_dict
 

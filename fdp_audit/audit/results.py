@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -17,20 +16,10 @@ from fdp_audit.atomic_io import atomic_write_json
 from fdp_audit.audit.integrity import HMAC_KEY_VARIABLE, canonical, hmac_key, keyed_digest, same_digest
 from fdp_audit.bounded_read import bounded_json_integer, read_bounded
 from fdp_audit.errors import BadInputError
+from fdp_audit.json_numbers import finite_or_none
 
 SCHEMA_VERSION = 1
 MAX_RESULTS_BYTES = 64 << 20
-
-
-def finite_or_none(value: Any) -> Any:
-    """JSON has no inf or NaN: non-finite numbers become null, recursively."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: finite_or_none(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [finite_or_none(v) for v in value]
-    return value
 
 
 def _body(results: dict[str, Any]) -> dict[str, Any]:

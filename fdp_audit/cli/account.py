@@ -17,6 +17,7 @@ from typing import Any
 from fdp_audit.accounting import InvalidParameterError, MechanismAccountant, MechanismSpec
 from fdp_audit.accounting.pld import RELATIONS
 from fdp_audit.errors import BadInputError
+from fdp_audit.json_numbers import json_float
 from fdp_audit.training.mechanisms import MECHANISMS
 
 DEFAULT_DELTAS = (1e-3, 1e-5, 1e-6)
@@ -73,10 +74,10 @@ def _report(
     checkpoint: str | None,
 ) -> dict[str, Any]:
     return {
-        "epsilon": {_key(d): _number(accountant.epsilon(d)) for d in deltas},
-        "delta": {_key(e): _number(accountant.delta(e)) for e in epsilons},
-        "f": {_key(a): _number(accountant.f(a)) for a in alphas},
-        "bound": {_key(b): _number(accountant.bound(b)) for b in balls},
+        "epsilon": {_key(d): json_float(accountant.epsilon(d)) for d in deltas},
+        "delta": {_key(e): json_float(accountant.delta(e)) for e in epsilons},
+        "f": {_key(a): json_float(accountant.f(a)) for a in alphas},
+        "bound": {_key(b): json_float(accountant.bound(b)) for b in balls},
         "parameters": {
             "mechanism": spec.name,
             "noise_multiplier": spec.noise_multiplier,
@@ -189,11 +190,6 @@ def _values(
 
 def _key(value: float) -> str:
     return repr(float(value))
-
-
-def _number(value: float) -> float | None:
-    value = float(value)
-    return value if math.isfinite(value) else None
 
 
 def _table(result: dict[str, Any]) -> str:

@@ -14,7 +14,8 @@ import sys
 
 from fdp_audit.atomic_io import all_or_nothing
 from fdp_audit.config import load_config
-from fdp_audit.profiles.pipeline import run_profile, write_outputs
+from fdp_audit.profiles.compute import run_profile
+from fdp_audit.profiles.outputs import write_outputs
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -36,6 +36,7 @@ from scipy.optimize import brentq
 from scipy.special import log_ndtr, ndtr
 
 from fdp_audit.corrdp.noise import INTERCEPT, Variant
+from fdp_audit.json_numbers import json_float
 
 MODELS = ("paper", "paper_replace", "unconfined")
 
@@ -107,10 +108,6 @@ class NeighbourPrivacy:
         return asdict(self)
 
 
-def _finite(value: float) -> float | None:
-    return value if math.isfinite(value) else None
-
-
 def _step_mu(coords: np.ndarray, std: np.ndarray, bound: float) -> float:
     """max ‖Δ/σ‖ over Δ supported on ``coords`` with ‖Δ‖ ≤ bound: bound / min σ over those coords."""
     smallest = float(std[coords].min())
@@ -154,7 +151,7 @@ def realised_privacy(
         for model in MODELS:
             support = everything if model == "unconfined" else coords
             step = _step_mu(support, noise_std, bounds[model])
-            realised[model] = _finite(composed_epsilon(step, steps, delta, sample_rate))
+            realised[model] = json_float(composed_epsilon(step, steps, delta, sample_rate))
         paper = realised["paper"]
         under = nominal is not None and (paper is None or paper > nominal * (1 + 1e-9))
         rows.append(NeighbourPrivacy(variant, name, nominal, realised, under))

@@ -8,8 +8,9 @@ Okumura sphere (:mod:`.neighbours`). Coverage and privacy loss (:mod:`.coverage`
 and typical profiles (:mod:`.profile`), the ε sweep and its transition (:mod:`.transition`), Monte
 Carlo coverage for mechanisms without a density (:mod:`.monte_carlo`), the optional diffprivlib
 mechanism (:mod:`.third_party`), figures (:mod:`.figures`) and the end-to-end run behind
-``fdp-audit profile`` (:mod:`.pipeline`: ``run_profile``, ``results_dict``, ``make_figures``,
-``write_outputs``; not re-exported here so that importing the maths does not import matplotlib).
+``fdp-audit profile`` (:mod:`.compute`: ``run_profile``; :mod:`.schema`: ``results_dict``, the
+``profile.json``; :mod:`.outputs`: ``make_figures``, ``write_outputs``; not re-exported here so that
+importing the maths does not import matplotlib).
 """
 
 from fdp_audit.profiles.coverage import (

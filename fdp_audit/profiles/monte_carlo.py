@@ -45,14 +45,6 @@ class MonteCarloLoss:
     label: str = LABEL
 
     @property
-    def base_coverage(self) -> np.ndarray:
-        return self.base_counts / self.base_samples
-
-    @property
-    def neighbour_coverage(self) -> np.ndarray:
-        return self.neighbour_counts / self.neighbour_samples
-
-    @property
     def resolved(self) -> np.ndarray:
         """Where both counts are positive, i.e. the estimate is finite."""
         return (self.base_counts[:, None] > 0) & (self.neighbour_counts > 0)

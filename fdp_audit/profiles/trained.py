@@ -41,6 +41,7 @@ from fdp_audit.data.encoding import ColumnGroup, EncodedData
 from fdp_audit.data.features import FeatureSplit
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
+from fdp_audit.json_numbers import json_float, json_floats
 from fdp_audit.profiles.design import Design
 from fdp_audit.profiles.logistic import fit_newton
 from fdp_audit.profiles.monte_carlo import LABEL, MonteCarloLoss, default_cutoff, monte_carlo_privacy_loss
@@ -244,15 +245,6 @@ def typical_estimate(losses: np.ndarray) -> tuple[np.ndarray, int]:
     return magnitude.mean(axis=0), int((~np.isfinite(losses)).any(axis=1).sum())
 
 
-def _num(value: Any) -> float | None:
-    value = float(value)
-    return value if np.isfinite(value) else None
-
-
-def _nums(values: np.ndarray) -> list:
-    return [_num(v) for v in np.asarray(values, dtype=np.float64).ravel()]
-
-
 def results_dict(run: TrainedProfileRun) -> dict[str, Any]:
     """Every number the report shows about a trained-mechanism profile, as a JSON-able dict."""
     s, design, mech = run.settings, run.design, run.config.mechanism
@@ -289,7 +281,7 @@ def results_dict(run: TrainedProfileRun) -> dict[str, Any]:
         },
         "training": {
             "model": "logistic regression with bias (the engine's), parameters as listed",
-            "noise_multiplier": _num(noise_multiplier(mech)),
+            "noise_multiplier": json_float(noise_multiplier(mech)),
             "sample_rate": mech.sample_rate,
             "steps": mech.steps,
             "clip_norm": mech.clip_norm,
@@ -297,7 +289,7 @@ def results_dict(run: TrainedProfileRun) -> dict[str, Any]:
             "public_loss": mech.public_loss if s.mechanism == "fdp_sgd" else None,
             "public_batch_size": mech.public_batch_size if s.mechanism == "fdp_sgd" else None,
             "delta": mech.delta,
-            "claimed_epsilon": _num(run.claimed_epsilon),
+            "claimed_epsilon": json_float(run.claimed_epsilon),
             "claimed_epsilon_source": f"PLD accountant, {run.relation} relation, at δ = {mech.delta:g}",
         },
         "estimate": {
@@ -313,31 +305,31 @@ def results_dict(run: TrainedProfileRun) -> dict[str, Any]:
             "(exact Newton), the most exposed row included",
         },
         "centre": {
-            "point": _nums(run.centre_point),
-            "cutoff": _num(centre.cutoff),
+            "point": json_floats(run.centre_point),
+            "cutoff": json_float(centre.cutoff),
             "base_count": int(centre.base_counts[0]),
             "rows": rows.tolist(),
             "neighbour_counts": centre.neighbour_counts[0].tolist(),
-            "estimate": _nums(centre.loss[0]),
-            "standard_error": _nums(centre.standard_error[0]),
+            "estimate": json_floats(centre.loss[0]),
+            "standard_error": json_floats(centre.standard_error[0]),
             "unresolved": int((~centre.resolved[0]).sum()),
         },
         "typical": {
             "points": len(run.at_points),
-            "cutoff_median": _num(np.median(cutoffs)),
-            "cutoff_range": [_num(cutoffs.min()), _num(cutoffs.max())],
-            "profile": _nums(typical),
+            "cutoff_median": json_float(np.median(cutoffs)),
+            "cutoff_range": [json_float(cutoffs.min()), json_float(cutoffs.max())],
+            "profile": json_floats(typical),
             "points_with_unresolved": unresolved_points,
             "unresolved_pairs": int((~resolved).sum()),
         },
         "neighbours": [
             {
                 "row": int(r),
-                "erm_delta_norm": _num(run.erm_delta_norms[p]),
-                "mean_shift": _num(shift),
-                "mean_shift_standard_error": _num(shift_error),
-                "kl_estimate": _num(kl_j),
-                "mean_abs_loss_estimate": _num(np.abs(losses[:, j]).mean()),
+                "erm_delta_norm": json_float(run.erm_delta_norms[p]),
+                "mean_shift": json_float(shift),
+                "mean_shift_standard_error": json_float(shift_error),
+                "kl_estimate": json_float(kl_j),
+                "mean_abs_loss_estimate": json_float(np.abs(losses[:, j]).mean()),
                 "resolved_points": int(resolved[:, j].sum()),
             }
             for j, (r, p, shift, shift_error, kl_j) in enumerate(

@@ -43,8 +43,8 @@ def run_corrdp(out_dir: Path, quick: bool = False) -> Summary:
 
 def run_profile(out_dir: Path, quick: bool = False) -> Summary:
     """Privacy profiles and the ε transition of output perturbation on Adult (``configs/profile_adult.yaml``)."""
-    from fdp_audit.profiles.pipeline import run_profile as profile_pipeline
-    from fdp_audit.profiles.pipeline import write_outputs
+    from fdp_audit.profiles.compute import run_profile as profile_pipeline
+    from fdp_audit.profiles.outputs import write_outputs
 
     config = load_config(CONFIGS / "profile_adult.yaml")
     if quick:

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
-from fdp_audit.audit.results import SCHEMA_VERSION, finite_or_none, write_results
+from fdp_audit.audit.results import SCHEMA_VERSION, write_results
 from fdp_audit.audit.runner import mechanism_section
 from fdp_audit.audit.stats import lower_confidence_bound
 from fdp_audit.config import config_from_dict
+from fdp_audit.json_numbers import finite_or_none
 from fdp_audit.training.run import accountant
 
 # The stated claim: DP-SGD at p = 1, T = 1, z = 4, whose Theorem 4 bound at Ball = ½ is Φ(1/4) ≈ 0.599.
