@@ -13,6 +13,10 @@ from typing import Any
 
 from fdp_audit.errors import BadInputError
 
+# The shipped configs: the repository's configs/, which the wheel carries as package data in fdp_audit/configs
+# (a link to configs/ in a checkout), so that every reproduction also runs from an installed package.
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+
 # name → module of fdp_audit.reproduce (function ``run_<name>`` if the module holds several, else ``run``);
 # ordered cheapest first. Modules are imported on use: the command line starts without torch.
 REPRODUCTIONS: dict[str, str] = {

@@ -23,10 +23,11 @@ from fdp_audit.audit.results import write_results
 from fdp_audit.audit.runner import DEFAULT_CHUNK, game_comparisons, play_game, run_audit, versions
 from fdp_audit.config import Config, load_config
 from fdp_audit.data.prepare import prepare_data
+from fdp_audit.reproduce import CONFIGS
 from fdp_audit.reproduce.common import Summary, markdown_table, write_reproduction
 from fdp_audit.training.run import accountant, resolve_device
 
-FAULTY = Path(__file__).parents[2] / "configs" / "faulty"
+FAULTY = CONFIGS / "faulty"
 QUICK_TRIALS, QUICK_ROWS = 100, 2000
 
 

@@ -21,6 +21,7 @@ from torch.func import grad, vmap
 
 from fdp_audit.config import load_config
 from fdp_audit.data.prepare import prepare_data
+from fdp_audit.reproduce import CONFIGS
 from fdp_audit.reproduce.common import (
     AccuracyCell,
     Summary,
@@ -36,7 +37,7 @@ from fdp_audit.training.engine import train_models
 from fdp_audit.training.models import Model, Params, build_model, example_loss, label_free_loss
 from fdp_audit.training.run import build_problem, noise_multiplier, with_mechanism
 
-CONFIG = Path(__file__).parents[2] / "configs" / "label_dp.yaml"
+CONFIG = CONFIGS / "label_dp.yaml"
 EPSILONS, SEEDS = (1.0, 2.0, 4.0), 3
 QUICK_EPSILONS, QUICK_SEEDS, QUICK_STEPS = (2.0,), 2, 40
 RANDOM_WEIGHT_SCALE = 10.0  # logits of order 10·‖x‖: near one-hot predictions, wrong for 9 in 10 classes

@@ -10,10 +10,11 @@ from typing import Any
 from fdp_audit.audit.results import write_results
 from fdp_audit.audit.runner import run_audit
 from fdp_audit.config import Config, load_config
+from fdp_audit.reproduce import CONFIGS
 from fdp_audit.reproduce.common import Summary, markdown_table, write_reproduction
 from fdp_audit.training.run import with_mechanism
 
-CONFIG = Path(__file__).parents[2] / "configs" / "prop3.yaml"
+CONFIG = CONFIGS / "prop3.yaml"
 QUICK_TRIALS = 160
 
 

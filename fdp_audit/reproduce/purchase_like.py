@@ -18,6 +18,7 @@ from fdp_audit.atomic_io import atomic_write_text
 from fdp_audit.config import Config, load_config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.data.synthetic import purchase_like_table
+from fdp_audit.reproduce import CONFIGS
 from fdp_audit.reproduce.common import (
     AccuracyCell,
     Summary,
@@ -28,7 +29,7 @@ from fdp_audit.reproduce.common import (
 )
 from fdp_audit.reproduce.utility import compare_mechanisms
 
-CONFIG = Path(__file__).parents[2] / "configs" / "purchase_like.yaml"
+CONFIG = CONFIGS / "purchase_like.yaml"
 ROWS, QUICK_ROWS, QUICK_STEPS = 6_000, 2_000, 60
 N_FEATURES, N_PUBLIC = 600, 100
 EPSILONS, SEEDS = (2.0, 4.0, 8.0), 3

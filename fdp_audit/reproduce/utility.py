@@ -15,9 +15,10 @@ from pathlib import Path
 
 from fdp_audit.config import Config, load_config
 from fdp_audit.data.prepare import PreparedData, prepare_data
+from fdp_audit.reproduce import CONFIGS
 from fdp_audit.reproduce.common import Summary, accuracy_grid, cell, grid_table, write_reproduction
 
-CONFIG = Path(__file__).parents[2] / "configs" / "utility_adult.yaml"
+CONFIG = CONFIGS / "utility_adult.yaml"
 EPSILONS, SEEDS = (1.0, 2.0, 4.0, 8.0), 3
 QUICK_EPSILONS, QUICK_SEEDS, QUICK_ROWS, QUICK_STEPS = (2.0,), 2, 3000, 60
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from fdp_audit.config import load_config
 from fdp_audit.data.prepare import prepare_data
+from fdp_audit.reproduce import CONFIGS
 from fdp_audit.reproduce.common import Summary
 from fdp_audit.reproduce.utility import EPSILONS, QUICK_EPSILONS, QUICK_SEEDS, SEEDS, compare_mechanisms, quick_config
 
-CONFIG = Path(__file__).parents[2] / "configs" / "weak_public.yaml"
+CONFIG = CONFIGS / "weak_public.yaml"
 
 
 def run(out_dir: Path, quick: bool = False) -> Summary:
