@@ -494,7 +494,7 @@ def restate_limits(results: dict[str, Any]) -> None:
     the results state, refusing results whose stored numbers differ: ``gate`` never judges against a stored
     bound. What this cannot catch — an edit of the configuration itself, or of the raw counts — is what the
     checksum and, with a key, the MAC are for (:mod:`fdp_audit.audit.results`)."""
-    from fdp_audit.audit.runner import mechanism_section
+    from fdp_audit.audit.claim import mechanism_section
     from fdp_audit.config import config_from_dict
 
     stated = results["reproducibility"].get("config")

@@ -16,6 +16,7 @@ import torch
 from fdp_audit import __version__
 from fdp_audit.accounting.mechanism import MechanismSpec
 from fdp_audit.accounting.tradeoff import gaussian_tradeoff
+from fdp_audit.audit.claim import mechanism_section
 from fdp_audit.audit.decision import DecisionRule, fit_decision_rule, selection_split
 from fdp_audit.audit.games import GameRecord, game_attacks, gradient_canary_game, record_canary_game
 from fdp_audit.audit.gate import NOT_JUDGED, comparison_status, judge, powerless, unjudgeable
@@ -329,23 +330,6 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "") -> dict[s
             "device": str(device), "trials": audit.trials, "reused_trials": dict(journal.reused),
         },
     })
-
-
-def mechanism_section(config: Config) -> dict[str, Any]:
-    mech = config.mechanism
-    info = MECHANISMS[mech.name]
-    eps = float(accountant(mech).epsilon(mech.delta))
-    if mech.third_party is not None:
-        return {"name": f"third-party {mech.third_party}", "faulty": False,
-                "description": f"A user-supplied training function, audited against the claim of {mech.name}: "
-                               f"{info.description}", "claimed_as": mech.name,
-                "noise_multiplier": noise_multiplier(mech), "sample_rate": mech.sample_rate, "steps": mech.steps,
-                "clip_norm": mech.clip_norm, "delta": mech.delta, "epsilon": eps}
-    return {"name": mech.name, "faulty": info.faulty, "description": info.description,
-            "noise_multiplier": noise_multiplier(mech), "sample_rate": mech.sample_rate, "steps": mech.steps,
-            "clip_norm": mech.clip_norm, "delta": mech.delta, "public_batch_size": mech.public_batch_size,
-            "private_weight": mech.private_weight, "public_pretrain_steps": mech.public_pretrain_steps,
-            "public_loss": mech.public_loss, "epsilon": eps}
 
 
 def game_sections(record: GameRecord, by_id, add_remove, replace_one, alpha: float) -> list[dict[str, Any]]:

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
+from fdp_audit.audit.claim import mechanism_section
 from fdp_audit.audit.results import SCHEMA_VERSION, write_results
-from fdp_audit.audit.runner import mechanism_section
 from fdp_audit.audit.stats import lower_confidence_bound
 from fdp_audit.config import config_from_dict
 from fdp_audit.json_numbers import finite_or_none

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
+from fdp_audit.audit.claim import mechanism_section
 from fdp_audit.audit.gate import judge
 from fdp_audit.audit.results import SCHEMA_VERSION, write_results
-from fdp_audit.audit.runner import mechanism_section
 from fdp_audit.config import config_from_dict
 from fdp_audit.json_numbers import finite_or_none
 from fdp_audit.training.run import accountant

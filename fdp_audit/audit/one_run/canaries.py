@@ -332,9 +332,10 @@ def _record_release_scores(checkpoint: Path, manifest: dict[str, Any]) -> np.nda
 def one_run_results(checkpoint: Path, manifest_path: Path, alpha: float, command: str = "") -> dict[str, Any]:
     """results.json of a one-run audit: the verdict is the one-run section's (the f-DP test of the claim)."""
     from fdp_audit.audit.checkpoint_audit import read_checkpoint
+    from fdp_audit.audit.claim import mechanism_section
     from fdp_audit.audit.gate import judge
     from fdp_audit.audit.results import finite_or_none
-    from fdp_audit.audit.runner import mechanism_section, versions
+    from fdp_audit.audit.runner import versions
 
     section = audit_with_canaries(checkpoint, manifest_path, alpha)
     loaded = read_checkpoint(checkpoint)
