@@ -1,0 +1,163 @@
+"""Package boundaries (docs/design.md): every module of ``fdp_audit`` and ``attacks`` imports on its own in a
+fresh process, the module import graph has no cycle, and ``attacks`` reaches the core only through
+``fdp_audit.training.interface`` (and the error type)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("fdp_audit", "attacks")
+# Third-party libraries the child processes inherit already imported, so that each of the ~150 imports costs
+# only the project's own code; none of them imports the project.
+PRELOAD = ("numpy", "scipy.stats", "scipy.optimize", "scipy.special", "torch", "yaml", "jinja2", "sklearn.linear_model",
+           "matplotlib.pyplot", "dp_accounting", "statsmodels.api", "safetensors.torch")
+
+# Run in a fresh interpreter that has imported none of the project: it preloads the third-party libraries, then
+# forks one child per module, so each module is imported into a process where no module of the project has
+# ever been loaded, as on the first import of a user's script. Prints {module: error} as JSON.
+_FORK_EACH = r"""
+import importlib, json, os, sys, traceback
+sys.path.insert(0, sys.argv[1])
+modules, preload = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+import matplotlib
+matplotlib.use("Agg")
+for name in preload:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+assert not any(m.split(".")[0] in ("fdp_audit", "attacks") for m in sys.modules)
+failures, running = {}, {}
+def reap():
+    pid, status = os.wait()
+    name, read = running.pop(pid)
+    message = os.read(read, 1 << 16).decode(errors="replace")
+    os.close(read)
+    if status != 0:
+        failures[name] = message or f"exit status {status}"
+for name in modules:
+    while len(running) >= 2:
+        reap()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            os.write(write, traceback.format_exc()[-4000:].encode())
+            os._exit(1)
+        os._exit(0)
+    os.close(write)
+    running[pid] = (name, read)
+while running:
+    reap()
+print(json.dumps(failures))
+"""
+
+
+def project_modules() -> dict[str, Path]:
+    """Dotted name → source file of every module of the project's packages."""
+    modules = {}
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules that importing ``name`` executes directly: every import statement, also inside
+    functions (an import hidden in a function still runs, and hiding one is how a cycle is usually dodged),
+    except under ``if TYPE_CHECKING``; importing ``a.b.c`` also runs the packages ``a`` and ``a.b``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    type_only = {id(node) for test in ast.walk(tree) if isinstance(test, ast.If)
+                 and "TYPE_CHECKING" in ast.unparse(test.test) for stmt in test.body for node in ast.walk(stmt)}
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    targets = []
+    for node in ast.walk(tree):
+        if id(node) in type_only:
+            continue
+        if isinstance(node, ast.Import):
+            targets += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
+            targets += [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+    edges = set()
+    for target in targets:
+        parts = target.split(".")
+        for end in range(1, len(parts) + 1):
+            candidate = ".".join(parts[:end])
+            # a module's own enclosing packages are already running when it is imported: not an edge
+            if candidate in modules and candidate != name and not name.startswith(candidate + "."):
+                edges.add(candidate)
+    return edges
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each a set of mutually importing
+    modules."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_the_cycle_finder_finds_a_cycle_and_only_cycles():
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert import_cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_every_module_imports_on_its_own_in_a_fresh_process():
+    modules = sorted(name for name in project_modules() if not name.endswith(".__main__"))  # running, not importing
+    assert len(modules) > 100 and "fdp_audit.audit.gate" in modules and "attacks.base" in modules
+    env = {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", _FORK_EACH, str(ROOT), json.dumps(modules), json.dumps(PRELOAD)],
+                          capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    failures = json.loads(done.stdout.strip().splitlines()[-1])
+    assert not failures, "\n".join(f"{name}:\n{error}" for name, error in failures.items())
+
+
+def test_the_attacks_package_uses_only_the_public_surface_of_the_core():
+    modules = project_modules()
+    allowed = {"fdp_audit", "fdp_audit.errors", "fdp_audit.training", "fdp_audit.training.interface"}
+    for name, path in modules.items():
+        if name.split(".")[0] == "attacks":
+            reached = {m for m in imported_modules(name, path, modules) if m.split(".")[0] == "fdp_audit"}
+            assert reached <= allowed, f"{name} imports {sorted(reached - allowed)}"
