@@ -31,6 +31,7 @@ from xml.sax.saxutils import quoteattr
 import numpy as np
 
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
+from fdp_audit.audit.games import GAMES
 from fdp_audit.audit.stats import (
     RocCounts,
     clopper_pearson,
@@ -219,29 +220,6 @@ class StatedClaim:
         return self._accountants[relation]
 
 
-def _reconstruction_ball(row: dict[str, Any], config: Config, where: str) -> float:
-    from fdp_audit.audit.reconstruction_game import ball_per_radius
-
-    rho = _number(row, "rho", where, 0)
-    audit = config.audit
-    return float(ball_per_radius(audit.reconstruction_prior, audit.reconstruction_scale, len(config.data.protected),
-                                 np.array([rho]))[0])
-
-
-def _theorem4_limit(ball: float, claim: StatedClaim) -> float:
-    return float(claim.accountant().bound(ball))
-
-
-def _binary_limit(relation: str) -> Callable[[float, StatedClaim], float]:
-    """A binary game's limit: the smaller of Theorem 4 and the Bayes-optimal success under its relation."""
-    def limit(ball: float, claim: StatedClaim) -> float:
-        from fdp_audit.audit.runner import binary_game_bound
-
-        return binary_game_bound(claim.accountant(), claim.accountant(relation))
-
-    return limit
-
-
 @dataclass(frozen=True)
 class RateLimit:
     """How a game's rate comparisons are limited: the Ball the configuration fixes (None: estimated from data
@@ -253,14 +231,23 @@ class RateLimit:
     exact: bool = True
 
 
+# comparisons that no registered game makes (a game states its own: rate_limit)
 RATE_LIMITS: dict[str, RateLimit] = {
-    "attribute": RateLimit(lambda row, config, where: max(config.audit.target_prior), _theorem4_limit),
-    "distinguishing": RateLimit(lambda row, config, where: 0.5, _binary_limit("replace")),
-    "simulator": RateLimit(lambda row, config, where: 0.5, _binary_limit("add-remove")),
-    "reconstruction": RateLimit(_reconstruction_ball, _theorem4_limit),
     # the mean of per-record bounds at estimated Balls: at most 1 − f(mean Ball), since 1 − f is concave
-    "checkpoint": RateLimit(None, _theorem4_limit, exact=False),
+    "checkpoint": RateLimit(None, lambda ball, claim: float(claim.accountant().bound(ball)), exact=False),
 }
+
+
+def rate_limit(game: Any) -> RateLimit | None:
+    """How the rate comparisons of ``game`` are limited: as the registered game states
+    (:meth:`fdp_audit.audit.games.Game.stated_ball`, :meth:`~fdp_audit.audit.games.Game.stated_limit`), or by
+    :data:`RATE_LIMITS`; None for an unknown game."""
+    if not isinstance(game, str):
+        return None
+    if game in GAMES:
+        played = GAMES[game]()
+        return RateLimit(played.stated_ball, lambda ball, claim: played.stated_limit(ball, claim.accountant))
+    return RATE_LIMITS.get(game)
 RESTATE_TOLERANCE = 1e-7  # absolute for probabilities, relative above 1: below any statistical resolution
 
 
@@ -268,10 +255,10 @@ def _restate_rate(row: dict[str, Any], claim: StatedClaim, where: str) -> None:
     """The bound must be the one the stated mechanism gives at the Ball the game's configuration fixes
     (:data:`RATE_LIMITS`)."""
     game = row.get("game")
-    if game not in RATE_LIMITS:
+    rule = rate_limit(game)
+    if rule is None:
         raise BadInputError(f"cannot re-derive the bound of game {game!r} from the stated mechanism", f"{where}.game")
     stated_ball, bound = _number(row, "ball", where, 0, 1), _number(row, "bound", where, 0, 1)
-    rule = RATE_LIMITS[game]
     if rule.ball is not None:
         ball = rule.ball(row, claim.config, where)
         if abs(ball - stated_ball) > RESTATE_TOLERANCE:
@@ -283,9 +270,6 @@ def _restate_rate(row: dict[str, Any], claim: StatedClaim, where: str) -> None:
                             f"{stated_ball:.6g}", f"{where}.bound")
 
 
-EPSILON_RELATIONS = {"distinguishing": "replace", "simulator": "add_remove"}
-
-
 def _restate_epsilon(row: dict[str, Any], claim: StatedClaim, where: str) -> None:
     """The claim an ε comparison states (which the judge re-derives f and ε from) must be the stated
     mechanism's, at its δ, under the game's neighbouring relation."""
@@ -294,8 +278,9 @@ def _restate_epsilon(row: dict[str, Any], claim: StatedClaim, where: str) -> Non
         raise BadInputError(f"δ {delta:g} is not the stated mechanism's {claim.config.mechanism.delta:g}",
                             f"{where}.delta")
     game = row.get("game")
-    if game in EPSILON_RELATIONS and row.get("relation") != EPSILON_RELATIONS[game]:
-        raise BadInputError(f"the {game} game's relation is {EPSILON_RELATIONS[game]!r}", f"{where}.relation")
+    relation = GAMES[game].epsilon_relation if isinstance(game, str) and game in GAMES else None
+    if relation is not None and row.get("relation") != relation:
+        raise BadInputError(f"the {game} game's relation is {relation!r}", f"{where}.relation")
     spec = claim.accountant().spec
     stated = row.get("claim")
     if not isinstance(stated, dict) or stated.get("mechanism") != spec.claimed_as:

@@ -17,7 +17,7 @@ distinguishing and simulator games.
   data reject) and the assumption-free Clopper–Pearson bound.
 
 Data: the canary's coordinates are two appended all-zero public columns (see
-:mod:`fdp_audit.audit.games`), so no real record contributes to them and the attack's observations — the
+:mod:`fdp_audit.audit.games.gradient_canary`), so no real record contributes to them and the attack's observations — the
 noisy private sums along the canary's coordinate — have exactly the same law whatever the data set. The data
 set therefore only costs time, and a 200-row synthetic table with a logistic model is used; the privacy
 parameters (p = 1/16, T = 100, z calibrated to each ε at δ = 1e-5) are what
@@ -33,11 +33,11 @@ from typing import Any
 import torch
 from scipy.stats import norm
 
-from fdp_audit.accounting.mechanism import MechanismAccountant
-from fdp_audit.audit.games import gradient_canary_game
+from fdp_audit.audit.games import Claim, DistinguishingGame, SimulatorGame, selection_level
+from fdp_audit.audit.games.gradient_canary import bayes_optimal_success
 from fdp_audit.audit.gate import judge
-from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.stats import clopper_pearson, tightness
+from fdp_audit.audit.trials import play_game
 from fdp_audit.config import Config, config_from_dict
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
@@ -46,13 +46,6 @@ from fdp_audit.training.run import accountant, noise_multiplier
 EPSILONS = (1.0, 2.0, 4.0, 8.0)
 TARGET_SHARE = 0.9
 CHUNK = 512
-
-
-def bayes_optimal_success(relation: MechanismAccountant) -> float:
-    """Best success of any adversary in the binary canary game of the accountant's relation with a uniform prior:
-    ½ + δ(0)/2, the total-variation distance (½ + δ_replace(0)/2 for the ±C canary). The pessimistic PLD makes
-    δ(0) an upper estimate, which can only lower the attack's reported share of the optimum."""
-    return 0.5 + 0.5 * float(relation.delta(0.0))
 
 
 def tightness_config(epsilon: float, sample_rate: float = 1 / 16, steps: int = 100, delta: float = 1e-5,
@@ -85,23 +78,21 @@ def trials_for_half_width(optimum: float, half_width: float, confidence: float =
 def tightness_row(config: Config, trials: int | None = None, half_width: float = 0.1, confidence: float = 0.95,
                   alpha: float = 0.05) -> dict[str, Any]:
     """One ε: play the distinguishing and simulator games and compare the iterates attack with the optimum."""
-    from fdp_audit.audit.runner import epsilon_comparisons, selection_level
-
     mech = config.mechanism
     add_remove, replace_one = accountant(mech), accountant(mech, "replace")
     optimum, bound = bayes_optimal_success(replace_one), float(add_remove.bound(0.5))
     trials = trials_for_half_width(optimum, half_width, confidence) if trials is None else trials
     data = prepare_data(config.data, config.seed)
-    device, journal = torch.device(config.device if config.device != "auto" else "cpu"), Journal(None, "")
-    distinguishing = gradient_canary_game("distinguishing", config, data, trials, device, journal, CHUNK)
-    simulator = gradient_canary_game("simulator", config, data, trials, device, journal, CHUNK)
+    config = config.with_overrides({"audit.trials": trials})
+    device = torch.device(config.device if config.device != "auto" else "cpu")
+    claim = Claim(add_remove, replace_one, mech.delta, selection_level(config))
+    played = [(game, play_game(game, config, data, device=device, max_chunk=CHUNK))
+              for game in (DistinguishingGame(), SimulatorGame())]
+    comparisons = [c.row() for game, record in played for c in game.epsilon_comparisons(record, claim)
+                   if c.attack == "iterates"]
+    distinguishing = played[0][1]
     successes = int((distinguishing.scores["iterates"].argmax(axis=1) == distinguishing.labels).sum())
     low, high = clopper_pearson(successes, trials, 1 - confidence)
-    level = selection_level(config)
-    comparisons = [row for record, relation in ((distinguishing, replace_one), (simulator, add_remove))
-                   for row in epsilon_comparisons(record, mech.delta, relation.spec,
-                                                  "replace" if relation is replace_one else "add_remove", level)
-                   if row["attack"] == "iterates"]
     _, (replace_game, simulator_game) = judge(comparisons, alpha)
     return {
         "mechanism": mech.name, "epsilon": float(add_remove.epsilon(mech.delta)), "delta": mech.delta,

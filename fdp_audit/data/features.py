@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
 
-from fdp_audit.data.encoding import ColumnGroup
+from fdp_audit.data.encoding import ColumnGroup, EncodedData
 from fdp_audit.errors import BadInputError
 
 
@@ -40,6 +41,36 @@ class FeatureMap(Protocol):
 
     def spec(self) -> dict[str, Any]:
         """A JSON-able description stored in checkpoints and results."""
+        ...
+
+
+@dataclass(frozen=True)
+class CanaryCandidates:
+    """Records with one public image Ψ(x) (and label) and pairwise different protected parts: the candidate
+    values of an audit game's canary. ``names`` says what tells each apart (``sex=Female``)."""
+
+    records: torch.Tensor  # [V, d]
+    names: tuple[str, ...]
+
+
+@runtime_checkable
+class CandidateMap(Protocol):
+    """A Ψ from which the record-canary games build their candidates (docs/extending.md, "A public map")."""
+
+    def canary_candidates(self, record: torch.Tensor, population: EncodedData, count: int) -> CanaryCandidates:
+        """At most ``count`` records with ``Ψ(r) = Ψ(record)``, the same label, and pairwise different protected
+        parts, the most typical of ``population`` first (so that a known prior over them is realistic); fewer
+        when Ψ admits fewer. Bad input (:class:`BadInputError`) when the protected part cannot be varied."""
+        ...
+
+
+@runtime_checkable
+class WidenableMap(Protocol):
+    """A Ψ that extends to records with appended public columns (docs/extending.md, "A public map")."""
+
+    def with_public_columns(self, groups: tuple[ColumnGroup, ...]) -> FeatureMap:
+        """Ψ of records widened by the given all-zero columns, which become public: Ψ'(x ⊕ z) = Ψ(x) ⊕ z. The
+        gradient-canary games place their canary's coordinates there."""
         ...
 
 
@@ -88,6 +119,24 @@ class FeatureSplit:
         x[..., self.protected_columns.to(x.device)] = protected
         return x
 
+    def canary_candidates(self, record: torch.Tensor, population: EncodedData, count: int) -> CanaryCandidates:
+        """``record`` with each of the ``count`` most frequent categories (in ``population``) of the first
+        protected attribute, which must be categorical; every other column, public or protected, unchanged."""
+        groups = self.protected_groups
+        if not groups or groups[0].kind != "categorical":
+            raise BadInputError("records with one public image and different protected values need a categorical "
+                                "first protected attribute", "data.protected")
+        group = groups[0]
+        frequency = population.x[:, group.start:group.stop].sum(axis=0)
+        chosen = np.argsort(-frequency, kind="stable")[:count]
+        records = record.repeat(len(chosen), 1)
+        records[:, group.start:group.stop] = 0.0
+        records[torch.arange(len(chosen)), group.start + torch.as_tensor(chosen)] = 1.0
+        return CanaryCandidates(records, tuple(f"{group.feature}={group.categories[c]}" for c in chosen))
+
+    def with_public_columns(self, groups: tuple[ColumnGroup, ...]) -> FeatureSplit:
+        return FeatureSplit(self.groups + groups, self.protected_features, self.label_public)
+
     def spec(self) -> dict[str, Any]:
         return {
             "kind": "column_subset",
@@ -105,6 +154,10 @@ class LabelOnlyMap:
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> PublicView:
         return PublicView(x, None)
+
+    def with_public_columns(self, groups: tuple[ColumnGroup, ...]) -> LabelOnlyMap:
+        """Every column is public already, so wider records keep the map."""
+        return self
 
     def spec(self) -> dict[str, Any]:
         return {"kind": "label_only"}

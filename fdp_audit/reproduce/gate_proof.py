@@ -15,12 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fdp_audit.audit.games import GameRecord
+from fdp_audit.audit.games import Claim, Game, configured_games
 from fdp_audit.audit.gate import judge
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.provenance import journal_key
 from fdp_audit.audit.results import write_results
-from fdp_audit.audit.runner import DEFAULT_CHUNK, game_comparisons, play_game, run_audit, versions
+from fdp_audit.audit.runner import DEFAULT_SELECTION_LEVEL, run_audit, versions
+from fdp_audit.audit.trials import DEFAULT_CHUNK, play_game
 from fdp_audit.config import Config, load_config
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.reproduce import CONFIGS
@@ -31,15 +32,14 @@ FAULTY = CONFIGS / "faulty"
 QUICK_TRIALS, QUICK_ROWS = 100, 2000
 
 
-def fewest_trials(config: Config, records: list[GameRecord]) -> dict[str, Any]:
+def fewest_trials(config: Config, records: list[tuple[Game, Any]]) -> dict[str, Any]:
     """Judge every even prefix of the played games; the smallest trial count caught from there on, and the
     smallest caught at all (``None``: never)."""
     mech = config.mechanism
-    add_remove, replace_one = accountant(mech), accountant(mech, "replace")
+    claim = Claim(accountant(mech), accountant(mech, "replace"), mech.delta, DEFAULT_SELECTION_LEVEL)
     caught = []
     for n in range(2, config.audit.trials + 1, 2):
-        comparisons = [row for record in records
-                       for row in game_comparisons(record.head(n), mech.delta, add_remove, replace_one)]
+        comparisons = [c.row() for game, record in records for c in game.comparisons(record.head(n), claim)]
         caught.append((n, judge(comparisons, config.audit.alpha)[0]["status"] == "VIOLATION"))
     first = next((n for n, hit in caught if hit), None)
     steady = None
@@ -61,8 +61,9 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
         write_results(folder / "results.json", results)
         data = prepare_data(config.data, config.seed)
         journal = Journal(folder / "journal.jsonl", journal_key(config, versions(), data))  # the trials just played
-        records = [play_game(game, config, data, resolve_device(config.device), journal,
-                             config.audit.max_models_per_chunk or DEFAULT_CHUNK) for game in config.audit.games]
+        records = [(game, play_game(game, config, data, journal, device=resolve_device(config.device),
+                                    max_chunk=config.audit.max_models_per_chunk or DEFAULT_CHUNK))
+                   for game in configured_games(config)]
         needed = fewest_trials(config, records)
         verdict = results["verdict"]
         verdicts[config.mechanism.name] = verdict["status"]

@@ -9,8 +9,8 @@ from scipy.stats import binomtest
 
 from fdp_audit.audit.decision import DecisionRule, fit_decision_rule, selection_split
 from fdp_audit.audit.games import GameRecord
+from fdp_audit.audit.games.categorical import rate_comparisons
 from fdp_audit.audit.gate import judge
-from fdp_audit.audit.runner import _rate_comparisons
 from fdp_audit.audit.stats import lower_confidence_bound
 
 
@@ -104,7 +104,7 @@ def test_leakage_below_the_diagonal_is_a_violation() -> None:
     scores = np.eye(2)[flipped] + 0.01 * rng.normal(size=(400, 2))
     record = GameRecord("distinguishing", labels, {"prior": np.zeros((400, 2)), "iterates": scores},
                         np.array([0.5, 0.5]), {"prior": "prior", "iterates": "iterates"}, ("x0", "x1"))
-    (row,) = _rate_comparisons(record, 0.76, "distinguishing-attribute")
+    (row,) = [c.row() for c in rate_comparisons(record, 0.76, "distinguishing-attribute")]
     assert row["trials"] == 200 and row["orientation"] == -1 and row["successes"] > 180
     verdict, _ = judge([row], 0.05)
     assert verdict["status"] == "VIOLATION"

@@ -12,16 +12,11 @@ import torch
 from scipy.stats import binom, norm
 
 from attacks.shadow import ShadowModelAttack
-from fdp_audit.audit.games import (
-    CANARY_COLUMNS,
-    GAME_INDEX_OFFSET,
-    _with_canary_columns,
-    gradient_canary_game,
-    record_canary_game,
-    trial_uniforms,
-)
-from fdp_audit.audit.journal import Journal
+from fdp_audit.audit.games import GAMES, AttributeGame, DistinguishingGame
+from fdp_audit.audit.games.base import trial_uniforms
+from fdp_audit.audit.games.gradient_canary import CANARY_COLUMNS, with_canary_columns
 from fdp_audit.audit.runner import run_audit
+from fdp_audit.audit.trials import play_game
 from fdp_audit.config import config_from_dict
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
@@ -32,11 +27,9 @@ def within_binomial(successes: int, trials: int, p: float, level: float = 1e-3) 
 
 
 def play(game: str, raw: dict, trials: int):
-    config = config_from_dict(raw)
+    config = config_from_dict({**raw, "audit": {**raw["audit"], "trials": trials}})
     data = prepare_data(config.data, config.seed)
-    if game == "attribute":
-        return record_canary_game(config, data, trials, torch.device("cpu"), Journal(None, "test"), trials)
-    return gradient_canary_game(game, config, data, trials, torch.device("cpu"), Journal(None, "test"), trials)
+    return play_game(GAMES[game](), config, data, max_chunk=trials)
 
 
 def successes(record, attack: str) -> int:
@@ -44,18 +37,18 @@ def successes(record, attack: str) -> int:
 
 
 def test_trial_uniforms_are_deterministic_and_keyed_by_seed() -> None:
-    indices = np.arange(100) + GAME_INDEX_OFFSET["distinguishing"]
+    indices = DistinguishingGame().trial_indices(100)
     first, again = trial_uniforms(0, indices), trial_uniforms(0, indices)
     assert torch.equal(first, again)
     assert ((first >= 0) & (first < 1)).all()
     assert not torch.equal(first, trial_uniforms(1, indices))
-    assert not torch.equal(first, trial_uniforms(0, indices + GAME_INDEX_OFFSET["attribute"]))
+    assert not torch.equal(first, trial_uniforms(0, AttributeGame().trial_indices(100)))
     assert torch.equal(trial_uniforms(0, indices[40:60]), first[40:60])  # one uniform per trial, not per call
 
 
 def test_canary_columns_are_zero_and_public(small_config) -> None:
     data = prepare_data(config_from_dict(small_config(rows=100)).data, 0)
-    widened = _with_canary_columns(data)
+    widened = with_canary_columns(data)
     d = data.train.n_features
     added = set(range(d, d + len(CANARY_COLUMNS)))
     assert widened.train.n_features == d + len(CANARY_COLUMNS) and len(CANARY_COLUMNS) > 2

@@ -19,9 +19,9 @@ import numpy as np
 import pytest
 
 from fdp_audit.audit import provenance
+from fdp_audit.audit.games.reconstruction import secret_values
 from fdp_audit.audit.journal import Journal, secret_digests, trial_digest
 from fdp_audit.audit.provenance import journal_key
-from fdp_audit.audit.reconstruction_game import secret_values
 from fdp_audit.audit.runner import run_audit
 from fdp_audit.config import config_from_dict, load_config
 from fdp_audit.data.prepare import PreparedData, prepare_data

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import torch
 from scipy.stats import binom, chi2
 
 from fdp_audit.accounting.ball import ball_uniform_box
+from fdp_audit.audit.games import Claim, ReconstructionGame
+from fdp_audit.audit.games.reconstruction import secret_values
 from fdp_audit.audit.journal import Journal
-from fdp_audit.audit.reconstruction_game import reconstruction_game, secret_values
+from fdp_audit.audit.trials import play_game
 from fdp_audit.config import config_from_dict
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
@@ -35,7 +36,8 @@ def setting(mechanism: str, prior: str = "gaussian", attacks=("prior", "reconstr
 
 
 def play(config, data, trials: int = TRIALS, journal: Journal | None = None):
-    return reconstruction_game(config, data, trials, torch.device("cpu"), journal or Journal(None, "test"), 64)
+    config = config.with_overrides({"audit.trials": trials})
+    return play_game(ReconstructionGame(), config, data, journal, max_chunk=64)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +57,9 @@ def test_record_ball_and_bound(nonprivate) -> None:
     np.testing.assert_allclose(record.ball, chi2.cdf(np.square(RHO), 2), rtol=1e-12)  # F_{χ²_2}(ρ²/s²)
     np.testing.assert_allclose(record.bound, accountant(config.mechanism).bound(record.ball))
     assert np.all(record.bound == 1.0)  # non-private: f ≡ 0
-    rows = record.comparisons()
+    mech = config.mechanism
+    claim = Claim(accountant(mech), accountant(mech, "replace"), mech.delta, 0.05)
+    rows = [c.row() for c in ReconstructionGame().comparisons(record, claim)]
     assert len(rows) == 2 * len(RHO) and {r["kind"] for r in rows} == {"rate"}
     assert rows[0]["id"] == "reconstruction/reconstruction/rho=0.5"
 
@@ -90,7 +94,7 @@ def test_box_prior_and_resume_from_the_journal() -> None:
     config, data = setting("nonprivate", prior="box", attacks=("prior", "reconstruction"))
     journal = Journal(None, "test")
     first = play(config, data, trials=8, journal=journal)
-    truth = secret_values(config.seed, np.arange(8) + 30_000_000, "box", 1.0, 2)
+    truth = secret_values(config.seed, ReconstructionGame().trial_indices(8), "box", 1.0, 2)
     assert float(truth.abs().max()) <= 1.0
     np.testing.assert_allclose(first.ball, [ball_uniform_box(r, [2.0, 2.0]).estimate for r in RHO])
     again = play(config, data, trials=8, journal=journal)  # every trial read back, none retrained

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from scipy.stats import binom, norm
 
-from fdp_audit.audit import games
+from fdp_audit.audit import trials
 from fdp_audit.audit.third_party import load_mechanism, trial_seed
 from fdp_audit.config import config_from_dict, load_config
 from fdp_audit.errors import BadInputError
@@ -130,7 +130,7 @@ def test_shadow_models_run_the_third_party_function(verdict_only_audit, small_co
     """The shadow attack's adversary runs the audited function itself, not the recipe it only claims: with a
     function that fails as soon as it is called, fitting the shadow attack fails (the trials, stubbed out,
     come after the attacks are fitted and are never reached)."""
-    monkeypatch.setattr(games, "_run_trials", lambda *args, **kwargs: pytest.fail("the shadow models ran the claim"))
+    monkeypatch.setattr(trials, "trained_views", lambda *args, **kwargs: pytest.fail("the shadow models ran the claim"))
     config = config_from_dict(small_config(
         "dp_sgd", rows=50, mechanism={"third_party": f"{EXAMPLES}:calls_raise"},
         audit={"games": ["attribute"], "attacks": ["prior", "shadow"], "trials": 24}))

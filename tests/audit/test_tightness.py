@@ -8,9 +8,9 @@ import math
 import pytest
 from scipy.stats import binom, norm
 
+from fdp_audit.audit.games.gradient_canary import bayes_optimal_success
 from fdp_audit.audit.stats import clopper_pearson, tightness
 from fdp_audit.audit.tightness import (
-    bayes_optimal_success,
     tightness_config,
     tightness_markdown,
     tightness_row,

@@ -1,0 +1,119 @@
+"""The ``attribute`` game (docs/games.md): the canary is a real record whose first protected attribute is drawn from
+the known prior ``audit.target_prior`` over the most frequent categories; final-model attacks (prior, black box,
+white box) guess it. Ball = max prior; the limit is Theorem 4's ``1 − f(Ball)``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from attacks import Attack, Knowledge, View
+from attacks.base import ShadowTrainer
+from fdp_audit.accounting.mechanism import MechanismAccountant
+from fdp_audit.audit.games.base import (
+    Claim,
+    Game,
+    Judgements,
+    PlannedComparison,
+    RateComparison,
+    Setup,
+    judged_on_half,
+    trial_uniforms,
+)
+from fdp_audit.audit.games.categorical import GameRecord, attribute_section, candidate_scores, rate_comparisons
+from fdp_audit.audit.third_party import load_mechanism, train_third_party
+from fdp_audit.config import Config
+from fdp_audit.data.features import CandidateMap
+from fdp_audit.data.prepare import PreparedData
+from fdp_audit.errors import BadInputError
+from fdp_audit.training.engine import Canaries, TrainingProblem
+from fdp_audit.training.run import build_problem
+
+
+@dataclass(frozen=True)
+class AttributeSetup(Setup):
+    candidates: torch.Tensor  # [V, d]: the canary record with each candidate value
+    label: int
+    candidate_names: tuple[str, ...]
+
+
+def third_party_trainer(config: Config) -> ShadowTrainer | None:
+    """How an adversary runs an audited third-party function for its shadow models (None: built-in)."""
+    if config.mechanism.third_party is None:
+        return None
+    mechanism = load_mechanism(config.mechanism.third_party)
+
+    def train(problem: TrainingProblem, seed: int, indices, canaries: Canaries):
+        for _, view in train_third_party(mechanism, problem, seed, torch.as_tensor(list(indices)), canaries, False):
+            yield view.params
+
+    return train
+
+
+class AttributeGame(Game[GameRecord]):
+    name = "attribute"
+    stream_block = 1
+
+    def setup(self, config: Config, data: PreparedData) -> AttributeSetup:
+        psi = data.feature_split
+        if not isinstance(psi, CandidateMap):
+            raise BadInputError(f"the attribute game needs a Ψ that gives records with one public image and "
+                                f"different protected parts (canary_candidates); {psi.spec()['kind']!r} does not",
+                                "data.public_map")
+        prior = np.asarray(config.audit.target_prior, dtype=float)
+        found = psi.canary_candidates(torch.as_tensor(data.population.x[0]), data.population, len(prior))
+        if len(found.names) < len(prior):
+            raise BadInputError(f"{len(prior)} prior values but Ψ gives only {len(found.names)} records with the "
+                                f"canary's public image ({', '.join(found.names)})", "audit.target_prior")
+        label = int(data.population.y[0])
+        problem = build_problem(config, data)
+        x, y = data.tensors()
+        # shadow models are trained on the population split, which the adversary owns (docs/games.md)
+        shadow_problem = build_problem(config, replace(data, train=data.population))
+        knowledge = Knowledge(problem.model, found.records, label, torch.as_tensor(prior, dtype=torch.float32), x, y,
+                              shadow_problem=shadow_problem, shadow_seed=config.seed + 1,
+                              shadow_trainer=third_party_trainer(config))
+        return AttributeSetup(problem, knowledge, found.records, label, found.names)
+
+    def secrets(self, config: Config, setup: Setup, indices: np.ndarray) -> np.ndarray:
+        prior = np.asarray(config.audit.target_prior, dtype=float)
+        u = trial_uniforms(config.seed, indices).numpy()
+        return np.minimum(np.searchsorted(np.cumsum(prior), u, side="right"), len(prior) - 1)
+
+    def canaries(self, config: Config, setup: AttributeSetup, indices: np.ndarray) -> Canaries:
+        labels = self.secrets(config, setup, indices)
+        n = len(indices)
+        return Canaries(setup.candidates[torch.as_tensor(labels)], torch.full((n,), setup.label, dtype=torch.long),
+                        torch.ones(n, dtype=torch.bool), torch.ones(n, dtype=torch.bool))
+
+    def score(self, attacks: dict[str, Attack], view: View) -> dict[str, np.ndarray]:
+        return candidate_scores(attacks, view)
+
+    def record(self, config: Config, setup: AttributeSetup, secrets: np.ndarray, scores: dict[str, np.ndarray],
+               threat_models: dict[str, str]) -> GameRecord:
+        return GameRecord(self.name, secrets, scores, np.asarray(config.audit.target_prior, dtype=float),
+                          threat_models, setup.candidate_names)
+
+    def comparisons(self, record: GameRecord, claim: Claim) -> list[RateComparison]:
+        return rate_comparisons(record, float(claim.add_remove.bound(record.prior.max())), self.name)
+
+    def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[PlannedComparison]:
+        ball = max(config.audit.target_prior)
+        trials = judged_on_half(config.audit.trials)
+        return [PlannedComparison(RateComparison(self.name, self.name, name, attack.threat_model, trials, 0, ball,
+                                                 float(claim.add_remove.bound(ball))), judged_on_half)
+                for name, attack in self.attacks(config.audit.attacks).items() if name != "prior"]
+
+    def sections(self, record: GameRecord, judgements: Judgements, claim: Claim, alpha: float) -> list[dict[str, Any]]:
+        fallback = float(claim.add_remove.bound(float(record.prior.max())))
+        return [attribute_section(record, judgements, self.name, "record", fallback, alpha)]
+
+    def stated_ball(self, row: dict[str, Any], config: Config, where: str) -> float:
+        return max(config.audit.target_prior)
+
+    def stated_limit(self, ball: float, accountant: Callable[[str], MechanismAccountant]) -> float:
+        return float(accountant("add-remove").bound(ball))

@@ -1,0 +1,286 @@
+"""What every audit game is (docs/games.md, docs/extending.md): a registered :class:`Game` that draws each trial's
+secret from a known prior, builds that trial's canary from Ψ and the data, names the attacks it admits, turns
+the attacks' scores into typed comparisons for the gate, and lays out its own section of ``results.json``.
+The trial runner (:mod:`fdp_audit.audit.trials`) trains and attacks the trials of any game the same way, on any
+executor; the runner (:mod:`fdp_audit.audit.runner`) loops over the configured games and names none of them.
+
+Trial ``t`` of a game is model ``stream_block · TRIAL_BLOCK + t`` of the audit's seed: its secret (the GAME
+stream) and its training streams depend on that index alone, so any subset of trials is reproducible anywhere.
+Each registered game owns one block of :data:`TRIAL_BLOCK` indices, larger than the most trials a
+configuration allows, so no two games ever share a model.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, TypeVar
+
+import numpy as np
+import torch
+
+from attacks import ATTACKS, Attack, Knowledge, View
+from attacks.base import AttributeKind
+from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
+from fdp_audit.audit.decision import DecisionRule, selection_split
+from fdp_audit.audit.stats import threshold_split
+from fdp_audit.config import Config
+from fdp_audit.data.prepare import PreparedData
+from fdp_audit.errors import BadInputError
+from fdp_audit.training import streams
+from fdp_audit.training.engine import Canaries, TrainingProblem
+
+TRIAL_BLOCK = 10_000_000  # model indices per game: above the 10^6 trials a configuration allows
+
+
+@dataclass(frozen=True)
+class Claim:
+    """The privacy claim under audit: its accountants under add/remove and replace-one neighbours, its δ, and
+    the per-bound level at which ε comparisons select their test (only power depends on it)."""
+
+    add_remove: MechanismAccountant
+    replace_one: MechanismAccountant
+    delta: float
+    selection_level: float
+
+    def relation(self, name: str) -> MechanismAccountant:
+        """The accountant of a neighbouring relation as comparisons name it (``add_remove`` or ``replace``)."""
+        return self.replace_one if name == "replace" else self.add_remove
+
+
+@dataclass(frozen=True)
+class RateComparison:
+    """An attack's success against the limit ``bound`` of its game (Theorem 4's ``1 − f(Ball)``, or a binary
+    game's smaller limit), counted on ``trials`` trials; ``rule`` is the decision rule fitted on the other trials
+    (:mod:`fdp_audit.audit.decision`), ``rho`` the radius of a reconstruction. ``view`` names what the trials are
+    judged as (``attribute``, ``distinguishing-attribute``, …), and with the attack (and ρ) forms the id."""
+
+    kind: ClassVar[str] = "rate"
+    game: str
+    view: str
+    attack: str
+    threat_model: str
+    trials: int
+    successes: int
+    ball: float
+    bound: float
+    rho: float | None = None
+    rule: DecisionRule | None = None
+
+    @property
+    def id(self) -> str:
+        base = f"{self.view}/{self.attack}"
+        return base if self.rho is None else f"{base}/rho={self.rho:g}"
+
+    def row(self) -> dict[str, Any]:
+        """The comparison as ``results.json`` stores it and the gate judges it (docs/files.md)."""
+        row: dict[str, Any] = {"id": self.id, "kind": self.kind, "game": self.game, "attack": self.attack,
+                               "threat_model": self.threat_model}
+        if self.rho is not None:
+            row["rho"] = float(self.rho)
+        row |= {"trials": int(self.trials), "successes": int(self.successes)}
+        if self.rule is not None:
+            row |= {"orientation": self.rule.orientation, "offsets": self.rule.offsets.tolist()}
+        return row | {"ball": float(self.ball), "bound": float(self.bound)}
+
+
+@dataclass(frozen=True)
+class EpsilonComparison:
+    """A binary game's threshold test of the attack's score difference (orientation and threshold chosen on a
+    selection split), its errors counted on the rest, against the stated claim under ``relation``: the gate
+    re-derives f and ε from ``claim`` (docs/statistics.md)."""
+
+    kind: ClassVar[str] = "epsilon"
+    game: str
+    attack: str
+    threat_model: str
+    relation: str  # "replace" or "add_remove"
+    orientation: int
+    thresholds: tuple[float, ...]
+    false_positives: tuple[int, ...]
+    false_negatives: tuple[int, ...]
+    negatives: int
+    positives: int
+    delta: float
+    claim: dict[str, Any] = field(hash=False)
+
+    @property
+    def id(self) -> str:
+        return f"{self.game}-epsilon/{self.attack}"
+
+    def row(self) -> dict[str, Any]:
+        return {"id": self.id, "kind": self.kind, "game": self.game, "attack": self.attack,
+                "threat_model": self.threat_model, "relation": self.relation, "orientation": self.orientation,
+                "thresholds": [float(t) for t in self.thresholds],
+                "false_positives": [int(v) for v in self.false_positives],
+                "false_negatives": [int(v) for v in self.false_negatives], "negatives": int(self.negatives),
+                "positives": int(self.positives), "delta": self.delta, "claim": self.claim}
+
+
+Comparison = RateComparison | EpsilonComparison
+
+
+@dataclass(frozen=True)
+class PlannedComparison:
+    """A comparison a game will make, before any trial: its limits and the trials it is judged on, with no
+    outcome, so that an audit whose comparisons cannot fail is refused before it trains. ``evaluated`` maps the
+    audit's trials to the trials the comparison is judged on (:func:`judged_on_half`, …)."""
+
+    comparison: Comparison
+    evaluated: Callable[[int], int]
+
+
+def judged_on_half(trials: int) -> int:
+    """Success rates: judged on the evaluation half of the trials (:func:`fdp_audit.audit.decision.selection_split`)."""
+    return len(selection_split(trials)[1])
+
+
+def judged_on_three_quarters(trials: int) -> int:
+    """ε comparisons: judged on the trials their test was not selected on
+    (:func:`fdp_audit.audit.stats.threshold_split`)."""
+    return len(threshold_split(trials)[1])
+
+
+def judged_on_all(trials: int) -> int:
+    """Comparisons without a fitted rule (reconstruction within ρ): judged on every trial."""
+    return trials
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A comparison with the gate's evaluation of it (:func:`fdp_audit.audit.gate.judge`) and its report status."""
+
+    comparison: Comparison
+    evaluation: dict[str, Any]
+    status: str  # "pass", "violation" or "not judged"
+
+
+class Judgements:
+    """The judged comparisons of an audit, found by what they are, not by their ids."""
+
+    def __init__(self, judged: Iterable[Judged]):
+        self.judged = list(judged)
+
+    def find(self, kind: str, game: str, attack: str, view: str | None = None,
+             rho: float | None = None) -> Judged | None:
+        for j in self.judged:
+            c = j.comparison
+            if (c.kind == kind and c.game == game and c.attack == attack and (view is None or c.view == view)
+                    and (rho is None or c.rho == rho)):
+                return j
+        return None
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What a game builds once per process from the configuration and the data: the training problem (the
+    configured mechanism on the game's data) and what the adversary knows. Games subclass it with what their
+    canaries and records need."""
+
+    problem: TrainingProblem
+    knowledge: Knowledge
+
+
+Record = TypeVar("Record")
+
+
+class Game(ABC, Generic[Record]):
+    """One audit game. Subclasses set :attr:`name`, :attr:`stream_block` (unique among registered games) and
+    what their attacks need, and implement the methods below; :func:`fdp_audit.audit.games.register_game` makes
+    them configurable in ``audit.games``."""
+
+    name: ClassVar[str]
+    stream_block: ClassVar[int]  # the game's trial t is model stream_block · TRIAL_BLOCK + t
+    attribute_kind: ClassVar[AttributeKind] = "categorical"
+    gradient_canary: ClassVar[bool] = False  # whose attacks read the released iterates of a gradient canary
+    epsilon_relation: ClassVar[str | None] = None  # the relation its ε comparisons are judged under, if any
+    bounds_per_attack: ClassVar[int] = 1  # confidence bounds per attack the gate spreads α over (test selection)
+
+    def trial_indices(self, trials: int) -> np.ndarray:
+        """The model indices of trials 0 … trials − 1 (module docstring)."""
+        return np.arange(trials, dtype=np.int64) + self.stream_block * TRIAL_BLOCK
+
+    def attacks(self, names: tuple[str, ...]) -> dict[str, Attack]:
+        """The configured attacks this game admits, unfitted (unknown names are bad input)."""
+        return game_attacks(names, self.attribute_kind, self.gradient_canary)
+
+    @abstractmethod
+    def setup(self, config: Config, data: PreparedData) -> Setup:
+        """Build the problem, the adversary's knowledge and what the canaries need; refuse data the game cannot
+        play with :class:`BadInputError`."""
+
+    @abstractmethod
+    def secrets(self, config: Config, setup: Setup, indices: np.ndarray) -> np.ndarray:
+        """Each trial's secret from the known prior, one integer per trial (what the journal stores and checks;
+        a continuous secret is stored as its digest)."""
+
+    @abstractmethod
+    def canaries(self, config: Config, setup: Setup, indices: np.ndarray) -> Canaries:
+        """The canaries of the given trials, one per model, with the secrets :meth:`secrets` draws for them."""
+
+    @abstractmethod
+    def score(self, attacks: dict[str, Attack], view: View) -> dict[str, np.ndarray]:
+        """Every attack's numbers for a chunk of trials (``[R, width]`` float64 each)."""
+
+    def score_width(self, setup: Setup) -> int:
+        """How many numbers each attack gives per trial (checked on journaled trials)."""
+        return int(setup.knowledge.candidates.shape[-2])
+
+    @abstractmethod
+    def record(self, config: Config, setup: Setup, secrets: np.ndarray, scores: dict[str, np.ndarray],
+               threat_models: dict[str, str]) -> Record:
+        """The played game from every trial's secret and scores (in trial order)."""
+
+    @abstractmethod
+    def comparisons(self, record: Record, claim: Claim) -> list[Comparison]:
+        """What the gate judges, from the played trials."""
+
+    @abstractmethod
+    def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[PlannedComparison]:
+        """The comparisons :meth:`comparisons` will make, without outcomes."""
+
+    @abstractmethod
+    def sections(self, record: Record, judgements: Judgements, claim: Claim, alpha: float) -> list[dict[str, Any]]:
+        """The game's sections of ``results.json`` (``games``), with each judged comparison's status."""
+
+    def tightness_rows(self, record: Record, judgements: Judgements, claim: Claim) -> list[dict[str, Any]]:
+        """Rows of the results' ``tightness`` section: how close an attack comes to the optimum of this game."""
+        return []
+
+    @abstractmethod
+    def stated_ball(self, row: dict[str, Any], config: Config, where: str) -> float:
+        """The Ball a stored rate comparison of this game must state under ``config``, from which the gate
+        re-derives its limit (bad input, naming ``where``, when the row lacks what Ball depends on)."""
+
+    @abstractmethod
+    def stated_limit(self, ball: float, accountant: Callable[[str], MechanismAccountant]) -> float:
+        """The limit of a rate comparison at ``ball`` under the stated claim (``accountant(relation)``, with
+        relation ``add-remove`` or ``replace``)."""
+
+
+def game_attacks(names: tuple[str, ...], kind: AttributeKind, gradient_canary: bool = False) -> dict[str, Attack]:
+    """The configured attacks that can play a game: those supporting its attribute ``kind`` and, except the
+    prior, needing a gradient canary exactly when the game has one. Unknown names are bad input."""
+    chosen = {}
+    for name in names:
+        if name not in ATTACKS:
+            raise BadInputError(f"unknown attack {name!r} (known: {', '.join(ATTACKS)})", "audit.attacks")
+        cls = ATTACKS[name]
+        if kind in cls.supports and (name == "prior" or cls.needs_gradient_canary == gradient_canary):
+            chosen[name] = cls()
+    return chosen
+
+
+def trial_uniforms(seed: int, indices: np.ndarray) -> torch.Tensor:
+    """One uniform per trial from the GAME stream, independent of the models' training streams."""
+    return streams.uniform(streams.model_keys(seed, torch.as_tensor(indices)), 0, streams.Stream.GAME, 1)[:, 0]
+
+
+def stated_claim(claim: MechanismSpec) -> dict[str, Any]:
+    """The claim an ε comparison states, from which the gate re-derives f and ε."""
+    stated: dict[str, Any] = {"mechanism": claim.claimed_as}
+    if claim.is_gaussian:
+        stated |= {"noise_multiplier": claim.noise_multiplier, "sample_rate": claim.sample_rate,
+                   "steps": claim.steps}
+    return stated

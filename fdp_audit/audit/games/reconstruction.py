@@ -1,0 +1,244 @@
+"""The ``reconstruction`` game (docs/accounting.md, docs/games.md): Theorem 4 for continuous protected features.
+
+Each trial inserts one canary into S: a fixed population record (its public part u = Ψ(x) and label are
+known to the adversary) whose k continuous protected coordinates are drawn, per trial from the GAME stream,
+from a known prior centred at 0 (the training mean of the standardised columns) in model-input units:
+
+* ``gaussian``: ``v ~ N(0, s² I_k)``, so ``Ball(ρ) = F_{χ²_k}(ρ²/s²)`` exactly;
+* ``box``: ``v ~ U[−s, s]^k``, Ball the covered fraction of the box (exact for k ≤ 2, otherwise a Monte Carlo
+  upper confidence bound, conservative);
+
+with s = ``audit.reconstruction_scale``. Every configured attack that supports continuous features (the prior's
+centre, the informed white-box closed form and gradient matching) reconstructs v on every trial, and a trial
+succeeds for radius ρ when the L2 distance is at most ρ (:func:`attacks.success.reconstruction_success`), for
+every ρ of ``audit.rho_grid``. Theorem 4 bounds each success rate by ``1 − f(Ball(ρ))``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from attacks import ATTACKS, Attack, Knowledge, View
+from attacks.success import reconstruction_success
+from fdp_audit.accounting.ball import ball_gaussian, ball_uniform_box
+from fdp_audit.accounting.mechanism import MechanismAccountant
+from fdp_audit.audit.games.base import (
+    Claim,
+    Game,
+    Judgements,
+    PlannedComparison,
+    RateComparison,
+    Setup,
+    judged_on_all,
+)
+from fdp_audit.audit.journal import secret_digests
+from fdp_audit.audit.stats import clopper_pearson, lower_confidence_bound
+from fdp_audit.config import Config
+from fdp_audit.data.features import FeatureSplit
+from fdp_audit.data.prepare import PreparedData
+from fdp_audit.errors import BadInputError
+from fdp_audit.training import streams
+from fdp_audit.training.engine import Canaries
+from fdp_audit.training.run import accountant, build_problem
+
+METRIC = "l2"
+
+
+@dataclass(frozen=True)
+class ReconstructionRecord:
+    """Per-trial truths and every attack's reconstruction, with Ball and the Theorem 4 bound per radius."""
+
+    game: str
+    truth: np.ndarray  # [N, k]
+    estimates: dict[str, np.ndarray]  # attack -> [N, k]
+    rho: np.ndarray  # [G]
+    ball: np.ndarray  # [G]
+    bound: np.ndarray  # [G] 1 − f(Ball(ρ))
+    threat_models: dict[str, str]
+    prior: str  # "gaussian" or "box"
+    scale: float
+    metric: str
+    protected_features: tuple[str, ...]
+
+    @property
+    def trials(self) -> int:
+        return int(self.truth.shape[0])
+
+    def head(self, trials: int) -> ReconstructionRecord:
+        """The first ``trials`` trials: the record of the same game played with that many trials."""
+        return replace(self, truth=self.truth[:trials], estimates={k: v[:trials] for k, v in self.estimates.items()})
+
+    def successes(self, attack: str) -> np.ndarray:
+        """Trials with ``d(x̂, x) <= ρ``, per radius: ``[G]`` integers."""
+        hits = reconstruction_success(torch.as_tensor(self.estimates[attack]), torch.as_tensor(self.truth),
+                                      self.rho.tolist(), self.metric)
+        return hits.sum(dim=0).numpy().astype(np.int64)
+
+
+def secret_values(seed: int, indices: np.ndarray, prior: str, scale: float, dims: int) -> torch.Tensor:
+    """The protected values of the given trials, ``[N, k]`` float64, from the GAME stream (independent of
+    the models' training streams)."""
+    keys = streams.model_keys(seed, torch.as_tensor(indices))
+    if prior == "gaussian":
+        return scale * streams.normal(keys, 0, streams.Stream.GAME, dims, dtype=torch.float64)
+    return scale * (2.0 * streams.uniform(keys, 0, streams.Stream.GAME, dims).double() - 1.0)
+
+
+def ball_per_radius(prior: str, scale: float, dims: int, rho: np.ndarray) -> np.ndarray:
+    """Ball(ρ) of the canary's prior under the L2 metric (docs/accounting.md); the box's Monte Carlo case uses the
+    upper confidence bound."""
+    if prior == "gaussian":
+        return np.asarray(ball_gaussian(rho, scale, dims), dtype=float)
+    return np.array([ball_uniform_box(float(r), [2.0 * scale] * dims, metric=METRIC).upper for r in rho])
+
+
+@dataclass(frozen=True)
+class ReconstructionSetup(Setup):
+    template: torch.Tensor  # [d] float64: the canary record with the prior's centre in its protected coordinates
+    protected: tuple[int, ...]  # the protected coordinates
+    label: int
+    protected_features: tuple[str, ...]
+
+
+def _continuous_split(data: PreparedData) -> FeatureSplit | None:
+    """Ψ's column split when every protected feature is continuous (None otherwise)."""
+    split = data.column_split()
+    if not split.protected_groups or any(g.kind != "numeric" for g in split.protected_groups):
+        return None
+    return split
+
+
+class ReconstructionGame(Game[ReconstructionRecord]):
+    name = "reconstruction"
+    stream_block = 3
+    attribute_kind = "continuous"
+
+    def attacks(self, names: tuple[str, ...]) -> dict[str, Attack]:
+        chosen = super().attacks(names)
+        if len(chosen) <= ("prior" in chosen):
+            continuous = [n for n, cls in ATTACKS.items() if "continuous" in cls.supports and n != "prior"]
+            raise BadInputError(f"the reconstruction game needs one of {', '.join(continuous)} in audit.attacks",
+                                "audit.attacks")
+        return chosen
+
+    def setup(self, config: Config, data: PreparedData) -> ReconstructionSetup:
+        split = _continuous_split(data)
+        if split is None:
+            raise BadInputError("the reconstruction game needs continuous (numeric) protected features",
+                                "data.protected")
+        protected = tuple(int(j) for j in split.protected_columns.tolist())
+        problem = build_problem(config, data)
+        template = torch.as_tensor(data.population.x[0]).double().clone()
+        template[list(protected)] = 0.0  # the prior's centre
+        label = int(data.population.y[0])
+        x, y = data.tensors()
+        knowledge = Knowledge(problem.model, template[None, :], label, torch.ones(1), x, y,
+                              protected_coordinates=protected)
+        return ReconstructionSetup(problem, knowledge, template, protected, label,
+                                   tuple(g.feature for g in split.protected_groups))
+
+    def values(self, config: Config, setup: ReconstructionSetup, indices: np.ndarray) -> torch.Tensor:
+        """The trials' protected values ``[N, k]`` (:func:`secret_values`)."""
+        audit = config.audit
+        return secret_values(config.seed, indices, audit.reconstruction_prior, audit.reconstruction_scale,
+                             len(setup.protected))
+
+    def secrets(self, config: Config, setup: ReconstructionSetup, indices: np.ndarray) -> np.ndarray:
+        return secret_digests(self.values(config, setup, indices).numpy())
+
+    def canaries(self, config: Config, setup: ReconstructionSetup, indices: np.ndarray) -> Canaries:
+        n = len(indices)
+        canary_x = setup.template.repeat(n, 1)
+        canary_x[:, list(setup.protected)] = self.values(config, setup, indices)
+        dtype = setup.knowledge.rest_x.dtype
+        return Canaries(canary_x.to(dtype), torch.full((n,), setup.label, dtype=torch.long),
+                        torch.ones(n, dtype=torch.bool), torch.ones(n, dtype=torch.bool))
+
+    def score(self, attacks: dict[str, Attack], view: View) -> dict[str, np.ndarray]:
+        params = {name: value.detach().cpu() for name, value in view.params.items()}
+        return {name: attack.infer(View(params)).estimate.detach().double().numpy()
+                for name, attack in attacks.items()}
+
+    def score_width(self, setup: ReconstructionSetup) -> int:
+        return len(setup.protected)
+
+    def record(self, config: Config, setup: ReconstructionSetup, secrets: np.ndarray, scores: dict[str, np.ndarray],
+               threat_models: dict[str, str]) -> ReconstructionRecord:
+        audit = config.audit
+        rho = np.asarray(audit.rho_grid, dtype=float)
+        trials = self.trial_indices(len(secrets))
+        ball = ball_per_radius(audit.reconstruction_prior, audit.reconstruction_scale, len(setup.protected), rho)
+        bound = np.asarray(accountant(config.mechanism).bound(ball), dtype=float)
+        return ReconstructionRecord(self.name, self.values(config, setup, trials).numpy(),
+                                    {name: np.asarray(value, dtype=float) for name, value in scores.items()}, rho,
+                                    ball, bound, threat_models, audit.reconstruction_prior,
+                                    audit.reconstruction_scale, METRIC, setup.protected_features)
+
+    def comparisons(self, record: ReconstructionRecord, claim: Claim) -> list[RateComparison]:
+        """One rate comparison per (attack, ρ), the prior (which realises Ball) excepted."""
+        rows = []
+        for attack in record.estimates:
+            if attack == "prior":
+                continue
+            for rho, successes, ball, bound in zip(record.rho, record.successes(attack), record.ball, record.bound,
+                                                   strict=True):
+                rows.append(RateComparison(record.game, record.game, attack, record.threat_models[attack],
+                                           record.trials, int(successes), float(ball), float(bound), rho=float(rho)))
+        return rows
+
+    def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[PlannedComparison]:
+        split = _continuous_split(data)
+        if split is None:
+            return []  # the game itself refuses such data, with its own message
+        audit = config.audit
+        rho = np.asarray(audit.rho_grid, dtype=float)
+        balls = ball_per_radius(audit.reconstruction_prior, audit.reconstruction_scale,
+                                len(split.protected_columns), rho)
+        return [PlannedComparison(RateComparison(self.name, self.name, name, attack.threat_model, audit.trials, 0,
+                                                 float(ball), float(claim.add_remove.bound(ball)), rho=float(r)),
+                                  judged_on_all)
+                for name, attack in self.attacks(audit.attacks).items() if name != "prior"
+                for r, ball in zip(rho, balls, strict=True)]
+
+    def sections(self, record: ReconstructionRecord, judgements: Judgements, claim: Claim,
+                 alpha: float) -> list[dict[str, Any]]:
+        """Success within each radius ρ against Ball(ρ) and 1 − f(Ball(ρ)); the prior attack is shown for
+        reference and not judged."""
+        attacks = []
+        for attack in record.estimates:
+            points = []
+            for rho, successes, ball, bound in zip(record.rho, record.successes(attack), record.ball, record.bound,
+                                                   strict=True):
+                successes, trials = int(successes), record.trials
+                ci = clopper_pearson(successes, trials, alpha)
+                lower = lower_confidence_bound(successes, trials, alpha)
+                point = {"rho": float(rho), "ball": float(ball), "bound": float(bound), "successes": successes,
+                         "rate": successes / trials, "ci_low": ci[0], "ci_high": ci[1], "lower_bound": lower,
+                         "margin": lower - float(bound), "status": "info"}
+                judged = judgements.find("rate", record.game, attack, rho=float(rho))
+                if judged is not None:
+                    j = judged.evaluation
+                    point |= {"ci_low": j["ci_low"], "ci_high": j["ci_high"], "lower_bound": j["lower_bound"],
+                              "margin": j["margin"], "status": judged.status}
+                points.append(point)
+            attacks.append({"attack": attack, "threat_model": record.threat_models[attack], "trials": record.trials,
+                            "points": points})
+        return [{"game": self.name, "trials": record.trials,
+                 "prior": {"kind": record.prior, "scale": record.scale, "dim": int(record.truth.shape[1])},
+                 "metric": record.metric, "protected_features": list(record.protected_features), "attacks": attacks}]
+
+    def stated_ball(self, row: dict[str, Any], config: Config, where: str) -> float:
+        rho = row.get("rho")
+        if not isinstance(rho, int | float) or isinstance(rho, bool) or not rho >= 0:
+            raise BadInputError("must be a number in [0, inf]", f"{where}.rho")
+        audit = config.audit
+        return float(ball_per_radius(audit.reconstruction_prior, audit.reconstruction_scale, len(config.data.protected),
+                                     np.array([float(rho)]))[0])
+
+    def stated_limit(self, ball: float, accountant: Callable[[str], MechanismAccountant]) -> float:
+        return float(accountant("add-remove").bound(ball))

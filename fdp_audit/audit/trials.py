@@ -1,0 +1,165 @@
+"""The one trial runner under every game (docs/design.md, docs/games.md): split a game's unfinished trials into
+chunks, hand them to an executor (:mod:`fdp_audit.execution`, in this process by default), and journal each
+chunk's secrets and scores as it arrives, in any order.
+
+The executor runs a :class:`TrialTask` per chunk: a small picklable object (the game's class, the configuration,
+the device, the data's fingerprint) that rebuilds the data, the game's problem and its fitted attacks on first
+use in a process and keeps them for the process's next chunks. Trial ``i``'s secret and model depend on ``i`` and
+the seed alone (counter-based streams), so a chunk's outcome is the same on whichever worker, in whichever order
+it runs.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from attacks import Attack, View
+from fdp_audit.audit.games import Game, Setup
+from fdp_audit.audit.journal import Journal
+from fdp_audit.audit.third_party import load_mechanism, train_third_party
+from fdp_audit.config import Config
+from fdp_audit.data.prepare import PreparedData, prepare_data
+from fdp_audit.errors import BadInputError
+from fdp_audit.execution import Executor, InProcessExecutor, split_chunks
+from fdp_audit.phases import Phase
+from fdp_audit.training.engine import Canaries, TrainingProblem, train_models
+
+DEFAULT_CHUNK = 128  # trials per chunk handed to the executor, unless audit.max_models_per_chunk says otherwise
+CACHED_WORKSPACES = 2  # per process: a worker serving chunks of a few games keeps each game's problem
+
+
+def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tensor, canaries: Canaries,
+                  record_iterates: bool, device: torch.device, max_chunk: int,
+                  phase: str = "training") -> Iterator[tuple[torch.Tensor, View]]:
+    """Train one model per trial — batched by the engine, or one call per trial of a third-party mechanism —
+    and yield each chunk's trial indices with what the attacks see; ``phase`` names the progress shown."""
+    if config.mechanism.third_party is not None:
+        mechanism = load_mechanism(config.mechanism.third_party)
+        with Phase(f"{phase}: {len(indices)} models of {config.mechanism.third_party}", len(indices),
+                   "model") as progress:
+            for chunk_indices, view in train_third_party(mechanism, problem, config.seed, indices, canaries,
+                                                         record_iterates):
+                progress.update(len(chunk_indices))
+                yield chunk_indices, view
+        return
+    for chunk in train_models(problem, config.seed, indices, canaries, record_iterates, device, max_chunk=max_chunk,
+                              progress=phase):
+        it = chunk.iterates
+        # final-model attacks score on the CPU beside their knowledge; the iterates attacks take the few
+        # coordinates they read off the training device themselves
+        params = {name: value.cpu() for name, value in chunk.params.items()}
+        yield chunk.model_indices, (View(params) if it is None else View(
+            params, it.noisy_private_sums, it.public_gradients, it.canary_public_counts))
+
+
+@dataclass(frozen=True)
+class ChunkOutcome:
+    """One chunk of trials played: their model indices, secrets (as the journal stores them) and every attack's
+    numbers, ``[R, width]`` each."""
+
+    indices: np.ndarray
+    secrets: np.ndarray
+    scores: dict[str, np.ndarray]
+
+
+@dataclass
+class Workspace:
+    """A game's data and setup in one process, and its attacks once fitted (fitting can train shadow models)."""
+
+    data: PreparedData
+    setup: Setup
+    attacks: dict[str, Attack] | None = field(default=None)
+
+
+_WORKSPACES: OrderedDict[TrialTask, Workspace] = OrderedDict()
+
+
+@dataclass(frozen=True)
+class TrialTask:
+    """Play a chunk of one game's trials: train a model per trial with its canary and run the game's attacks.
+    Picklable, so an executor can run it in another process or on another machine."""
+
+    game: type[Game]
+    config: Config
+    device: str
+    max_chunk: int
+    data_fingerprint: str
+
+    def workspace(self) -> Workspace:
+        """This process's workspace for the task: kept from an earlier chunk, or rebuilt from the config."""
+        if self in _WORKSPACES:
+            _WORKSPACES.move_to_end(self)
+            return _WORKSPACES[self]
+        data = prepare_data(self.config.data, self.config.seed)
+        if data.fingerprint != self.data_fingerprint:
+            raise BadInputError(f"this worker's data (fingerprint {data.fingerprint[:12]}) differ from the "
+                                f"driver's ({self.data_fingerprint[:12]}): every worker must read the same data",
+                                "data")
+        workspace = Workspace(data, self.game().setup(self.config, data))
+        remember(self, workspace)
+        return workspace
+
+    def __call__(self, chunk: np.ndarray) -> ChunkOutcome:
+        game, config = self.game(), self.config
+        workspace = self.workspace()
+        if workspace.attacks is None:
+            workspace.attacks = {name: attack.fit(workspace.setup.knowledge)
+                                 for name, attack in game.attacks(config.audit.attacks).items()}
+        attacks = workspace.attacks
+        chunk = np.asarray(chunk, dtype=np.int64)
+        canaries = game.canaries(config, workspace.setup, chunk)
+        parts: list[dict[str, np.ndarray]] = []
+        for model_indices, view in trained_views(config, workspace.setup.problem, torch.as_tensor(chunk), canaries,
+                                                 game.gradient_canary, torch.device(self.device), self.max_chunk,
+                                                 f"{game.name} game"):
+            part = {}
+            with Phase(f"{game.name} game: {len(attacks)} attacks on {len(model_indices)} models",
+                       len(attacks) * len(model_indices), "model-attack") as progress:
+                for name, attack in attacks.items():
+                    part |= game.score({name: attack}, view)
+                    progress.update(len(model_indices))
+            parts.append(part)
+        scores = {name: np.concatenate([part[name] for part in parts]) for name in attacks}
+        return ChunkOutcome(chunk, game.secrets(config, workspace.setup, chunk), scores)
+
+
+def remember(task: TrialTask, workspace: Workspace) -> None:
+    """Keep ``workspace`` for ``task``'s chunks in this process (the driver's own, so that in-process chunks
+    reuse it), forgetting the least recently used beyond :data:`CACHED_WORKSPACES`."""
+    _WORKSPACES[task] = workspace
+    _WORKSPACES.move_to_end(task)
+    while len(_WORKSPACES) > CACHED_WORKSPACES:
+        _WORKSPACES.popitem(last=False)
+
+
+def play_game(game: Game, config: Config, data: PreparedData, journal: Journal | None = None,
+              executor: Executor | None = None, device: torch.device | str = "cpu",
+              max_chunk: int = DEFAULT_CHUNK) -> Any:
+    """Play ``config.audit.trials`` trials of ``game``: journaled trials are reused (after checking they hold
+    this run's secrets), the others run on ``executor`` in chunks of at most ``max_chunk`` and are journaled as
+    they arrive. Returns the game's record, in trial order."""
+    journal = Journal(None, "") if journal is None else journal
+    executor = InProcessExecutor() if executor is None else executor
+    task = TrialTask(type(game), config, str(device), max_chunk, data.fingerprint)
+    setup = game.setup(config, data)
+    remember(task, Workspace(data, setup))
+    try:
+        indices = game.trial_indices(config.audit.trials)
+        secrets = game.secrets(config, setup, indices)
+        attacks = game.attacks(config.audit.attacks)
+        journal.check_reusable(game.name, indices, secrets, attacks, game.score_width(setup))
+        finished = journal.finished(game.name)
+        todo = np.array([i for i in indices.tolist() if i not in finished], dtype=np.int64)
+        for _, outcome in executor.map_unordered(task, split_chunks(todo, max_chunk)):
+            journal.record(game.name, outcome.indices, outcome.secrets, outcome.scores)
+    finally:
+        _WORKSPACES.pop(task, None)  # the data may change on disk before the next audit with this config
+    finished = journal.finished(game.name)
+    scores = {name: np.array([finished[int(i)][1][name] for i in indices], dtype=float) for name in attacks}
+    return game.record(config, setup, secrets, scores, {name: attack.threat_model for name, attack in attacks.items()})
