@@ -14,16 +14,7 @@ import torch
 from attacks import Attack, Knowledge, View
 from attacks.base import ShadowTrainer
 from fdp_audit.accounting.mechanism import MechanismAccountant
-from fdp_audit.audit.games.base import (
-    Claim,
-    Game,
-    Judgements,
-    PlannedComparison,
-    RateComparison,
-    Setup,
-    judged_on_half,
-    trial_uniforms,
-)
+from fdp_audit.audit.games import base
 from fdp_audit.audit.games.categorical import GameRecord, attribute_section, candidate_scores, rate_comparisons
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.config import Config
@@ -35,7 +26,7 @@ from fdp_audit.training.run import build_problem
 
 
 @dataclass(frozen=True)
-class AttributeSetup(Setup):
+class AttributeSetup(base.Setup):
     candidates: torch.Tensor  # [V, d]: the canary record with each candidate value
     label: int
     candidate_names: tuple[str, ...]
@@ -54,7 +45,7 @@ def third_party_trainer(config: Config) -> ShadowTrainer | None:
     return train
 
 
-class AttributeGame(Game[GameRecord]):
+class AttributeGame(base.Game[GameRecord]):
     name = "attribute"
     stream_block = 1
 
@@ -79,9 +70,9 @@ class AttributeGame(Game[GameRecord]):
                               shadow_trainer=third_party_trainer(config))
         return AttributeSetup(problem, knowledge, found.records, label, found.names)
 
-    def secrets(self, config: Config, setup: Setup, indices: np.ndarray) -> np.ndarray:
+    def secrets(self, config: Config, setup: base.Setup, indices: np.ndarray) -> np.ndarray:
         prior = np.asarray(config.audit.target_prior, dtype=float)
-        u = trial_uniforms(config.seed, indices).numpy()
+        u = base.trial_uniforms(config.seed, indices).numpy()
         return np.minimum(np.searchsorted(np.cumsum(prior), u, side="right"), len(prior) - 1)
 
     def canaries(self, config: Config, setup: AttributeSetup, indices: np.ndarray) -> Canaries:
@@ -98,17 +89,19 @@ class AttributeGame(Game[GameRecord]):
         return GameRecord(self.name, secrets, scores, np.asarray(config.audit.target_prior, dtype=float),
                           threat_models, setup.candidate_names)
 
-    def comparisons(self, record: GameRecord, claim: Claim) -> list[RateComparison]:
+    def comparisons(self, record: GameRecord, claim: base.Claim) -> list[base.RateComparison]:
         return rate_comparisons(record, float(claim.add_remove.bound(record.prior.max())), self.name)
 
-    def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[PlannedComparison]:
+    def planned(self, config: Config, data: PreparedData, claim: base.Claim) -> list[base.PlannedComparison]:
         ball = max(config.audit.target_prior)
-        trials = judged_on_half(config.audit.trials)
-        return [PlannedComparison(RateComparison(self.name, self.name, name, attack.threat_model, trials, 0, ball,
-                                                 float(claim.add_remove.bound(ball))), judged_on_half)
+        trials = base.judged_on_half(config.audit.trials)
+        return [base.PlannedComparison(base.RateComparison(self.name, self.name, name, attack.threat_model, trials, 0,
+                                                           ball, float(claim.add_remove.bound(ball))),
+                                       base.judged_on_half)
                 for name, attack in self.attacks(config.audit.attacks).items() if name != "prior"]
 
-    def sections(self, record: GameRecord, judgements: Judgements, claim: Claim, alpha: float) -> list[dict[str, Any]]:
+    def sections(self, record: GameRecord, judgements: base.Judgements, claim: base.Claim,
+                 alpha: float) -> list[dict[str, Any]]:
         fallback = float(claim.add_remove.bound(float(record.prior.max())))
         return [attribute_section(record, judgements, self.name, "record", fallback, alpha)]
 

@@ -26,19 +26,7 @@ import torch
 
 from attacks import Attack, Knowledge, View
 from fdp_audit.accounting.mechanism import MechanismAccountant
-from fdp_audit.audit.games.base import (
-    Claim,
-    EpsilonComparison,
-    Game,
-    Judgements,
-    PlannedComparison,
-    RateComparison,
-    Setup,
-    judged_on_half,
-    judged_on_three_quarters,
-    stated_claim,
-    trial_uniforms,
-)
+from fdp_audit.audit.games import base
 from fdp_audit.audit.games.categorical import GameRecord, attribute_section, candidate_scores, rate_comparisons
 from fdp_audit.audit.stats import roc_counts, select_test, threshold_split, tightness
 from fdp_audit.config import Config
@@ -102,7 +90,7 @@ def full_roc(record: GameRecord, attack: str) -> dict[str, list[float]]:
 
 
 @dataclass(frozen=True)
-class GradientCanarySetup(Setup):
+class GradientCanarySetup(base.Setup):
     width: int  # model inputs, canary columns included
     n_parameters: int
     private_coordinate: int
@@ -111,7 +99,7 @@ class GradientCanarySetup(Setup):
     clip_norm: float
 
 
-class GradientCanaryGame(Game[GameRecord]):
+class GradientCanaryGame(base.Game[GameRecord]):
     """A binary game on a gradient canary; subclasses say what the bit changes (:attr:`candidate_signs`,
     :meth:`in_private`) and under which neighbouring relation the two worlds are judged."""
 
@@ -130,7 +118,7 @@ class GradientCanaryGame(Game[GameRecord]):
             raise BadInputError(f"the {self.name} game needs an iterates attack in audit.attacks", "audit.attacks")
         return chosen
 
-    def relation(self, claim: Claim) -> MechanismAccountant:
+    def relation(self, claim: base.Claim) -> MechanismAccountant:
         return claim.relation(self.epsilon_relation)
 
     def setup(self, config: Config, data: PreparedData) -> GradientCanarySetup:
@@ -154,8 +142,8 @@ class GradientCanaryGame(Game[GameRecord]):
         return GradientCanarySetup(problem, knowledge, width, problem.model.n_parameters, private_coordinate,
                                    public_coordinate, config.audit.canary_norm_factor * clip_norm, clip_norm)
 
-    def secrets(self, config: Config, setup: Setup, indices: np.ndarray) -> np.ndarray:
-        return (trial_uniforms(config.seed, indices) < 0.5).numpy().astype(np.int64)
+    def secrets(self, config: Config, setup: base.Setup, indices: np.ndarray) -> np.ndarray:
+        return (base.trial_uniforms(config.seed, indices) < 0.5).numpy().astype(np.int64)
 
     def canaries(self, config: Config, setup: GradientCanarySetup, indices: np.ndarray) -> Canaries:
         n = len(indices)
@@ -172,11 +160,11 @@ class GradientCanaryGame(Game[GameRecord]):
     def score(self, attacks: dict[str, Attack], view: View) -> dict[str, np.ndarray]:
         return candidate_scores(attacks, view)
 
-    def record(self, config: Config, setup: Setup, secrets: np.ndarray, scores: dict[str, np.ndarray],
+    def record(self, config: Config, setup: base.Setup, secrets: np.ndarray, scores: dict[str, np.ndarray],
                threat_models: dict[str, str]) -> GameRecord:
         return GameRecord(self.name, secrets, scores, np.array([0.5, 0.5]), threat_models, self.candidate_names)
 
-    def epsilon_comparisons(self, record: GameRecord, claim: Claim) -> list[EpsilonComparison]:
+    def epsilon_comparisons(self, record: GameRecord, claim: base.Claim) -> list[base.EpsilonComparison]:
         """One ε comparison per attack: the orientation and threshold of the score difference are chosen on
         every fourth trial (:func:`~fdp_audit.audit.stats.select_test`, with Clopper–Pearson bounds at the
         claim's selection level), the test's errors are counted on the other three quarters, and the
@@ -184,39 +172,43 @@ class GradientCanaryGame(Game[GameRecord]):
         rows = []
         selection, evaluation = threshold_split(len(record.labels))
         labels = record.labels.astype(bool)
-        stated = stated_claim(self.relation(claim).spec)
+        stated = base.stated_claim(self.relation(claim).spec)
         for attack, scores in record.scores.items():
             if attack == "prior":
                 continue
             score = scores[:, 1] - scores[:, 0]
             test = select_test(score[selection], labels[selection], claim.selection_level)
             counts = roc_counts(test.orientation * score[evaluation], labels[evaluation], np.array([test.threshold]))
-            rows.append(EpsilonComparison(record.game, attack, record.threat_models[attack], self.epsilon_relation,
-                                          test.orientation, tuple(counts.thresholds.tolist()),
-                                          tuple(counts.false_positives.tolist()),
-                                          tuple(counts.false_negatives.tolist()), counts.negatives, counts.positives,
-                                          claim.delta, stated))
+            rows.append(base.EpsilonComparison(record.game, attack, record.threat_models[attack],
+                                               self.epsilon_relation, test.orientation,
+                                               tuple(counts.thresholds.tolist()),
+                                               tuple(counts.false_positives.tolist()),
+                                               tuple(counts.false_negatives.tolist()), counts.negatives,
+                                               counts.positives, claim.delta, stated))
         return rows
 
-    def comparisons(self, record: GameRecord, claim: Claim) -> list[RateComparison | EpsilonComparison]:
+    def comparisons(self, record: GameRecord, claim: base.Claim) -> list[base.RateComparison | base.EpsilonComparison]:
         bound = binary_game_bound(claim.add_remove, self.relation(claim))
         return rate_comparisons(record, bound, f"{self.name}-attribute") + self.epsilon_comparisons(record, claim)
 
-    def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[PlannedComparison]:
+    def planned(self, config: Config, data: PreparedData, claim: base.Claim) -> list[base.PlannedComparison]:
         trials = config.audit.trials
         attacks = {name: attack for name, attack in self.attacks(config.audit.attacks).items() if name != "prior"}
         bound = binary_game_bound(claim.add_remove, self.relation(claim))
-        evaluated = judged_on_three_quarters(trials)
-        stated = stated_claim(self.relation(claim).spec)
-        return ([PlannedComparison(RateComparison(self.name, f"{self.name}-attribute", name, attack.threat_model,
-                                                  judged_on_half(trials), 0, 0.5, bound), judged_on_half)
+        evaluated = base.judged_on_three_quarters(trials)
+        stated = base.stated_claim(self.relation(claim).spec)
+        return ([base.PlannedComparison(base.RateComparison(self.name, f"{self.name}-attribute", name,
+                                                            attack.threat_model, base.judged_on_half(trials), 0, 0.5,
+                                                            bound), base.judged_on_half)
                  for name, attack in attacks.items()]
-                + [PlannedComparison(EpsilonComparison(self.name, name, attack.threat_model, self.epsilon_relation, 1,
-                                                       (0.0,), (0,), (0,), evaluated // 2, evaluated - evaluated // 2,
-                                                       claim.delta, stated), judged_on_three_quarters)
+                + [base.PlannedComparison(base.EpsilonComparison(self.name, name, attack.threat_model,
+                                                                 self.epsilon_relation, 1, (0.0,), (0,), (0,),
+                                                                 evaluated // 2, evaluated - evaluated // 2,
+                                                                 claim.delta, stated), base.judged_on_three_quarters)
                    for name, attack in attacks.items()])
 
-    def sections(self, record: GameRecord, judgements: Judgements, claim: Claim, alpha: float) -> list[dict[str, Any]]:
+    def sections(self, record: GameRecord, judgements: base.Judgements, claim: base.Claim,
+                 alpha: float) -> list[dict[str, Any]]:
         """The attribute view (success against the binary game's limit) and the distinguishing view (ROC and ε
         lower bound) of the same trials."""
         fallback = float(claim.add_remove.bound(float(record.prior.max())))
@@ -260,7 +252,8 @@ class DistinguishingGame(GradientCanaryGame):
     def in_private(self, bit: torch.Tensor) -> torch.Tensor:
         return torch.ones(len(bit), dtype=torch.bool)
 
-    def tightness_rows(self, record: GameRecord, judgements: Judgements, claim: Claim) -> list[dict[str, Any]]:
+    def tightness_rows(self, record: GameRecord, judgements: base.Judgements,
+                       claim: base.Claim) -> list[dict[str, Any]]:
         """How close the iterates attack comes to the Bayes-optimal adversary of this game, and how tight
         Theorem 4 itself is: optimum = ½ + δ_replace(0)/2 for the ±C canary with a uniform binary prior."""
         judged = judgements.find("rate", self.name, "iterates", f"{self.name}-attribute")

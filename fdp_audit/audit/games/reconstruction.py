@@ -27,15 +27,7 @@ from attacks import ATTACKS, Attack, Knowledge, View
 from attacks.success import reconstruction_success
 from fdp_audit.accounting.ball import ball_gaussian, ball_uniform_box
 from fdp_audit.accounting.mechanism import MechanismAccountant
-from fdp_audit.audit.games.base import (
-    Claim,
-    Game,
-    Judgements,
-    PlannedComparison,
-    RateComparison,
-    Setup,
-    judged_on_all,
-)
+from fdp_audit.audit.games import base
 from fdp_audit.audit.journal import secret_digests
 from fdp_audit.audit.stats import clopper_pearson, lower_confidence_bound
 from fdp_audit.config import Config
@@ -98,7 +90,7 @@ def ball_per_radius(prior: str, scale: float, dims: int, rho: np.ndarray) -> np.
 
 
 @dataclass(frozen=True)
-class ReconstructionSetup(Setup):
+class ReconstructionSetup(base.Setup):
     template: torch.Tensor  # [d] float64: the canary record with the prior's centre in its protected coordinates
     protected: tuple[int, ...]  # the protected coordinates
     label: int
@@ -113,7 +105,7 @@ def _continuous_split(data: PreparedData) -> FeatureSplit | None:
     return split
 
 
-class ReconstructionGame(Game[ReconstructionRecord]):
+class ReconstructionGame(base.Game[ReconstructionRecord]):
     name = "reconstruction"
     stream_block = 3
     attribute_kind = "continuous"
@@ -179,7 +171,7 @@ class ReconstructionGame(Game[ReconstructionRecord]):
                                     ball, bound, threat_models, audit.reconstruction_prior,
                                     audit.reconstruction_scale, METRIC, setup.protected_features)
 
-    def comparisons(self, record: ReconstructionRecord, claim: Claim) -> list[RateComparison]:
+    def comparisons(self, record: ReconstructionRecord, claim: base.Claim) -> list[base.RateComparison]:
         """One rate comparison per (attack, ρ), the prior (which realises Ball) excepted."""
         rows = []
         for attack in record.estimates:
@@ -187,11 +179,12 @@ class ReconstructionGame(Game[ReconstructionRecord]):
                 continue
             for rho, successes, ball, bound in zip(record.rho, record.successes(attack), record.ball, record.bound,
                                                    strict=True):
-                rows.append(RateComparison(record.game, record.game, attack, record.threat_models[attack],
-                                           record.trials, int(successes), float(ball), float(bound), rho=float(rho)))
+                rows.append(base.RateComparison(record.game, record.game, attack, record.threat_models[attack],
+                                                record.trials, int(successes), float(ball), float(bound),
+                                                rho=float(rho)))
         return rows
 
-    def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[PlannedComparison]:
+    def planned(self, config: Config, data: PreparedData, claim: base.Claim) -> list[base.PlannedComparison]:
         split = _continuous_split(data)
         if split is None:
             return []  # the game itself refuses such data, with its own message
@@ -199,13 +192,14 @@ class ReconstructionGame(Game[ReconstructionRecord]):
         rho = np.asarray(audit.rho_grid, dtype=float)
         balls = ball_per_radius(audit.reconstruction_prior, audit.reconstruction_scale,
                                 len(split.protected_columns), rho)
-        return [PlannedComparison(RateComparison(self.name, self.name, name, attack.threat_model, audit.trials, 0,
-                                                 float(ball), float(claim.add_remove.bound(ball)), rho=float(r)),
-                                  judged_on_all)
+        return [base.PlannedComparison(base.RateComparison(self.name, self.name, name, attack.threat_model,
+                                                           audit.trials, 0, float(ball),
+                                                           float(claim.add_remove.bound(ball)), rho=float(r)),
+                                       base.judged_on_all)
                 for name, attack in self.attacks(audit.attacks).items() if name != "prior"
                 for r, ball in zip(rho, balls, strict=True)]
 
-    def sections(self, record: ReconstructionRecord, judgements: Judgements, claim: Claim,
+    def sections(self, record: ReconstructionRecord, judgements: base.Judgements, claim: base.Claim,
                  alpha: float) -> list[dict[str, Any]]:
         """Success within each radius ρ against Ball(ρ) and 1 − f(Ball(ρ)); the prior attack is shown for
         reference and not judged."""
