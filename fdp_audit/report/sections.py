@@ -17,6 +17,7 @@ from fdp_audit.errors import BadInputError
 from fdp_audit.report import figures, texts
 from fdp_audit.report.format import number, signed
 from fdp_audit.report.games import DISTINGUISHING_GAMES, canary_label, game_sections
+from fdp_audit.report.generative import generative_section
 from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, scalar, span, status, text
 from fdp_audit.report.one_run import one_run_section
 from fdp_audit.report.summary import Summary, build_summary
@@ -100,6 +101,7 @@ def build_view(results: dict[str, Any], extra: list[Section] | None = None) -> R
         "profile": lambda node: _free_form(node, "profile", "Privacy profiles and the ε transition", texts.PROFILE),
         "corrdp": lambda node: _free_form(node, "corrdp", "CorrDP (correlation-aware DP)", texts.CORRDP),
         "utility": _utility,
+        "generative": generative_section,
     }
     built = {key: build(root[key]) for key, build in optional.items() if root.present(key)}
     sections = [_mechanism(mechanism)]

@@ -1,0 +1,112 @@
+"""The report section of a generative experiment (results.json ``generative``; docs/generative.md): the Fréchet
+distance of every training mechanism over seeds, its wall time, the per-class distances, the audit verdicts, and a
+grid of samples beside the numbers.
+
+Sample grids are drawn from the stored grey levels as vector graphics — one path per grey level, one unit square
+per pixel — so the report stays a self-contained page with no embedded raster image.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from markupsafe import Markup, escape
+
+from fdp_audit.report import texts
+from fdp_audit.report.format import number
+from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, scalar, status, text
+from fdp_audit.report.svg import inline_svg
+
+GREY_LEVELS = 32  # grey levels of a drawn sample (the stored 0–255 values are rounded to these)
+_GAP = 1  # pixels between two samples of a grid
+
+
+def _mean_sd(node: Node) -> Cell:
+    mean, sd = node["mean"].number(), node["sd"].number()
+    return Cell(f"{number(mean)} ± {number(sd)}", {node["mean"].pointer: mean, node["sd"].pointer: sd}, "num")
+
+
+def _range(node: Node) -> Cell:
+    low, high = node["min"].number(), node["max"].number()
+    return Cell(f"{number(low)} – {number(high)}", {node["min"].pointer: low, node["max"].pointer: high}, "num")
+
+
+def grid_svg(rows: Node, height: int, width: int, label: str) -> str:
+    """An SVG of the samples ``rows[class][sample][pixel]`` (grey levels 0–255, row-major ``height × width``):
+    one row of samples per class."""
+    paths: dict[int, list[str]] = defaultdict(list)
+    n_rows = len(rows.sequence())
+    n_columns = 0
+    for r, samples in enumerate(rows.elements()):
+        n_columns = max(n_columns, len(samples.sequence()))
+        for c, pixels in enumerate(samples.elements()):
+            values = pixels.sequence()
+            if len(values) != height * width or not all(isinstance(v, int) and 0 <= v <= 255 for v in values):
+                raise pixels.bad(f"expected {height * width} grey levels 0–255")
+            top, left = r * (height + _GAP), c * (width + _GAP)
+            for i, value in enumerate(values):
+                level = round(value * (GREY_LEVELS - 1) / 255)
+                paths[level].append(f"M{left + i % width} {top + i // width}h1v1h-1z")
+    full_width, full_height = max(n_columns * (width + _GAP) - _GAP, 1), max(n_rows * (height + _GAP) - _GAP, 1)
+    greys = {level: round(level * 255 / (GREY_LEVELS - 1)) for level in paths}
+    body = "".join(f'<path fill="#{greys[level]:02x}{greys[level]:02x}{greys[level]:02x}" d="{"".join(parts)}"/>'
+                   for level, parts in sorted(paths.items()))
+    scale = max(1, 240 // max(full_width, 1))
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{full_width * scale}" height="{full_height * scale}" '
+            f'viewBox="0 0 {full_width} {full_height}" shape-rendering="crispEdges">'
+            f'<title>{escape(label)}</title>'
+            f'<rect width="{full_width}" height="{full_height}" fill="#ffffff"/>{body}</svg>')
+
+
+def generative_section(node: Node) -> Section:
+    section = Section("generative", "Generative model: sample quality and audit", texts.GENERATIVE)
+    for key, label in (("dataset", "data"), ("public_feature", "public feature Ψ"), ("epsilon", "ε (private ones)"),
+                       ("delta", "δ"), ("seeds", "seeds"), ("denoiser_parameters", "denoiser parameters"),
+                       ("sample_rate", "sample rate p"), ("classifier_accuracy", "feature classifier test accuracy"),
+                       ("ordering_holds", "paper's ordering reproduced")):
+        child = node.present(key)
+        if child is not None:
+            section.facts.append((label, scalar(child) or Cell("—")))
+    variants = list(node["variants"].elements())
+    rows = [[text(v["label"]), _mean_sd(v["distance"]), _range(v["distance"]),
+             num(v["noise_multiplier"], nullable=True), _mean_sd(v["train_seconds"]), _mean_sd(v["sample_seconds"]),
+             num(v["paper_fid"])] for v in variants]
+    section.tables.append(Table("generative-table", ("Mechanism", "Fréchet distance (mean ± sd over seeds)",
+                                                     "min – max", "noise multiplier z", "training s", "sampling s",
+                                                     "paper's FID (AFHQ)"), rows,
+                                caption="Lower is better. Distances in the feature space of the suite's own "
+                                        "classifier: not comparable with Inception FID."))
+    reference = node.present("reference")
+    if reference is not None:
+        section.facts.append(("real training images (the estimator's floor)", _mean_sd(reference["real_train"])))
+        section.facts.append(("public completions Ψ̃(x) themselves", num(reference["public_completions"])))
+    ordering = node.present("ordering")
+    if ordering is not None:
+        section.tables.append(Table("generative-ordering", ("Comparison of means", "Holds"),
+                                    [[Cell(name), scalar(value) or Cell("—")] for name, value in ordering.items()]))
+    classes = [key for key, _ in variants[0]["per_class_mean"].items()] if variants else []
+    section.tables.append(Table("generative-per-class", ("Mechanism", *(f"class {c}" for c in classes)),
+                                [[text(v["label"]), *(num(v["per_class_mean"][c]) for c in classes)] for v in variants],
+                                caption="Per-class Fréchet distance, mean over seeds.", collapsed=True))
+    audits = node.present("audits")
+    if audits is not None:
+        section.tables.append(Table("generative-audit", ("Mechanism", "Verdict", "Claimed ε", "Best guesses",
+                                                         "Correct", "Threat model"),
+                                    [[text(a["mechanism"]), status(a["status"]), num(a["claimed_epsilon"]),
+                                      num(a["best"]["guesses"]), num(a["best"]["correct"]),
+                                      text(a["best"]["threat_model"])] for a in audits.elements()],
+                                    caption="One-run audit of the training step with gradient canaries (image game, "
+                                            "K candidate residuals sharing a public image)."))
+    shape = node["image_shape"].sequence()
+    height, width = int(shape[-2]), int(shape[-1])
+    grids = node.present("grids")
+    for v in variants:
+        name = v["mechanism"].text()
+        grid = grids.get(name) if grids is not None else None
+        if grid is None:
+            continue
+        label = f"samples: {v['label'].text()}"
+        figure_id = f"fig-generative-{name}"
+        markup: Markup = inline_svg(grid_svg(grid, height, width, label), figure_id, label)
+        section.figures.append(FigureView(figure_id, markup, f"{label} (one row per class, seed 0)"))
+    return section
