@@ -17,6 +17,7 @@ every sample counts, so the distances compare the mechanisms' raw generators.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import asdict, dataclass, replace
@@ -36,6 +37,7 @@ from fdp_audit.generative.training.trainer import (
     state_dict,
     train_diffusion,
 )
+from fdp_audit.threads import threads_for
 
 VARIANTS = ("nonprivate", "public_only", "dp_sgd", "fdp_dpsgd", "fdp_sgd")
 LABELS = {"nonprivate": "non-private", "public_only": "public only (Ψ̃ images)", "dp_sgd": "DP-SGD",
@@ -60,7 +62,8 @@ def _sample_features(trained: TrainedDiffusion, classifier, n_classes: int, per_
     generator = torch.Generator(device=device)
     generator.manual_seed(10_000 + seed)
     start = time.perf_counter()
-    images = sample(trained.model, trained.schedule, labels, shape, generator)
+    with threads_for(n_parameters(trained.model) * math.prod(shape) * min(len(labels), 1000)):
+        images = sample(trained.model, trained.schedule, labels, shape, generator)
     seconds = time.perf_counter() - start
     return classifier.embed(images), labels.cpu().numpy(), images.cpu(), seconds
 

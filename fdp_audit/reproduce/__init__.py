@@ -29,6 +29,7 @@ REPRODUCTIONS: dict[str, str] = {
     "corrdp": "pipelines",
     "profile": "pipelines",
     "tightness": "tightness",
+    "diffusion": "diffusion",
 }
 
 

@@ -48,7 +48,7 @@ def test_grid_draws_one_square_per_pixel_in_its_grey():
     assert len(squares) == 8
     assert ("0", "3") in squares and ("1", "4") in squares  # second row of samples starts below a one-pixel gap
     white = round(255 * (GREY_LEVELS - 1) / 255)
-    assert f'fill="#ffffff" d="M1 0h1v1h-1z' in svg and white == GREY_LEVELS - 1
+    assert 'fill="#ffffff" d="M1 0h1v1h-1z' in svg and white == GREY_LEVELS - 1
 
 
 def test_hostile_label_is_escaped_and_bad_pixels_are_bad_input(results):

@@ -30,6 +30,8 @@ update of each step is the negated gradient that step hands the optimiser on tho
 
 from __future__ import annotations
 
+import functools
+import math
 import time
 from dataclasses import dataclass
 
@@ -39,8 +41,9 @@ from torch.func import functional_call, grad, vmap
 
 from fdp_audit.accounting import calibrate_noise_multiplier
 from fdp_audit.errors import BadInputError
-from fdp_audit.generative.denoiser.unet import TinyUNet
+from fdp_audit.generative.denoiser.unet import TinyUNet, n_parameters
 from fdp_audit.generative.diffusion.ddpm import NoiseSchedule, cosine_schedule, denoising_loss
+from fdp_audit.threads import threads_for
 from fdp_audit.training import streams
 from fdp_audit.training.engine import CanaryBlock
 from fdp_audit.training.mechanisms import MECHANISMS, Recipe
@@ -119,8 +122,10 @@ def build_denoiser(setup: DiffusionSetup, n_classes: int, channels: int, seed: i
         return TinyUNet(n_classes, channels, setup.widths, setup.embedding)
 
 
+@functools.lru_cache(maxsize=64)
 def calibrated_noise(setup: DiffusionSetup, n: int) -> float:
-    """z with ε(δ) ≤ ``setup.epsilon`` for T Poisson-subsampled Gaussian steps at p (exact PLD, add/remove)."""
+    """z with ε(δ) ≤ ``setup.epsilon`` for T Poisson-subsampled Gaussian steps at p (exact PLD, add/remove); cached,
+    since every seed of an experiment asks for the same z."""
     return calibrate_noise_multiplier(setup.epsilon, setup.delta, setup.sample_rate(n), setup.steps)
 
 
@@ -214,18 +219,25 @@ def train_diffusion(mechanism: str, data: LabelledImages, setup: DiffusionSetup,
     step_fn = _PrivateStep(recipe, data, setup, z, keys, generator, gradients, block) if recipe.private else None
     release = []
     start = time.perf_counter()
-    for step in range(setup.steps):
-        if step_fn is None:
-            flat = _plain_gradient(recipe, data, setup, keys, step, generator, gradients)
-        else:
-            flat, block_gradient = step_fn(step)
-            if block_gradient is not None:
-                release.append(-block_gradient.cpu())
-        gradients.apply(flat, optimizer)
+    with threads_for(step_work(model, data, setup)):
+        for step in range(setup.steps):
+            if step_fn is None:
+                flat = _plain_gradient(recipe, data, setup, keys, step, generator, gradients)
+            else:
+                flat, block_gradient = step_fn(step)
+                if block_gradient is not None:
+                    release.append(-block_gradient.cpu())
+            gradients.apply(flat, optimizer)
     seconds = time.perf_counter() - start
     model.eval()
     return TrainedDiffusion(mechanism, model, schedule, z, setup.sample_rate(data.n) if recipe.private else None,
                             setup.steps, seconds, torch.stack(release) if release else None)
+
+
+def step_work(model: nn.Module, data: LabelledImages, setup: DiffusionSetup) -> int:
+    """Multiply-adds of a step, bounded above by every weight used at every pixel of every example of a batch
+    (what :func:`fdp_audit.threads.threads_for` needs to choose one thread for small steps)."""
+    return n_parameters(model) * math.prod(data.images.shape[1:]) * setup.batch_size
 
 
 def _plain_gradient(recipe: Recipe, data: LabelledImages, setup: DiffusionSetup, keys: torch.Tensor, step: int,

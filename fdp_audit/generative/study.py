@@ -1,0 +1,133 @@
+"""One generative study end to end (docs/generative.md): image data and Ψ, the five-way experiment, the audits of
+the training step, and the files — ``results.json`` (Algorithm 1's audit verdict, its one-run section and the
+``generative`` section the report draws), ``report.html``, and one results file per audited mechanism, which
+``fdp-audit gate`` judges again.
+
+Used by ``fdp-audit reproduce diffusion`` (digits, on the CPU) and by ``python -m benchmarks.diffusion_fmnist``
+(Fashion-MNIST, on a GPU where there is one).
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
+from fdp_audit.audit.results import write_results
+from fdp_audit.data.image_psi import IMAGE_MAPS, ImageMap
+from fdp_audit.data.images import ImageSet, load_images
+from fdp_audit.gate import judge
+from fdp_audit.generative.audit.one_run import AuditPlan, audit_generative
+from fdp_audit.generative.experiment import ExperimentPlan, run_experiment
+from fdp_audit.generative.training.trainer import LabelledImages
+from fdp_audit.report.render import write_report
+from fdp_audit.training.mechanisms import MECHANISMS
+
+AUDITED = ("fdp_sgd", "fdp_sgd_shared_batch", "dp_sgd_half_noise")
+
+
+@dataclass(frozen=True)
+class StudyData:
+    """Where the images come from and what is public: the registered image set, its folder (None: the default),
+    the number of test images held out when the set has no test split, and Ψ (``IMAGE_MAPS`` kind and its
+    parameter: σ of the blur or the downsampling factor)."""
+
+    dataset: str = "digits"
+    path: str | None = None
+    test_fraction: float = 0.2
+    psi: str = "blur"
+    psi_parameter: float = 1.0
+    train_limit: int | None = None  # the first N training images (a shorter run on a large set)
+
+
+def public_map(data: StudyData, height: int, width: int) -> ImageMap:
+    if data.psi == "blur":
+        return IMAGE_MAPS["blur"](height, width, sigma=float(data.psi_parameter))
+    return IMAGE_MAPS[data.psi](height, width, factor=int(data.psi_parameter))
+
+
+def _scaled(images: np.ndarray) -> torch.Tensor:
+    """``[N, H, W]`` intensities in [0, 1] as ``[N, 1, H, W]`` in [-1, 1], the denoiser's range."""
+    return torch.as_tensor(images, dtype=torch.float32)[:, None] * 2 - 1
+
+
+def load_study_images(data: StudyData, seed: int = 0) -> tuple[LabelledImages, torch.Tensor, torch.Tensor, ImageMap]:
+    """Training images with their public completions Ψ̃(x) (Ψ applied to the [0, 1] images, rendered at full
+    resolution), and the held-out test images and labels."""
+    train = load_images(data.dataset, "train", data.path)
+    try:
+        test = load_images(data.dataset, "test", data.path)
+    except Exception:  # noqa: BLE001 - a set without a test split (digits) is split here, stratified by class
+        train, test = _split(train, data.test_fraction, seed)
+    if data.train_limit is not None:
+        train = train.take(np.arange(min(data.train_limit, train.n_images)))
+    psi = public_map(data, train.height, train.width)
+    flat = torch.as_tensor(train.flat(), dtype=torch.float32)
+    labels = torch.as_tensor(train.labels)
+    public = psi.public_image(psi(flat, labels).features).reshape(-1, train.height, train.width)
+    completed = LabelledImages(_scaled(train.images), labels, _scaled(public.numpy()), len(train.classes))
+    return completed, _scaled(test.images), torch.as_tensor(test.labels), psi
+
+
+def _split(images: ImageSet, test_fraction: float, seed: int) -> tuple[ImageSet, ImageSet]:
+    from sklearn.model_selection import train_test_split
+
+    rows = np.arange(images.n_images)
+    train, test = train_test_split(rows, test_size=test_fraction, stratify=images.labels, random_state=seed)
+    return images.take(np.sort(train)), images.take(np.sort(test))
+
+
+def _mechanism_section(name: str, plan: AuditPlan, sample_rate: float, clip_norm: float) -> dict[str, Any]:
+    info = MECHANISMS[name]
+    spec = MechanismSpec(name, plan.noise_multiplier, sample_rate, plan.steps, relation="replace")
+    return {"name": name, "faulty": info.faulty, "description": info.description,
+            "noise_multiplier": plan.noise_multiplier, "sample_rate": sample_rate, "steps": plan.steps,
+            "clip_norm": clip_norm, "delta": plan.delta, "epsilon": MechanismAccountant(spec).epsilon(plan.delta)}
+
+
+def audit_results(section: dict[str, Any], comparisons: list[dict[str, Any]], plan: AuditPlan, clip_norm: float,
+                  title: str, reproducibility: dict[str, Any]) -> dict[str, Any]:
+    """results.json of one generative audit (kind ``audit``): the one-run comparisons judged by the gate."""
+    verdict, _ = judge(comparisons, plan.alpha)
+    return {"schema_version": 1, "kind": "audit", "title": title,
+            "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "verdict": verdict,
+            "mechanism": _mechanism_section(section["mechanism"], plan, section["claim_parameters"]["sample_rate"],
+                                            clip_norm),
+            "one_run": section, "comparisons": comparisons, "reproducibility": reproducibility}
+
+
+def run_study(data: StudyData, plan: ExperimentPlan, audit: AuditPlan, out_dir: Path, device: str = "cpu",
+              command: str = "") -> dict[str, Any]:
+    """Experiment, audits and files (module doc); returns the ``generative`` section with the audit verdicts."""
+    out_dir = Path(out_dir)
+    start = time.perf_counter()
+    train, test_images, test_labels, psi = load_study_images(data)
+    generative = run_experiment(train, test_images, test_labels, plan, device)
+    audits = {name: audit_generative(name, train, plan.setup, audit, seed=0, device=device) for name in AUDITED}
+    reproducibility = {"seed": 0, "command": command, "device": device, "config": {
+        "data": asdict(data), "experiment": asdict(plan), "audit": asdict(audit)}}
+    for name, (section, comparisons) in audits.items():
+        results = audit_results(section, comparisons, audit, plan.setup.clip_norm, f"Generative audit: {name}",
+                                reproducibility)
+        write_results(out_dir / f"audit-{name}" / "results.json", results)
+    generative.update({
+        "dataset": f"{data.dataset} ({train.n} training, {len(test_images)} test images)",
+        "public_feature": str(psi.spec()), "epsilon": plan.setup.epsilon, "delta": plan.setup.delta,
+        "classifier_accuracy": generative["classifier"]["test_accuracy"],
+        "audits": [{"mechanism": name, "status": s["status"], "claimed_epsilon": s["claimed_epsilon"],
+                    "best": s["best"], "explanation": s["explanation"]} for name, (s, _) in audits.items()],
+        "seconds": time.perf_counter() - start,
+    })
+    main = audit_results(*audits["fdp_sgd"], audit, plan.setup.clip_norm,
+                         f"Diffusion model on {data.dataset}: FDP (Algorithm 1)", reproducibility)
+    main["generative"] = generative
+    write_results(out_dir / "results.json", main)
+    write_report(main, out_dir / "report.html")
+    return generative
+
