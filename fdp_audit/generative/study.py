@@ -19,10 +19,10 @@ import numpy as np
 import torch
 
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
+from fdp_audit.audit.gate import judge
 from fdp_audit.audit.results import write_results
 from fdp_audit.data.image_psi import IMAGE_MAPS, ImageMap
 from fdp_audit.data.images import ImageSet, load_images
-from fdp_audit.gate import judge
 from fdp_audit.generative.audit.one_run import AuditPlan, audit_generative
 from fdp_audit.generative.experiment import ExperimentPlan, run_experiment
 from fdp_audit.generative.training.trainer import LabelledImages

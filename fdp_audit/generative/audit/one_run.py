@@ -29,7 +29,6 @@ from typing import Any
 
 import torch
 
-from fdp_audit.accounting.mechanism import GAUSSIAN_MECHANISMS
 from fdp_audit.audit.one_run.canaries import canary_block, draw_secrets
 from fdp_audit.audit.one_run.evaluation import judge_guesses, mechanism_claim, section_comparisons
 from fdp_audit.audit.one_run.guesser import Release, candidate_pattern, score_guesses, threat_scores
@@ -60,8 +59,8 @@ def audit_generative(mechanism: str, data: LabelledImages, setup: DiffusionSetup
                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Train once with the canaries and judge the guesses (module doc): the one-run section and its comparisons in
     the gate's form."""
-    recipe = MECHANISMS.get(mechanism)
-    if recipe is None or not recipe.recipe.private or mechanism not in GAUSSIAN_MECHANISMS:
+    entry = MECHANISMS.get(mechanism)
+    if entry is None or not entry.recipe.private or entry.accounting != "subsampled_gaussian":
         raise BadInputError(f"the generative audit needs a private Gaussian mechanism, got {mechanism!r}", "mechanism")
     m, k = plan.canaries, plan.candidates
     secrets = draw_secrets(seed, m, k)
@@ -71,12 +70,12 @@ def audit_generative(mechanism: str, data: LabelledImages, setup: DiffusionSetup
                               noise_multiplier=plan.noise_multiplier)
     assert trained.release is not None and trained.sample_rate is not None
     updates = trained.release.double().numpy()
-    has_public = recipe.recipe.public_batch != "none"
+    has_public = entry.recipe.public_batch != "none"
     release = Release(updates[:, :m].sum(0), updates[:, 2 * m:].sum(0), updates[:, :m], updates[:, 2 * m:],
                       updates[:, m:2 * m] if has_public else None)
     pattern = candidate_pattern(GAME, k)
     threat = {name: score_guesses(scores, secrets) for name, scores in threat_scores(release, pattern).items()}
-    claimed = GAUSSIAN_MECHANISMS[mechanism]  # a known-faulty mechanism claims the correct one's guarantee
+    claimed = entry.claimed_as  # a known-faulty mechanism claims the correct one's guarantee
     parameters = {"mechanism": claimed, "noise_multiplier": plan.noise_multiplier,
                   "sample_rate": trained.sample_rate, "steps": plan.steps, "delta": plan.delta, "relation": "replace"}
     claim = mechanism_claim(claimed, plan.noise_multiplier, trained.sample_rate, plan.steps, plan.delta, "replace")
