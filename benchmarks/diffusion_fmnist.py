@@ -26,11 +26,11 @@ from fdp_audit.generative.experiment import ExperimentPlan
 from fdp_audit.generative.study import StudyData, run_study
 from fdp_audit.generative.training.trainer import DiffusionSetup
 
-PLAN = ExperimentPlan(DiffusionSetup(widths=(32, 64), embedding=64, steps=400, batch_size=512, learning_rate=5e-4,
-                                     microbatch=512),
-                      seeds=2, samples_per_class=200, classifier_steps=1500, plain_steps=3000,
+PLAN = ExperimentPlan(DiffusionSetup(widths=(16, 32), embedding=64, steps=200, batch_size=256, learning_rate=5e-4,
+                                     microbatch=256),
+                      seeds=2, samples_per_class=200, classifier_steps=1500, plain_steps=1500,
                       plain_learning_rate=2e-3)
-AUDIT = AuditPlan(noise_multiplier=1.0, batch_size=200, steps=200, canaries=2000, candidates=2)
+AUDIT = AuditPlan(noise_multiplier=1.0, batch_size=100, steps=200, canaries=2000, candidates=2)
 SMOKE = ExperimentPlan(DiffusionSetup(widths=(8, 16), embedding=16, diffusion_steps=10, steps=3, batch_size=16),
                        seeds=2, samples_per_class=4, grid_per_class=2, classifier_steps=5, plain_steps=3)
 
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fmnist", default=str(FASHION_MNIST_DIR), help="folder of the Fashion-MNIST IDX files")
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--out", default="reports/diffusion_fmnist")
-    parser.add_argument("--train", type=int, default=20_000, help="training images used (first N)")
+    parser.add_argument("--train", type=int, default=10_000, help="training images used (first N)")
     parser.add_argument("--seeds", type=int, default=PLAN.seeds)
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the code path, not the result")
     args = parser.parse_args(argv)
@@ -53,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device {device}" + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""),
           flush=True)
     generative = run_study(data, plan, audit, Path(args.out), str(device),
-                           command="python -m benchmarks.diffusion_fmnist " + " ".join(argv or []))
+                           command="python -m benchmarks.diffusion_fmnist " + " ".join(argv or []),
+                           progress=lambda line: print(f"[{time.perf_counter() - start:5.0f} s] {line}", flush=True))
     for v in generative["variants"]:
         d, t = v["distance"], v["train_seconds"]
         print(f"{v['mechanism']:>12}: Fréchet {d['mean']:8.2f} ± {d['sd']:6.2f} (seeds {json.dumps(v['distances'])}) "

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -80,8 +81,10 @@ def _summary(values: list[float]) -> dict[str, float]:
 
 
 def run_experiment(train: LabelledImages, test_images: torch.Tensor, test_labels: torch.Tensor, plan: ExperimentPlan,
-                   device: torch.device | str = "cpu") -> dict[str, Any]:
-    """Train every variant for every seed, sample, and measure (module doc); a JSON-able dict."""
+                   device: torch.device | str = "cpu", progress: Callable[[str], None] | None = None
+                   ) -> dict[str, Any]:
+    """Train every variant for every seed, sample, and measure (module doc); a JSON-able dict. ``progress``
+    receives one line per measured model."""
     device = torch.device(device)
     shape = tuple(train.images.shape[1:])
     classes = list(range(train.n_classes))
@@ -119,6 +122,9 @@ def run_experiment(train: LabelledImages, test_images: torch.Tensor, test_labels
             row["train_seconds"].append(trained[name].seconds)
             row["sample_seconds"].append(seconds)
             noise[name] = trained[name].noise_multiplier
+            if progress is not None:
+                progress(f"seed {seed} {name}: Fréchet {row['distances'][-1]:.2f}, "
+                         f"training {trained[name].seconds:.1f} s, sampling {seconds:.1f} s")
             if seed == 0:
                 grids[name] = grid_pixels(images, labels, train.n_classes, plan.grid_per_class)
     variants = []

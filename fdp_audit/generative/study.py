@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -18,14 +19,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
+from fdp_audit.audit.claim import mechanism_section
 from fdp_audit.audit.gate import judge
 from fdp_audit.audit.results import write_results
+from fdp_audit.config import Config, config_from_dict
 from fdp_audit.data.image_psi import IMAGE_MAPS, ImageMap
 from fdp_audit.data.images import ImageSet, load_images
 from fdp_audit.generative.audit.one_run import AuditPlan, audit_generative
+from fdp_audit.generative.denoiser.unet import TinyUNet
 from fdp_audit.generative.experiment import ExperimentPlan, run_experiment
-from fdp_audit.generative.training.trainer import LabelledImages
+from fdp_audit.generative.training.trainer import DiffusionSetup, LabelledImages
 from fdp_audit.report.render import write_report
 from fdp_audit.training.mechanisms import MECHANISMS
 
@@ -83,37 +86,54 @@ def _split(images: ImageSet, test_fraction: float, seed: int) -> tuple[ImageSet,
     return images.take(np.sort(train)), images.take(np.sort(test))
 
 
-def _mechanism_section(name: str, plan: AuditPlan, sample_rate: float, clip_norm: float) -> dict[str, Any]:
-    info = MECHANISMS[name]
-    spec = MechanismSpec(name, plan.noise_multiplier, sample_rate, plan.steps, relation="replace")
-    return {"name": name, "faulty": info.faulty, "description": info.description,
-            "noise_multiplier": plan.noise_multiplier, "sample_rate": sample_rate, "steps": plan.steps,
-            "clip_norm": clip_norm, "delta": plan.delta, "epsilon": MechanismAccountant(spec).epsilon(plan.delta)}
+def claim_config(mechanism: str, data: StudyData, audit: AuditPlan, sample_rate: float, setup: DiffusionSetup,
+                 device: str) -> Config:
+    """The configuration an audit's results state: the audited mechanism with its claimed (z, p, T, C, δ), the
+    image data and Ψ, and the denoiser as the model factory. The gate re-derives the mechanism section and every
+    comparison's claim from it."""
+    psi = {"blur_sigma": float(data.psi_parameter)} if data.psi == "blur" else {
+        "downsample_factor": int(data.psi_parameter)}
+    return config_from_dict({
+        "name": f"generative_{mechanism}", "seed": 0, "device": device,
+        "data": {"dataset": data.dataset, "path": data.path, "protected": [], "public_map": data.psi, **psi},
+        "model": {"factory": f"{TinyUNet.__module__}:{TinyUNet.__name__}"},
+        "mechanism": {"name": mechanism, "faulty": MECHANISMS[mechanism].faulty,
+                      "noise_multiplier": audit.noise_multiplier, "sample_rate": sample_rate, "steps": audit.steps,
+                      "clip_norm": setup.clip_norm, "delta": audit.delta, "public_batch_size": setup.public_batch_size,
+                      "private_weight": setup.private_weight, "public_loss": "public_image"},
+    })
 
 
-def audit_results(section: dict[str, Any], comparisons: list[dict[str, Any]], plan: AuditPlan, clip_norm: float,
+def audit_results(section: dict[str, Any], comparisons: list[dict[str, Any]], config: Config, alpha: float,
                   title: str, reproducibility: dict[str, Any]) -> dict[str, Any]:
-    """results.json of one generative audit (kind ``audit``): the one-run comparisons judged by the gate."""
-    verdict, _ = judge(comparisons, plan.alpha)
+    """results.json of one generative audit (kind ``audit``): the one-run comparisons judged by the gate, the
+    mechanism section and the configuration the gate restates them from."""
+    verdict, _ = judge(comparisons, alpha)
     return {"schema_version": 1, "kind": "audit", "title": title,
             "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "verdict": verdict,
-            "mechanism": _mechanism_section(section["mechanism"], plan, section["claim_parameters"]["sample_rate"],
-                                            clip_norm),
-            "one_run": section, "comparisons": comparisons, "reproducibility": reproducibility}
+            "mechanism": mechanism_section(config), "one_run": section, "comparisons": comparisons,
+            "reproducibility": {**reproducibility, "config": config.to_dict()}}
 
 
 def run_study(data: StudyData, plan: ExperimentPlan, audit: AuditPlan, out_dir: Path, device: str = "cpu",
-              command: str = "") -> dict[str, Any]:
-    """Experiment, audits and files (module doc); returns the ``generative`` section with the audit verdicts."""
+              command: str = "", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Experiment, audits and files (module doc); returns the ``generative`` section with the audit verdicts.
+    ``progress`` receives a line per measured model and per audit."""
     out_dir = Path(out_dir)
     start = time.perf_counter()
     train, test_images, test_labels, psi = load_study_images(data)
-    generative = run_experiment(train, test_images, test_labels, plan, device)
-    audits = {name: audit_generative(name, train, plan.setup, audit, seed=0, device=device) for name in AUDITED}
-    reproducibility = {"seed": 0, "command": command, "device": device, "config": {
-        "data": asdict(data), "experiment": asdict(plan), "audit": asdict(audit)}}
+    generative = run_experiment(train, test_images, test_labels, plan, device, progress)
+    audits = {}
+    for name in AUDITED:
+        audits[name] = audit_generative(name, train, plan.setup, audit, seed=0, device=device)
+        if progress is not None:
+            progress(f"audit {name}: {audits[name][0]['status']} ({audits[name][0]['train_seconds']:.1f} s training)")
+    reproducibility = {"seed": 0, "command": command, "device": device,
+                       "study": {"data": asdict(data), "experiment": asdict(plan), "audit": asdict(audit)}}
+    configs = {name: claim_config(name, data, audit, section["claim_parameters"]["sample_rate"], plan.setup, device)
+               for name, (section, _) in audits.items()}
     for name, (section, comparisons) in audits.items():
-        results = audit_results(section, comparisons, audit, plan.setup.clip_norm, f"Generative audit: {name}",
+        results = audit_results(section, comparisons, configs[name], audit.alpha, f"Generative audit: {name}",
                                 reproducibility)
         write_results(out_dir / f"audit-{name}" / "results.json", results)
     generative.update({
@@ -124,7 +144,7 @@ def run_study(data: StudyData, plan: ExperimentPlan, audit: AuditPlan, out_dir: 
                     "best": s["best"], "explanation": s["explanation"]} for name, (s, _) in audits.items()],
         "seconds": time.perf_counter() - start,
     })
-    main = audit_results(*audits["fdp_sgd"], audit, plan.setup.clip_norm,
+    main = audit_results(*audits["fdp_sgd"], configs["fdp_sgd"], audit.alpha,
                          f"Diffusion model on {data.dataset}: FDP (Algorithm 1)", reproducibility)
     main["generative"] = generative
     write_results(out_dir / "results.json", main)
