@@ -146,13 +146,28 @@ class _Layers:
         k = self.k
         return torch.cat([d[:k], -d[k:]], dim=-1), torch.cat([unfolded[:k], unfolded[k:]], dim=-1)
 
+    def _difference_factors(self, d: torch.Tensor, a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The factors of ∇ℓ_priv in difference form, ``D A'ᵀ`` with ``D = [δ, δ − δ']`` and ``A = [a − a', a']``
+        (positions concatenated), from the stacked form ``[δ, −δ'] [a, a']ᵀ`` of :meth:`_conv_terms`. Both give
+        ``δaᵀ − δ'a'ᵀ``, but when the public input is close to the record (a nearly block-constant image under
+        downsampling) the stacked form's Gram matrices hold large terms that cancel, and in float32 the ghost norm
+        came out several times too small — an under-clip; the difference form has no large cancelling terms,
+        as the linear layers' difference form (:mod:`fdp_audit.training.ghost`)."""
+        if not self.decomposed:
+            return d, a
+        half = d.shape[-1] // 2
+        record_d, public_d = d[..., :half], -d[..., half:]
+        record_a, public_a = a[..., :half], a[..., half:]
+        return torch.cat([record_d, record_d - public_d], dim=-1), torch.cat([record_a - public_a, public_a], dim=-1)
+
     def squared_norms(self) -> torch.Tensor:
         k, t = self.k, self.trace
         total = torch.zeros(k, self.r, dtype=t.fc_input.dtype, device=t.fc_input.device)
         for i in range(len(self.model.channels)):
             d, a = self._conv_terms(i)
             if _conv_route(self.route, a.shape[-1], d.shape[-2], a.shape[-2]) == "ghost":
-                total += (d.transpose(-1, -2) @ d * (a.transpose(-1, -2) @ a)).sum(dim=(-1, -2))
+                gd, ga = self._difference_factors(d, a)
+                total += (gd.transpose(-1, -2) @ gd * (ga.transpose(-1, -2) @ ga)).sum(dim=(-1, -2))
             else:
                 total += (d @ a.transpose(-1, -2)).square().sum(dim=(-1, -2))
             total += d.sum(dim=-1).square().sum(dim=-1)

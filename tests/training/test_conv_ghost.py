@@ -144,3 +144,26 @@ def test_engine_conv_path_trains_the_same_models_as_torch_func(monkeypatch, mech
     torch.testing.assert_close(fast.iterates.public_gradients, slow.iterates.public_gradients, rtol=1e-5, atol=1e-5)
     for key in fast.params:
         torch.testing.assert_close(fast.params[key], slow.params[key], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("route", ["auto", "ghost"])
+def test_float32_ghost_norms_do_not_under_clip_when_the_public_input_is_close_to_the_record(route):
+    """A nearly block-constant image under 2×2 downsampling: the record and its public input differ by ~10⁻³,
+    so ∇ℓ_priv is a small difference of large terms. In float32 the stacked-form ghost norm came out up to 2.4×
+    too small (4.2× with the ghost route forced), releasing gradients far above C; every released per-example
+    norm (true norms in float64) must stay within float32's rounding of C, as the direct route's do."""
+    torch.manual_seed(0)
+    model = Model("cnn", 64, 10, (16, 32, 64), 8)
+    params = {k: v + 0.05 * torch.randn_like(v) for k, v in model.init(streams.model_keys(0, torch.arange(3))).items()}
+    psi = DownsampleMap(8, 8, factor=2)
+    x = psi.public_image(torch.rand(3, 32, 16, dtype=torch.float64)) + 1e-3 * torch.rand(3, 32, 64, dtype=torch.float64)
+    public = psi.public_image(psi(x, None).features)
+    y = torch.randint(0, 10, (3, 32))
+    valid = torch.ones(3, 32, dtype=torch.bool)
+    true = conv_ghost.private_norms(model, {k: v.double() for k, v in params.items()},
+                                    ghost.PrivateBatch(x, y, valid, ghost.PublicTerm(public)), "direct")
+    estimated = conv_ghost.private_norms(model, params, ghost.PrivateBatch(x.float(), y, valid,
+                                                                           ghost.PublicTerm(public.float())), route)
+    clip = 1e-3
+    released = torch.clamp(clip / estimated.double().clamp_min(1e-12), max=1.0) * true
+    assert released.max() <= clip * 1.01
