@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import math
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -125,7 +126,7 @@ def read_idx(path: Path) -> np.ndarray:
         raise BadInputError(f"{path}: truncated IDX header", "data.path")
     shape = tuple(int(v) for v in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
     dtype = np.dtype(IDX_TYPES[raw[2]])
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    expected = math.prod(int(size) for size in shape) * dtype.itemsize  # Python ints: no wrap-around
     if len(raw) - header != expected:
         raise BadInputError(f"{path}: IDX header says {shape} ({expected} bytes of data) but the file holds "
                             f"{len(raw) - header}", "data.path")

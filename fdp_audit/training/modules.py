@@ -126,7 +126,7 @@ class ModelsMap:
     Modules that need the loop build a tensor and then write a parameter into it in place (``out = zeros(…);
     out += self.bias``): under ``vmap`` over models the parameter is batched and the buffer is not, which vmap
     refuses. Data-dependent Python control flow (``if x.sum() > 0``) and ``.item()`` fail under any ``vmap``,
-    per example too, so such modules are refused by the engine with that error."""
+    per example too, so such modules are refused as bad input (``model.factory``) naming that error."""
 
     def __init__(self, fn: Callable[..., object], in_dims: tuple[int | None, ...]):
         self.fn, self.in_dims = fn, in_dims
@@ -144,8 +144,14 @@ class ModelsMap:
                     raise
                 self.looped = True
         count = next(_leading(a) for a, d in zip(args, self.in_dims, strict=True) if d == 0)
-        outs = [self.fn(*(_take(a, r) if d == 0 else a for a, d in zip(args, self.in_dims, strict=True)))
-                for r in range(count)]
+        try:
+            outs = [self.fn(*(_take(a, r) if d == 0 else a for a, d in zip(args, self.in_dims, strict=True)))
+                    for r in range(count)]
+        except RuntimeError as err:  # fails per example too: the module itself cannot be vmapped
+            message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise BadInputError(f"the model's module cannot give per-example gradients with torch.func "
+                                f"(data-dependent control flow, .item(), or a buffer changed in forward?): {message}",
+                                "model.factory") from err
         return _stack(outs)
 
 

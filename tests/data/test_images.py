@@ -54,6 +54,8 @@ def test_fashion_mnist_is_read_from_idx_files_in_a_folder(tmp_path, compress):
     (lambda raw: raw[:-7], "file holds"),
     (lambda raw: raw[:6], "truncated IDX header"),
     (lambda raw: raw[:2] + b"\x42" + raw[3:], "bad magic number"),
+    # sizes whose product wraps a 64-bit integer to 0 bytes, which an empty body would then match
+    (lambda raw: b"\x00\x00\x08\x03" + struct.pack(">III", 2**31, 2**31, 4), "file holds"),
 ])
 def test_a_malformed_idx_file_is_one_line_of_bad_input(tmp_path, mutate, message):
     path = tmp_path / "file-idx"

@@ -123,6 +123,16 @@ def test_bad_factories_are_bad_input(tmp_path, factory, message):
     assert caught.value.field == "model.factory"
 
 
+@pytest.mark.parametrize("factory", ["sign_branch", "counting_buffer"])
+def test_modules_torch_func_cannot_transform_are_bad_input_when_trained(tmp_path, factory):
+    """They build, but neither vmap over models nor the per-model loop can differentiate them per example."""
+    config = _config(tmp_path, factory)
+    problem = build_problem(config, prepare_data(config.data, 0))
+    with pytest.raises(BadInputError, match="per-example gradients with torch.func") as caught:
+        list(train_models(problem, 0, range(2)))
+    assert caught.value.field == "model.factory" and "\n" not in str(caught.value)
+
+
 def test_factory_without_arguments(tmp_path):
     config = _config(tmp_path, "fixed")
     model = build_problem(config, prepare_data(config.data, 0)).model
