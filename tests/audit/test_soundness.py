@@ -15,7 +15,6 @@ measured (probability below 3e-4 per cell, by the normal approximation of the bi
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,7 @@ FINAL_MODEL = ("prior", "likelihood", "gradient")
 def game_config(name: str, game: str, trials: int, attacks: tuple[str, ...] = ITERATES) -> Config:
     """The gate-proof config of ``name`` (tests/audit/configs) with one game and its own trial count."""
     config = load_config(CONFIGS / f"{name}.yaml")
-    return replace(config, audit=replace(config.audit, games=(game,), attacks=attacks, trials=trials))
+    return config.with_overrides({"audit.games": (game,), "audit.attacks": attacks, "audit.trials": trials})
 
 
 def violations(results: dict[str, Any]) -> list[str]:
