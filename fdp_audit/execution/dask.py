@@ -20,7 +20,8 @@ the executor starts and stops — and each chunk's result comes back as soon as 
   first chunk and refuses to run otherwise.
 
 ``dask[distributed]`` is an optional dependency (``pip install fdp-audit[dask]``), imported only when this
-executor is built; :func:`worker_memory_headroom` reads a worker's memory limit without importing it.
+executor is built; :func:`fdp_audit.training.memory.worker_memory_headroom` reads a worker's memory limit
+without importing it.
 """
 
 from __future__ import annotations
@@ -29,7 +30,6 @@ import functools
 import hashlib
 import logging
 import os
-import sys
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -45,27 +45,6 @@ CONNECT_TIMEOUT_S = 30
 
 class ClusterError(RuntimeError):
     """The cluster could not finish a chunk (it kept killing the workers that ran it)."""
-
-
-def worker_memory_headroom() -> int | None:
-    """Bytes one task may still use when this process is a Dask worker with a memory limit: the limit less
-    what the worker process holds now, shared among the worker's threads (each may run a task); None when
-    this process is not a Dask worker or its worker has no limit. The nanny restarts a worker at 95 % of its
-    limit, so a task sized from the host's free memory instead could kill its worker over and over."""
-    distributed = sys.modules.get("distributed")  # a worker has imported it; never import it here
-    if distributed is None:
-        return None
-    try:
-        worker = distributed.get_worker()
-    except ValueError:  # not in a worker's task
-        return None
-    limit = worker.memory_manager.memory_limit
-    if not limit:
-        return None
-    import psutil  # a dependency of distributed
-
-    held = psutil.Process().memory_info().rss
-    return max(int(limit) - held, 0) // max(worker.state.nthreads, 1)
 
 
 class DaskExecutor(Executor):

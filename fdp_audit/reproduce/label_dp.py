@@ -33,8 +33,9 @@ from fdp_audit.reproduce.common import (
     seed_accuracies,
     write_reproduction,
 )
+from fdp_audit.training.architectures import build_model
 from fdp_audit.training.engine import train_models
-from fdp_audit.training.models import Model, Params, build_model, example_loss, label_free_loss
+from fdp_audit.training.models import Model, Params, example_loss, label_free_loss
 from fdp_audit.training.run import build_problem, noise_multiplier, with_mechanism
 
 CONFIG = CONFIGS / "label_dp.yaml"

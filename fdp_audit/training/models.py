@@ -17,8 +17,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from fdp_audit.config import ModelConfig
-from fdp_audit.errors import BadInputError
 from fdp_audit.training import streams
 
 Params = dict[str, torch.Tensor]
@@ -126,21 +124,3 @@ def label_free_loss(logits: torch.Tensor) -> torch.Tensor:
     if logits.shape[-1] == 1:
         return F.softplus(logits[..., 0])
     return torch.logsumexp(logits, dim=-1)
-
-
-def build_model(config: ModelConfig, n_inputs: int, n_classes: int) -> Model:
-    if config.kind == "module":
-        from fdp_audit.training.modules import build_module_model
-
-        assert config.factory is not None
-        return build_module_model(config.factory, n_inputs, n_classes)
-    if config.kind == "cnn":
-        side = int(round(math.sqrt(n_inputs)))
-        blocks = len(config.hidden or DEFAULT_CNN_CHANNELS)
-        if side * side != n_inputs or side % (1 << blocks):
-            raise BadInputError(f"cnn with {blocks} pooling blocks needs square images with side divisible by "
-                                f"{1 << blocks}, got {n_inputs} inputs", "model.kind")
-        return Model("cnn", n_inputs, n_classes, tuple(config.hidden), side)
-    if config.kind == "logistic" and config.hidden:
-        raise BadInputError("logistic regression has no hidden layers", "model.hidden")
-    return Model(config.kind, n_inputs, n_classes, tuple(config.hidden))

@@ -16,9 +16,10 @@ from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
 from fdp_audit.config import Config, MechanismConfig
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
+from fdp_audit.training.architectures import build_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, accuracy, train_models
 from fdp_audit.training.mechanisms import ENGINE, MECHANISMS
-from fdp_audit.training.models import Params, build_model
+from fdp_audit.training.models import Params
 from fdp_audit.training.progress import TrainingProgress, epsilon_curve
 from fdp_audit.training.public_losses import build_public_loss
 

@@ -21,6 +21,7 @@ from fdp_audit.errors import BadInputError
 from fdp_audit.execution import DaskExecutor, split_chunks
 from fdp_audit.execution import dask as dask_executor
 from fdp_audit.training import engine
+from fdp_audit.training.memory import worker_memory_headroom
 
 distributed = pytest.importorskip("distributed")
 
@@ -42,7 +43,7 @@ class KillsItsWorker:
 
 
 def memory_seen_by_a_task(chunk: np.ndarray) -> tuple[int, int | None, int]:
-    return engine._available_bytes(torch.device("cpu")), dask_executor.worker_memory_headroom(), os.getpid()
+    return engine._available_bytes(torch.device("cpu")), worker_memory_headroom(), os.getpid()
 
 
 @pytest.mark.slow
@@ -81,7 +82,7 @@ def test_a_task_on_a_worker_sizes_its_chunks_from_the_workers_memory_limit() -> 
     host = engine._available_bytes(torch.device("cpu"))
     assert pid != os.getpid()
     assert headroom is not None and 0 < available == min(headroom, available) < limit
-    assert dask_executor.worker_memory_headroom() is None and host > limit  # this machine has more than 600 MiB
+    assert worker_memory_headroom() is None and host > limit  # this machine has more than 600 MiB
 
 
 def test_the_users_module_reaches_workers_that_cannot_import_it(tmp_path: Path, dask_scheduler: str) -> None:
