@@ -161,3 +161,10 @@ def test_the_attacks_package_uses_only_the_public_surface_of_the_core():
         if name.split(".")[0] == "attacks":
             reached = {m for m in imported_modules(name, path, modules) if m.split(".")[0] == "fdp_audit"}
             assert reached <= allowed, f"{name} imports {sorted(reached - allowed)}"
+
+
+def test_the_module_import_graph_has_no_cycles():
+    modules = project_modules()
+    graph = {name: imported_modules(name, path, modules) for name, path in modules.items()}
+    assert graph["fdp_audit.audit.runner"] and graph["attacks.base"]  # the parser sees imports
+    assert import_cycles(graph) == []

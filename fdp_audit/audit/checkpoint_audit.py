@@ -290,7 +290,8 @@ def run_checkpoint_audit(checkpoint: Checkpoint, alpha: float, gate_on_estimated
     gated, then judged as any audit's), the checkpoint's mechanism and accounting, the attacks on its records
     and its test accuracy."""
     from fdp_audit.audit.claim import mechanism_section
-    from fdp_audit.audit.runner import accounting_section, versions
+    from fdp_audit.audit.provenance import versions
+    from fdp_audit.audit.runner import accounting_section
 
     config = checkpoint.config
     data = checkpoint_data(checkpoint)

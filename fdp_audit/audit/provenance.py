@@ -18,12 +18,16 @@ import functools
 import hashlib
 import importlib.util
 import json
+import platform
 import site
 import sys
 import sysconfig
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import numpy as np
+import torch
 
 import attacks
 import fdp_audit
@@ -104,3 +108,14 @@ def journal_key(config: Config, versions: dict[str, str], data: PreparedData) ->
         "third_party_source": None if third_party is None else third_party_digest(third_party),
         "data": [data.train.fingerprint, data.population.fingerprint]}
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def versions() -> dict[str, str]:
+    """The versions of the package and of the libraries a trial's numbers depend on."""
+    import dp_accounting
+    import scipy
+    import sklearn
+
+    return {"fdp_audit": fdp_audit.__version__, "python": platform.python_version(), "torch": torch.__version__,
+            "numpy": np.__version__, "scipy": scipy.__version__, "scikit-learn": sklearn.__version__,
+            "dp_accounting": getattr(dp_accounting, "__version__", "unknown")}

@@ -4,7 +4,6 @@ gate, and assemble ``results.json``."""
 from __future__ import annotations
 
 import datetime
-import platform
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -13,7 +12,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from fdp_audit import __version__
 from fdp_audit.accounting.tradeoff import gaussian_tradeoff
 from fdp_audit.audit.claim import mechanism_section
 from fdp_audit.audit.games import (
@@ -28,7 +26,7 @@ from fdp_audit.audit.games import (
 )
 from fdp_audit.audit.gate import NOT_JUDGED, comparison_status, judge, powerless, unjudgeable
 from fdp_audit.audit.journal import Journal
-from fdp_audit.audit.provenance import journal_key, user_source_digests
+from fdp_audit.audit.provenance import journal_key, user_source_digests, versions
 from fdp_audit.audit.results import finite_or_none
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.audit.trials import DEFAULT_CHUNK, play_game
@@ -177,11 +175,3 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "", executor:
 
 
 
-def versions() -> dict[str, str]:
-    import dp_accounting
-    import scipy
-    import sklearn
-
-    return {"fdp_audit": __version__, "python": platform.python_version(), "torch": torch.__version__,
-            "numpy": np.__version__, "scipy": scipy.__version__, "scikit-learn": sklearn.__version__,
-            "dp_accounting": getattr(dp_accounting, "__version__", "unknown")}

@@ -168,8 +168,7 @@ def _load_task(payload: bytes) -> ChunkTask:
 
 def run_environment() -> dict[str, str]:
     """What a trial's numbers depend on besides its configuration: fdp-audit's sources and library versions."""
-    from fdp_audit.audit.provenance import source_digest
-    from fdp_audit.audit.runner import versions
+    from fdp_audit.audit.provenance import source_digest, versions
 
     return {"sources": source_digest(), **versions()}
 

@@ -18,9 +18,9 @@ from typing import Any
 from fdp_audit.audit.games import Claim, Game, configured_games
 from fdp_audit.audit.gate import judge
 from fdp_audit.audit.journal import Journal
-from fdp_audit.audit.provenance import journal_key
+from fdp_audit.audit.provenance import journal_key, versions
 from fdp_audit.audit.results import write_results
-from fdp_audit.audit.runner import DEFAULT_SELECTION_LEVEL, run_audit, versions
+from fdp_audit.audit.runner import DEFAULT_SELECTION_LEVEL, run_audit
 from fdp_audit.audit.trials import DEFAULT_CHUNK, play_game
 from fdp_audit.config import Config, load_config
 from fdp_audit.data.prepare import prepare_data
