@@ -518,6 +518,8 @@ def load_config(path: str | Path) -> Config:
         raise BadInputError(f"malformed YAML: a value cannot be read ({str(err)[:80]}): {path}") from err
     config = config_from_dict(raw)
     folder = path.parent
+    # Not with_overrides: the resolved spec holds the config's absolute folder, whose name may contain the spaces
+    # that a spec written in a config may not.
     config = dataclasses.replace(config, model=dataclasses.replace(
         config.model, factory=resolve_file_spec(config.model.factory, folder)))
     if config.data.path is not None and not Path(config.data.path).is_absolute():
