@@ -22,6 +22,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 REPRODUCTIONS: dict[str, str] = {
     "label_dp": "label_dp",
     "utility": "utility",
+    "images": "images",
     "weak_public": "weak_public",
     "purchase_like": "purchase_like",
     "prop3": "prop3",

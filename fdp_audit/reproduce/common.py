@@ -46,11 +46,13 @@ class AccuracyCell:
                 "accuracies": list(self.accuracies), "mean": self.mean, "sd": self.sd}
 
 
-def mechanism_config(config: Config, name: str, epsilon: float | None, pretrain_steps: int) -> Config:
+def mechanism_config(config: Config, name: str, epsilon: float | None, pretrain_steps: int,
+                     pretrained: Sequence[str] = ("fdp_dpsgd",)) -> Config:
     """``config`` with mechanism ``name`` calibrated to ``epsilon`` at the config's δ; public pre-training
-    (``pretrain_steps``) only for ``fdp_dpsgd``, whose defining feature it is."""
+    (``pretrain_steps``) only for the mechanisms in ``pretrained`` (by default ``fdp_dpsgd``, whose defining
+    feature it is; public pre-training costs no privacy, Remark 2 of the FDP paper)."""
     cfg = with_mechanism(config, name)
-    pretrain = pretrain_steps if name == "fdp_dpsgd" else 0
+    pretrain = pretrain_steps if name in pretrained else 0
     return cfg.with_overrides({"mechanism.target_epsilon": epsilon, "mechanism.public_pretrain_steps": pretrain})
 
 
@@ -66,13 +68,14 @@ def seed_accuracies(config: Config, data: PreparedData, seeds: int) -> tuple[flo
 
 
 def accuracy_grid(config: Config, data: PreparedData, epsilons: Sequence[float], seeds: int,
-                  pretrain_steps: int, mechanisms: Sequence[str] = UTILITY_MECHANISMS) -> list[AccuracyCell]:
+                  pretrain_steps: int, mechanisms: Sequence[str] = UTILITY_MECHANISMS,
+                  pretrained: Sequence[str] = ("fdp_dpsgd",)) -> list[AccuracyCell]:
     """Test accuracy of every mechanism at every ε (once for mechanisms without private steps)."""
     cells = []
     for name in mechanisms:
         private = MECHANISMS[name].recipe.private
         for epsilon in (epsilons if private else (None,)):
-            cfg = mechanism_config(config, name, epsilon, pretrain_steps)
+            cfg = mechanism_config(config, name, epsilon, pretrain_steps, pretrained)
             z = noise_multiplier(cfg.mechanism) if private else None
             cells.append(AccuracyCell(name, epsilon, z, seed_accuracies(cfg, data, seeds)))
     return cells

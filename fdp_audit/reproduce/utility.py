@@ -16,7 +16,7 @@ from pathlib import Path
 from fdp_audit.config import Config, load_config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.reproduce import CONFIGS
-from fdp_audit.reproduce.common import Summary, accuracy_grid, cell, grid_table, write_reproduction
+from fdp_audit.reproduce.common import AccuracyCell, Summary, accuracy_grid, cell, grid_table, write_reproduction
 
 CONFIG = CONFIGS / "utility_adult.yaml"
 EPSILONS, SEEDS = (1.0, 2.0, 4.0, 8.0), 3
@@ -31,12 +31,16 @@ def quick_config(config: Config, rows: int = QUICK_ROWS, steps: int = QUICK_STEP
 
 def compare_mechanisms(out_dir: Path, name: str, title: str, config: Config, data: PreparedData,
                        epsilons: Sequence[float], seeds: int, setup: str, paper: Sequence[str],
-                       quick: bool, extra_sections: Sequence[str] = (), extra_payload: dict | None = None) -> Summary:
+                       quick: bool, extra_sections: Sequence[str] = (), extra_payload: dict | None = None,
+                       pretrained: Sequence[str] = ("fdp_dpsgd",), cells: list[AccuracyCell] | None = None
+                       ) -> Summary:
     """Test accuracy of nonprivate, public_only, dp_sgd, fdp_sgd and fdp_dpsgd at each ε, with the FDP gain,
     DP-SGD's headroom and what the protected features add; ``paper`` lines compare with the paper; a
-    reproduction may append its own sections and payload."""
+    reproduction may append its own sections and payload. ``pretrained``: the mechanisms that start from the
+    public pre-training; ``cells``: the grid, when the caller has already trained it."""
     mech = config.mechanism
-    cells = accuracy_grid(config, data, epsilons, seeds, mech.public_pretrain_steps)
+    if cells is None:
+        cells = accuracy_grid(config, data, epsilons, seeds, mech.public_pretrain_steps, pretrained=pretrained)
     nonprivate, public_only = cell(cells, "nonprivate"), cell(cells, "public_only")
     gains = {e: cell(cells, "fdp_sgd", e).mean - cell(cells, "dp_sgd", e).mean for e in epsilons}
     headroom = {e: nonprivate.mean - cell(cells, "dp_sgd", e).mean for e in epsilons}
@@ -51,9 +55,10 @@ def compare_mechanisms(out_dir: Path, name: str, title: str, config: Config, dat
         *paper,
     ]
     details = (f" p = {mech.sample_rate:g}, T = {mech.steps}, C = {mech.clip_norm:g}, m' = {mech.public_batch_size}, "
-               f"α = {mech.private_weight:g}, public loss `{mech.public_loss}`, fdp_dpsgd pre-trains "
-               f"{mech.public_pretrain_steps} public steps; δ = {mech.delta:g}; z calibrated to each ε; {seeds} seeds "
-               f"(mean ± sd test accuracy, %)." + (" QUICK MODE (smaller data and fewer steps)." if quick else ""))
+               f"α = {mech.private_weight:g}, public loss `{mech.public_loss}`, {' and '.join(pretrained)} pre-train"
+               f"{'s' * (len(pretrained) == 1)} {mech.public_pretrain_steps} public steps; δ = {mech.delta:g}; "
+               f"z calibrated to each ε; {seeds} seeds (mean ± sd test accuracy, %)."
+               + (" QUICK MODE (smaller data and fewer steps)." if quick else ""))
     summary = "; ".join(f"ε={e:g}: FDP−DP {100 * gains[e]:+.1f} pts" for e in epsilons)
     return write_reproduction(
         out_dir, name, title, [setup + details, grid_table(cells, epsilons), *extra_sections,

@@ -11,7 +11,8 @@ independent: GroupNorm normalises each example on its own). Per layer, with ``a`
   positions) and ``D`` the output gradient ``[C_o, P]``, the per-example gradient is ``g = D Aᵀ − D' A'ᵀ``
   ``= [D, −D'] [A, A']ᵀ``. Its norm is computed by whichever route costs less per example:
   *ghost* (the Gram form ``‖g‖² = ⟨[D, −D']ᵀ[D, −D'], [A, A']ᵀ[A, A']⟩``, ``(2P)²(C_o + C_i·9)`` operations,
-  nothing parameter-sized) or *direct* (``g`` itself, ``C_o·C_i·9·2P`` operations, one layer at a time);
+  nothing parameter-sized) or *direct* (``g`` itself, ``C_o·C_i·9·2P`` operations, one layer at a time, as
+  the weight gradient of one convolution whose groups are the examples — no unfolded copy of the input);
   the bias gradient is ``Σ_p D − Σ_p D'``.
 * **GroupNorm** scale and shift: ``Σ_p (δ x̂ − δ' x̂')`` and ``Σ_p (δ − δ')`` per channel, ``x̂`` the normalised
   input — a few numbers per example.
@@ -133,10 +134,21 @@ class _Layers:
     def __init__(self, model: Model, trace: _Trace, k: int, decomposed: bool, route: Route):
         self.model, self.trace, self.k, self.decomposed, self.route = model, trace, k, decomposed, route
         self.r = trace.fc_input.shape[0]
+        # per conv layer, computed once per step: the per-example weight gradients ``[K, R, C_o, C_i·9]`` of the
+        # direct route (kept from the norm pass, so the clipped sum is a weighted sum of them) and the bias ones
+        self.gradients: dict[int, torch.Tensor] = {}
+        self.bias_gradients: dict[int, torch.Tensor] = {}
+
+    def _route(self, i: int) -> str:
+        grad, width = self.trace.conv_grads[i], self.model.channels[i]
+        previous = 1 if i == 0 else self.model.channels[i - 1]
+        positions = grad.shape[-1] * grad.shape[-2] * (2 if self.decomposed else 1)
+        return _conv_route(self.route, positions, width, 9 * previous)
 
     def _conv_terms(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(D, A)``: output gradients ``[K, R, C_o, P']`` and unfolded inputs ``[K, R, C_i·9, P']`` with P' = 2P
-        positions for ℓ_priv (the public term's positions appended, its gradient negated)."""
+        """The ghost route's ``(D, A)``: output gradients ``[K, R, C_o, P']`` and unfolded inputs
+        ``[K, R, C_i·9, P']`` with P' = 2P positions for ℓ_priv (the public term's appended, its gradient
+        negated)."""
         h, grad = self.trace.conv_inputs[i], self.trace.conv_grads[i]
         n = h.shape[0]
         unfolded = F.unfold(h, 3, padding=1).reshape(n, self.r, -1, grad.shape[-2] * grad.shape[-1])
@@ -160,17 +172,43 @@ class _Layers:
         record_a, public_a = a[..., :half], a[..., half:]
         return torch.cat([record_d, record_d - public_d], dim=-1), torch.cat([record_a - public_a, public_a], dim=-1)
 
+    def _direct_gradients(self, i: int) -> torch.Tensor:
+        """Per-example weight gradients ``[K, R, C_o, C_i·9]`` of ℓ_priv, each the weight gradient of a convolution
+        whose groups are the examples × models (no unfolded copy of the input). For ℓ_priv in the difference form
+        ``δ(a − a')ᵀ + (δ − δ')a'ᵀ`` (see :meth:`_difference_factors`): no large terms cancel in float32."""
+        h, grad = self.trace.conv_inputs[i], self.trace.conv_grads[i]
+        if not self.decomposed:
+            return self._grouped_weight_gradients(h, grad)
+        k = self.k
+        return (self._grouped_weight_gradients(h[:k] - h[k:], grad[:k])
+                + self._grouped_weight_gradients(h[k:], grad[:k] - grad[k:]))
+
+    def _grouped_weight_gradients(self, h: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+        """``Σ_p grad_p unfold(h)_pᵀ`` per example and model, ``[N, R, C_o, C_i·9]``."""
+        n, in_channels, width = h.shape[0], h.shape[1] // self.r, grad.shape[1] // self.r
+        per_example = torch.nn.grad.conv2d_weight(
+            h.reshape(1, -1, *h.shape[-2:]), (n * self.r * width, in_channels, 3, 3),
+            grad.reshape(1, -1, *grad.shape[-2:]), padding=1, groups=n * self.r)
+        return per_example.reshape(n, self.r, width, -1)
+
+    def _bias_gradients(self, i: int) -> torch.Tensor:
+        if i not in self.bias_gradients:
+            grad = self.trace.conv_grads[i]
+            self.bias_gradients[i] = _halves(grad.sum(dim=(-1, -2)).reshape(grad.shape[0], self.r, -1), self.k,
+                                             self.decomposed)
+        return self.bias_gradients[i]
+
     def squared_norms(self) -> torch.Tensor:
         k, t = self.k, self.trace
         total = torch.zeros(k, self.r, dtype=t.fc_input.dtype, device=t.fc_input.device)
         for i in range(len(self.model.channels)):
-            d, a = self._conv_terms(i)
-            if _conv_route(self.route, a.shape[-1], d.shape[-2], a.shape[-2]) == "ghost":
-                gd, ga = self._difference_factors(d, a)
+            if self._route(i) == "ghost":
+                gd, ga = self._difference_factors(*self._conv_terms(i))
                 total += (gd.transpose(-1, -2) @ gd * (ga.transpose(-1, -2) @ ga)).sum(dim=(-1, -2))
             else:
-                total += (d @ a.transpose(-1, -2)).square().sum(dim=(-1, -2))
-            total += d.sum(dim=-1).square().sum(dim=-1)
+                self.gradients[i] = self._direct_gradients(i)
+                total += self.gradients[i].square().sum(dim=(-1, -2))
+            total += self._bias_gradients(i).square().sum(dim=-1)
             scale, shift = self._norm_terms(i)
             total += scale.square().sum(dim=-1) + shift.square().sum(dim=-1)
         products = ghost._inner_products(self._fc_layer(), self.decomposed)
@@ -198,12 +236,15 @@ class _Layers:
         parts = []
         w = weights.T  # [K, R]
         for i in range(len(self.model.channels)):
-            d, a = self._conv_terms(i)
-            weighted = d * w[..., None, None]
-            # Σ_k Σ_p w_k D_kp A_kpᵀ: one batched product over models, examples and positions flattened together
-            flat_d = weighted.permute(1, 2, 0, 3).reshape(self.r, d.shape[2], -1)
-            flat_a = a.permute(1, 0, 3, 2).reshape(self.r, -1, a.shape[2])
-            parts += [torch.bmm(flat_d, flat_a).flatten(1), weighted.sum(dim=(0, 3))]
+            if self._route(i) == "ghost":  # Σ_k Σ_p w_k D_kp A_kpᵀ: one batched product, examples and positions
+                d, a = self._conv_terms(i)
+                flat_d = (d * w[..., None, None]).permute(1, 2, 0, 3).reshape(self.r, d.shape[2], -1)
+                flat_a = a.permute(1, 0, 3, 2).reshape(self.r, -1, a.shape[2])
+                parts.append(torch.bmm(flat_d, flat_a).flatten(1))
+            else:
+                gradients = self.gradients[i] if i in self.gradients else self._direct_gradients(i)
+                parts.append(torch.einsum("kr,kroi->roi", w, gradients).flatten(1))
+            parts.append((self._bias_gradients(i) * w[..., None]).sum(dim=0))
             scale, shift = self._norm_terms(i)
             parts += [(scale * w[..., None]).sum(dim=0), (shift * w[..., None]).sum(dim=0)]
         parts.append(ghost._layer_weighted_sum(self._fc_layer(), *self._fc_grads(), weights))

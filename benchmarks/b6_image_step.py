@@ -1,0 +1,159 @@
+"""B1 for images (docs/images.md): one FDP-SGD step of the GroupNorm CNN against Opacus's fastest DP-SGD step
+on the same CNN, CPU, 28×28 grey-scale images (Fashion-MNIST's shape), expected batch 256.
+
+FDP-SGD (Algorithm 1): Poisson batch at rate 256/n with per-example clipping of ℓ_priv = ℓ − ℓ_pub∘Ψ, Ψ the
+4× block-average downsampling and ℓ_pub the loss on the upsampled public image (``public_image``), Gaussian
+noise, plus an independent public batch of 256 (:mod:`fdp_audit.training.conv_ghost`). Opacus runs the same
+architecture as an ``nn.Module`` (3×3 convolutions 1→16→32, GroupNorm with 4 groups, ReLU, 2×2 average
+pooling, a linear classifier) in ``ghost`` mode (ghost clipping where Opacus has a norm sampler — the linear
+layer — per-layer per-example gradients for the convolutions and GroupNorm, two backward passes), its fastest;
+its default ``hooks`` mode and a plain non-private step are reported beside it.
+
+Timing as in :mod:`benchmarks.b1_step`: our step through the public engine (``train_models`` with 1 + k steps
+minus 1 step, over k), Opacus batches drawn beforehand, one intra-op thread, interleaved rounds, CPU time.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+
+import torch
+from torch import nn
+
+from benchmarks.b1_step import _per_step
+from benchmarks.timing import CPU_CLOCK, Record, interleaved, ratio_record, torch_threads
+from fdp_audit.config import OptimizerConfig
+from fdp_audit.data.image_psi import DownsampleMap
+from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
+from fdp_audit.training.mechanisms import MECHANISMS
+from fdp_audit.training.models import Model, norm_groups
+from fdp_audit.training.public_losses import build_public_loss
+
+SIDE, CHANNELS, N_CLASSES, FACTOR = 28, (16, 32), 10, 4
+BATCH = 256
+N_RECORDS = BATCH * 40
+NOISE, CLIP, LR = 1.0, 1.0, 0.1
+STEPS_PER_ROUND = 4
+
+
+def _data(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.rand(N_RECORDS, SIDE * SIDE, generator=generator)
+    return x, torch.randint(0, N_CLASSES, (N_RECORDS,), generator=generator)
+
+
+def _fdp_problem(x: torch.Tensor, y: torch.Tensor, steps: int) -> TrainingProblem:
+    psi = DownsampleMap(SIDE, SIDE, factor=FACTOR)
+    hyper = Hyperparameters(noise_multiplier=NOISE, sample_rate=BATCH / x.shape[0], steps=steps, clip_norm=CLIP,
+                            public_batch_size=BATCH, optimizer=OptimizerConfig(lr=LR))
+    return TrainingProblem(Model("cnn", SIDE * SIDE, N_CLASSES, CHANNELS, SIDE), x, y, psi,
+                           build_public_loss("public_image", psi), MECHANISMS["fdp_sgd"].recipe, hyper)
+
+
+def _fdp_step_seconds(x: torch.Tensor, y: torch.Tensor, steps: int) -> Callable[[], float]:
+    short, long = _fdp_problem(x, y, 1), _fdp_problem(x, y, 1 + steps)
+
+    def run() -> float:
+        start = CPU_CLOCK()
+        list(train_models(long, seed=0, model_indices=[0]))
+        middle = CPU_CLOCK()
+        list(train_models(short, seed=0, model_indices=[0]))
+        return ((middle - start) - (CPU_CLOCK() - middle)) / steps
+
+    return run
+
+
+class ImageCNN(nn.Module):
+    """The engine's ``cnn`` model as an ``nn.Module`` (same layers and order), for Opacus."""
+
+    def __init__(self, side: int = SIDE, channels: tuple[int, ...] = CHANNELS, n_classes: int = N_CLASSES):
+        super().__init__()
+        layers: list[nn.Module] = []
+        previous = 1
+        for width in channels:
+            layers += [nn.Conv2d(previous, width, 3, padding=1), nn.GroupNorm(norm_groups(width), width), nn.ReLU(),
+                       nn.AvgPool2d(2)]
+            previous = width
+        self.features = nn.Sequential(*layers)
+        self.side = side
+        self.classifier = nn.Linear(previous * (side >> len(channels)) ** 2, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x.reshape(-1, 1, self.side, self.side)).flatten(1))
+
+
+def opacus_training(x: torch.Tensor, y: torch.Tensor, mode: str, batch: int, lr: float = LR, side: int = SIDE,
+                    channels: tuple[int, ...] = CHANNELS
+                    ) -> tuple[nn.Module, torch.optim.Optimizer, Callable, torch.utils.data.DataLoader]:
+    """An Opacus-private CNN, optimizer, criterion and Poisson loader in ``mode`` (hooks or ghost)."""
+    from opacus import PrivacyEngine
+
+    module = ImageCNN(side, channels)
+    optimizer = torch.optim.SGD(module.parameters(), lr=lr)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=batch)
+    with warnings.catch_warnings():  # secure-RNG and accountant notices
+        warnings.simplefilter("ignore")
+        made = PrivacyEngine().make_private(module=module, optimizer=optimizer, data_loader=loader,
+                                            criterion=nn.CrossEntropyLoss(), noise_multiplier=NOISE,
+                                            max_grad_norm=CLIP, grad_sample_mode=mode)
+    if mode == "ghost":
+        return made
+    (module, optimizer, loader), criterion = made, nn.CrossEntropyLoss()
+    return module, optimizer, criterion, loader
+
+
+def _opacus_step(x: torch.Tensor, y: torch.Tensor, mode: str, steps: int) -> Callable[[], None]:
+    module, optimizer, criterion, loader = opacus_training(x, y, mode, BATCH)
+    batches = [batch for batch, _ in zip(loader, range(steps))]
+
+    def run() -> None:
+        for xb, yb in batches:
+            optimizer.zero_grad(set_to_none=True)
+            criterion(module(xb), yb).backward()
+            optimizer.step()
+
+    return run
+
+
+def _nonprivate_step(x: torch.Tensor, y: torch.Tensor, steps: int) -> Callable[[], None]:
+    module, criterion = ImageCNN(), nn.CrossEntropyLoss()
+    optimizer = torch.optim.SGD(module.parameters(), lr=LR)
+    xb, yb = x[:BATCH], y[:BATCH]
+
+    def run() -> None:
+        for _ in range(steps):
+            optimizer.zero_grad(set_to_none=True)
+            criterion(module(xb), yb).backward()
+            optimizer.step()
+
+    return run
+
+
+def run(rounds: int = 7) -> list[Record]:
+    with torch_threads(1):
+        x, y = _data()
+        k = STEPS_PER_ROUND
+        samples = interleaved({
+            "fdp": _fdp_step_seconds(x, y, k),
+            "ghost": _per_step(_opacus_step(x, y, "ghost", k), k),
+            "hooks": _per_step(_opacus_step(x, y, "hooks", k), k),
+            "nonprivate": _per_step(_nonprivate_step(x, y, k), k),
+        }, rounds=rounds, clock=CPU_CLOCK)
+    shape = (f"CNN {SIDE}×{SIDE} conv {CHANNELS} GroupNorm, Ψ = {FACTOR}× downsampling, expected batch {BATCH}, "
+             "1 thread, CPU time per step")
+    return [
+        ratio_record("b6_image_fdp_step_vs_opacus_ghost", samples["fdp"], samples["ghost"], target="<= 1.6",
+                     note=f"FDP-SGD step (private + public batch) / Opacus ghost-clipping DP-SGD step; {shape}"),
+        ratio_record("b6_image_fdp_step_vs_opacus_hooks", samples["fdp"], samples["hooks"],
+                     note=f"FDP-SGD step / Opacus hooks DP-SGD step; {shape}"),
+        ratio_record("b6_image_fdp_step_vs_nonprivate", samples["fdp"], samples["nonprivate"],
+                     note=f"FDP-SGD step / plain PyTorch SGD step; {shape}"),
+    ]
+
+
+if __name__ == "__main__":
+    import json
+
+    for record in run():
+        print(json.dumps(record))
