@@ -34,8 +34,12 @@ from typing import Any
 
 import torch
 
-from fdp_audit.data.features import PublicView
+from fdp_audit.data.encoding import EncodedData
+from fdp_audit.data.features import CanaryCandidates, PublicView
 from fdp_audit.errors import BadInputError
+
+CANDIDATE_SEED = 0x1A6E  # the candidates' patterns are a function of the record alone
+CANDIDATE_SCALE_ROWS = 2_000  # population images that set the patterns' size
 
 
 def _reflect(index: int, size: int) -> int:
@@ -111,6 +115,19 @@ class ImageMap:
     def with_protected(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
         """Records with x's public image and ``residual``'s protected part: ``x − P x + P r``."""
         return x - self.protected_part(x) + self.protected_part(residual)
+
+    def canary_candidates(self, record: torch.Tensor, population: EncodedData, count: int) -> CanaryCandidates:
+        """``count`` records with ``record``'s public image: ``x − P x + P z_j``, z_j ~ N(0, s²I) with s the
+        root-mean-square protected pixel of ``population`` (so the patterns have the size real protected parts
+        have), drawn from a fixed seed so that every worker builds the same candidates (the
+        :class:`~fdp_audit.data.features.CandidateMap` protocol). The labels are the record's (Ψ does not fix
+        them: the caller keeps its label)."""
+        pixels = torch.as_tensor(population.x[:CANDIDATE_SCALE_ROWS], dtype=torch.float64)
+        scale = float(self.protected_part(pixels).square().mean().sqrt()) if len(pixels) else 1.0
+        base = record.to(torch.float64)
+        records = self.neighbours(base - self.protected_part(base), count, scale or 1.0,
+                                  torch.Generator().manual_seed(CANDIDATE_SEED))
+        return CanaryCandidates(records.to(record.dtype), tuple(f"pattern {j}" for j in range(count)))
 
     def neighbours(self, x: torch.Tensor, count: int, scale: float, generator: torch.Generator) -> torch.Tensor:
         """``count`` records ``[count, ..., H·W]`` with Ψ equal to Ψ(x): ``x + P z`` with z ~ N(0, scale²I) drawn

@@ -45,7 +45,7 @@ from fdp_audit.reproduce import CONFIGS
 from fdp_audit.reproduce.common import AccuracyCell, Summary, accuracy_grid, cell, markdown_table
 from fdp_audit.reproduce.utility import compare_mechanisms
 from fdp_audit.training.engine import train_models
-from fdp_audit.training.mechanisms import FAULTY_MECHANISMS
+from fdp_audit.training.mechanisms import faulty_mechanisms
 from fdp_audit.training.run import accountant, build_problem, resolve_device
 
 DIGITS_CONFIG, FASHION_CONFIG = CONFIGS / "images_digits.yaml", CONFIGS / "images_fashion_mnist.yaml"
@@ -97,7 +97,7 @@ def game_config(mechanism: str, epsilon: float, rows: int, steps: int, sample_ra
         "data": {"dataset": "digits", "protected": [], "public_map": "downsample", "downsample_factor": 2,
                  "max_rows": rows, "population_fraction": 0.5},
         "model": {"kind": "cnn", "hidden": [4, 8]},
-        "mechanism": {"name": mechanism, "faulty": mechanism in FAULTY_MECHANISMS, "target_epsilon": epsilon,
+        "mechanism": {"name": mechanism, "faulty": mechanism in faulty_mechanisms(), "target_epsilon": epsilon,
                       "delta": 1e-5, "sample_rate": sample_rate, "public_batch_size": 16, "steps": steps,
                       "clip_norm": 1.0, "public_loss": "public_image",
                       "optimizer": {"name": "sgd", "lr": 0.2, "momentum": 0.9}}})

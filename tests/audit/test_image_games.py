@@ -120,3 +120,17 @@ def test_record_canaries_share_each_trials_public_image():
         public = psi(trials.candidates[row].double(), None).features
         torch.testing.assert_close(public, public[:1].expand(3, -1), atol=1e-6, rtol=0)
     assert set(trials.secrets.tolist()) <= {0, 1, 2}
+
+
+@pytest.mark.slow
+def test_an_image_audit_runs_through_the_game_registry(tmp_path, capsys):
+    """configs/images_audit.yaml: the registered attribute game draws its canary among four images sharing a
+    public image (the image map's canary_candidates) and audits Algorithm 1 on the CNN; 40 seeded trials pass."""
+    from pathlib import Path
+
+    from fdp_audit.cli import main
+
+    config = Path(__file__).resolve().parents[2] / "configs" / "images_audit.yaml"
+    assert main(["audit", str(config), "--trials", "40", "--out", str(tmp_path)]) == 0
+    results = (tmp_path / "results.json").read_text(encoding="utf-8")
+    assert '"attribute"' in results and "pattern 3" in results

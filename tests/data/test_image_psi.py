@@ -145,3 +145,24 @@ def test_public_image_loss_gives_the_model_the_rendered_public_image_only():
     torch.testing.assert_close(loss.inputs(psi(x, None)), x - psi.protected_part(x))
     with pytest.raises(BadInputError, match="needs an image feature map"):
         build_public_loss("public_image", FeatureSplit((), ()))
+
+
+@pytest.mark.parametrize("psi", [DownsampleMap(8, 8, factor=2), BlurMap(8, 8, sigma=1.0, tolerance=0.2)],
+                         ids=["downsample", "blur"])
+def test_canary_candidates_share_the_public_image_are_deterministic_and_sized_like_the_population(psi):
+    """The CandidateMap protocol the record-canary games use: same Ψ, different protected parts, the same
+    records on every call, patterns of the population's protected size."""
+    from fdp_audit.data.encoding import EncodedData
+    from fdp_audit.data.features import CandidateMap
+
+    assert isinstance(psi, CandidateMap)
+    images = torch.rand(50, 64, generator=torch.Generator().manual_seed(7))
+    population = EncodedData(images.numpy(), np.zeros(50, dtype=np.int64), (), ("a", "b"), "label", "f")
+    found = psi.canary_candidates(images[0], population, 4)
+    again = psi.canary_candidates(images[0], population, 4)
+    assert found.records.shape == (4, 64) and len(set(found.names)) == 4 and torch.equal(found.records, again.records)
+    public = psi(found.records.double(), None).features
+    torch.testing.assert_close(public, psi(images[:1].double(), None).features.expand(4, -1), atol=1e-6, rtol=0)
+    size = psi.protected_part(images.double()).square().mean().sqrt()
+    drawn = psi.protected_part(found.records.double()).square().mean().sqrt()
+    assert 0.5 * size < drawn < 2 * size
