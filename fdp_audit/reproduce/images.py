@@ -240,6 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"))
     parser.add_argument("--out", default="reports/reproduce", help="output folder for images.md / images.json")
     parser.add_argument("--seeds", type=int, default=SEEDS)
+    parser.add_argument("--epsilons", type=float, nargs="+", default=list(EPSILONS), metavar="EPS")
     parser.add_argument("--steps", type=int, help="private steps (default: the config's)")
     parser.add_argument("--pretrain-steps", type=int, help="public pre-training steps (default: the config's)")
     args = parser.parse_args(argv)
@@ -253,7 +254,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         mech = config.mechanism
         start = time.perf_counter()
         data = prepare_data(config.data, config.seed)
-        summary = _table(Path(args.out), config, data, EPSILONS, args.seeds, False, _setup_text(config, data))
+        summary = _table(Path(args.out), config, data, args.epsilons, args.seeds, False, _setup_text(config, data))
         print(Path(summary["markdown"]).read_text(encoding="utf-8"))
         device = resolve_device(args.device)
         on_device = step_seconds(config, data, device)

@@ -32,7 +32,7 @@ def test_quick_reproduction_plays_the_image_games_and_draws_the_canaries(tmp_pat
 def test_the_fashion_mnist_command_prints_the_table_and_the_step_time(tmp_path, capsys):
     _fashion_folder(tmp_path, n_train=60, n_test=20)
     assert images.main(["--fashion-mnist", str(tmp_path), "--device", "cpu", "--steps", "60", "--pretrain-steps", "2",
-                        "--seeds", "1", "--out", str(tmp_path / "out")]) == 0
+                        "--seeds", "1", "--epsilons", "2", "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
     assert "| fdp_sgd |" in out and "Algorithm 1 step" in out and "target" in out
 
