@@ -18,18 +18,19 @@ NOT_SOURCES = shutil.ignore_patterns(".git", ".venv", "reports", "build", "*.egg
                                      ".hypothesis", "*.pt")
 
 # Runs the reproduction in a fresh interpreter whose fdp_audit is the unpacked wheel, recording every file it
-# opens; prints the files opened inside the checkout (there must be none) and where fdp_audit came from.
+# opens; prints the files opened inside the checkout (there must be none; the environment's own files, as a
+# .venv in the checkout, do not count) and where fdp_audit came from.
 _RUN = r"""
 import json, sys
-checkout, out = sys.argv[1], sys.argv[2]
+checkout, out = sys.argv[1] + "/", sys.argv[2]
 opened = []
 sys.addaudithook(lambda event, args: opened.append(str(args[0])) if event == "open" and isinstance(args[0], str)
                  else None)
 import fdp_audit
 from fdp_audit.cli import main
 code = main(["reproduce", "label_dp", "--quick", "--out", out])
-print(json.dumps({"code": code, "package": fdp_audit.__file__,
-                  "from_checkout": sorted({p for p in opened if p.startswith(checkout)})}))
+inside = {p for p in opened if p.startswith(checkout) and not p.startswith(sys.prefix + "/")}
+print(json.dumps({"code": code, "package": fdp_audit.__file__, "from_checkout": sorted(inside)}))
 """
 
 
