@@ -135,8 +135,9 @@ class PublicAlignedIteratesAttack(_GradientCanaryAttack):
 
     def infer(self, view: View) -> AttackOutput:
         signs = self._signs()
-        assert view.canary_public_counts is not None
         y, sigma = self._observations(view)
+        if view.canary_public_counts is None:  # a release without public batches (DP-SGD): no step to align on
+            return self._with_prior(torch.zeros(y.shape[0], signs.shape[0], dtype=y.dtype))
         y, sigma = y[..., None], sigma[:, None, None]
         present = (view.canary_public_counts.cpu() > 0).double()[..., None]
         scores = (-0.5 * ((y - signs) / sigma) ** 2 * present).sum(dim=1)

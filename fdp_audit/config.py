@@ -142,6 +142,10 @@ class MechanismConfig:
     projection_radius: float | None = field(default=None, metadata=_range(0, None, True))
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
     third_party: str | None = None
+    # the user's own training of model.factory's module: train(module, dataset, seed) -> module
+    training: str | None = None
+    integration: Literal["none", "opacus"] = "none"  # opacus: the claim's unstated z, p, T, C read from the engine
+    loss_reduction: Literal["mean", "sum"] = "mean"  # how the user's updates normalise the noisy clipped sum
 
 
 @dataclass(frozen=True)
@@ -389,6 +393,12 @@ def _field_value(spec: dataclasses.Field, tp: Any, value: Any, where: str) -> An
     return value
 
 
+def _is_function_spec(spec: str) -> bool:
+    """``file.py:function`` (a path, spaces allowed: a resolved spec holds the config's absolute folder) or
+    ``package.module:function``."""
+    return re.fullmatch(r"(?:.+\.py|[A-Za-z_][\w.]*):[A-Za-z_]\w*", spec) is not None
+
+
 def _check_consistency(config: Config) -> None:
     """Cross-field rules that a single field's type cannot express."""
     mech, data = config.mechanism, config.data
@@ -409,10 +419,23 @@ def _check_consistency(config: Config) -> None:
                                if not other.faulty and other.trained_by == ENGINE and name != "nonprivate")
             raise BadInputError(f"the claim of a third-party mechanism cannot be {mech.name!r}; name the mechanism "
                                 f"whose accounting it claims ({claims})", "mechanism.name")
+    if mech.training is not None:
+        if not _is_function_spec(mech.training):
+            raise BadInputError(f"must be 'module:function' or 'file.py:function', got {mech.training!r}",
+                                "mechanism.training")
+        if config.model.factory is None:
+            raise BadInputError("the user's training function trains the module of model.factory; name it",
+                                "model.factory")
+        if mech.third_party is not None or mech.name != "dp_sgd":
+            raise BadInputError("the user's training function is audited against a DP-SGD claim (mechanism.name: "
+                                "dp_sgd), without mechanism.third_party", "mechanism.training")
+    elif mech.integration != "none":
+        raise BadInputError("an integration reads the claim from the user's training (mechanism.training)",
+                            "mechanism.integration")
     if (config.model.kind == "module") != (config.model.factory is not None):
         raise BadInputError("model.kind 'module' and model.factory (file.py:function or module:function) go "
                             "together", "model.factory")
-    if config.model.factory is not None and not re.fullmatch(r"[^:\s]+:[A-Za-z_]\w*", config.model.factory):
+    if config.model.factory is not None and not _is_function_spec(config.model.factory):
         raise BadInputError(f"must be 'module:function' or 'file.py:function', got {config.model.factory!r}",
                             "model.factory")
     if mech.noise_multiplier is not None and mech.target_epsilon is not None:
@@ -428,7 +451,8 @@ def _check_consistency(config: Config) -> None:
         if rows * columns > MAX_SYNTHETIC_CELLS:
             raise BadInputError(f"{rows} rows × {columns} columns exceed the limit of {MAX_SYNTHETIC_CELLS:,} "
                                 "generated cells", f"{section}.synthetic_rows")
-    if mech.noise_multiplier is None and mech.target_epsilon is None and row.accounting == "subsampled_gaussian":
+    if mech.noise_multiplier is None and mech.target_epsilon is None and mech.integration == "none" and \
+            row.accounting == "subsampled_gaussian":
         raise BadInputError("give noise_multiplier or target_epsilon", "mechanism.noise_multiplier")
     if data.public is not None:
         overlap = sorted(set(data.public) & set(data.protected))
@@ -461,6 +485,9 @@ def config_from_dict(raw: Any) -> Config:
     if (isinstance(mechanism, dict) and mechanism.get("target_epsilon") is not None
             and "noise_multiplier" not in mechanism):
         raw = {**raw, "mechanism": {**mechanism, "noise_multiplier": None}}
+    if isinstance(mechanism, dict) and mechanism.get("integration", "none") != "none" and "noise_multiplier" not in \
+            mechanism and "target_epsilon" not in mechanism:  # the engine states z (and p, T, C unless given)
+        raw = {**raw, "mechanism": {**raw["mechanism"], "noise_multiplier": None}}
     config = _build(Config, raw, "")
     _check_consistency(config)
     return config
@@ -518,10 +545,12 @@ def load_config(path: str | Path) -> Config:
         raise BadInputError(f"malformed YAML: a value cannot be read ({str(err)[:80]}): {path}") from err
     config = config_from_dict(raw)
     folder = path.parent
-    # Not with_overrides: the resolved spec holds the config's absolute folder, whose name may contain the spaces
+    # Not with_overrides: the resolved specs hold the config's absolute folder, whose name may contain the spaces
     # that a spec written in a config may not.
-    config = dataclasses.replace(config, model=dataclasses.replace(
-        config.model, factory=resolve_file_spec(config.model.factory, folder)))
+    config = dataclasses.replace(
+        config, model=dataclasses.replace(config.model, factory=resolve_file_spec(config.model.factory, folder)),
+        mechanism=dataclasses.replace(config.mechanism, training=resolve_file_spec(config.mechanism.training,
+                                                                                   folder)))
     if config.data.path is not None and not Path(config.data.path).is_absolute():
         # relative to the config file, as an include would be: the same config works from any working folder
         config = config.with_overrides({"data.path": os.path.abspath(path.parent / config.data.path)})

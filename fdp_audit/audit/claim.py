@@ -16,8 +16,9 @@ def mechanism_section(config: Config) -> dict[str, Any]:
     mech = config.mechanism
     info = MECHANISMS[mech.name]
     eps = float(accountant(mech).epsilon(mech.delta))
-    if mech.third_party is not None:
-        return {"name": f"third-party {mech.third_party}", "faulty": False,
+    if mech.third_party is not None or mech.training is not None:
+        code = mech.third_party or f"{mech.training} on {config.model.factory}"
+        return {"name": f"third-party {code}", "faulty": False,
                 "description": f"A user-supplied training function, audited against the claim of {mech.name}: "
                                f"{info.description}", "claimed_as": mech.name,
                 "noise_multiplier": noise_multiplier(mech), "sample_rate": mech.sample_rate, "steps": mech.steps,

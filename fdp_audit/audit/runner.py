@@ -126,10 +126,16 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "", executor:
     results dictionary (verdict included), as results.json holds it: non-finite numbers (the ε of a
     non-private baseline) are null, so the report renders the same numbers from this dictionary as from the
     file."""
-    mech, audit = config.mechanism, config.audit
     data = prepare_data(config.data, config.seed)
+    engine = None
+    if config.mechanism.integration == "opacus":  # the claim's unstated parts, read from the user's engine
+        from fdp_audit.integrations.opacus import claimed_config
+
+        config, engine = claimed_config(config, data)
+    mech, audit = config.mechanism, config.audit
     device = resolve_device(config.device)
-    sources = user_source_digests if mech.third_party is not None else None
+    user_code = mech.third_party is not None or mech.training is not None
+    sources = user_source_digests if user_code else None
     journal = (Journal(None, "") if out_dir is None
                else Journal(out_dir / "journal.jsonl", journal_key(config, versions(), data), sources))
     chunk = audit.max_models_per_chunk or DEFAULT_CHUNK
@@ -169,7 +175,7 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "", executor:
             "versions": versions(), "seed": config.seed, "config": config.to_dict(),
             "dataset": config.data.dataset, "dataset_fingerprint": data.fingerprint, "command": command,
             "device": str(device), "trials": audit.trials, "reused_trials": dict(journal.reused),
-        },
+        } | ({} if engine is None else {"opacus_engine": engine.summary()}),
     })
 
 

@@ -23,6 +23,7 @@ from attacks import Attack, View
 from fdp_audit.audit.games import Game, Setup
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
+from fdp_audit.audit.user_training import train_user_trials, user_trainer
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
@@ -37,7 +38,8 @@ CACHED_WORKSPACES = 2  # per process: a worker serving chunks of a few games kee
 def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tensor, canaries: Canaries,
                   record_iterates: bool, device: torch.device, max_chunk: int,
                   phase: str = "training") -> Iterator[tuple[torch.Tensor, View]]:
-    """Train one model per trial — batched by the engine, or one call per trial of a third-party mechanism —
+    """Train one model per trial — batched by the engine, or one call per trial of a third-party mechanism or of
+    the user's training function —
     and yield each chunk's trial indices with what the attacks see; ``phase`` names the progress shown."""
     if config.mechanism.third_party is not None:
         mechanism = load_mechanism(config.mechanism.third_party)
@@ -45,6 +47,14 @@ def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tenso
                    "model") as progress:
             for chunk_indices, view in train_third_party(mechanism, problem, config.seed, indices, canaries,
                                                          record_iterates):
+                progress.update(len(chunk_indices))
+                yield chunk_indices, view
+        return
+    if config.mechanism.training is not None:
+        trainer = user_trainer(config, problem)
+        with Phase(f"{phase}: {len(indices)} models of {config.mechanism.training}", len(indices),
+                   "model") as progress:
+            for chunk_indices, view in train_user_trials(trainer, config.seed, indices, canaries, record_iterates):
                 progress.update(len(chunk_indices))
                 yield chunk_indices, view
         return

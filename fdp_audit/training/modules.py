@@ -4,8 +4,8 @@ of the built-in models (:class:`fdp_audit.training.models.Model`), so that the b
 the checkpoint audit use it unchanged.
 
 * The factory is called as ``factory()`` or, when it takes two parameters, ``factory(n_inputs, n_classes)``.
-  The module maps inputs ``[B, n_inputs]`` (the encoded records) to logits ``[B, n_outputs]`` (one logit for a
-  binary task, else one per class), as the built-in models do.
+  The module maps inputs ``[B, n_inputs]`` (the encoded records) to logits ``[B, V]``: one per class (softmax
+  cross-entropy), or one for a binary task (the logistic loss), as the built-in models do.
 * Parameters keep the module's own names (``encoder.0.weight``), in the order of ``named_parameters()``.
 * ``forward(params, x)`` is ``torch.func.functional_call`` of the module with the given parameters (buffers are
   the module's own), so per-example gradients come from ``torch.func.grad`` under ``vmap`` like any built-in
@@ -65,6 +65,11 @@ class ModuleModel(Model):
 
     factory: Callable[..., nn.Module] | None = field(default=None, repr=False)
     module: nn.Module | None = field(default=None, repr=False)
+    logits: int = 0  # the module's output width: one logit per class, or one for a binary task (0: the latter)
+
+    @property
+    def n_outputs(self) -> int:
+        return self.logits or super().n_outputs
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
         assert self.module is not None
@@ -102,8 +107,7 @@ def build_module_model(spec: str, n_inputs: int, n_classes: int) -> ModuleModel:
     module.eval()
     for p in module.parameters():
         p.requires_grad_(False)
-    model = ModuleModel("module", n_inputs, n_classes, factory=factory, module=module)
-    if not model.shapes():
+    if not list(module.parameters()):
         raise BadInputError("the module has no parameters", FIELD)
     params = {name: p.detach() for name, p in module.named_parameters()}
     try:
@@ -111,11 +115,12 @@ def build_module_model(spec: str, n_inputs: int, n_classes: int) -> ModuleModel:
             out = functional_call(module, params, (torch.zeros(2, n_inputs),))
     except (Exception, SystemExit) as err:
         raise BadInputError(f"the module fails on a batch of inputs [2, {n_inputs}]: {failure(err)}", FIELD) from err
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, model.n_outputs):
+    widths = {n_classes, 1} if n_classes == 2 else {n_classes}
+    if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[0] != 2 or out.shape[1] not in widths:
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise BadInputError(f"the module maps inputs [2, {n_inputs}] to {shape}; expected logits "
-                            f"[2, {model.n_outputs}] ({n_classes} classes)", FIELD)
-    return model
+                            f"[2, {' or '.join(str(w) for w in sorted(widths))}] ({n_classes} classes)", FIELD)
+    return ModuleModel("module", n_inputs, n_classes, factory=factory, module=module, logits=int(out.shape[1]))
 
 
 class ModelsMap:

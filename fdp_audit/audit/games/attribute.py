@@ -17,6 +17,7 @@ from fdp_audit.accounting.mechanism import MechanismAccountant
 from fdp_audit.audit.games import base
 from fdp_audit.audit.games.categorical import GameRecord, attribute_section, candidate_scores, rate_comparisons
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
+from fdp_audit.audit.user_training import train_user_trials, user_trainer
 from fdp_audit.config import Config
 from fdp_audit.data.features import CandidateMap
 from fdp_audit.data.prepare import PreparedData
@@ -33,7 +34,15 @@ class AttributeSetup(base.Setup):
 
 
 def third_party_trainer(config: Config) -> ShadowTrainer | None:
-    """How an adversary runs an audited third-party function for its shadow models (None: built-in)."""
+    """How an adversary runs an audited third-party function, or the user's training, for its shadow models
+    (None: built-in)."""
+    if config.mechanism.training is not None:
+        def train_user(problem: TrainingProblem, seed: int, indices, canaries: Canaries):
+            trainer = user_trainer(config, problem)
+            for _, view in train_user_trials(trainer, seed, torch.as_tensor(list(indices)), canaries, False):
+                yield view.params
+
+        return train_user
     if config.mechanism.third_party is None:
         return None
     mechanism = load_mechanism(config.mechanism.third_party)

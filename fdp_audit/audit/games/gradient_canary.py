@@ -26,6 +26,7 @@ import torch
 
 from attacks import Attack, Knowledge, View
 from fdp_audit.accounting.mechanism import MechanismAccountant
+from fdp_audit.audit import user_training
 from fdp_audit.audit.games import base
 from fdp_audit.audit.games.categorical import GameRecord, attribute_section, candidate_scores, rate_comparisons
 from fdp_audit.audit.stats import roc_counts, select_test, threshold_split, tightness
@@ -122,6 +123,8 @@ class GradientCanaryGame(base.Game[GameRecord]):
         return claim.relation(self.epsilon_relation)
 
     def setup(self, config: Config, data: PreparedData) -> GradientCanarySetup:
+        if config.mechanism.training is not None:
+            return self._user_training_setup(config, data)
         if config.model.kind in ("cnn", "module"):
             raise BadInputError("gradient-canary games on the built-in engine need a built-in model whose first layer "
                                 "is linear", "model.kind")
@@ -141,6 +144,20 @@ class GradientCanaryGame(base.Game[GameRecord]):
                               candidate_public_signs=torch.tensor([-1.0, 1.0]), noise_coordinates=noise_coordinates)
         return GradientCanarySetup(problem, knowledge, width, problem.model.n_parameters, private_coordinate,
                                    public_coordinate, config.audit.canary_norm_factor * clip_norm, clip_norm)
+
+    def _user_training_setup(self, config: Config, data: PreparedData) -> GradientCanarySetup:
+        """The user's own training (:mod:`fdp_audit.audit.user_training`): the canary is a marked record whose
+        gradient lies on the first coordinate of the canary head that wraps the user's module; the head's other
+        coordinates carry the noise alone, and the release holds the head's coordinates only. There is no public
+        part in DP-SGD: in the simulator game the bit takes the record out of the data set (whose size changes)."""
+        problem = build_problem(config, data)
+        width, clip_norm = data.train.n_features, config.mechanism.clip_norm
+        coordinates = 1 + user_training.NOISE_COORDINATES
+        knowledge = Knowledge(problem.model, torch.zeros(2, width), 0, torch.tensor([0.5, 0.5]), clip_norm=clip_norm,
+                              canary_private_coordinate=0, candidate_signs=torch.tensor(self.candidate_signs),
+                              noise_coordinates=tuple(range(1, coordinates)))
+        return GradientCanarySetup(problem, knowledge, width, coordinates, 0, 1,
+                                   config.audit.canary_norm_factor * clip_norm, clip_norm)
 
     def secrets(self, config: Config, setup: base.Setup, indices: np.ndarray) -> np.ndarray:
         return (base.trial_uniforms(config.seed, indices) < 0.5).numpy().astype(np.int64)

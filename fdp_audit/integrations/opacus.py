@@ -1,0 +1,167 @@
+"""Auditing an Opacus training loop as written (docs/games.md): ``mechanism.integration: opacus``.
+
+The user's ``train(module, dataset, seed)`` builds its ``PrivacyEngine`` as the Opacus tutorials do —
+``make_private`` or ``make_private_with_epsilon``, Poisson sampling or not, per-example gradients by hooks,
+functorch or ghost clipping — and fdp-audit runs it as any user training
+(:mod:`fdp_audit.audit.user_training`): canaries are records of its dataset, updates are observed through its
+optimizer. What this module adds is the claim: where the config does not state it, it is read from the engine
+of one training on S (before any trial, so the audit is planned against it):
+
+* z: the noise multiplier ``make_private`` set up (given, or calibrated by ``make_private_with_epsilon`` for the
+  target ε, δ and epochs with the engine's accountant). That is the promise; a loop that changes
+  ``optimizer.noise_multiplier`` afterwards trains with other noise than it promised — the audit judges the
+  promise (state ``noise_multiplier`` in the config to claim something else);
+* p: the engine's sample rate (``1/len(data_loader)``), T: the steps its accountant counted, C: the optimizer's
+  ``max_grad_norm`` (flat clipping only), the loss reduction (a summed loss releases the noisy sum itself);
+* the engine's accountant and, for ``make_private_with_epsilon``, its target (ε, δ), kept for the report: the
+  verdict always uses fdp-audit's exact PLD accounting of (z, p, T), which is at least as tight as Opacus's.
+
+The engine is read by wrapping ``PrivacyEngine.make_private`` and ``make_private_with_epsilon`` for the duration
+of that one training (restored afterwards). During the trials only the noise multiplier's calibration is cached
+(:func:`calibration_cached`): the same z, computed once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from fdp_audit.config import Config
+from fdp_audit.data.prepare import PreparedData
+from fdp_audit.errors import BadInputError
+
+FIELD = "mechanism.integration"
+PROBE_INDEX = 90_000_000  # the trial index whose seed trains the probe, apart from every game's trials
+
+
+@dataclass
+class EngineRecord:
+    """What one training's engines were set up with, and what their accountants counted."""
+
+    setups: list[dict[str, Any]] = field(default_factory=list)
+    engines: list[Any] = field(default_factory=list)
+
+
+@contextlib.contextmanager
+def recording_engines() -> Iterator[EngineRecord]:
+    """Within the block, every ``PrivacyEngine.make_private`` (and ``make_private_with_epsilon``) call records
+    its optimizer's settings; the engines are kept to read their accountants afterwards."""
+    try:
+        from opacus import PrivacyEngine
+    except ImportError as err:
+        raise BadInputError("mechanism.integration opacus needs Opacus (pip install 'fdp-audit[opacus]')",
+                            FIELD) from err
+    record = EngineRecord()
+    make_private, with_epsilon = PrivacyEngine.make_private, PrivacyEngine.make_private_with_epsilon
+
+    def recorded_make_private(engine, *args, **kwargs):
+        returned = make_private(engine, *args, **kwargs)
+        optimizer = returned[1]
+        target = getattr(engine, "_fdp_audit_target", None)
+        record.setups.append({
+            "noise_multiplier": float(optimizer.noise_multiplier), "max_grad_norm": optimizer.max_grad_norm,
+            "loss_reduction": optimizer.loss_reduction, "accountant": engine.accountant.mechanism(),
+            "target": target, "optimizer": type(optimizer).__name__})
+        record.engines.append(engine)
+        return returned
+
+    def recorded_with_epsilon(engine, *args, **kwargs):
+        engine._fdp_audit_target = {k: kwargs.get(k) for k in ("target_epsilon", "target_delta", "epochs")}
+        try:
+            return with_epsilon(engine, *args, **kwargs)
+        finally:
+            del engine._fdp_audit_target
+
+    PrivacyEngine.make_private = recorded_make_private
+    PrivacyEngine.make_private_with_epsilon = recorded_with_epsilon
+    try:
+        yield record
+    finally:
+        PrivacyEngine.make_private, PrivacyEngine.make_private_with_epsilon = make_private, with_epsilon
+
+
+@functools.lru_cache(maxsize=64)
+def _calibrated(calibrate: Callable[..., float], items: tuple) -> float:
+    return calibrate(**dict(items))
+
+
+@contextlib.contextmanager
+def calibration_cached() -> Iterator[None]:
+    """Within the block, ``make_private_with_epsilon``'s search for the noise multiplier (a pure function of the
+    target ε, δ, sample rate, epochs and accountant; seconds of RDP or PRV evaluations per call) is computed once
+    per distinct arguments instead of once per trial."""
+    from opacus import privacy_engine
+
+    calibrate = privacy_engine.get_noise_multiplier
+
+    def cached(**kwargs) -> float:
+        try:
+            return _calibrated(calibrate, tuple(sorted(kwargs.items())))
+        except TypeError:  # an unhashable argument: compute it as Opacus would
+            return calibrate(**kwargs)
+
+    privacy_engine.get_noise_multiplier = cached
+    try:
+        yield
+    finally:
+        privacy_engine.get_noise_multiplier = calibrate
+
+
+@dataclass(frozen=True)
+class EngineClaim:
+    noise_multiplier: float
+    sample_rate: float
+    steps: int
+    clip_norm: float
+    loss_reduction: str
+    accountant: str
+    target: dict[str, Any] | None
+    counted_noise_multipliers: tuple[float, ...]  # what the accountant saw at each recorded phase
+
+    def summary(self) -> dict[str, Any]:
+        return {"noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate, "steps": self.steps,
+                "clip_norm": self.clip_norm, "loss_reduction": self.loss_reduction, "accountant": self.accountant,
+                "target": self.target, "counted_noise_multipliers": list(self.counted_noise_multipliers)}
+
+
+def engine_claim(record: EngineRecord) -> EngineClaim:
+    """The claim of one training's engine (module docstring); refuses what it cannot state as one DP-SGD."""
+    if len(record.setups) != 1:
+        raise BadInputError(f"the training made {len(record.setups)} PrivacyEngine.make_private calls; the claim "
+                            "is read from exactly one (state it in the config otherwise)", FIELD)
+    (setup,), (engine,) = record.setups, record.engines
+    clip = setup["max_grad_norm"]
+    if not isinstance(clip, int | float):
+        raise BadInputError("per-layer clipping (a list of max_grad_norm) is not a single DP-SGD claim", FIELD)
+    history = list(engine.accountant.history)
+    if not history:
+        raise BadInputError("the engine's accountant counted no step: the loop never stepped its optimizer", FIELD)
+    rates = {round(float(q), 12) for _, q, _ in history}
+    if len(rates) != 1:
+        raise BadInputError(f"the accountant saw several sample rates {sorted(rates)}", FIELD)
+    return EngineClaim(setup["noise_multiplier"], rates.pop(), int(sum(steps for _, _, steps in history)),
+                       float(clip), setup["loss_reduction"], setup["accountant"], setup["target"],
+                       tuple(float(z) for z, _, _ in history))
+
+
+def claimed_config(config: Config, data: PreparedData) -> tuple[Config, EngineClaim]:
+    """``config`` with the claim's unstated parts read from the engine of one training on S (module docstring):
+    z unless ``noise_multiplier`` or ``target_epsilon`` is stated; p, T, C and the loss reduction always."""
+    from fdp_audit.audit.third_party import trial_seed
+    from fdp_audit.audit.user_training import user_trainer
+    from fdp_audit.training.run import build_problem
+
+    mech = config.mechanism
+    probe = replace(config, mechanism=replace(mech, noise_multiplier=mech.noise_multiplier or 1.0))
+    trainer = user_trainer(probe, build_problem(probe, data))
+    with recording_engines() as record, calibration_cached():  # on n + 1 records, as the trials train
+        trainer.run(trial_seed(config.seed, PROBE_INDEX), trainer.x[0], int(trainer.y[0]), None)
+    claim = engine_claim(record)
+    stated = mech.noise_multiplier is not None or mech.target_epsilon is not None
+    mechanism = replace(mech, sample_rate=claim.sample_rate, steps=claim.steps, clip_norm=claim.clip_norm,
+                        loss_reduction=claim.loss_reduction,
+                        noise_multiplier=mech.noise_multiplier if stated else claim.noise_multiplier)
+    return replace(config, mechanism=mechanism), claim
