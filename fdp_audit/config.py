@@ -30,9 +30,10 @@ from fdp_audit.user_code import resolve_file_spec
 MAX_CONFIG_BYTES = 1_000_000
 MODEL_SUFFIXES = (".pt", ".pth", ".safetensors", ".ckpt", ".bin")
 EXTERNAL_MODEL_HINT = ("fdp-audit reads the .pt checkpoints that `fdp-audit train` writes, with their privacy "
-                       "metadata; a plain state_dict or safetensors file has none: to audit other training code, "
-                       "name its training function in a config (mechanism.third_party: file.py:function) and run "
-                       "`fdp-audit audit CONFIG`")
+                       "metadata; weights trained elsewhere (a state_dict: .safetensors, .pt, .pth, .bin) are audited "
+                       "with a config naming their model factory, data and claim (`fdp-audit audit WEIGHTS --config "
+                       "CONFIG`); to audit training code itself, name it in a config (mechanism.training or "
+                       "mechanism.third_party: file.py:function) and run `fdp-audit audit CONFIG`")
 MAX_SYNTHETIC_ROWS = 1_000_000
 MAX_SYNTHETIC_FEATURES = 10_000
 MAX_SYNTHETIC_CELLS = 50_000_000  # rows × columns of a generated table: 400 MB of float64

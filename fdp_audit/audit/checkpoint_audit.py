@@ -123,6 +123,22 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     return Checkpoint(path, sha256, params, metadata, model, config)
 
 
+def read_external_checkpoint(path: str | Path, config: Config) -> Checkpoint:
+    """External weights (:mod:`fdp_audit.training.state_dicts`) audited as a checkpoint: the model is the
+    config's factory, the claim and the data are the config's. The file only provides tensors."""
+    from fdp_audit.training.models import build_model
+    from fdp_audit.training.run import noise_multiplier
+    from fdp_audit.training.state_dicts import external_metadata, module_params, read_state_dict
+
+    path = Path(path)
+    tensors, sha256 = read_state_dict(path)
+    data = prepare_data(config.data, config.seed)
+    model = build_model(config.model, data.train.n_features, data.train.n_classes)
+    params = module_params(tensors, model, path.name)
+    metadata = external_metadata(config, data.fingerprint, noise_multiplier(config.mechanism))
+    return Checkpoint(path, sha256, params, metadata, model, config)
+
+
 def replay_config(checkpoint: Checkpoint, trials: int) -> Config:
     """The config of a game audit of ``trials`` trials replaying the checkpoint's recipe: the built-in mechanism
     its metadata names, with the claim's numbers. A recipe that trained with third-party code is refused: a

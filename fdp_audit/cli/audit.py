@@ -32,6 +32,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, help=SEED_HELP)
     parser.add_argument("--canaries", metavar="MANIFEST",
                         help="with a checkpoint trained with --canaries: the one-run audit of its canaries (gating)")
+    parser.add_argument("--config", metavar="CONFIG",
+                        help="with a state_dict trained outside fdp-audit (.safetensors, or .pt/.pth/.bin of tensors): "
+                        "the config naming its model.factory, data and claim (checkpoint audit, or --canaries)")
     parser.add_argument("--gate-on-estimated", action="store_true",
                         help="with a checkpoint: let the attacks on its real records (estimated bound) fail the gate")
     parser.set_defaults(handler=run)
@@ -89,6 +92,29 @@ def one_run_results(args: argparse.Namespace) -> tuple[dict, Path]:
     return results, Path(args.out or Path(args.target).parent)
 
 
+def external_results(args: argparse.Namespace) -> tuple[dict, Path]:
+    """External weights (``--config``): the checkpoint audit of their training records, or with ``--canaries`` the
+    one-run audit of the record canaries inserted before training."""
+    from fdp_audit.audit.checkpoint_audit import read_external_checkpoint, run_checkpoint_audit
+    from fdp_audit.audit.one_run.canaries import one_run_results as results_of
+    from fdp_audit.config import load_config
+
+    for flag, value in (("--trials", args.trials), ("--seed", args.seed), ("--games", args.games)):
+        if value is not None:
+            raise BadInputError("does not apply to external weights", flag)
+    alpha = 0.05 if args.alpha is None else args.alpha
+    if not 0 < alpha < 1:
+        raise BadInputError("must be in (0, 1)", "--alpha")
+    config = load_config(args.config)
+    checkpoint = read_external_checkpoint(Path(args.target), config)
+    command = shlex.join(["fdp-audit", *sys.argv[1:]])
+    out = Path(args.out or DEFAULT_CHECKPOINT_OUT)
+    if args.canaries is not None:
+        return results_of(checkpoint.path, Path(args.canaries), alpha, command, external=checkpoint), out
+    gate = config.audit.gate_on_estimated or args.gate_on_estimated
+    return run_checkpoint_audit(checkpoint, alpha, gate, command=command), out
+
+
 def run(args: argparse.Namespace) -> int:
     from fdp_audit.audit.checkpoint_audit import summary_lines
     from fdp_audit.audit.gate import NOT_JUDGED
@@ -98,7 +124,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.games is not None and Path(args.target).suffix != ".pt":
         raise BadInputError("replays a checkpoint's recipe; with a config use --trials", "--games")
-    if args.canaries is not None:
+    if args.config is not None:
+        results, out = external_results(args)
+    elif Path(args.target).suffix in (".safetensors", ".pth", ".bin"):
+        from fdp_audit.config import EXTERNAL_MODEL_HINT
+
+        raise BadInputError(f"{Path(args.target).name} holds weights only; {EXTERNAL_MODEL_HINT}")
+    elif args.canaries is not None:
         results, out = one_run_results(args)
     elif Path(args.target).suffix == ".pt" and args.games is None:
         results, out = checkpoint_results(args)

@@ -79,7 +79,8 @@ class ModuleModel(Model):
         """Logits ``[..., n_outputs]`` for inputs ``[..., n_inputs]``."""
         assert self.module is not None
         lead = x.shape[:-1]
-        out = functional_call(self.module, params, (x.reshape(-1, x.shape[-1]),))
+        buffers = {name: b.to(x.device) for name, b in self.module.named_buffers()}  # the module's own, on x's device
+        out = functional_call(self.module, {**params, **buffers}, (x.reshape(-1, x.shape[-1]),))
         return out.reshape(*lead, self.n_outputs)
 
     def init(self, keys: torch.Tensor, device: torch.device | str = "cpu") -> Params:

@@ -35,10 +35,11 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from torch.utils.data import TensorDataset
 
 from fdp_audit.atomic_io import atomic_write_bytes, atomic_write_text
 from fdp_audit.audit.one_run.evaluation import judge_guesses, mechanism_claim, section_comparisons
@@ -61,6 +62,9 @@ from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Params
 from fdp_audit.training.run import build_problem, checkpoint_metadata, resolve_device
 
+if TYPE_CHECKING:
+    from fdp_audit.audit.checkpoint_audit import Checkpoint
+
 MANIFEST_FORMAT = "fdp-audit canary manifest"
 MANIFEST_VERSION = 1
 RELEASE_VERSION = 1
@@ -69,6 +73,7 @@ MAX_CANARIES = 100_000
 MAX_MANIFEST_BYTES = 16 << 20
 GAMES = ("inclusion", "value")
 KINDS = ("gradient", "record")
+EXTERNAL_DIGEST = "external"  # the manifest of canaries inserted before the weights existed
 
 
 def default_game(mechanism: str) -> str:
@@ -205,6 +210,39 @@ def _train_gradient_canaries(config: Config, data: PreparedData, game: str, k: i
     return problem, params, release_path
 
 
+def insert_record_canaries(config: Config, count: int, manifest_path: Path, game: str | None = None, k: int = 2
+                           ) -> TensorDataset:
+    """For training outside fdp-audit: the config's data set S with ``count`` record canaries inserted (module
+    doc of :mod:`fdp_audit.audit.one_run.records`), as a ``TensorDataset`` of encoded records and labels to
+    train on, and their manifest written to ``manifest_path``. Audit the trained weights with
+    ``fdp-audit audit WEIGHTS --config CONFIG --canaries MANIFEST``."""
+    from fdp_audit.data.prepare import prepare_data
+
+    data = prepare_data(config.data, config.seed)
+    game = game or default_game(config.mechanism.name)
+    if game not in GAMES or (game == "inclusion" and k != 2) or not 2 <= k <= 64:
+        raise BadInputError("inclusion has k = 2; a protected value takes 2 <= k <= 64", "k")
+    if not 1 <= count <= min(MAX_CANARIES, data.population.n_rows):
+        raise BadInputError(f"must be between 1 and {min(MAX_CANARIES, data.population.n_rows)} (population rows)",
+                            "count")
+    secrets = draw_secrets(config.seed, count, k)
+    rows = np.sort(np.random.default_rng(config.seed).choice(data.population.n_rows, count, replace=False))
+    columns = candidate_columns(data, k)
+    records = canary_records(data, rows, columns)
+    chosen = np.where(secrets == 1, 0, -1) if game == "inclusion" else secrets
+    inserted = chosen >= 0
+    widened = with_records(data, records[np.flatnonzero(inserted), chosen[inserted]],
+                           data.population.y[rows][inserted])
+    manifest = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "kind": "record", "game": game, "k": k,
+                "count": count, "seed": config.seed, "mechanism": config.mechanism.name,
+                "secrets": [int(s) for s in secrets], "rows": [int(r) for r in rows],
+                "candidates": [int(c) for c in columns], "attribute": secret_group(data).feature,
+                "checkpoint_sha256": EXTERNAL_DIGEST}
+    atomic_write_text(manifest_path, json.dumps(manifest, indent=1))
+    x, y = widened.tensors()
+    return TensorDataset(x, y)
+
+
 # -- reading (untrusted input) -----------------------------------------------------------------------------------
 
 def _field(manifest: dict[str, Any], key: str, kind: type, check=lambda v: True) -> Any:
@@ -282,14 +320,23 @@ def read_release(path: Path, manifest: dict[str, Any]) -> Release:
                    arrays["updates_null"] if has_updates else None, public)
 
 
-def audit_with_canaries(checkpoint: Path, manifest_path: Path, alpha: float, family_search: bool = True
-                        ) -> dict[str, Any]:
-    """The one-run audit of a checkpoint: the guesser on the release, judged against the checkpoint's claim."""
+def audit_with_canaries(checkpoint: Path, manifest_path: Path, alpha: float, family_search: bool = True,
+                        external: Checkpoint | None = None) -> dict[str, Any]:
+    """The one-run audit of a checkpoint: the guesser on the release, judged against the checkpoint's claim.
+    ``external``: weights trained outside fdp-audit (read with their config), whose record canaries were inserted
+    by :func:`insert_record_canaries` before the checkpoint existed (the manifest names no digest)."""
     manifest = read_manifest(manifest_path)
-    raw = read_bounded(checkpoint, MAX_CHECKPOINT_BYTES, "checkpoint")
-    if hashlib.sha256(raw).hexdigest() != manifest["checkpoint_sha256"]:
-        raise BadInputError("the manifest belongs to another checkpoint (digest differs)", "manifest.checkpoint_sha256")
-    _, metadata, _ = load_checkpoint(checkpoint)
+    if external is None:
+        raw = read_bounded(checkpoint, MAX_CHECKPOINT_BYTES, "checkpoint")
+        if hashlib.sha256(raw).hexdigest() != manifest["checkpoint_sha256"]:
+            raise BadInputError("the manifest belongs to another checkpoint (digest differs)",
+                                "manifest.checkpoint_sha256")
+        _, metadata, _ = load_checkpoint(checkpoint)
+    else:
+        if manifest["checkpoint_sha256"] != EXTERNAL_DIGEST or manifest["kind"] != "record":
+            raise BadInputError("external weights are audited with the record canaries of insert_record_canaries",
+                                "manifest.checkpoint_sha256")
+        metadata = external.metadata
     if metadata["mechanism"] != manifest["mechanism"]:
         raise BadInputError("mechanism differs from the checkpoint's", "manifest.mechanism")
     game, k = manifest["game"], manifest["k"]
@@ -299,7 +346,7 @@ def audit_with_canaries(checkpoint: Path, manifest_path: Path, alpha: float, fam
         threat = {name: score_guesses(scores, secrets)
                   for name, scores in threat_scores(release, candidate_pattern(game, k)).items()}
     else:
-        threat = {"final_model": score_guesses(_record_release_scores(checkpoint, manifest), secrets)}
+        threat = {"final_model": score_guesses(_record_release_scores(checkpoint, manifest, external), secrets)}
     name = MECHANISMS[metadata["mechanism"]].claimed_as  # faulty ones claim a correct one
     parameters = {"mechanism": name, "noise_multiplier": metadata["noise_multiplier"],
                   "sample_rate": metadata["sample_rate"], "steps": metadata["steps"], "delta": metadata["delta"],
@@ -312,12 +359,13 @@ def audit_with_canaries(checkpoint: Path, manifest_path: Path, alpha: float, fam
     return section
 
 
-def _record_release_scores(checkpoint: Path, manifest: dict[str, Any]) -> np.ndarray:
+def _record_release_scores(checkpoint: Path, manifest: dict[str, Any], external: Checkpoint | None = None
+                           ) -> np.ndarray:
     """Record canaries: rebuild them from the checkpoint's data (its fingerprint checked) and score the final
     model's candidates."""
     from fdp_audit.audit.checkpoint_audit import checkpoint_data, read_checkpoint
 
-    loaded = read_checkpoint(checkpoint)
+    loaded = external or read_checkpoint(checkpoint)
     data = checkpoint_data(loaded)
     group = secret_group(data)
     if manifest["attribute"] != group.feature:
@@ -329,7 +377,8 @@ def _record_release_scores(checkpoint: Path, manifest: dict[str, Any]) -> np.nda
     return record_scores(loaded.model, loaded.params, manifest["game"], records, data.population.y[rows])
 
 
-def one_run_results(checkpoint: Path, manifest_path: Path, alpha: float, command: str = "") -> dict[str, Any]:
+def one_run_results(checkpoint: Path, manifest_path: Path, alpha: float, command: str = "",
+                    external: Checkpoint | None = None) -> dict[str, Any]:
     """results.json of a one-run audit: the verdict is the one-run section's (the f-DP test of the claim)."""
     from fdp_audit.audit.checkpoint_audit import read_checkpoint
     from fdp_audit.audit.claim import mechanism_section
@@ -337,8 +386,8 @@ def one_run_results(checkpoint: Path, manifest_path: Path, alpha: float, command
     from fdp_audit.audit.provenance import versions
     from fdp_audit.audit.results import finite_or_none
 
-    section = audit_with_canaries(checkpoint, manifest_path, alpha)
-    loaded = read_checkpoint(checkpoint)
+    section = audit_with_canaries(checkpoint, manifest_path, alpha, external=external)
+    loaded = external or read_checkpoint(checkpoint)
     comparisons = section_comparisons(section, section["claim_parameters"])
     verdict, _ = judge(comparisons, alpha)  # the same test at the same level as the section's: one verdict
     return finite_or_none({

@@ -1,0 +1,200 @@
+"""B6 (docs/training.md): the nn.Module path and the user's own training.
+
+Records (``python -m benchmarks.b6_modules [--device cuda]`` prints them; ``make bench`` runs the CPU ones):
+
+* ``b6_module_engine_vmap`` / ``b6_module_engine_loop``: the batched engine training R = 32 DP-SGD models of a
+  user's ``nn.Module`` (an MLP 7-64-64-2 on the synthetic table), per model, against the built-in MLP of the same
+  shape (ghost clipping). ``vmap`` over stacked parameters for a module that allows it; the loop over models for
+  one whose first layer writes its bias in place (no batching rule over models).
+* ``b6_opacus_audit_gradient`` / ``b6_opacus_audit_record``: one trial of the audit of an Opacus loop
+  (``make_private``, Poisson sampling, hooks; the same MLP; 1,000 records, batch 64, 2 epochs = 32 steps) against
+  Opacus training the same model on the same data alone: with a gradient canary (canary head, optimizer
+  observed, threads chosen by fdp-audit) and with a record canary. The budget is a ratio of 1.5 against Opacus
+  as the user runs it (torch's default threads); ``same_threads_ratio`` compares with Opacus alone on the
+  threads fdp-audit chose, which isolates the audit's own overhead (canary head, observer).
+* ``b6_opacus_with_epsilon``: the same with ``make_private_with_epsilon``: Opacus alone recalibrates z every
+  training (seconds of RDP evaluations); the audit computes it once per target (ratio below 1).
+
+With ``--device cuda`` every record is measured on the GPU and on the CPU and the CUDA/CPU ratio is printed too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+from benchmarks.timing import WALL_CLOCK, Record, interleaved, ratio_record
+from fdp_audit.audit.user_training import UserTrainer
+from fdp_audit.config import DataConfig, OptimizerConfig
+from fdp_audit.data.prepare import prepare_data
+from fdp_audit.integrations.opacus import calibration_cached
+from fdp_audit.threads import threads_for
+from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
+from fdp_audit.training.mechanisms import MECHANISMS
+from fdp_audit.training.models import Model
+from fdp_audit.training.modules import build_module_model
+
+MODELS = 32
+ROWS = 2000  # synthetic rows; half are the training set S
+FACTORIES = '''
+import torch
+from torch import nn
+
+
+class InPlaceLinear(nn.Linear):
+    def forward(self, x):
+        out = torch.zeros(x.shape[0], self.out_features, dtype=x.dtype, device=x.device)
+        out += self.bias
+        return out + x @ self.weight.T
+
+
+def mlp(n_inputs, n_classes):
+    return nn.Sequential(nn.Linear(n_inputs, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, n_classes))
+
+
+def in_place(n_inputs, n_classes):
+    return nn.Sequential(InPlaceLinear(n_inputs, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
+                         nn.Linear(64, n_classes))
+'''
+
+
+def _data():
+    data = prepare_data(DataConfig(dataset="synthetic", protected=("protected",), synthetic_rows=ROWS), 0)
+    x, y = data.tensors()
+    return x, y, data
+
+
+def _problem(model, x, y, data) -> TrainingProblem:
+    hyper = Hyperparameters(noise_multiplier=1.0, sample_rate=0.064, steps=32, clip_norm=1.0,
+                            optimizer=OptimizerConfig(lr=0.3))
+    return TrainingProblem(model, x, y, data.feature_split, None, MECHANISMS["dp_sgd"].recipe, hyper)
+
+
+def engine_records(device: str, factories: Path, rounds: int) -> list[Record]:
+    x, y, data = _data()
+    vmapped = build_module_model(f"{factories}:mlp", x.shape[1], 2)
+    looped = build_module_model(f"{factories}:in_place", x.shape[1], 2)
+    builtin = Model("mlp", x.shape[1], 2, (64, 64))
+
+    def timed(model) -> float:
+        problem = _problem(model, x, y, data)
+        start = WALL_CLOCK()
+        for chunk in train_models(problem, 0, range(MODELS), device=device):
+            next(iter(chunk.params.values())).sum().item()  # waits for the device
+        return (WALL_CLOCK() - start) / MODELS
+
+    samples = interleaved({"vmap": lambda: timed(vmapped), "loop": lambda: timed(looped),
+                           "builtin": lambda: timed(builtin)}, rounds)
+    return [ratio_record(f"b6_module_engine_{name}", samples[name], samples["builtin"], device=device,
+                         per="model", models=MODELS, note="baseline: the built-in MLP of the same shape (ghost)")
+            for name in ("vmap", "loop")]
+
+
+def opacus_loop(device: str, target_epsilon: float | None):
+    """A tutorial-style Opacus loop (make_private, Poisson sampling, hooks) that trains on ``device``."""
+    from opacus import PrivacyEngine
+
+    def train(module, dataset, seed):
+        module = module.to(device)
+        loader = DataLoader(dataset, batch_size=64, generator=torch.Generator().manual_seed(seed))
+        optimizer = torch.optim.SGD(module.parameters(), lr=0.3)
+        engine = PrivacyEngine(accountant="rdp")
+        if target_epsilon is None:
+            module, optimizer, loader = engine.make_private(module=module, optimizer=optimizer, data_loader=loader,
+                                                            noise_multiplier=1.0, max_grad_norm=1.0)
+        else:
+            module, optimizer, loader = engine.make_private_with_epsilon(
+                module=module, optimizer=optimizer, data_loader=loader, target_epsilon=target_epsilon,
+                target_delta=1e-5, epochs=2, max_grad_norm=1.0)
+        criterion = nn.CrossEntropyLoss()
+        for _ in range(2):
+            for xb, yb in loader:
+                optimizer.zero_grad()
+                criterion(module(xb.to(device)), yb.to(device)).backward()
+                optimizer.step()
+        return module
+
+    return train
+
+
+def opacus_records(device: str, factories: Path, rounds: int) -> list[Record]:
+    x, y, _ = _data()
+    model = build_module_model(f"{factories}:mlp", x.shape[1], 2)
+    return (_opacus_records("b6_opacus_audit", None, device, model, x, y, rounds)
+            + _opacus_records("b6_opacus_with_epsilon", 3.0, device, model, x, y, rounds))
+
+
+def _opacus_records(name: str, target: float | None, device: str, model, x: torch.Tensor, y: torch.Tensor,
+                    rounds: int) -> list[Record]:
+    train = opacus_loop(device, target)
+    trainer = UserTrainer(train, model, x, y, 1.0, 10.0, 0.064 * len(x))
+    extra = (x[0], int(y[0]))
+    seeds = iter(range(10**6))
+
+    def alone(threads: bool = False) -> None:  # Opacus training the same model on the same n + 1 records
+        seed = next(seeds)
+        work = (len(x) + 1) * model.n_parameters
+        with torch.random.fork_rng(devices=[]), threads_for(work) if threads else contextlib.nullcontext():
+            torch.manual_seed(seed)
+            train(trainer.fresh_module(seed), trainer.dataset(*extra), seed)
+
+    def audited(sign: float | None) -> None:
+        with calibration_cached():
+            trainer.run(next(seeds), None if sign is not None else extra[0], extra[1], sign)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        samples = interleaved({"opacus": alone, "opacus_same_threads": lambda: alone(True),
+                               "gradient": lambda: audited(1.0), "record": lambda: audited(None)}, rounds)
+    note = ("baseline: Opacus training the same model alone, per trial, torch's default threads; budget ratio "
+            "1.5; same_threads: ours over Opacus alone on the threads fdp-audit chose")
+    records = []
+    for kind in ("gradient", "record") if target is None else ("gradient",):
+        same = ratio_record("", samples[kind], samples["opacus_same_threads"])
+        records.append(ratio_record(f"{name}_{kind}" if target is None else name, samples[kind], samples["opacus"],
+                                    device=device, per="trial", note=note, same_threads_baseline=same["baseline"],
+                                    same_threads_ratio=same["ratio"]))
+    return records
+
+
+def _records(device: str, rounds: int) -> list[Record]:
+    with tempfile.TemporaryDirectory() as folder:
+        factories = Path(folder) / "bench_factories.py"
+        factories.write_text(FACTORIES)
+        return engine_records(device, factories, rounds) + opacus_records(device, factories, rounds)
+
+
+def run() -> list[Record]:
+    return _records("cpu", rounds=3)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args(argv)
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("no CUDA device", file=sys.stderr)
+        return 2
+    records = _records(args.device, args.rounds)
+    if args.device == "cuda":
+        cpu = {r["name"]: r for r in _records("cpu", args.rounds)}
+        for record in records:
+            record["cpu_ours"] = cpu[record["name"]]["ours"]
+            record["cuda_over_cpu"] = round(record["ours"] / cpu[record["name"]]["ours"], 4)
+    for record in records:
+        print(json.dumps(record), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,89 @@
+"""Weights trained outside fdp-audit (docs/files.md): a ``state_dict`` as safetensors, or as a ``.pt``/``.pth``/``.bin``
+file read with ``torch.load(weights_only=True)``, plus a config that names the model's factory, the data it was
+trained on and the privacy claimed for the training. No code from the file runs: safetensors holds tensors only,
+and ``weights_only`` unpickles only tensors and plain containers.
+
+The tensors must be exactly the module's parameters (names and shapes of ``named_parameters()``; buffers such as
+running statistics may be present and are ignored); the prefixes that wrappers add to every key — ``_module.``
+(Opacus's ``GradSampleModule``) and ``module.`` (``DataParallel``) — are removed first.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fdp_audit.bounded_read import read_bounded
+from fdp_audit.errors import BadInputError
+from fdp_audit.training.checkpoint import MAX_CHECKPOINT_BYTES
+from fdp_audit.training.models import Model, Params
+
+SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
+WRAPPER_PREFIXES = ("_module.", "module.")
+
+
+def read_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], str]:
+    """The tensors of a state_dict file and the file's SHA-256; anything else is a one-line bad input."""
+    path = Path(path)
+    if path.suffix.lower() not in SUFFIXES:
+        raise BadInputError(f"{path.name}: a state_dict is a {', '.join(SUFFIXES)} file")
+    raw = read_bounded(path, MAX_CHECKPOINT_BYTES, "state_dict")
+    if path.suffix.lower() == ".safetensors":
+        from safetensors.torch import load
+
+        try:
+            tensors = load(raw)
+        except Exception as err:  # noqa: BLE001 - safetensors raises its own error types for any malformed header
+            raise BadInputError(f"{path.name} is not a readable safetensors file") from err
+    else:
+        try:
+            tensors = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+        except Exception as err:  # noqa: BLE001 - any unpickling failure means an unreadable or unsafe file
+            reason = "contains objects other than tensors" if "GLOBAL" in str(err) else "unreadable or truncated"
+            raise BadInputError(f"state_dict {path.name} refused: {reason}") from err
+        if isinstance(tensors, dict) and {"format_version", "params", "metadata"} <= set(tensors):
+            raise BadInputError(f"{path.name} is an fdp-audit checkpoint: audit it without --config")
+    if not isinstance(tensors, dict) or not tensors or not all(
+            isinstance(k, str) and isinstance(v, torch.Tensor) for k, v in tensors.items()):
+        raise BadInputError(f"{path.name} is not a state_dict (a mapping of names to tensors)")
+    return tensors, hashlib.sha256(raw).hexdigest()
+
+
+def without_wrapper_prefix(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    for prefix in WRAPPER_PREFIXES:
+        if all(key.startswith(prefix) for key in tensors):
+            tensors = {key[len(prefix):]: value for key, value in tensors.items()}
+    return tensors
+
+
+def module_params(tensors: dict[str, torch.Tensor], model: Model, name: str) -> Params:
+    """The model's parameters from a state_dict's tensors, checked name by name and shape by shape."""
+    tensors = without_wrapper_prefix(tensors)
+    shapes = model.shapes()
+    missing = sorted(set(shapes) - set(tensors))
+    if missing:
+        raise BadInputError(f"{name} lacks the module's parameter(s) {missing[:4]} (it has {sorted(tensors)[:4]}…)",
+                            "state_dict")
+    params = {}
+    for key, shape in shapes.items():
+        value = tensors[key]
+        if tuple(value.shape) != shape:
+            raise BadInputError(f"{name}: parameter {key} has shape {tuple(value.shape)}, the module's is {shape}",
+                                "state_dict")
+        if not value.is_floating_point() or not torch.isfinite(value).all():
+            raise BadInputError(f"{name}: parameter {key} is not finite floating point", "state_dict")
+        params[key] = value.detach().float()
+    return params
+
+
+def external_metadata(config: Any, fingerprint: str, noise_multiplier: float) -> dict[str, Any]:
+    """What an fdp-audit checkpoint's metadata would hold, from the config that describes external weights: the
+    claim, the seed, and the data's fingerprint (the config's data are taken as the training data)."""
+    mech = config.mechanism
+    return {"mechanism": mech.name, "faulty": False, "noise_multiplier": noise_multiplier,
+            "sample_rate": mech.sample_rate, "steps": mech.steps, "clip_norm": mech.clip_norm, "delta": mech.delta,
+            "seed": config.seed, "dataset_fingerprint": fingerprint, "config": config.to_dict(), "external": True}
