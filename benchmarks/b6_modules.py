@@ -2,7 +2,7 @@
 
 Records (``python -m benchmarks.b6_modules [--device cuda]`` prints them; ``make bench`` runs the CPU ones):
 
-* ``b6_module_engine_vmap`` / ``b6_module_engine_loop``: the batched engine training R = 32 DP-SGD models of a
+* ``b6_module_engine_vmap`` / ``b6_module_engine_loop``: the batched engine training R = 16 DP-SGD models of a
   user's ``nn.Module`` (an MLP 7-64-64-2 on the synthetic table), per model, against the built-in MLP of the same
   shape (ghost clipping). ``vmap`` over stacked parameters for a module that allows it; the loop over models for
   one whose first layer writes its bias in place (no batching rule over models).
@@ -43,7 +43,7 @@ from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model
 from fdp_audit.training.modules import build_module_model
 
-MODELS = 32
+MODELS = 16
 ROWS = 2000  # synthetic rows; half are the training set S
 FACTORIES = '''
 import torch
