@@ -30,6 +30,7 @@ from fdp_audit.audit.provenance import journal_key, user_source_digests, version
 from fdp_audit.audit.results import finite_or_none
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.audit.trials import DEFAULT_CHUNK, play_game
+from fdp_audit.audit.user_training import train_user_trials, user_trainer
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
@@ -78,18 +79,22 @@ def utility_section(config: Config, data: PreparedData, models: int = 3) -> dict
     device = resolve_device(config.device)
     x_test, y_test = torch.as_tensor(data.test.x, device=device), torch.as_tensor(data.test.y, device=device)
     rows = []
-    third_party = config.mechanism.third_party
-    names = ((f"third-party {third_party}",) if third_party else ()) + (config.mechanism.name, "dp_sgd",
-                                                                        "public_only", "nonprivate")
+    third_party, training = config.mechanism.third_party, config.mechanism.training
+    user = third_party or training
+    names = ((f"third-party {user}",) if user else ()) + (config.mechanism.name, "dp_sgd", "public_only",
+                                                          "nonprivate")
     for name in dict.fromkeys(names):
-        cfg = config if name in (config.mechanism.name, names[0]) else with_mechanism(config, name)
+        builtin = name != names[0] if user else name != config.mechanism.name
+        cfg = with_mechanism(config, name) if builtin else config
         problem = build_problem(cfg, data)
-        if third_party and name == names[0]:  # the user's function, each model without a canary
+        if user and name == names[0]:  # the user's code, each model without a canary
             absent = torch.zeros(models, dtype=torch.bool)
             canaries = Canaries(torch.zeros(models, data.train.n_features), torch.zeros(models, dtype=torch.long),
                                 absent, absent)
-            trained = train_third_party(load_mechanism(third_party), problem, config.seed + 1, torch.arange(models),
-                                        canaries, record_iterates=False)
+            trained = (train_user_trials(user_trainer(config, problem), config.seed + 1, torch.arange(models),
+                                         canaries, False) if training else
+                       train_third_party(load_mechanism(third_party), problem, config.seed + 1, torch.arange(models),
+                                         canaries, record_iterates=False))
             params = [view.params for _, view in trained]
         else:
             params = [chunk.params for chunk in train_models(problem, config.seed + 1, range(models), device=device,

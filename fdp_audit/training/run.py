@@ -75,8 +75,10 @@ def build_problem(config: Config, data: PreparedData) -> TrainingProblem:
 
 
 def with_mechanism(config: Config, name: str) -> Config:
-    """The same config with another (correct) mechanism, for utility comparisons."""
-    return config.with_overrides({"mechanism.name": name, "mechanism.faulty": False})
+    """The same config with another (correct) built-in mechanism, for utility comparisons (the user's own
+    training, if the config names one, replaced by the engine's)."""
+    return config.with_overrides({"mechanism.name": name, "mechanism.faulty": False, "mechanism.training": None,
+                                  "mechanism.integration": "none"})
 
 
 @dataclass(frozen=True)
