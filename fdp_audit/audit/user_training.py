@@ -33,6 +33,7 @@ which it was never marked though it was in the data set of many trials is refuse
 from __future__ import annotations
 
 import contextlib
+import importlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -280,10 +281,8 @@ def user_trainer(config, problem: TrainingProblem) -> UserTrainer:
         raise BadInputError("user training needs model.factory (the module it trains)", FIELD)
     scale = 1.0 if mech.loss_reduction == "sum" else mech.sample_rate * problem.n
     around = contextlib.nullcontext
-    if mech.integration == "opacus":
-        from fdp_audit.integrations.opacus import calibration_cached
-
-        around = calibration_cached
+    if mech.integration != "none":  # the integration's context around each call (fdp_audit/integrations/<name>.py)
+        around = importlib.import_module(f"fdp_audit.integrations.{mech.integration}").trial_context
     return UserTrainer(load_training(mech.training), problem.model, problem.x.cpu(), problem.y.cpu(),
                        mech.clip_norm, config.audit.canary_norm_factor, scale, around)
 
