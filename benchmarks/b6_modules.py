@@ -25,6 +25,7 @@ import contextlib
 import json
 import sys
 import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -170,7 +171,12 @@ def _records(device: str, rounds: int) -> list[Record]:
     with tempfile.TemporaryDirectory() as folder:
         factories = Path(folder) / "bench_factories.py"
         factories.write_text(FACTORIES)
-        return engine_records(device, factories, rounds) + opacus_records(device, factories, rounds)
+        start = time.perf_counter()
+        records = engine_records(device, factories, rounds)
+        print(f"# engine on {device}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        records += opacus_records(device, factories, rounds)
+        print(f"# engine and Opacus on {device}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        return records
 
 
 def run() -> list[Record]:
@@ -180,7 +186,7 @@ def run() -> list[Record]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available():
         print("no CUDA device", file=sys.stderr)
