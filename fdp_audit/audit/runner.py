@@ -27,7 +27,6 @@ from fdp_audit.audit.games import (
 from fdp_audit.audit.gate import NOT_JUDGED, comparison_status, judge, powerless, unjudgeable
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.provenance import journal_key, user_source_digests, versions
-from fdp_audit.audit.results import finite_or_none
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.audit.trials import DEFAULT_CHUNK, play_game
 from fdp_audit.audit.user_training import train_user_trials, user_trainer
@@ -35,6 +34,7 @@ from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.execution import Executor
+from fdp_audit.json_numbers import finite_or_none
 from fdp_audit.training.engine import Canaries, accuracy, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.run import accountant, build_problem, noise_multiplier, resolve_device, with_mechanism

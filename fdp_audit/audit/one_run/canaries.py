@@ -384,7 +384,7 @@ def one_run_results(checkpoint: Path, manifest_path: Path, alpha: float, command
     from fdp_audit.audit.claim import mechanism_section
     from fdp_audit.audit.gate import judge
     from fdp_audit.audit.provenance import versions
-    from fdp_audit.audit.results import finite_or_none
+    from fdp_audit.json_numbers import finite_or_none
 
     section = audit_with_canaries(checkpoint, manifest_path, alpha, external=external)
     loaded = external or read_checkpoint(checkpoint)
