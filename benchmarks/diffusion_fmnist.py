@@ -25,9 +25,10 @@ from fdp_audit.generative.audit.one_run import AuditPlan
 from fdp_audit.generative.experiment import ExperimentPlan
 from fdp_audit.generative.study import StudyData, run_study
 from fdp_audit.generative.training.trainer import DiffusionSetup
+from fdp_audit.reproduce.diffusion import PRIVATE_WEIGHT
 
 PLAN = ExperimentPlan(DiffusionSetup(widths=(16, 32), embedding=64, steps=200, batch_size=256, learning_rate=5e-4,
-                                     microbatch=256),
+                                     microbatch=256, private_weight=PRIVATE_WEIGHT),
                       seeds=2, samples_per_class=200, classifier_steps=1500, plain_steps=1500,
                       plain_learning_rate=2e-3)
 AUDIT = AuditPlan(noise_multiplier=1.0, batch_size=100, steps=200, canaries=2000, candidates=2)
