@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from pathlib import Path
 import torch
 
 from fdp_audit.data.images import FASHION_MNIST_DIR
+from fdp_audit.errors import BadInputError
 from fdp_audit.generative.audit.one_run import AuditPlan
 from fdp_audit.generative.experiment import ExperimentPlan
 from fdp_audit.generative.study import StudyData, run_study
@@ -53,9 +55,16 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device(args.device)
     print(f"device {device}" + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""),
           flush=True)
-    generative = run_study(data, plan, audit, Path(args.out), str(device),
-                           command="python -m benchmarks.diffusion_fmnist " + " ".join(argv or []),
-                           progress=lambda line: print(f"[{time.perf_counter() - start:5.0f} s] {line}", flush=True))
+    def progress(line: str) -> None:
+        print(f"[{time.perf_counter() - start:5.0f} s] {line}", flush=True)
+
+    try:
+        generative = run_study(data, plan, audit, Path(args.out), str(device),
+                               command="python -m benchmarks.diffusion_fmnist " + " ".join(argv or []),
+                               progress=progress)
+    except BadInputError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     for v in generative["variants"]:
         d, t = v["distance"], v["train_seconds"]
         print(f"{v['mechanism']:>12}: Fréchet {d['mean']:8.2f} ± {d['sd']:6.2f} (seeds {json.dumps(v['distances'])}) "

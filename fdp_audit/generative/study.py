@@ -24,7 +24,7 @@ from fdp_audit.audit.gate import judge
 from fdp_audit.audit.results import write_results
 from fdp_audit.config import Config, config_from_dict
 from fdp_audit.data.image_psi import IMAGE_MAPS, ImageMap
-from fdp_audit.data.images import ImageSet, load_images
+from fdp_audit.data.images import IMAGE_DATASETS, ImageSet, load_images
 from fdp_audit.generative.audit.one_run import AuditPlan, audit_generative
 from fdp_audit.generative.denoiser.unet import TinyUNet
 from fdp_audit.generative.experiment import ExperimentPlan, run_experiment
@@ -64,9 +64,9 @@ def load_study_images(data: StudyData, seed: int = 0) -> tuple[LabelledImages, t
     """Training images with their public completions Ψ̃(x) (Ψ applied to the [0, 1] images, rendered at full
     resolution), and the held-out test images and labels."""
     train = load_images(data.dataset, "train", data.path)
-    try:
+    if "test" in IMAGE_DATASETS[data.dataset].splits:
         test = load_images(data.dataset, "test", data.path)
-    except Exception:  # noqa: BLE001 - a set without a test split (digits) is split here, stratified by class
+    else:  # a set without a test split (digits) is split here, stratified by class
         train, test = _split(train, data.test_fraction, seed)
     if data.train_limit is not None:
         train = train.take(np.arange(min(data.train_limit, train.n_images)))
