@@ -18,8 +18,8 @@ How a batch of models is computed (docs/training.md):
 * *Tables, not copies.* Every per-record quantity (records, labels, the public loss's inputs built from Ψ,
   the first layer's per-record inner products) is computed once per chunk as a table with one row per
   record of S followed by one row per model's canary; a model's batch is an ``index_select`` of table rows.
-  Canaries (the audit games' need) are per-model extra records in slot n of the data set, present in the
-  private and/or public population independently; no data set is copied R times.
+  Canaries (the audit games' need) are K per-model extra records in slots n … n+K-1 of the data set, each
+  present in the private and/or public population independently; no data set is copied R times.
 * *Three ways to clip* (:func:`private_path`). Logistic models (GLMs) take
   :mod:`fdp_audit.training.glm`: ``‖∇ℓ‖ = ‖softmax − onehot‖·‖x̃‖`` with ``‖x̃‖²`` (and, for ℓ_priv, the
   other per-record inner products) precomputed in a table, the logits from cache-sized blocks of gathered
@@ -120,19 +120,35 @@ class TrainingProblem:
 
 @dataclass(frozen=True)
 class Canaries:
-    """One extra record per model (slot n of its data set)."""
+    """K extra records per model (slots n … n+K-1 of its data set), each one a record like any other: Poisson
+    sampled on its own when in the private population, drawn by the public batches when in the public one,
+    clipped as any record. Fields are shaped ``[R, K, ...]``; one canary per model may drop the K axis
+    (``x`` ``[R, d]``, ``y`` ``[R]``, …), which is how a set with K = 1 is told from one with K canaries."""
 
-    x: torch.Tensor  # [R, d]
-    y: torch.Tensor  # [R]
-    in_private: torch.Tensor  # [R] bool: the record is in the private population (Poisson sampled)
-    in_public: torch.Tensor  # [R] bool: the record is in the public population (uniform batches)
-    private_gradient: torch.Tensor | None = None  # [R, P] raw ∇ℓ_priv of a gradient canary
-    public_gradient: torch.Tensor | None = None  # [R, P] ∇ℓ_pub∘Ψ of a gradient canary
+    x: torch.Tensor  # [R, K, d] or [R, d]
+    y: torch.Tensor  # [R, K] or [R]
+    in_private: torch.Tensor  # [R, K] or [R] bool: the record is in the private population (Poisson sampled)
+    in_public: torch.Tensor  # [R, K] or [R] bool: the record is in the public population (uniform batches)
+    private_gradient: torch.Tensor | None = None  # [R, K, P] or [R, P]: raw ∇ℓ_priv of a gradient canary
+    public_gradient: torch.Tensor | None = None  # [R, K, P] or [R, P]: ∇ℓ_pub∘Ψ of a gradient canary
+
+    @property
+    def count(self) -> int:
+        """K, the canaries per model."""
+        return 1 if self.y.dim() == 1 else self.y.shape[1]
 
     def take(self, rows: torch.Tensor) -> Canaries:
         pick = (lambda t: None if t is None else t[rows])  # noqa: E731
         return Canaries(self.x[rows], self.y[rows], self.in_private[rows], self.in_public[rows],
                         pick(self.private_gradient), pick(self.public_gradient))
+
+    def per_canary(self) -> Canaries:
+        """The same set with the K axis present in every field."""
+        if self.y.dim() == 2:
+            return self
+        lift = (lambda t: None if t is None else t[:, None])  # noqa: E731
+        return Canaries(*(lift(t) for t in (self.x, self.y, self.in_private, self.in_public,
+                                            self.private_gradient, self.public_gradient)))
 
 
 @dataclass(frozen=True)
@@ -167,13 +183,13 @@ BLOCK_KEY = "canary.block"  # the parameter entry of a canary block
 @dataclass(frozen=True)
 class Iterates:
     """What the ``iterates`` adversary sees (docs/games.md): every released noisy private sum and public gradient,
-    and the public batches' use of the canary slot (stream B is independent of the data, so releasing it
+    and the public batches' use of the canary slots (stream B is independent of the data, so releasing it
     costs nothing). ``canary_private_sampled`` is ground truth for tests, never shown to an attack."""
 
     noisy_private_sums: torch.Tensor  # [R, T, P]
     public_gradients: torch.Tensor  # [R, T, P]
-    canary_public_counts: torch.Tensor  # [R, T]
-    canary_private_sampled: torch.Tensor  # [R, T]
+    canary_public_counts: torch.Tensor  # [R, T]: draws of any of the model's canaries
+    canary_private_sampled: torch.Tensor  # [R, T]: some canary of the model was in the private batch
     private_batch_sizes: torch.Tensor  # [R, T]
 
 
@@ -233,14 +249,15 @@ class _Step:
     """One mechanism step for a chunk of models; holds the per-chunk constant tensors.
 
     Every per-record quantity lives in a *table* with one row per record of S followed by one row per
-    model's canary (row ``n + r`` is model r's canary), so a batch is one ``index_select`` of table rows
-    and the data set is never copied per model."""
+    model's canary (row ``n + rK + k`` is model r's canary k), so a batch is one ``index_select`` of table
+    rows and the data set is never copied per model."""
 
     def __init__(self, problem: TrainingProblem, keys: torch.Tensor, canaries: Canaries | None,
                  device: torch.device, block: CanaryBlock | None = None):
         self.p, self.keys, self.device = problem, keys, device
         self.recipe, self.hyper, self.model = problem.recipe, problem.hyper, problem.model
-        self.canaries, self.block = canaries, block
+        self.canaries = None if canaries is None else canaries.per_canary()
+        self.block = block
         self.clip_norm = self.hyper.clip_norm if self.recipe.clip else None
         self.n = problem.n
         self.rate = min(1.0, self.hyper.sample_rate * self.recipe.rate_factor)
@@ -248,9 +265,11 @@ class _Step:
         self.sigma = (self.hyper.noise_multiplier * self.recipe.noise_factor * self.hyper.clip_norm
                       if self.recipe.private else 0.0)
         self.loss = problem.public_loss
-        self.canary_rows = self.n + torch.arange(keys.shape[0], device=device)
-        self.x_table = self._table(problem.x, None if canaries is None else canaries.x)
-        self.y_table = self._table(problem.y, None if canaries is None else canaries.y)
+        self.canary_count = 0 if canaries is None else canaries.count
+        self.canary_rows = self.n + torch.arange(keys.shape[0] * self.canary_count,
+                                                 device=device).view(-1, self.canary_count or 1)
+        self.x_table = self._table(problem.x, None if self.canaries is None else self.canaries.x.flatten(0, 1))
+        self.y_table = self._table(problem.y, None if self.canaries is None else self.canaries.y.flatten())
         # The public loss's model inputs: the full record for the faulty leaky recipe; else built from Ψ
         # once for every row, or (gaussian_pad) from Ψ's features plus fresh padding noise per use.
         self.public_table: torch.Tensor | None = None
@@ -305,12 +324,17 @@ class _Step:
         return (self._public_term(params, inputs, y) * weights).sum()
 
     # -- gathering ----------------------------------------------------------------------------------
-    def _rows(self, idx: torch.Tensor, is_canary: torch.Tensor) -> torch.Tensor:
-        """Table rows ``[R, K]`` of sampled slots ``idx`` (slot n is each model's own canary; padding and
-        unused canary slots read row 0, with weight 0)."""
+    def _rows(self, idx: torch.Tensor, is_canary: torch.Tensor, canary_ids: torch.Tensor) -> torch.Tensor:
+        """Table rows ``[R, B]`` of sampled slots ``idx`` whose canaries (``is_canary``) are the model's own
+        canaries ``canary_ids``; padding and unused canary slots read row 0, with weight 0."""
         if self.canaries is None:  # no slot n: the slots are the rows
             return idx
-        return torch.where(is_canary, self.canary_rows[:, None], idx.clamp(max=self.n - 1))
+        return torch.where(is_canary, self.canary_rows.gather(1, canary_ids), idx.clamp(max=self.n - 1))
+
+    def _canary_ids(self, idx: torch.Tensor) -> torch.Tensor:
+        """Which of the model's canaries slots ``idx`` ``[R, B]`` would be (slot n + k is canary k; 0 where
+        the slot is no canary's)."""
+        return (idx - self.n).clamp(0, max(self.canary_count - 1, 0))
 
     def _block_slots(self, idx: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Sampled slots ``[R, K]`` with the block canaries' slots (n and above) sent to row 0, the canary id of
@@ -344,27 +368,28 @@ class _Step:
         models clip from record tables (:mod:`fdp_audit.training.glm`), other linear stacks by ghost norms
         (:mod:`fdp_audit.training.ghost`), other models from materialised gradients."""
         r = self.keys.shape[0]
-        n_slots = self.n + (1 if self.canaries is not None else 0) + (self.block.count if self.block else 0)
+        n_slots = self.n + self.canary_count + (self.block.count if self.block else 0)
         idx, valid = streams.poisson_sample(self.keys, step, n_slots, self.rate, self.device)
         block_ids = block_hits = None
         if self.block is not None:  # slots n … n+M-1: present canaries join the batch on the block only
             idx, block_ids, in_block = self._block_slots(idx)
             block_hits = in_block & valid & self.block.in_private.gather(1, block_ids)
             valid = valid & ~in_block
-        is_canary = idx == self.n
+        is_canary = idx >= self.n  # valid slots beyond S are canaries (block slots were sent to row 0)
+        canary_ids = self._canary_ids(idx)
         if self.canaries is not None:
-            valid = valid & ~(is_canary & ~self.canaries.in_private[:, None])
+            valid = valid & ~(is_canary & ~self.canaries.in_private.gather(1, canary_ids))
         is_canary = is_canary & valid
-        rows = self._rows(idx, is_canary)
-        batch = {"rows": rows, "valid": valid, "is_canary": is_canary, "block_ids": block_ids,
-                 "block_hits": block_hits}
+        rows = self._rows(idx, is_canary, canary_ids)
+        batch = {"rows": rows, "valid": valid, "is_canary": is_canary, "canary_ids": canary_ids,
+                 "block_ids": block_ids, "block_hits": block_hits}
         if idx.shape[1] == 0:
             flat = torch.zeros(r, self.model.n_parameters, device=self.device)
         else:
             y = self._gather(self.y_table, rows)
             override = None
             if self.canaries is not None and self.canaries.private_gradient is not None:
-                override = ghost.GradientOverride(is_canary, self.canaries.private_gradient)
+                override = ghost.GradientOverride(is_canary, self.canaries.private_gradient, canary_ids)
             clip_norm = self.clip_norm
             decomposed = self.recipe.private_loss == "decomposed"
             if self.tables is not None:  # a GLM: norms and sums straight from the record tables
@@ -410,8 +435,8 @@ class _Step:
         """The clipped sum from per-example gradients ``[R, K, P]`` (any layer type)."""
         per_example = flatten(self.per_example_grad(without_block(params), x, y, public_inputs), lead=2)
         if override is not None:
-            per_example = torch.where(override.mask[..., None],
-                                      override.vectors[:, None, :].to(per_example.dtype), per_example)
+            per_example = torch.where(override.mask[..., None], override.per_example().to(per_example.dtype),
+                                      per_example)
         weights = valid.to(per_example.dtype)
         if clip_norm is not None:
             norms = per_example.norm(dim=-1)
@@ -420,16 +445,16 @@ class _Step:
 
     def public_part(self, params: Params, step: int, private_batch: dict[str, torch.Tensor] | None
                     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Public gradient ``[R, P]`` and how often each model's canary was in its public batch."""
+        """Public gradient ``[R, P]`` and how often each model's canaries were in its public batch."""
         r = self.keys.shape[0]
         block_ids = block_hits = None
         if private_batch is not None:  # shared batch (Proposition 3): the private Poisson batch
-            rows, is_canary = private_batch["rows"], private_batch["is_canary"]
+            rows, is_canary, canary_ids = private_batch["rows"], private_batch["is_canary"], private_batch["canary_ids"]
             block_ids, block_hits = private_batch["block_ids"], private_batch["block_hits"]
             weights = private_batch["valid"].to(self.p.x.dtype)
             denominator = self.expected_batch
         else:
-            has = (self.canaries.in_public.long() if self.canaries is not None
+            has = (self.canaries.in_public.long().sum(dim=1) if self.canaries is not None
                    else torch.zeros(r, dtype=torch.long, device=self.device))
             if self.block is not None:
                 has = has + self.block.count
@@ -437,8 +462,12 @@ class _Step:
                                           self.hyper.public_batch_size, self.n + has, self.device)
             if self.block is not None:
                 idx, block_ids, block_hits = self._block_slots(idx)
-            is_canary = idx == self.n
-            rows = self._rows(idx, is_canary)
+            is_canary = idx >= self.n
+            canary_ids = self._canary_ids(idx)
+            if self.canaries is not None:  # slot n + j is the model's j-th canary of the public population
+                public_first = torch.sort((~self.canaries.in_public).long(), dim=1, stable=True).indices
+                canary_ids = public_first.gather(1, canary_ids)
+            rows = self._rows(idx, is_canary, canary_ids)
             weights = torch.ones(idx.shape, dtype=self.p.x.dtype, device=self.device)
             if block_hits is not None:
                 weights = weights * ~block_hits
@@ -462,7 +491,9 @@ class _Step:
             canary_grad = self.canaries.public_gradient
             if self.recipe.public_reads_protected:  # the full loss: ∇ℓ = ∇ℓ_pub∘Ψ + ∇ℓ_priv
                 canary_grad = canary_grad + self.canaries.private_gradient
-            flat = flat + counts[:, None].to(flat.dtype) * canary_grad.to(flat.dtype)
+            uses = torch.zeros(r, self.canary_count, dtype=flat.dtype, device=self.device)
+            uses.scatter_add_(1, canary_ids, is_canary.to(flat.dtype))
+            flat = flat + (uses[..., None] * canary_grad.to(flat.dtype)).sum(dim=1)
         if self.block is not None:
             assert block_ids is not None and block_hits is not None
             block = self._on_block(block_ids, self.block.public_values.gather(1, block_ids) * block_hits,
@@ -493,17 +524,20 @@ def _available_bytes(device: torch.device) -> int:
     return host if worker is None else min(host, worker)
 
 
-def bytes_per_model(problem: TrainingProblem, record_iterates: bool, block_size: int = 0) -> int:
+def bytes_per_model(problem: TrainingProblem, record_iterates: bool, block_size: int = 0, canaries: int = 0) -> int:
     """Peak memory one model adds to a chunk, following the path its private part takes
-    (:func:`private_path`; float32, over the widest Poisson batch): the GLM path holds a few values per
-    example and output (logits, their gradients, norms, weights; its gathered rows live in one shared
-    cache-sized buffer); the ghost path holds each layer's inputs, pre-activations and output gradients on
-    the records (and on the completed public inputs for ℓ_priv); neither materialises a per-example
-    gradient. The ``torch.func`` path holds per-example gradients ``[K, P]`` and their clipped copies. All
-    add the public batch's activations, a few parameter-sized vectors, and the recorded iterates."""
+    (:func:`private_path`; float32, over the widest Poisson batch of its n + ``canaries`` records): the GLM
+    path holds a few values per example and output (logits, their gradients, norms, weights; its gathered rows
+    live in one shared cache-sized buffer); the ghost path holds each layer's inputs, pre-activations and
+    output gradients on the records (and on the completed public inputs for ℓ_priv); neither materialises a
+    per-example gradient. The ``torch.func`` path holds per-example gradients ``[K, P]`` and their clipped
+    copies. All add the public batch's activations, a few parameter-sized vectors, the recorded iterates, and
+    the model's canary records: a row of each per-record table (record, public inputs, precomputed products:
+    at most three record widths and a few values) and, for gradient canaries, two gradient vectors."""
     h, model = problem.hyper, problem.model
     rate = min(1.0, h.sample_rate * problem.recipe.rate_factor)
-    width = rate * problem.n + 6 * math.sqrt(max(rate * problem.n, 1)) + 16
+    slots = problem.n + canaries
+    width = rate * slots + 6 * math.sqrt(max(rate * slots, 1)) + 16
     p = model.n_parameters + block_size
     activations = (model.activation_floats if isinstance(model, ModuleModel)
                    else model.n_inputs + sum(model.hidden) + model.n_outputs)
@@ -521,13 +555,14 @@ def bytes_per_model(problem: TrainingProblem, record_iterates: bool, block_size:
     else:
         private, public = 4 * width * p + width * activations, 3 * batch * activations
     per_step = 4 * (private + public + 8 * p)
-    return int(per_step + (8 * h.steps * p if record_iterates else 0))
+    canary_rows = 4 * canaries * (3 * problem.x.shape[1] + 2 * p + 8)
+    return int(per_step + canary_rows + (8 * h.steps * p if record_iterates else 0))
 
 
 def chunk_size_for(problem: TrainingProblem, record_iterates: bool, device: torch.device,
-                   n_models: int, limit: int | None = None, block_size: int = 0) -> int:
+                   n_models: int, limit: int | None = None, block_size: int = 0, canaries: int = 0) -> int:
     """Models per chunk: what fits in a quarter of the available memory (the resource guard)."""
-    per_model = bytes_per_model(problem, record_iterates, block_size)
+    per_model = bytes_per_model(problem, record_iterates, block_size, canaries)
     budget = _available_bytes(device) // 4
     fits = budget // max(per_model, 1)
     if fits < 1:
@@ -545,8 +580,9 @@ def train_models(problem: TrainingProblem, seed: int, model_indices: Sequence[in
                  canary_block: CanaryBlock | None = None) -> Iterator[ChunkResult]:
     """Train one model per index, in memory-sized chunks, yielding each chunk when it is done.
 
-    ``canaries`` (one canary record per model) or ``canary_block`` (M gradient canaries per model; the models'
-    parameters then include :data:`BLOCK_KEY`), if given, has one row per entry of ``model_indices``.
+    ``canaries`` (K canary records per model, :class:`Canaries`) or ``canary_block`` (M gradient canaries per
+    model; the models' parameters then include :data:`BLOCK_KEY`), if given, has one row per entry of
+    ``model_indices``.
     Results stream out chunk by chunk
     so that callers never hold all models at once. ``on_step(done, params)``, if given, is called after every
     optimiser step of every chunk (``done`` counts public pre-training steps first, then private steps).
@@ -556,9 +592,9 @@ def train_models(problem: TrainingProblem, seed: int, model_indices: Sequence[in
     indices = torch.as_tensor(list(model_indices), dtype=torch.long)
     problem = problem.to(device)
     if canaries is not None and canary_block is not None:
-        raise ValueError("a model takes either one canary record or a canary block")
+        raise ValueError("a model takes either canary records or a canary block")
     size = chunk_size_for(problem, record_iterates, device, len(indices), max_chunk,
-                          0 if canary_block is None else canary_block.size)
+                          0 if canary_block is None else canary_block.size, 0 if canaries is None else canaries.count)
     if progress:
         steps = problem.hyper.steps + (problem.hyper.public_pretrain_steps if problem.public_loss is not None else 0)
         name = progress if isinstance(progress, str) else "training"

@@ -97,11 +97,25 @@ class PrivateBatch:
 
 @dataclass(frozen=True)
 class GradientOverride:
-    """Per-example gradients fixed to given vectors (the gradient canary of the audit games): where
-    ``mask[r, k]`` holds, example k of model r has gradient ``vectors[r]`` instead of the computed one."""
+    """Per-example gradients fixed to given vectors (the gradient canaries of the audit games): where
+    ``mask[r, b]`` holds, example b of model r has gradient ``vectors[r, ids[r, b]]`` instead of the computed
+    one. One vector per model may be given as ``vectors`` ``[R, P]`` without ``ids``."""
 
-    mask: torch.Tensor  # [R, K] bool
-    vectors: torch.Tensor  # [R, P]
+    mask: torch.Tensor  # [R, B] bool
+    vectors: torch.Tensor  # [R, K, P], or [R, P]
+    ids: torch.Tensor | None = None  # [R, B] long: which of the K vectors each example takes
+
+    def stacked(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The vectors ``[R, K, P]`` and each example's vector id ``[R, B]``."""
+        if self.vectors.dim() == 2:
+            return self.vectors[:, None, :], torch.zeros(self.mask.shape, dtype=torch.long, device=self.mask.device)
+        assert self.ids is not None
+        return self.vectors, self.ids
+
+    def per_example(self) -> torch.Tensor:
+        """Each example's override vector, ``[R, B, P]`` (read where ``mask`` holds)."""
+        vectors, ids = self.stacked()
+        return vectors.gather(1, ids[..., None].expand(-1, -1, vectors.shape[2]))
 
 
 @dataclass(frozen=True)
@@ -370,14 +384,16 @@ def clipped_private_sum(model: Model, params: Params, batch: PrivateBatch, clip_
 def add_override(flat: torch.Tensor, weights: torch.Tensor, override: GradientOverride | None,
                  clip_norm: float | None) -> torch.Tensor:
     """Add the overridden examples' clipped vectors to a clipped sum ``[R, P]`` that gave them weight 0:
-    each valid overridden example (``weights`` > 0) contributes ``clip_C(vectors[r])``."""
+    each valid overridden example b (``weights`` > 0) contributes ``clip_C(vectors[r, ids[r, b]])``."""
     if override is None:
         return flat
-    vectors = override.vectors.to(flat.dtype)
-    count = (weights * override.mask).sum(dim=1)
+    vectors, ids = override.stacked()
+    vectors = vectors.to(flat.dtype)
+    count = torch.zeros(vectors.shape[:2], dtype=flat.dtype, device=flat.device)
+    count.scatter_add_(1, ids, (weights * override.mask).to(flat.dtype))
     if clip_norm is not None:
-        count = count * torch.clamp(clip_norm / vectors.norm(dim=1).clamp_min(1e-12), max=1.0)
-    return flat + count[:, None] * vectors
+        count = count * torch.clamp(clip_norm / vectors.norm(dim=2).clamp_min(1e-12), max=1.0)
+    return flat + (count[..., None] * vectors).sum(dim=1)
 
 
 def gradient_sum(model: Model, params: Params, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor,
