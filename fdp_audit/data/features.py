@@ -64,6 +64,34 @@ class CandidateMap(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class ContinuousCanary:
+    """A record whose protected part is k continuous input coordinates that Ψ does not read: every value there
+    gives the same public image Ψ(x) and label. ``template`` holds the centre 0 there (the training mean of
+    standardised columns); ``names`` are the protected features."""
+
+    template: torch.Tensor  # [d]
+    coordinates: tuple[int, ...]  # the k protected input coordinates
+    names: tuple[str, ...]
+
+    def with_values(self, values: torch.Tensor) -> torch.Tensor:
+        """Records ``[N, d]``: the template with each row of ``values`` ``[N, k]`` in the protected coordinates."""
+        records = self.template.repeat(len(values), 1)
+        records[:, list(self.coordinates)] = values.to(records.dtype)
+        return records
+
+
+@runtime_checkable
+class ContinuousCanaryMap(Protocol):
+    """A Ψ whose protected part is continuous input coordinates (docs/extending.md, "A public map")."""
+
+    def continuous_canary(self, record: torch.Tensor) -> ContinuousCanary:
+        """``record`` with its protected coordinates at 0, and which coordinates they are; the reconstruction
+        game draws its canaries' values there. Bad input (:class:`BadInputError`) when Ψ's protected part is not
+        continuous coordinates."""
+        ...
+
+
 @runtime_checkable
 class WidenableMap(Protocol):
     """A Ψ that extends to records with appended public columns (docs/extending.md, "A public map")."""
@@ -133,6 +161,17 @@ class FeatureSplit:
         records[:, group.start:group.stop] = 0.0
         records[torch.arange(len(chosen)), group.start + torch.as_tensor(chosen)] = 1.0
         return CanaryCandidates(records, tuple(f"{group.feature}={group.categories[c]}" for c in chosen))
+
+    def continuous_canary(self, record: torch.Tensor) -> ContinuousCanary:
+        """``record`` with every protected column at 0; every protected attribute must be numeric."""
+        groups = self.protected_groups
+        if not groups or any(g.kind != "numeric" for g in groups):
+            raise BadInputError("records with continuous protected values need numeric protected features",
+                                "data.protected")
+        coordinates = tuple(int(j) for j in self.protected_columns.tolist())
+        template = record.clone()
+        template[list(coordinates)] = 0.0
+        return ContinuousCanary(template, coordinates, tuple(g.feature for g in groups))
 
     def with_public_columns(self, groups: tuple[ColumnGroup, ...]) -> FeatureSplit:
         return FeatureSplit(self.groups + groups, self.protected_features, self.label_public)

@@ -3,6 +3,8 @@ prior, reconstructed by the white-box attacks, success against Ball(ρ) and the 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from scipy.stats import binom, chi2
@@ -13,6 +15,7 @@ from fdp_audit.audit.games.reconstruction import secret_values
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.trials import play_game
 from fdp_audit.config import config_from_dict
+from fdp_audit.data.features import LabelOnlyMap
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.training.run import accountant
@@ -108,3 +111,12 @@ def test_bad_input(kwargs: dict, field: str) -> None:
     with pytest.raises(BadInputError) as error:
         play(config, data, trials=2)
     assert error.value.field == field
+
+
+def test_a_psi_without_continuous_canaries_is_refused_by_name() -> None:
+    """The game asks Ψ for its canary (continuous_canary); label DP's Ψ, whose protected part is the label, has
+    none, and the game refuses it naming the public map, before any training."""
+    config, data = setting("nonprivate")
+    with pytest.raises(BadInputError) as error:
+        play(config, replace(data, feature_split=LabelOnlyMap()), trials=2)
+    assert error.value.field == "data.public_map" and "continuous_canary" in str(error.value)

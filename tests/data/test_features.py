@@ -58,6 +58,26 @@ def test_view_is_unchanged_by_any_change_of_protected_columns(case):
         assert view.labels is None
 
 
+def test_continuous_canary_varies_only_what_psi_does_not_read():
+    """The column split's continuous canary: the record with its protected columns at 0 (others unchanged), and
+    any values placed there keep Ψ(x); a categorical protected attribute is refused."""
+    groups = groups_from_widths([1, 3, 1, 1])  # f0 numeric, f1 categorical, f2 and f3 numeric
+    split = FeatureSplit(groups, ("f2", "f3"))
+    record = torch.arange(1.0, 7.0, dtype=torch.float64)
+    canary = split.continuous_canary(record)
+    assert canary.coordinates == (4, 5) and canary.names == ("f2", "f3")
+    assert torch.equal(canary.template, torch.tensor([1.0, 2.0, 3.0, 4.0, 0.0, 0.0], dtype=torch.float64))
+    assert torch.equal(record, torch.arange(1.0, 7.0, dtype=torch.float64))  # the caller's record is untouched
+    values = torch.randn(5, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    records = canary.with_values(values)
+    assert torch.equal(records[:, [4, 5]], values)
+    labels = torch.zeros(5, dtype=torch.long)
+    assert torch.equal(split(records, labels).features, split(record.repeat(5, 1), labels).features)
+    with pytest.raises(BadInputError) as error:
+        FeatureSplit(groups, ("f1", "f2")).continuous_canary(record)
+    assert error.value.field == "data.protected"
+
+
 @settings(max_examples=60, deadline=None)
 @given(encoded_batches())
 def test_assemble_inverts_the_split(case):

@@ -31,7 +31,7 @@ from fdp_audit.audit.games import base
 from fdp_audit.audit.journal import secret_digests
 from fdp_audit.audit.stats import clopper_pearson, lower_confidence_bound
 from fdp_audit.config import Config
-from fdp_audit.data.features import FeatureSplit
+from fdp_audit.data.features import ContinuousCanary, ContinuousCanaryMap
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.training import streams
@@ -91,18 +91,17 @@ def ball_per_radius(prior: str, scale: float, dims: int, rho: np.ndarray) -> np.
 
 @dataclass(frozen=True)
 class ReconstructionSetup(base.Setup):
-    template: torch.Tensor  # [d] float64: the canary record with the prior's centre in its protected coordinates
-    protected: tuple[int, ...]  # the protected coordinates
+    canary: ContinuousCanary  # float64, the prior's centre in its protected coordinates
     label: int
-    protected_features: tuple[str, ...]
 
 
-def _continuous_split(data: PreparedData) -> FeatureSplit | None:
-    """Ψ's column split when every protected feature is continuous (None otherwise)."""
-    split = data.column_split()
-    if not split.protected_groups or any(g.kind != "numeric" for g in split.protected_groups):
-        return None
-    return split
+def _continuous_canary(data: PreparedData) -> ContinuousCanary:
+    """Ψ's canary record (the population's first record) with continuous protected coordinates."""
+    psi = data.feature_split
+    if not isinstance(psi, ContinuousCanaryMap):
+        raise BadInputError(f"the reconstruction game needs a Ψ whose protected part is continuous coordinates "
+                            f"(continuous_canary); {psi.spec()['kind']!r} is not", "data.public_map")
+    return psi.continuous_canary(torch.as_tensor(data.population.x[0]).double())
 
 
 class ReconstructionGame(base.Game[ReconstructionRecord]):
@@ -119,34 +118,26 @@ class ReconstructionGame(base.Game[ReconstructionRecord]):
         return chosen
 
     def setup(self, config: Config, data: PreparedData) -> ReconstructionSetup:
-        split = _continuous_split(data)
-        if split is None:
-            raise BadInputError("the reconstruction game needs continuous (numeric) protected features",
-                                "data.protected")
-        protected = tuple(int(j) for j in split.protected_columns.tolist())
+        canary = _continuous_canary(data)
         problem = build_problem(config, data)
-        template = torch.as_tensor(data.population.x[0]).double().clone()
-        template[list(protected)] = 0.0  # the prior's centre
         label = int(data.population.y[0])
         x, y = data.tensors()
-        knowledge = Knowledge(problem.model, template[None, :], label, torch.ones(1), x, y,
-                              protected_coordinates=protected)
-        return ReconstructionSetup(problem, knowledge, template, protected, label,
-                                   tuple(g.feature for g in split.protected_groups))
+        knowledge = Knowledge(problem.model, canary.template[None, :], label, torch.ones(1), x, y,
+                              protected_coordinates=canary.coordinates)
+        return ReconstructionSetup(problem, knowledge, canary, label)
 
     def values(self, config: Config, setup: ReconstructionSetup, indices: np.ndarray) -> torch.Tensor:
         """The trials' protected values ``[N, k]`` (:func:`secret_values`)."""
         audit = config.audit
         return secret_values(config.seed, indices, audit.reconstruction_prior, audit.reconstruction_scale,
-                             len(setup.protected))
+                             len(setup.canary.coordinates))
 
     def secrets(self, config: Config, setup: ReconstructionSetup, indices: np.ndarray) -> np.ndarray:
         return secret_digests(self.values(config, setup, indices).numpy())
 
     def canaries(self, config: Config, setup: ReconstructionSetup, indices: np.ndarray) -> Canaries:
         n = len(indices)
-        canary_x = setup.template.repeat(n, 1)
-        canary_x[:, list(setup.protected)] = self.values(config, setup, indices)
+        canary_x = setup.canary.with_values(self.values(config, setup, indices))
         dtype = setup.knowledge.rest_x.dtype
         return Canaries(canary_x.to(dtype), torch.full((n,), setup.label, dtype=torch.long),
                         torch.ones(n, dtype=torch.bool), torch.ones(n, dtype=torch.bool))
@@ -157,19 +148,20 @@ class ReconstructionGame(base.Game[ReconstructionRecord]):
                 for name, attack in attacks.items()}
 
     def score_width(self, setup: ReconstructionSetup) -> int:
-        return len(setup.protected)
+        return len(setup.canary.coordinates)
 
     def record(self, config: Config, setup: ReconstructionSetup, secrets: np.ndarray, scores: dict[str, np.ndarray],
                threat_models: dict[str, str]) -> ReconstructionRecord:
         audit = config.audit
         rho = np.asarray(audit.rho_grid, dtype=float)
         trials = self.trial_indices(len(secrets))
-        ball = ball_per_radius(audit.reconstruction_prior, audit.reconstruction_scale, len(setup.protected), rho)
+        ball = ball_per_radius(audit.reconstruction_prior, audit.reconstruction_scale, len(setup.canary.coordinates),
+                               rho)
         bound = np.asarray(accountant(config.mechanism).bound(ball), dtype=float)
         return ReconstructionRecord(self.name, self.values(config, setup, trials).numpy(),
                                     {name: np.asarray(value, dtype=float) for name, value in scores.items()}, rho,
                                     ball, bound, threat_models, audit.reconstruction_prior,
-                                    audit.reconstruction_scale, METRIC, setup.protected_features)
+                                    audit.reconstruction_scale, METRIC, setup.canary.names)
 
     def comparisons(self, record: ReconstructionRecord, claim: base.Claim) -> list[base.RateComparison]:
         """One rate comparison per (attack, ρ), the prior (which realises Ball) excepted."""
@@ -185,13 +177,13 @@ class ReconstructionGame(base.Game[ReconstructionRecord]):
         return rows
 
     def planned(self, config: Config, data: PreparedData, claim: base.Claim) -> list[base.PlannedComparison]:
-        split = _continuous_split(data)
-        if split is None:
+        try:
+            canary = _continuous_canary(data)
+        except BadInputError:
             return []  # the game itself refuses such data, with its own message
         audit = config.audit
         rho = np.asarray(audit.rho_grid, dtype=float)
-        balls = ball_per_radius(audit.reconstruction_prior, audit.reconstruction_scale,
-                                len(split.protected_columns), rho)
+        balls = ball_per_radius(audit.reconstruction_prior, audit.reconstruction_scale, len(canary.coordinates), rho)
         return [base.PlannedComparison(base.RateComparison(self.name, self.name, name, attack.threat_model,
                                                            audit.trials, 0, float(ball),
                                                            float(claim.add_remove.bound(ball)), rho=float(r)),
