@@ -5,6 +5,7 @@ from attacks.base import Attack, AttackOutput, Knowledge, View
 from attacks.gradient import GradientNormAttack
 from attacks.gradient_matching import GradientMatchingReconstruction
 from attacks.informed import InformedGradientAttack
+from attacks.input_canary import CanaryLogitAttack, NoiseScaleAttack
 from attacks.iterates import IteratesAttack, PublicAlignedIteratesAttack
 from attacks.likelihood import LikelihoodAttack
 from attacks.prior import PriorAttack
@@ -21,6 +22,8 @@ ATTACKS: dict[str, type[Attack]] = {
     GradientMatchingReconstruction.name: GradientMatchingReconstruction,
     IteratesAttack.name: IteratesAttack,
     PublicAlignedIteratesAttack.name: PublicAlignedIteratesAttack,
+    CanaryLogitAttack.name: CanaryLogitAttack,
+    NoiseScaleAttack.name: NoiseScaleAttack,
 }
 
 __all__ = ["ATTACKS", "Attack", "AttackOutput", "Knowledge", "View"]

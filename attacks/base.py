@@ -45,6 +45,10 @@ class Knowledge:
     clipping mechanism releases it with norm C: the unit of the signal), and by the coordinates that no
     record's private gradient touches, along which a release holds nothing but its noise.
 
+    The membership game's crafted input canary (:mod:`attacks.input_canary`) is described by ``candidates``
+    ``[2, d]``: the canary without its crafted coordinate (the reference input) and the canary itself, by its
+    ``label``, and by ``noise_inputs``, input columns in which no record has a value.
+
     Continuous protected features: ``protected_coordinates`` are their indices in the model input, and
     ``candidates`` has one row, the target completed with the prior's centre (the Ball-maximising guess of
     docs/accounting.md), so its other coordinates are the known public part u.
@@ -71,6 +75,7 @@ class Knowledge:
     candidate_signs: torch.Tensor | None = None  # [V] in {−1, 0, +1} for a gradient canary
     candidate_public_signs: torch.Tensor | None = None  # [V] ±1; the private signs when not given
     noise_coordinates: tuple[int, ...] | None = None
+    noise_inputs: tuple[int, ...] | None = None
     protected_coordinates: tuple[int, ...] | None = None
     l2_regularization: float = 0.0
     shadow_problem: TrainingProblem | None = None
@@ -146,6 +151,7 @@ class Attack(ABC):
     threat_model: ClassVar[ThreatModel]
     supports: ClassVar[frozenset[AttributeKind]] = frozenset({"categorical"})
     needs_gradient_canary: ClassVar[bool] = False
+    needs_input_canary: ClassVar[bool] = False  # plays the membership game's crafted input canary only
 
     def fit(self, knowledge: Knowledge) -> Attack:
         self.knowledge = knowledge

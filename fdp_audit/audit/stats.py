@@ -44,6 +44,27 @@ def lower_confidence_bound(successes: int, trials: int, alpha: float) -> float:
     return clopper_pearson(successes, trials, 2 * alpha)[0]
 
 
+def evaluation_trials_for_power(rate: float, bound: float, level: float, miss: float,
+                                most: int = 100_000) -> int | None:
+    """The fewest evaluation trials N at which an attack whose true success probability is ``rate`` is judged
+    above ``bound`` with probability at least ``1 − miss``: ``P[k ≥ k_N] ≥ 1 − miss`` for k ~ Binomial(N, rate),
+    where k_N is the fewest successes whose one-sided Clopper–Pearson lower bound at ``level`` exceeds the bound
+    (the gate's rate comparison). None when no N up to ``most`` is enough (``rate ≤ bound`` never is)."""
+    if rate <= bound:
+        return None
+    for trials in range(1, most + 1):
+        low, high = 0, trials + 1  # the fewest k in [0, trials] whose lower bound exceeds the bound (N + 1: none)
+        while low < high:
+            middle = (low + high) // 2
+            if lower_confidence_bound(middle, trials, level) > bound:
+                high = middle
+            else:
+                low = middle + 1
+        if low <= trials and binom.sf(low - 1, trials, rate) >= 1 - miss:
+            return trials
+    return None
+
+
 def upper_confidence_bound(successes: int, trials: int, alpha: float) -> float:
     """Exact one-sided upper bound at level 1 − α."""
     return clopper_pearson(successes, trials, 2 * alpha)[1]

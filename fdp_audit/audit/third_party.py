@@ -19,7 +19,10 @@ receives, for one model)::
 * ``problem``: the data set S (``problem.x``, ``problem.y``, encoded), Ψ (``problem.feature_map``), the
   architecture (``problem.model``: ``forward(params, x)``, ``shapes()``), the public loss, and the claimed
   settings (``problem.hyper``: z, p, T, C, public batch size, optimiser). ``problem.recipe`` describes the
-  built-in mechanism named as the claim; a third-party function need not follow it.
+  built-in mechanism named as the claim; a third-party function need not follow it. Training must start from
+  ``problem.initial_params`` when it is not None (the membership game's worst-case starting point: DP-SGD's
+  guarantee holds from any start fixed before the data are seen); a function that ignores it is audited all
+  the same, less tightly.
 * ``seed``: a fresh integer per trial; all randomness must come from it (trials must be independent).
 * ``canary``: one extra record (every tensor has a leading dimension of 1) that the function must add to its
   data set — to the private (Poisson-sampled) population when ``canary.in_private[0]``, to the public

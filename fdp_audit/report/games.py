@@ -15,7 +15,8 @@ from fdp_audit.report import figures, texts
 from fdp_audit.report.format import number, signed
 from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, numbers, scalar, span, status, text
 
-DISTINGUISHING_GAMES = {"distinguishing": "Distinguishing game", "simulator": "Simulator game"}
+DISTINGUISHING_GAMES = {"distinguishing": "Distinguishing game", "simulator": "Simulator game",
+                        "membership": "Membership game (final model)"}
 _GRADIENT_CANARY = re.compile(r"gradient \((\w+) trials\)")
 # more rows than this are detail: folded into <details>, the figure carries the picture
 _LONG_TABLE = 8
@@ -79,6 +80,8 @@ def _canary(game: Node) -> tuple[str, str]:
         lead = texts.gradient_canary_lead(found.group(1))
     elif canary is None or canary.text() == "record":
         lead = texts.RECORD_CANARY_LEAD
+    elif canary.text() == "crafted input":
+        lead = texts.INPUT_CANARY_LEAD
     return f"Attribute inference · {canary_label(game)}", lead
 
 

@@ -34,6 +34,8 @@ def game_label(game: str, kind: str, relation: str | None = None) -> str:
         return "Attribute inference · record canaries"
     if game == "reconstruction":
         return "Reconstruction"
+    if game == "membership":
+        return "Membership game · crafted input canary (add/remove, final model)"
     if kind == "rate" and game in GRADIENT_GAMES:
         return f"Attribute inference · gradient canaries ({game} game)"
     if game in GRADIENT_GAMES:

@@ -113,6 +113,12 @@ RECORD_CANARY_LEAD = (
     "model with one canary, and the attacks see only the trained model (black-box or white-box)."
 )
 
+INPUT_CANARY_LEAD = (
+    "The membership game's canary is a crafted record on an input column no other record has a value in, with a "
+    "label the initial model gets badly wrong; a hidden bit decides whether it is trained on (n or n + 1 "
+    "records), and the attacks query only the final model. The bit is the secret (Ball = ½)."
+)
+
 
 def gradient_canary_lead(game: str) -> str:
     return (
@@ -129,6 +135,9 @@ RECONSTRUCTION_LEAD = (
 
 
 def distinguishing_lead(game: str, relation: str) -> str:
+    if game == "membership":
+        return ("A hidden bit chooses whether the crafted canary is trained on; the attacks query only the final "
+                f"model. Judged against the claimed curve f of the {relation.replace('_', '/')} relation.")
     if game == "simulator":
         worlds = ("the mechanism trained with the canary, or the simulator of Algorithm 2 (FDP paper), whose "
                   "public batches see a neighbour with the same Ψ(x) and whose private batches omit the canary")

@@ -31,6 +31,7 @@ REPRODUCTIONS: dict[str, str] = {
     "profile": "pipelines",
     "tightness": "tightness",
     "diffusion": "diffusion",
+    "final_model": "final_model",
 }
 
 

@@ -7,7 +7,7 @@
   to every coordinate, in each gradient-canary game, which the iterates attack scored as independent noise.
 * The soundness matrix: every known-faulty mechanism is caught by every game that can see its fault, each
   game on its own; the correct mechanisms pass in the same games. Cells a game cannot see are listed in
-  ``NOT_VISIBLE`` with the reason.
+  ``NOT_VISIBLE`` with the reason. (The membership game's third-party faults: tests/audit/games/test_membership.py.)
 
 Each cell is one seeded audit; its docstring-level numbers (success, bound) were measured on seed 0, and the
 trial counts are chosen so that a miss needs the success to fall at least 3.5 standard errors below what was
@@ -28,6 +28,7 @@ CONFIGS = Path(__file__).parent / "configs"
 EXAMPLES = Path(__file__).parent / "third_party_mechanisms.py"
 ITERATES = ("prior", "iterates", "iterates_public_aligned")
 FINAL_MODEL = ("prior", "likelihood", "gradient")
+MEMBERSHIP = ("prior", "canary_logit")
 
 
 def game_config(name: str, game: str, trials: int, attacks: tuple[str, ...] = ITERATES) -> Config:
@@ -132,6 +133,11 @@ CAUGHT = {
     ("leaky_public", "attribute"): lambda: leaky_attribute_config("fdp_sgd_leaky_public"),  # 147/150 vs .672
     ("shared_batch", "distinguishing"): lambda: game_config("shared_batch", "distinguishing", 400),  # 150/200 vs .564
     ("shared_batch", "simulator"): lambda: game_config("shared_batch", "simulator", 400),  # 153/200 vs .538
+    # the membership game (final model, crafted canary): trials from evaluation_trials_for_power at a miss
+    # probability of 1e-3 and a success below the measured one (0.75, 0.99, 0.84)
+    ("half_noise", "membership"): lambda: game_config("half_noise", "membership", 900, MEMBERSHIP),  # 110/150 vs .638
+    ("no_clip", "membership"): lambda: game_config("no_clip", "membership", 60, MEMBERSHIP),  # 150/150 vs .638
+    ("wrong_rate", "membership"): lambda: game_config("wrong_rate", "membership", 200, MEMBERSHIP),  # 129/150 vs .603
 }
 
 # (mechanism, game) a game cannot catch, and why (the README's table says the same)
@@ -142,6 +148,11 @@ NOT_VISIBLE = {
     ("half_noise", "attribute"): "a real record's candidates differ by far less than the worst case 2C that the "
                                  "bound allows, so halving the noise stays below the claimed bound",
     ("wrong_rate", "attribute"): "as for half noise: a real record is far from the worst case the bound allows",
+    ("shared_batch", "membership"): "the canary's public part Ψ(x) leaves out its crafted (protected) column, so the "
+                                    "public batch shows when it was sampled only through the bias, which every "
+                                    "record moves",
+    ("leaky_public", "membership"): "the canary has no protected value for a public loss to read: its secret is "
+                                    "membership",
 }
 
 PASSING = {
@@ -151,6 +162,8 @@ PASSING = {
     ("dp_sgd", "simulator"): lambda: game_config("dp_sgd", "simulator", 300),  # 96/150 vs .638
     ("fdp_sgd", "attribute"): lambda: leaky_attribute_config("fdp_sgd"),
     ("dp_sgd", "attribute"): lambda: unclipped_attribute_config("dp_sgd"),
+    ("fdp_sgd", "membership"): lambda: game_config("fdp_sgd", "membership", 300, MEMBERSHIP),  # 75/150 vs .538
+    ("dp_sgd", "membership"): lambda: game_config("dp_sgd", "membership", 300, MEMBERSHIP),  # 97/150 vs .638
 }
 
 
@@ -159,7 +172,7 @@ def test_the_matrix_covers_every_faulty_mechanism_and_game() -> None:
     assert faults == {"dp_sgd_half_noise", "dp_sgd_no_clip", "dp_sgd_wrong_rate", "fdp_sgd_leaky_public",
                       "fdp_sgd_shared_batch"}
     for name, _ in CAUGHT:
-        for game in ("distinguishing", "simulator", "attribute"):
+        for game in ("distinguishing", "simulator", "attribute", "membership"):
             assert ((name, game) in CAUGHT) != ((name, game) in NOT_VISIBLE), (name, game)
 
 

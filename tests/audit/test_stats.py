@@ -20,6 +20,7 @@ from fdp_audit.audit.stats import (
     curve_rejected,
     epsilon_lower_bound,
     error_bounds,
+    evaluation_trials_for_power,
     family_epsilon,
     gdp_mu_lower_bound,
     lower_confidence_bound,
@@ -298,3 +299,24 @@ def test_a_roc_below_the_diagonal_is_leakage() -> None:
     own = roc_counts(scores[evaluation], labels[evaluation], np.unique(scores[evaluation]))
     assert np.all(own.false_positives / own.negatives + own.false_negatives / own.positives >= 0.9)
     assert epsilon_lower_bound(own, 1e-5, 0.05)[0] == 0.0
+
+
+@pytest.mark.parametrize(("rate", "bound", "level", "miss"), [(0.85, 0.63, 0.025, 1e-3), (0.7, 0.57, 0.0125, 1e-2),
+                                                              (0.97, 0.8746, 0.025, 1e-3)])
+def test_evaluation_trials_for_power_are_the_fewest_with_that_power(rate, bound, level, miss) -> None:
+    """At the returned N the gate's rate comparison (Clopper–Pearson lower bound above the bound), summed over
+    every outcome k of Binomial(N, rate), fires with probability ≥ 1 − miss; at N − 1 it does not."""
+    trials = evaluation_trials_for_power(rate, bound, level, miss)
+
+    def power(n: int) -> float:
+        return sum(binom.pmf(k, n, rate) for k in range(n + 1) if lower_confidence_bound(k, n, level) > bound)
+
+    assert power(trials) >= 1 - miss > power(trials - 1)
+
+
+def test_evaluation_trials_for_power_of_a_perfect_attack_and_of_none() -> None:
+    """A perfect attack needs the N of ln(level)/ln(bound) (its lower bound is level^(1/N)); an attack at or
+    below the bound never has power."""
+    level, bound = 0.025, 0.63
+    assert evaluation_trials_for_power(1.0, bound, level, 1e-3) == math.floor(math.log(level) / math.log(bound)) + 1
+    assert evaluation_trials_for_power(bound, bound, level, 1e-3) is None

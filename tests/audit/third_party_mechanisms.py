@@ -18,11 +18,16 @@ from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import example_loss
 
 
-def _dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries, noise_divisor: float,
-            shared_noise: bool = False) -> MechanismOutput:
-    """Poisson-sampled DP-SGD of ``problem.model``: clip each example's gradient to C, add N(0, (zC)²) noise
-    (divided by ``noise_divisor``; one draw for every coordinate if ``shared_noise``), step by the noisy sum
-    over the expected batch size p·n."""
+def _dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries, noise_divisor: float = 1.0,
+            shared_noise: bool = False, normaliser: str = "expected", batches: str = "poisson") -> MechanismOutput:
+    """DP-SGD of ``problem.model`` from ``problem.initial_params`` (zeros when not given): clip each example's
+    gradient to C, add N(0, (zC)²) noise (divided by ``noise_divisor``; one draw for every coordinate if
+    ``shared_noise``), step by the noisy sum over the ``normaliser``: the expected batch size p·n of the data
+    set as given (``expected``, a constant), p times the size of the data set trained on, canary included
+    (``dataset``, as an expected batch size computed from a data loader's length), or the realised batch size
+    (``realised``, as a mean over the batch), or the noisy sum's own norm (``own_norm``: normalised SGD, a
+    post-processing of the release). ``batches``: Poisson samples at rate p, or (``shuffled``)
+    consecutive batches of round(p·n) records of a permutation drawn every epoch."""
     model, h = problem.model, problem.hyper
     generator = torch.Generator().manual_seed(seed)
     x, y = problem.x.float(), problem.y
@@ -30,18 +35,25 @@ def _dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries, noise_divisor
     if in_private:  # the canary joins the Poisson-sampled population as its last record
         x, y = torch.cat([x, canary.x.float()]), torch.cat([y, canary.y])
     shapes = model.shapes()
-    params = {name: torch.zeros(shape) for name, shape in shapes.items()}
+    params = ({name: torch.zeros(shape) for name, shape in shapes.items()} if problem.initial_params is None
+              else {name: value.float().clone() for name, value in problem.initial_params.items()})
 
     def loss(p, xi, yi):
         return example_loss(model.forward(p, xi), yi)
 
     per_example = vmap(grad(loss), in_dims=(None, 0, 0))
-    expected_batch = h.sample_rate * problem.n
+    expected_batch = h.sample_rate * (len(x) if normaliser == "dataset" else problem.n)
+    batch_size, order = max(1, round(h.sample_rate * problem.n)), torch.zeros(0, dtype=torch.long)
     sums, width = [], sum(math.prod(s) for s in shapes.values())
     for _ in range(h.steps):
-        batch = torch.nonzero(torch.rand(len(x), generator=generator) < h.sample_rate)[:, 0]
+        if batches == "shuffled":
+            if not len(order):
+                order = torch.randperm(len(x), generator=generator)
+            batch, order = order[:batch_size], order[batch_size:]
+        else:
+            batch = torch.nonzero(torch.rand(len(x), generator=generator) < h.sample_rate)[:, 0]
         grads = per_example(params, x[batch], y[batch])
-        flat = torch.cat([grads[name].reshape(len(batch), -1) for name in shapes], dim=1)
+        flat = torch.cat([grads[name].reshape(len(batch), math.prod(shapes[name])) for name in shapes], dim=1)
         if in_private and canary.private_gradient is not None:  # the audit hook: the canary's fixed gradient
             flat[batch == len(x) - 1] = canary.private_gradient[0].float()
         clipped = flat * torch.clamp(h.clip_norm / flat.norm(dim=1, keepdim=True).clamp_min(1e-12), max=1.0)
@@ -50,7 +62,8 @@ def _dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries, noise_divisor
         noise = h.noise_multiplier * h.clip_norm * draws / noise_divisor
         noisy = clipped.sum(dim=0) + noise
         sums.append(noisy)
-        step, start = noisy / expected_batch, 0
+        divisor = {"realised": max(len(batch), 1), "own_norm": noisy.norm()}.get(normaliser, expected_batch)
+        step, start = noisy / divisor, 0
         for name, shape in shapes.items():
             size = math.prod(shape)
             params[name] = params[name] - h.optimizer.lr * step[start:start + size].reshape(shape)
@@ -77,6 +90,30 @@ def shared_noise_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -
     """The classic bug ``randn(1)`` for ``randn(width)``: one N(0, (zC)²) draw per step added to every
     coordinate, so any coordinate minus another is the clipped sum's difference, un-noised."""
     return _dp_sgd(problem, seed, canary, noise_divisor=1.0, shared_noise=True)
+
+
+def dataset_size_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -> MechanismOutput:
+    """Divides the noisy sum by p·|D| with |D| the data set trained on (an expected batch size computed from the
+    data loader's length): the update's scale, noise included, shows whether the canary was added."""
+    return _dp_sgd(problem, seed, canary, normaliser="dataset")
+
+
+def realised_batch_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -> MechanismOutput:
+    """Divides the noisy sum by the realised Poisson batch size (a mean over the batch): each step's scale
+    counts the records sampled, un-noised."""
+    return _dp_sgd(problem, seed, canary, normaliser="realised")
+
+
+def shuffled_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -> MechanismOutput:
+    """Fixed-size batches of a permutation drawn every epoch, claimed as Poisson sampling at rate p: a record in
+    the data set is trained on exactly once an epoch, never skipped as Poisson sampling may skip it."""
+    return _dp_sgd(problem, seed, canary, batches="shuffled")
+
+
+def self_normalised_dp_sgd(problem: TrainingProblem, seed: int, canary: Canaries) -> MechanismOutput:
+    """Steps along the noisy sum divided by its own norm: data-dependent, but a function of the release only
+    (post-processing), so it keeps DP-SGD's guarantee and must pass."""
+    return _dp_sgd(problem, seed, canary, normaliser="own_norm")
 
 
 def final_model_only(problem: TrainingProblem, seed: int, canary: Canaries) -> dict[str, torch.Tensor]:

@@ -376,3 +376,23 @@ def test_a_prior_of_one_value_is_refused(cli, one_line_error, small_config, writ
     line = one_line_error(result.err)
     assert result.code == 2 and "attribute/likelihood (no number of trials" in line
     assert not out.exists()
+
+
+def test_the_membership_game_end_to_end(cli, small_config, write_yaml, tmp_path: Path) -> None:
+    """The membership game through the command line: its comparisons in results.json, the gate re-deriving their
+    bounds and claims from the stated mechanism (add/remove, Ball ½), and its report sections. Honest DP-SGD
+    passes (a false VIOLATION has probability ≤ α = 0.05)."""
+    raw = small_config("dp_sgd", mechanism={"noise_multiplier": 1.5, "sample_rate": 0.5, "steps": 4},
+                       audit={"trials": 60, "games": ["membership"], "attacks": ["prior", "canary_logit",
+                                                                                 "noise_scale"]})
+    out = tmp_path / "audit"
+    result = cli("audit", write_yaml(tmp_path / "membership.yaml", raw), "--out", out)
+    assert result.code == 0, result.err
+    results = read_results(out / "results.json")
+    assert [c["id"] for c in results["comparisons"]] == [
+        "membership-attribute/canary_logit", "membership-attribute/noise_scale", "membership-epsilon/canary_logit",
+        "membership-epsilon/noise_scale"]
+    assert {c["relation"] for c in results["comparisons"] if c["kind"] == "epsilon"} == {"add_remove"}
+    assert cli("gate", out / "results.json").code == 0
+    html = (out / "report.html").read_text(encoding="utf-8")
+    assert "Membership game (final model) (add/remove)" in html and "crafted input canaries" in html

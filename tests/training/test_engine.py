@@ -361,3 +361,25 @@ def test_diverged_training_is_bad_input_naming_the_learning_rate(model, optimize
     healthy = _problem("fdp_sgd", model=model, steps=4)
     (chunk,) = train_models(healthy, 1, range(3))  # the check passes a finite run untouched
     assert all(bool(torch.isfinite(v).all()) for v in chunk.params.values())
+
+
+def test_training_starts_from_the_given_initial_parameters() -> None:
+    """A column no record has a value in receives no data gradient, so two trainings from the same streams whose
+    starting points differ only on that column's weight end exactly that far apart there, and equal elsewhere;
+    without a given start, logistic regression starts from zeros."""
+    problem = _problem("dp_sgd", n=30)
+    problem = replace(problem, x=torch.cat([problem.x, torch.zeros(problem.n, 1)], dim=1),
+                      model=Model("logistic", N_INPUTS + 1, 2))
+    zeros = {name: torch.zeros(shape) for name, shape in problem.model.shapes().items()}
+    shifted = {**zeros, "layer0.weight": zeros["layer0.weight"].clone()}
+    shifted["layer0.weight"][0, N_INPUTS] = -3.0
+    default = _train(problem).params
+    from_zeros = _train(replace(problem, initial_params=zeros)).params
+    from_shifted = _train(replace(problem, initial_params=shifted)).params
+    for name in default:
+        assert torch.equal(default[name], from_zeros[name])
+    difference = from_shifted["layer0.weight"] - from_zeros["layer0.weight"]
+    assert torch.allclose(difference[:, 0, N_INPUTS], torch.full((4,), -3.0), atol=1e-5)
+    difference[:, 0, N_INPUTS] = 0.0
+    assert torch.allclose(difference, torch.zeros_like(difference), atol=1e-6)
+    assert torch.allclose(from_shifted["layer0.bias"], from_zeros["layer0.bias"], atol=1e-6)

@@ -259,15 +259,18 @@ class Game(ABC, Generic[Record]):
         relation ``add-remove`` or ``replace``)."""
 
 
-def game_attacks(names: tuple[str, ...], kind: AttributeKind, gradient_canary: bool = False) -> dict[str, Attack]:
+def game_attacks(names: tuple[str, ...], kind: AttributeKind, gradient_canary: bool = False,
+                 input_canary: bool = False) -> dict[str, Attack]:
     """The configured attacks that can play a game: those supporting its attribute ``kind`` and, except the
-    prior, needing a gradient canary exactly when the game has one. Unknown names are bad input."""
+    prior, needing a gradient canary, or the membership game's crafted input canary, exactly when the game has
+    one. Unknown names are bad input."""
     chosen = {}
     for name in names:
         if name not in ATTACKS:
             raise BadInputError(f"unknown attack {name!r} (known: {', '.join(ATTACKS)})", "audit.attacks")
         cls = ATTACKS[name]
-        if kind in cls.supports and (name == "prior" or cls.needs_gradient_canary == gradient_canary):
+        if kind in cls.supports and (name == "prior" or (cls.needs_gradient_canary == gradient_canary
+                                                         and cls.needs_input_canary == input_canary)):
             chosen[name] = cls()
     return chosen
 

@@ -122,6 +122,11 @@ class GradientCanaryGame(base.Game[GameRecord]):
     def relation(self, claim: base.Claim) -> MechanismAccountant:
         return claim.relation(self.epsilon_relation)
 
+    @property
+    def canary_description(self) -> str:
+        """How the report names the canary of the game's attribute view."""
+        return f"gradient ({self.name} trials)"
+
     def setup(self, config: Config, data: PreparedData) -> GradientCanarySetup:
         if config.mechanism.training is not None:
             return self._user_training_setup(config, data)
@@ -230,7 +235,7 @@ class GradientCanaryGame(base.Game[GameRecord]):
         lower bound) of the same trials."""
         fallback = float(claim.add_remove.bound(float(record.prior.max())))
         sections = [attribute_section(record, judgements, f"{self.name}-attribute",
-                                      f"gradient ({self.name} trials)", fallback, alpha)]
+                                      self.canary_description, fallback, alpha)]
         optimum = bayes_optimal_success(self.relation(claim))
         distinguishers = []
         for attack in record.scores:

@@ -1,0 +1,157 @@
+"""The membership game (docs/games.md): add/remove, final model only, a crafted input-space canary.
+
+A hidden bit decides whether the canary record is in the private population: the mechanism trains on n or
+n + 1 records, so anything it derives from the data set's size, the realised batch sizes or the data themselves
+can show the bit. The adversary sees the final model through queries only (:mod:`attacks.input_canary`).
+
+What makes a final-model audit tight (Annamalai & De Cristofaro, NeurIPS 2024) is applied where the auditor
+controls the training inputs:
+
+* *a crafted canary*: zero everywhere except ``M = canary_norm_factor · C`` on an appended input column that no
+  other record has a value in, so that no record's gradient touches the model's weights on it; its raw gradient
+  is about M ≫ C, so every step that samples it adds exactly its clipped norm C along that column;
+* *worst-case initial parameters*: DP-SGD's guarantee holds from any starting point fixed before the data are
+  seen, so training starts from one at which the canary's label is wrong by a margin larger than any drift the
+  training can produce; the canary's loss gradient then never vanishes and is clipped to C at every step.
+  For a linear model the final weight on the canary column is then the initial weight plus the sum of every
+  step's clipped contribution and noise along it — all the final model can keep of the release. Models with
+  hidden layers start from their (fixed) initialisation with the canary column, which is sound but less tight.
+
+Further appended all-zero columns carry nothing but the noise; their weights show the normalisation the
+mechanism applied (``noise_scale``). The appended columns are protected features: Ψ leaves them out, so under
+Algorithm 1 the canary's crafted coordinate is in its private part, whose membership the claim bounds
+(Theorem 5: insertion/deletion of the private part, Ψ(x) public). The canary is in the public population in
+both worlds, so a public loss sees the same data in both. The game is binary with a uniform prior (Ball = ½)
+and its worlds are add/remove neighbours: its success is judged against the smaller of Theorem 4's
+``1 − f(½)`` and the Bayes-optimal ``½ + δ_add/remove(0)/2``, and its ROC against the claimed add/remove
+curve, as for the simulator game.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+import torch
+
+from attacks import Attack, Knowledge
+from fdp_audit.audit.games import base
+from fdp_audit.audit.games.gradient_canary import GradientCanaryGame
+from fdp_audit.config import Config
+from fdp_audit.data.encoding import ColumnGroup
+from fdp_audit.data.features import FeatureSplit
+from fdp_audit.data.prepare import PreparedData
+from fdp_audit.errors import BadInputError
+from fdp_audit.training import streams
+from fdp_audit.training.engine import Canaries, TrainingProblem
+from fdp_audit.training.models import Params
+from fdp_audit.training.run import build_problem
+
+NOISE_INPUTS = 256  # all-zero input columns whose weights hold only the noise: the scale's relative error ~ 1/√512
+MEMBERSHIP_COLUMNS = ("audit-member-canary", *(f"audit-member-noise-{i}" for i in range(NOISE_INPUTS)))
+CANARY_LABEL = 1
+BASE_MARGIN = 10.0  # the canary's initial wrong margin beyond the largest drift training can produce
+
+
+def canary_value(config: Config) -> float:
+    """M: the canary's value on its column, ``canary_norm_factor`` times the clip norm, so that its raw
+    gradient (about M while its label is wrong) is clipped to C."""
+    return config.audit.canary_norm_factor * config.mechanism.clip_norm
+
+
+def wrong_margin(config: Config, value: float) -> float:
+    """The canary's initial wrong margin L: ``BASE_MARGIN`` plus four times ``M · lr · T · max(1, C)``, what the
+    canary's logit moves in T steps that each move its column's weight by lr (an adaptive optimiser) or by
+    lr·C/(p·n) ≤ lr·C (SGD on the clipped sum over an expected batch of at least one record). Noise moves it
+    by about as much again, so the canary's label stays wrong and its gradient clipped in every step. Only
+    power depends on it: any fixed starting point is sound. It reads no claimed privacy parameter."""
+    mech = config.mechanism
+    return BASE_MARGIN + 4.0 * value * mech.optimizer.lr * mech.steps * max(1.0, mech.clip_norm)
+
+
+def with_protected_columns(data: PreparedData, names: tuple[str, ...]) -> PreparedData:
+    """Append all-zero columns that are protected features (Ψ leaves them out): the first-layer weights on them
+    receive no gradient from any real record."""
+    psi = data.feature_split
+    if not isinstance(psi, FeatureSplit):
+        raise BadInputError("the membership game appends protected columns: it needs a column-subset Ψ "
+                            "(data.public_map: columns)", "data.public_map")
+    d = data.train.n_features
+    added = tuple(ColumnGroup(name, "numeric", d + i, d + i + 1) for i, name in enumerate(names))
+
+    def widen(part):
+        x = np.concatenate([part.x, np.zeros((part.n_rows, len(names)), dtype=part.x.dtype)], axis=1)
+        return replace(part, x=x, groups=part.groups + added)
+
+    widened = FeatureSplit(psi.groups + added, psi.protected_features + names, psi.label_public)
+    return PreparedData(widen(data.train), widen(data.population), widen(data.test), widened, data.table_name)
+
+
+def worst_case_initial_params(problem: TrainingProblem, key: torch.Tensor, column: int, value: float,
+                              margin: float) -> Params:
+    """One fixed starting point for every trial: the model's initialisation from ``key`` (zeros for logistic
+    regression) with, for a linear model, the canary column's weight set so that the canary's logit for its
+    label is ``−margin`` (the other classes' at 0)."""
+    model = problem.model
+    start = {name: tensor[0] for name, tensor in model.init(key).items()}
+    if model.kind == "logistic":
+        weight = start["layer0.weight"].clone()
+        weight[0 if model.n_outputs == 1 else CANARY_LABEL, column] = -margin / value
+        start["layer0.weight"] = weight
+    return start
+
+
+@dataclass(frozen=True)
+class MembershipSetup(base.Setup):
+    width: int  # model inputs, appended columns included
+    canary: torch.Tensor  # [width]
+
+
+class MembershipGame(GradientCanaryGame):
+    name = "membership"
+    stream_block = 4
+    epsilon_relation = "add_remove"
+    gradient_canary = False
+    input_canary = True
+    candidate_names = ("absent", "present")
+    candidate_signs = (0.0, 1.0)
+
+    @property
+    def canary_description(self) -> str:
+        return "crafted input"
+
+    def in_private(self, bit: torch.Tensor) -> torch.Tensor:
+        return bit.bool()
+
+    def attacks(self, names: tuple[str, ...]) -> dict[str, Attack]:
+        chosen = base.game_attacks(names, self.attribute_kind, input_canary=True)
+        if len(chosen) <= ("prior" in chosen):
+            raise BadInputError("the membership game needs canary_logit or noise_scale in audit.attacks",
+                                "audit.attacks")
+        return chosen
+
+    def setup(self, config: Config, data: PreparedData) -> MembershipSetup:
+        if config.model.kind in ("cnn", "module"):
+            raise BadInputError("the membership game appends input columns: it needs a built-in model whose inputs "
+                                "are table columns", "model.kind")
+        if data.train.n_classes <= CANARY_LABEL:
+            raise BadInputError("the membership game needs at least two classes", "data")
+        widened = with_protected_columns(data, MEMBERSHIP_COLUMNS)
+        d, width = data.train.n_features, widened.train.n_features
+        value = canary_value(config)
+        problem = build_problem(config, widened)
+        # a model index no trial uses (trials stay below TRIAL_BLOCK): the start is the same for every trial
+        key = streams.model_keys(config.seed, torch.tensor([(self.stream_block + 1) * base.TRIAL_BLOCK - 1]))
+        problem = replace(problem, initial_params=worst_case_initial_params(problem, key, d, value,
+                                                                            wrong_margin(config, value)))
+        canary = torch.zeros(width)
+        canary[d] = value
+        knowledge = Knowledge(problem.model, torch.stack([torch.zeros(width), canary]), CANARY_LABEL,
+                              torch.tensor([0.5, 0.5]), noise_inputs=tuple(range(d + 1, width)))
+        return MembershipSetup(problem, knowledge, width, canary)
+
+    def canaries(self, config: Config, setup: MembershipSetup, indices: np.ndarray) -> Canaries:
+        n = len(indices)
+        bit = torch.as_tensor(self.secrets(config, setup, indices))
+        return Canaries(setup.canary.repeat(n, 1), torch.full((n,), CANARY_LABEL, dtype=torch.long),
+                        self.in_private(bit), torch.ones(n, dtype=torch.bool))
