@@ -32,7 +32,7 @@ import torch
 import attacks
 import fdp_audit
 from fdp_audit.audit.third_party import load_mechanism
-from fdp_audit.config import Config
+from fdp_audit.config import EXECUTION_FIELDS, Config
 from fdp_audit.data.prepare import PreparedData
 
 PACKAGES = (fdp_audit, attacks)
@@ -98,13 +98,17 @@ def user_source_digests() -> dict[str, str]:
 
 
 def journal_key(config: Config, versions: dict[str, str], data: PreparedData) -> str:
-    """The journal key of a run (16 hex digits): configuration, library versions, the data's fingerprints (a
+    """The journal key of a run (16 hex digits): configuration (less the settings of where its trials run, so an
+    audit interrupted on a cluster resumes in-process and vice versa), library versions, the data's fingerprints (a
     CSV path names a file whose rows may change), and the digests above. The modules a third-party file
     imports are checked per journal line instead (:func:`user_source_digests`), since which of them are
     loaded when the key is computed depends on what the process did before."""
     third_party = config.mechanism.third_party
+    settings = config.to_dict()
+    for name in EXECUTION_FIELDS:
+        del settings["audit"][name]
     content: dict[str, Any] = {
-        "config": config.to_dict(), "versions": versions, "source": source_digest(),
+        "config": settings, "versions": versions, "source": source_digest(),
         "third_party_source": None if third_party is None else third_party_digest(third_party),
         "data": [data.train.fingerprint, data.population.fingerprint]}
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]

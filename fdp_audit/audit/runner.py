@@ -33,7 +33,7 @@ from fdp_audit.audit.user_training import train_user_trials, user_trainer
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
-from fdp_audit.execution import Executor
+from fdp_audit.execution import Executor, executor_for
 from fdp_audit.json_numbers import finite_or_none
 from fdp_audit.training.engine import Canaries, accuracy, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
@@ -127,10 +127,18 @@ def judge_games(records: list[tuple[Game, Any]], claim: Claim, alpha: float
 
 def run_audit(config: Config, out_dir: Path | None, command: str = "", executor: Executor | None = None
               ) -> dict[str, Any]:
-    """Play the configured games, their trials on ``executor`` (in this process by default), and return the
-    results dictionary (verdict included), as results.json holds it: non-finite numbers (the ε of a
-    non-private baseline) are null, so the report renders the same numbers from this dictionary as from the
-    file."""
+    """Play the configured games, their trials on ``executor`` (by default the one ``audit.executor`` names,
+    started before the audit is planned, so that a cluster's workers get ready meanwhile, and stopped after
+    the last trial), and return the results dictionary (verdict included), as results.json holds it:
+    non-finite numbers (the ε of a non-private baseline) are null, so the report renders the same numbers
+    from this dictionary as from the file."""
+    if executor is not None:
+        return _run_audit(config, out_dir, command, executor)
+    with executor_for(config.audit) as chosen:
+        return _run_audit(config, out_dir, command, chosen)
+
+
+def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Executor) -> dict[str, Any]:
     data = prepare_data(config.data, config.seed)
     engine = None
     if config.mechanism.integration == "opacus":  # the claim's unstated parts, read from the user's engine

@@ -37,6 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "the config naming its model.factory, data and claim (checkpoint audit, or --canaries)")
     parser.add_argument("--gate-on-estimated", action="store_true",
                         help="with a checkpoint: let the attacks on its real records (estimated bound) fail the gate")
+    parser.add_argument("--scheduler", metavar="ADDRESS", help="run the trials on the Dask cluster of this "
+                        "scheduler, e.g. tcp://host:8786 (sets audit.executor: dask; docs/cluster.md)")
+    parser.add_argument("--workers", type=int, metavar="N", help="run the trials on a Dask cluster of N worker "
+                        "processes started on this machine (sets audit.executor: dask)")
     parser.set_defaults(handler=run)
 
 
@@ -54,16 +58,24 @@ def audit_config(args: argparse.Namespace):
         checkpoint_data(checkpoint)  # refuses data that are not the ones it was trained on
     else:
         config = load_config(target)
-    flags = {"audit.trials": "--trials", "audit.alpha": "--alpha", "seed": "--seed"}
+    flags = {"audit.trials": "--trials", "audit.alpha": "--alpha", "seed": "--seed", "audit.scheduler": "--scheduler",
+             "audit.workers": "--workers"}
     values = {"audit.trials": args.trials, "audit.alpha": args.alpha, "seed": args.seed}
-    return config.with_overrides({field: value for field, value in values.items() if value is not None}, flags)
+    overrides = {field: value for field, value in values.items() if value is not None}
+    if args.scheduler is not None and args.workers is not None:
+        raise BadInputError("give a scheduler address (an existing cluster) or a number of local workers, not both",
+                            "--workers")
+    if args.scheduler is not None or args.workers is not None:  # replaces the config's choice of where trials run
+        overrides.update({"audit.executor": "dask", "audit.scheduler": args.scheduler, "audit.workers": args.workers})
+    return config.with_overrides(overrides, flags)
 
 
 def checkpoint_results(args: argparse.Namespace) -> tuple[dict, Path]:
     """The checkpoint audit of the real training records (no --games)."""
     from fdp_audit.audit.checkpoint_audit import read_checkpoint, run_checkpoint_audit
 
-    for flag, value in (("--trials", args.trials), ("--seed", args.seed)):
+    for flag, value in (("--trials", args.trials), ("--seed", args.seed), ("--scheduler", args.scheduler),
+                        ("--workers", args.workers)):
         if value is not None:
             raise BadInputError("applies to games; with a checkpoint pass --games N to replay its recipe", flag)
     if args.alpha is not None and not 0 < args.alpha < 1:
@@ -80,7 +92,8 @@ def one_run_results(args: argparse.Namespace) -> tuple[dict, Path]:
     """The one-run audit of a checkpoint's canaries (``--canaries MANIFEST``)."""
     from fdp_audit.audit.one_run.canaries import one_run_results as results_of
 
-    for flag, value in (("--trials", args.trials), ("--seed", args.seed), ("--games", args.games)):
+    for flag, value in (("--trials", args.trials), ("--seed", args.seed), ("--games", args.games),
+                        ("--scheduler", args.scheduler), ("--workers", args.workers)):
         if value is not None:
             raise BadInputError("does not apply to a one-run audit", flag)
     if Path(args.target).suffix != ".pt":

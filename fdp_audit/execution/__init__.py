@@ -3,11 +3,14 @@ module here and one call to :func:`register_executor`; games and the trial runne
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fdp_audit.execution.base import ChunkTask, Executor, split_chunks
 from fdp_audit.execution.dask import DaskExecutor
 from fdp_audit.execution.in_process import InProcessExecutor
+
+if TYPE_CHECKING:  # the config validates its executor against EXECUTORS, importing this package
+    from fdp_audit.config import AuditConfig
 
 EXECUTORS: dict[str, type[Executor]] = {}
 
@@ -27,8 +30,15 @@ def make_executor(name: str, **options: Any) -> Executor:
     return EXECUTORS[name](**options)
 
 
+def executor_for(audit: AuditConfig) -> Executor:
+    """The executor an audit config chooses (``audit.executor``), built with the options of it that are set."""
+    options = {name: getattr(audit, name) for name in EXECUTORS[audit.executor].options
+               if getattr(audit, name) is not None}
+    return make_executor(audit.executor, **options)
+
+
 register_executor(InProcessExecutor)
 register_executor(DaskExecutor)  # imports dask only when chosen
 
-__all__ = ["EXECUTORS", "ChunkTask", "DaskExecutor", "Executor", "InProcessExecutor",
+__all__ = ["EXECUTORS", "ChunkTask", "DaskExecutor", "Executor", "InProcessExecutor", "executor_for",
            "make_executor", "register_executor", "split_chunks"]

@@ -11,9 +11,9 @@ the executor starts and stops — and each chunk's result comes back as soon as 
   restarted on the same journal resubmits the same keys, which join a computation the scheduler still runs
   instead of duplicating it; two different computations never share a key.
 * *Lost workers.* A worker that dies costs the chunk it was running, which the scheduler runs again on
-  another worker; a chunk that has been running on ``max_worker_losses + 1`` workers that died (Dask's
-  ``allowed-failures``; a chunk that exhausts its workers' memory kills every worker it is given) stops the
-  audit with :class:`ClusterError` instead of being retried forever.
+  another worker (with the chunks queued on it); a chunk that has been on ``max_worker_losses + 1`` workers
+  that died (Dask's ``allowed-failures``; a chunk that exhausts its workers' memory kills every worker it is
+  given) stops the audit with :class:`ClusterError` instead of being retried forever.
 * *Same code everywhere.* The journal keys a trial by the driver's sources and library versions
   (:func:`fdp_audit.audit.provenance.journal_key`); a worker running other fdp-audit sources or versions
   would journal other numbers under that key, so each worker compares its own with the driver's before its
@@ -70,6 +70,7 @@ class DaskExecutor(Executor):
         self.scheduler, self.workers, self.max_worker_losses = scheduler, workers, max_worker_losses
         self._client: Any = None
         self._cluster: Any = None
+        self._warm_ups: list[Any] = []
 
     def _connect(self) -> Any:
         if self._client is not None:
@@ -91,6 +92,16 @@ class DaskExecutor(Executor):
                                          host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR)
         self._client = Client(self._cluster)
         return self._client
+
+    def __enter__(self) -> DaskExecutor:
+        """Start (or reach) the cluster now and have every worker import what a chunk needs, while the driver
+        prepares the data and plans the audit: a worker's imports take seconds that would otherwise delay its
+        first chunk."""
+        client = self._connect()
+        self._warm_ups = [client.submit(_local_environment, workers=[address], allow_other_workers=False, pure=False,
+                                        key=f"fdp-audit-warm-up-{address}")
+                          for address in client.scheduler_info()["workers"]]  # held: a released task may not run
+        return self
 
     def map_unordered(self, task: ChunkTask, chunks: Sequence[np.ndarray]) -> Iterator[tuple[int, Result]]:
         if not len(chunks):
@@ -117,7 +128,7 @@ class DaskExecutor(Executor):
                 try:
                     result = future.result()
                 except KilledWorker as err:
-                    raise ClusterError(f"the chunk of trials {int(chunk[0])}..{int(chunk[-1])} was running on "
+                    raise ClusterError(f"the chunk of trials {int(chunk[0])}..{int(chunk[-1])} was on "
                                        f"{self.max_worker_losses + 1} workers that died (out of memory? see the "
                                        "workers' logs); the journal keeps every finished chunk") from err
                 except FutureCancelledError as err:
@@ -133,6 +144,7 @@ class DaskExecutor(Executor):
             shared.release()
 
     def close(self) -> None:
+        self._warm_ups = []
         if self._client is not None:
             self._client.close()
             self._client = None

@@ -123,6 +123,14 @@ def test_journal_key_depends_on_everything_that_changes_trials(small_config, mon
     assert base != _key(raw)
 
 
+def test_journal_key_leaves_out_where_the_trials_run(small_config) -> None:
+    """An audit interrupted on a Dask cluster resumes in-process (and the other way round) on its journal: the
+    executor's settings change no trial's numbers (docs/cluster.md)."""
+    base = _key(small_config())
+    assert base == _key(small_config(audit={"executor": "dask", "workers": 3}))
+    assert base == _key(small_config(audit={"executor": "dask", "scheduler": "tcp://10.0.0.1:8786"}))
+
+
 def test_source_digest_follows_every_file_of_the_packages(tmp_path: Path, monkeypatch) -> None:
     package = tmp_path / "package"
     (package / "sub").mkdir(parents=True)

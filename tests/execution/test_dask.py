@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import os
+import re
 import signal
 import sys
 from dataclasses import dataclass
@@ -63,11 +64,12 @@ def test_a_worker_killed_mid_task_costs_only_its_chunk(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_chunk_that_keeps_killing_its_workers_stops_the_run(tmp_path: Path) -> None:
     """Retries are bounded: with max_worker_losses=1 the chunk's second lost worker ends the run with a
-    ClusterError naming the chunk, instead of restarting workers forever."""
+    ClusterError naming the chunk, instead of restarting workers forever. (One chunk: a chunk queued on a
+    dying worker counts its death too.)"""
     task = KillsItsWorker(str(tmp_path / "killed"), victim=0, always=True)
     with DaskExecutor(workers=1, max_worker_losses=1) as executor:
-        with pytest.raises(dask_executor.ClusterError, match=r"trials 0\.\.4 was running on 2 workers that died"):
-            list(executor.map_unordered(task, split_chunks(np.arange(10), 5)))
+        with pytest.raises(dask_executor.ClusterError, match=r"trials 0\.\.4 was on 2 workers that died"):
+            list(executor.map_unordered(task, [np.arange(5)]))
 
 
 @pytest.mark.slow
@@ -127,3 +129,21 @@ def test_an_unreachable_scheduler_or_both_settings_are_bad_input(monkeypatch: py
         DaskExecutor(scheduler="tcp://127.0.0.1:1", workers=2)
     with pytest.raises(BadInputError, match="audit.workers: must be at least 1"):
         DaskExecutor(workers=0)
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--workers", "2"], r"audit.executor: the dask executor needs dask.distributed, which is not installed "
+                         r"\(pip install fdp-audit\[dask\]\)"),
+    (["--workers", "2", "--scheduler", "tcp://127.0.0.1:8786"], "--workers: give a scheduler address"),
+    (["--workers", "0"], "--workers: must be >= 1"),
+])
+def test_the_command_line_refuses_a_cluster_it_cannot_use(flags, message, cli, one_line_error, small_config,
+                                                          write_yaml, tmp_path, monkeypatch) -> None:
+    """Exit 2 with one line and nothing written: without the extra, with both a scheduler and local workers,
+    with no workers."""
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    config = write_yaml(tmp_path / "audit.yaml", small_config())
+    result = cli("audit", config, "--out", tmp_path / "out", *flags)
+    assert result.code == 2
+    assert re.search(message, one_line_error(result.err))
+    assert not (tmp_path / "out").exists()
