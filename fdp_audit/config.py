@@ -450,7 +450,6 @@ def _check_consistency(config: Config) -> None:
     if mech.noise_multiplier is not None and mech.target_epsilon is not None:
         raise BadInputError("give noise_multiplier or target_epsilon, not both (target_epsilon calibrates the noise "
                             "multiplier and would override it)", "mechanism.target_epsilon")
-    _check_executor(config.audit)
     for name, values in (("audit.games", config.audit.games), ("audit.attacks", config.audit.attacks)):
         if len(set(values)) != len(values):  # each entry is judged, and counted in the Bonferroni correction, once
             raise BadInputError(f"lists {sorted({v for v in values if values.count(v) > 1})} more than once", name)
@@ -483,18 +482,6 @@ def _check_consistency(config: Config) -> None:
         raise BadInputError("public_map 'label_only' protects the label; set label_public: false", "data.label_public")
     if data.dataset in ("csv", "purchase", "criteo") and not data.path:
         raise BadInputError(f"dataset '{data.dataset}' needs a path", "data.path")
-
-
-def _check_executor(audit: AuditConfig) -> None:
-    """A registered executor, given only the options it takes (a scheduler address means nothing in-process)."""
-    from fdp_audit.execution import EXECUTORS
-
-    if audit.executor not in EXECUTORS:
-        raise BadInputError(f"unknown executor {audit.executor!r} (known: {', '.join(sorted(EXECUTORS))})",
-                            "audit.executor")
-    for name in EXECUTION_FIELDS[1:]:
-        if getattr(audit, name) is not None and name not in EXECUTORS[audit.executor].options:
-            raise BadInputError(f"does not apply to audit.executor {audit.executor!r}", f"audit.{name}")
 
 
 def config_from_dict(raw: Any) -> Config:

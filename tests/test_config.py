@@ -68,12 +68,6 @@ BAD_CONFIGS = {
     "a billion synthetic rows": ("data:\n  synthetic_rows: 1000000000\n", "data.synthetic_rows: must be <= 1000000"),
     "too many generated cells": ("data:\n  synthetic_rows: 1000000\n  synthetic_public_features: 5000\n",
                                  "data.synthetic_rows: 1000000 rows × 5001 columns exceed"),
-    # where trials run: a registered executor, given only the options it takes
-    "unknown executor": ("audit:\n  executor: spark\n", "audit.executor: unknown executor 'spark' (known: dask, "
-                         "local)"),
-    "scheduler in process": ("audit:\n  scheduler: tcp://host:8786\n", "audit.scheduler: does not apply to "
-                             "audit.executor 'local'"),
-    "workers in process": ("audit:\n  workers: 4\n", "audit.workers: does not apply to audit.executor 'local'"),
     "no workers": ("audit:\n  executor: dask\n  workers: 0\n", "audit.workers: must be >= 1"),
     "corrdp cells": ("corrdp:\n  dataset: synthetic\n  synthetic_rows: 1000000\n  synthetic_features: 10000\n",
                      "corrdp.synthetic_rows"),

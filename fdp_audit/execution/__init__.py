@@ -3,14 +3,13 @@ module here and one call to :func:`register_executor`; games and the trial runne
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from fdp_audit.config import EXECUTION_FIELDS, AuditConfig
+from fdp_audit.errors import BadInputError
 from fdp_audit.execution.base import ChunkTask, Executor, split_chunks
 from fdp_audit.execution.dask import DaskExecutor
 from fdp_audit.execution.in_process import InProcessExecutor
-
-if TYPE_CHECKING:  # the config validates its executor against EXECUTORS, importing this package
-    from fdp_audit.config import AuditConfig
 
 EXECUTORS: dict[str, type[Executor]] = {}
 
@@ -31,10 +30,17 @@ def make_executor(name: str, **options: Any) -> Executor:
 
 
 def executor_for(audit: AuditConfig) -> Executor:
-    """The executor an audit config chooses (``audit.executor``), built with the options of it that are set."""
-    options = {name: getattr(audit, name) for name in EXECUTORS[audit.executor].options
-               if getattr(audit, name) is not None}
-    return make_executor(audit.executor, **options)
+    """The executor an audit config chooses (``audit.executor``), built with the options of it that are set; an
+    unknown executor, or an option it does not take (a scheduler address in-process), is bad input."""
+    if audit.executor not in EXECUTORS:
+        raise BadInputError(f"unknown executor {audit.executor!r} (known: {', '.join(sorted(EXECUTORS))})",
+                            "audit.executor")
+    cls = EXECUTORS[audit.executor]
+    for name in EXECUTION_FIELDS[1:]:
+        if getattr(audit, name) is not None and name not in cls.options:
+            raise BadInputError(f"does not apply to audit.executor {audit.executor!r}", f"audit.{name}")
+    return make_executor(audit.executor, **{name: getattr(audit, name) for name in cls.options
+                                            if getattr(audit, name) is not None})
 
 
 register_executor(InProcessExecutor)

@@ -6,7 +6,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fdp_audit.execution import EXECUTORS, Executor, make_executor, register_executor, split_chunks
+from fdp_audit.config import config_from_dict
+from fdp_audit.errors import BadInputError
+from fdp_audit.execution import (
+    EXECUTORS,
+    Executor,
+    InProcessExecutor,
+    executor_for,
+    make_executor,
+    register_executor,
+    split_chunks,
+)
 
 
 def squares(chunk: np.ndarray) -> np.ndarray:
@@ -50,3 +60,16 @@ def test_registry_refuses_a_second_executor_under_a_taken_name_and_unknown_names
     assert EXECUTORS["local"] is not Other
     with pytest.raises(KeyError):
         make_executor("no-such-executor")
+
+
+@pytest.mark.parametrize(("audit", "message"), [
+    ({"executor": "spark"}, "audit.executor: unknown executor 'spark' (known: dask, local)"),
+    ({"scheduler": "tcp://host:8786"}, "audit.scheduler: does not apply to audit.executor 'local'"),
+    ({"workers": 4}, "audit.workers: does not apply to audit.executor 'local'"),
+])
+def test_an_audit_config_chooses_a_registered_executor_with_only_its_options(audit, message, small_config):
+    """Checked when the audit starts, before anything is trained (the CLI exits 2 with the message)."""
+    with pytest.raises(BadInputError) as info:
+        executor_for(config_from_dict(small_config(audit=audit)).audit)
+    assert str(info.value) == message
+    assert isinstance(executor_for(config_from_dict(small_config()).audit), InProcessExecutor)
