@@ -16,7 +16,8 @@ import traceback
 
 from benchmarks.timing import Record, error_record
 
-BENCHMARKS = ("b1_step", "b2_batched", "b3_accounting", "b4_profiles", "b5_demo", "b6_modules", "b8_dask")
+BENCHMARKS = ("b1_step", "b2_batched", "b3_accounting", "b4_profiles", "b5_demo", "b6_modules", "b8_dask", "image_step",
+              "image_batched")
 
 
 def _records(module_name: str) -> list[Record]:

@@ -143,11 +143,11 @@ def run(rounds: int = 7) -> list[Record]:
     shape = (f"CNN {SIDE}×{SIDE} conv {CHANNELS} GroupNorm, Ψ = {FACTOR}× downsampling, expected batch {BATCH}, "
              "1 thread, CPU time per step")
     return [
-        ratio_record("b6_image_fdp_step_vs_opacus_ghost", samples["fdp"], samples["ghost"], target="<= 1.6",
+        ratio_record("image_fdp_step_vs_opacus_ghost", samples["fdp"], samples["ghost"], target="<= 1.6",
                      note=f"FDP-SGD step (private + public batch) / Opacus ghost-clipping DP-SGD step; {shape}"),
-        ratio_record("b6_image_fdp_step_vs_opacus_hooks", samples["fdp"], samples["hooks"],
+        ratio_record("image_fdp_step_vs_opacus_hooks", samples["fdp"], samples["hooks"],
                      note=f"FDP-SGD step / Opacus hooks DP-SGD step; {shape}"),
-        ratio_record("b6_image_fdp_step_vs_nonprivate", samples["fdp"], samples["nonprivate"],
+        ratio_record("image_fdp_step_vs_nonprivate", samples["fdp"], samples["nonprivate"],
                      note=f"FDP-SGD step / plain PyTorch SGD step; {shape}"),
     ]
 

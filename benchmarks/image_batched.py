@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-from benchmarks.b6_image_step import opacus_training
+from benchmarks.image_step import opacus_training
 from benchmarks.timing import CPU_CLOCK, Record, interleaved, ratio_record, torch_threads
 from fdp_audit.config import DataConfig, OptimizerConfig
 from fdp_audit.data.prepare import prepare_data
@@ -60,7 +60,7 @@ def run(rounds: int = 3) -> list[Record]:
     with torch_threads(1):
         samples = interleaved({"batched": batched, "opacus": sequential}, rounds=rounds, clock=CPU_CLOCK)
     record = ratio_record(
-        "b7_image_batched_vs_opacus_loop", samples["batched"], samples["opacus"], unit="s", scale=1.0,
+        "image_batched_vs_opacus_loop", samples["batched"], samples["opacus"], unit="s", scale=1.0,
         target="speedup >= 10",
         note=(f"{MODELS} DP-SGD trainings of the GroupNorm CNN {CHANNELS} on 8×8 digits (n={problem.n}, expected "
               f"batch {BATCH}, T={STEPS}) in one train_models call / a loop of Opacus ghost-clipping trainings, "
