@@ -46,7 +46,7 @@ from fdp_audit.reproduce.common import AccuracyCell, Summary, accuracy_grid, cel
 from fdp_audit.reproduce.utility import compare_mechanisms
 from fdp_audit.training.engine import train_models
 from fdp_audit.training.mechanisms import faulty_mechanisms
-from fdp_audit.training.run import accountant, build_problem, resolve_device
+from fdp_audit.training.run import accountant, build_problem, noise_multiplier, resolve_device
 
 DIGITS_CONFIG, FASHION_CONFIG = CONFIGS / "images_digits.yaml", CONFIGS / "images_fashion_mnist.yaml"
 EPSILONS, SEEDS = (1.0, 2.0, 4.0, 8.0), 2
@@ -217,10 +217,12 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
 
 def step_seconds(config: Config, data: PreparedData, device: torch.device, steps: int = 20) -> float:
     """Wall seconds of one Algorithm 1 step (one model) on ``device``: ``steps + 1`` steps minus 1, so set-up
-    is excluded."""
+    is excluded. The noise multiplier is the configuration's, fixed, so the shorter runs are not re-calibrated."""
+    fixed = config.with_overrides({"mechanism.noise_multiplier": noise_multiplier(config.mechanism)})
+
     def timed(count: int) -> float:
-        problem = build_problem(config.with_overrides({"mechanism.steps": count,
-                                                       "mechanism.public_pretrain_steps": 0}), data)
+        problem = build_problem(fixed.with_overrides({"mechanism.steps": count,
+                                                      "mechanism.public_pretrain_steps": 0}), data)
         if device.type == "cuda":
             torch.cuda.synchronize()
         start = time.perf_counter()
