@@ -126,7 +126,7 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
 def read_external_checkpoint(path: str | Path, config: Config) -> Checkpoint:
     """External weights (:mod:`fdp_audit.training.state_dicts`) audited as a checkpoint: the model is the
     config's factory, the claim and the data are the config's. The file only provides tensors."""
-    from fdp_audit.training.models import build_model
+    from fdp_audit.training.architectures import build_model
     from fdp_audit.training.run import noise_multiplier
     from fdp_audit.training.state_dicts import external_metadata, module_params, read_state_dict
 
