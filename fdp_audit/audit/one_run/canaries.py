@@ -163,19 +163,12 @@ def train_with_canaries(config: Config, data: PreparedData, count: int, out: Pat
         if count > data.population.n_rows:
             raise BadInputError(f"record canaries copy population rows: at most {data.population.n_rows}",
                                 "--canaries")
-        rows = np.sort(np.random.default_rng(seed).choice(data.population.n_rows, count, replace=False))
-        columns = candidate_columns(data, k)
-        records = canary_records(data, rows, columns)
-        chosen = np.where(secrets == 1, 0, -1) if game == "inclusion" else secrets
-        inserted = chosen >= 0
-        widened = with_records(data, records[np.flatnonzero(inserted), chosen[inserted]],
-                               data.population.y[rows][inserted])
+        widened, inserted = _with_record_canaries(data, game, k, secrets, seed)
         problem = build_problem(config, widened)
         (chunk,) = list(train_models(problem, seed, [0], device=resolve_device(config.device)))
         params = {name: v[0].detach().cpu() for name, v in chunk.params.items()}
         release = None
-        manifest.update({"rows": [int(r) for r in rows], "candidates": [int(c) for c in columns],
-                         "attribute": secret_group(data).feature})
+        manifest.update(inserted)
     metadata = checkpoint_metadata(config, data, problem, seed)
     save_checkpoint(out, params, metadata)
     manifest["checkpoint_sha256"] = _sha256(out)
@@ -210,6 +203,21 @@ def _train_gradient_canaries(config: Config, data: PreparedData, game: str, k: i
     return problem, params, release_path
 
 
+def _with_record_canaries(data: PreparedData, game: str, k: int, secrets: np.ndarray, seed: int
+                          ) -> tuple[PreparedData, dict[str, Any]]:
+    """S with the record canaries that ``secrets`` insert (copies of population rows drawn by ``seed``; module
+    doc of :mod:`fdp_audit.audit.one_run.records`), and the manifest fields that say which rows and values."""
+    rows = np.sort(np.random.default_rng(seed).choice(data.population.n_rows, len(secrets), replace=False))
+    columns = candidate_columns(data, k)
+    records = canary_records(data, rows, columns)
+    chosen = np.where(secrets == 1, 0, -1) if game == "inclusion" else secrets
+    inserted = chosen >= 0
+    widened = with_records(data, records[np.flatnonzero(inserted), chosen[inserted]],
+                           data.population.y[rows][inserted])
+    return widened, {"rows": [int(r) for r in rows], "candidates": [int(c) for c in columns],
+                     "attribute": secret_group(data).feature}
+
+
 def insert_record_canaries(config: Config, count: int, manifest_path: Path, game: str | None = None, k: int = 2
                            ) -> TensorDataset:
     """For training outside fdp-audit: the config's data set S with ``count`` record canaries inserted (module
@@ -226,18 +234,10 @@ def insert_record_canaries(config: Config, count: int, manifest_path: Path, game
         raise BadInputError(f"must be between 1 and {min(MAX_CANARIES, data.population.n_rows)} (population rows)",
                             "count")
     secrets = draw_secrets(config.seed, count, k)
-    rows = np.sort(np.random.default_rng(config.seed).choice(data.population.n_rows, count, replace=False))
-    columns = candidate_columns(data, k)
-    records = canary_records(data, rows, columns)
-    chosen = np.where(secrets == 1, 0, -1) if game == "inclusion" else secrets
-    inserted = chosen >= 0
-    widened = with_records(data, records[np.flatnonzero(inserted), chosen[inserted]],
-                           data.population.y[rows][inserted])
+    widened, inserted = _with_record_canaries(data, game, k, secrets, config.seed)
     manifest = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "kind": "record", "game": game, "k": k,
                 "count": count, "seed": config.seed, "mechanism": config.mechanism.name,
-                "secrets": [int(s) for s in secrets], "rows": [int(r) for r in rows],
-                "candidates": [int(c) for c in columns], "attribute": secret_group(data).feature,
-                "checkpoint_sha256": EXTERNAL_DIGEST}
+                "secrets": [int(s) for s in secrets], **inserted, "checkpoint_sha256": EXTERNAL_DIGEST}
     atomic_write_text(manifest_path, json.dumps(manifest, indent=1))
     x, y = widened.tensors()
     return TensorDataset(x, y)
