@@ -151,7 +151,11 @@ def normal(keys: torch.Tensor, step: int, stream: Stream, count: int,
     models (a small model's noise costs a few passes, not a Python loop over models). Each further block
     of :data:`NORMAL_BLOCK` draws comes from a torch generator seeded by the hash of (key, step, stream,
     block) — hashing millions of words per step would cost more than drawing them — and is always drawn
-    whole, since torch's own chunking makes ``randn(m)`` no prefix of ``randn(m')``."""
+    whole, since torch's own chunking makes ``randn(m)`` no prefix of ``randn(m')``. Those blocks come from the
+    device's generator (Philox on CUDA, the Mersenne Twister on the CPU): a model with more parameters than
+    :data:`HASHED_NORMALS` gets other (equally distributed) initial weights and noise on a GPU than on the CPU,
+    so its results are reproducible on the same kind of device, not across kinds; drawing them on the CPU
+    would make a GPU wait on the CPU for every step's noise."""
     device = torch.device(device)
     r = keys.shape[0]
     head = min(count, HASHED_NORMALS)

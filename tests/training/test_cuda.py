@@ -37,15 +37,33 @@ def _problem(mechanism: str, model: Model) -> TrainingProblem:
 
 
 @pytest.mark.parametrize("mechanism", ["fdp_sgd", "dp_sgd"])
-@pytest.mark.parametrize("model", [Model("logistic", 8, 2), Model("mlp", 8, 3, (5,)), Model("cnn", 64, 3, (), 8)],
+@pytest.mark.parametrize("model", [Model("logistic", 8, 2), Model("mlp", 8, 3, (5,)), Model("cnn", 64, 3, (4, 8), 8)],
                          ids=["logistic", "mlp", "cnn"])
 def test_models_trained_on_cuda_match_their_cpu_twins(mechanism, model):
+    """Models of fewer than HASHED_NORMALS parameters: every normal they draw is hashed, hence device-free."""
     problem = _problem(mechanism, model)
     (cpu,) = train_models(problem, 3, range(6), record_iterates=True)
     (gpu,) = train_models(problem, 3, range(6), record_iterates=True, device="cuda")
     for name, value in cpu.params.items():
         assert gpu.params[name].device.type == "cuda"
         torch.testing.assert_close(gpu.params[name].cpu(), value, atol=2e-4, rtol=2e-4)
+
+
+def test_normals_beyond_the_hashed_head_are_standard_normal_on_cuda():
+    """Beyond the first HASHED_NORMALS draws of a request the normals come from the device's own generator
+    (CUDA's Philox, not the CPU's Mersenne Twister), so they differ from the CPU's but must still be i.i.d.
+    N(0, 1): the hashed head equals the CPU's, and a Kolmogorov–Smirnov test of the rest (2·NORMAL_BLOCK draws
+    per model, 4 models) rejects a correct generator with probability 1e-3."""
+    from scipy import stats as scipy_stats
+
+    from fdp_audit.training import streams
+    keys = streams.model_keys(0, range(4))
+    count = streams.HASHED_NORMALS + 2 * streams.NORMAL_BLOCK
+    cpu = streams.normal(keys, 7, streams.Stream.NOISE, count)
+    gpu = streams.normal(keys.cuda(), 7, streams.Stream.NOISE, count, "cuda").cpu()
+    head = streams.HASHED_NORMALS
+    torch.testing.assert_close(gpu[:, :head], cpu[:, :head], atol=1e-6, rtol=1e-6)
+    assert scipy_stats.kstest(gpu[:, head:].flatten().double().numpy(), "norm").pvalue > 1e-3
 
 
 GAME_CONFIGS = {
