@@ -26,6 +26,7 @@ against the CPU.
 from __future__ import annotations
 
 import argparse
+import io
 import sys
 import time
 from collections.abc import Sequence
@@ -35,6 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fdp_audit.atomic_io import atomic_write_bytes
 from fdp_audit.audit import image_games
 from fdp_audit.audit.stats import clopper_pearson
 from fdp_audit.config import Config, config_from_dict, load_config
@@ -196,9 +198,9 @@ def canary_figure(path: Path, psi: ImageMap, trials: image_games.RecordCanaryTri
                     spine.set_edgecolor("#c2410c")
                     spine.set_linewidth(2.5)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    return path
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    return atomic_write_bytes(path, buffer.getvalue())
 
 
 def run(out_dir: Path, quick: bool = False) -> Summary:
