@@ -100,7 +100,7 @@ def claim_config(mechanism: str, data: StudyData, audit: AuditPlan, sample_rate:
         "mechanism": {"name": mechanism, "faulty": MECHANISMS[mechanism].faulty,
                       "noise_multiplier": audit.noise_multiplier, "sample_rate": sample_rate, "steps": audit.steps,
                       "clip_norm": setup.clip_norm, "delta": audit.delta, "public_batch_size": setup.public_batch_size,
-                      "private_weight": setup.private_weight, "public_loss": "public_image"},
+                      "private_weight": audit.private_weight, "public_loss": "public_image"},
     })
 
 
