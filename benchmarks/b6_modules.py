@@ -34,6 +34,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from benchmarks.timing import WALL_CLOCK, Record, interleaved, ratio_record
+from fdp_audit.atomic_io import atomic_write_text
 from fdp_audit.audit.user_training import UserTrainer
 from fdp_audit.config import DataConfig, OptimizerConfig
 from fdp_audit.data.prepare import prepare_data
@@ -170,7 +171,7 @@ def _opacus_records(name: str, target: float | None, device: str, model, x: torc
 def _records(device: str, rounds: int) -> list[Record]:
     with tempfile.TemporaryDirectory() as folder:
         factories = Path(folder) / "bench_factories.py"
-        factories.write_text(FACTORIES)
+        atomic_write_text(factories, FACTORIES)
         start = time.perf_counter()
         records = engine_records(device, factories, rounds)
         print(f"# engine on {device}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
