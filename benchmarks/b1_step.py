@@ -22,7 +22,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from benchmarks.timing import CPU_CLOCK, Record, interleaved, ratio_record, torch_threads
+from benchmarks.timing import CPU_CLOCK, Record, interleaved, optimizer_steps, ratio_record, torch_threads
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.features import FeatureSplit
@@ -88,28 +88,14 @@ def _opacus_step(x: torch.Tensor, y: torch.Tensor, mode: str, steps: int) -> Cal
     else:
         (module, optimizer, loader), criterion = made, nn.CrossEntropyLoss()
     batches = [batch for batch, _ in zip(loader, range(steps))]
-
-    def run() -> None:
-        for xb, yb in batches:
-            optimizer.zero_grad(set_to_none=True)
-            criterion(module(xb), yb).backward()
-            optimizer.step()
-
-    return run
+    return optimizer_steps(module, optimizer, criterion, batches)
 
 
 def _nonprivate_step(x: torch.Tensor, y: torch.Tensor, steps: int) -> Callable[[], None]:
     module, criterion = _mlp(), nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(module.parameters(), lr=LR)
     xb, yb = x[:BATCH], y[:BATCH]
-
-    def run() -> None:
-        for _ in range(steps):
-            optimizer.zero_grad(set_to_none=True)
-            criterion(module(xb), yb).backward()
-            optimizer.step()
-
-    return run
+    return optimizer_steps(module, optimizer, criterion, [(xb, yb)] * steps)
 
 
 def _per_step(run: Callable[[], None], steps: int) -> Callable[[], float]:

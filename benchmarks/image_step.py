@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from benchmarks.b1_step import _per_step
-from benchmarks.timing import CPU_CLOCK, Record, interleaved, ratio_record, torch_threads
+from benchmarks.timing import CPU_CLOCK, Record, interleaved, optimizer_steps, ratio_record, torch_threads
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.image_psi import DownsampleMap
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
@@ -106,28 +106,14 @@ def opacus_training(x: torch.Tensor, y: torch.Tensor, mode: str, batch: int, lr:
 def _opacus_step(x: torch.Tensor, y: torch.Tensor, mode: str, steps: int) -> Callable[[], None]:
     module, optimizer, criterion, loader = opacus_training(x, y, mode, BATCH)
     batches = [batch for batch, _ in zip(loader, range(steps))]
-
-    def run() -> None:
-        for xb, yb in batches:
-            optimizer.zero_grad(set_to_none=True)
-            criterion(module(xb), yb).backward()
-            optimizer.step()
-
-    return run
+    return optimizer_steps(module, optimizer, criterion, batches)
 
 
 def _nonprivate_step(x: torch.Tensor, y: torch.Tensor, steps: int) -> Callable[[], None]:
     module, criterion = ImageCNN(), nn.CrossEntropyLoss()
     optimizer = torch.optim.SGD(module.parameters(), lr=LR)
     xb, yb = x[:BATCH], y[:BATCH]
-
-    def run() -> None:
-        for _ in range(steps):
-            optimizer.zero_grad(set_to_none=True)
-            criterion(module(xb), yb).backward()
-            optimizer.step()
-
-    return run
+    return optimizer_steps(module, optimizer, criterion, [(xb, yb)] * steps)
 
 
 def run(rounds: int = 7) -> list[Record]:

@@ -53,6 +53,20 @@ def interleaved(candidates: Mapping[str, Callable[[], float | None]], rounds: in
     return samples
 
 
+def optimizer_steps(module: torch.nn.Module, optimizer: torch.optim.Optimizer, criterion: Callable,
+                    batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Callable[[], None]:
+    """A closure taking one optimiser step per ``(inputs, labels)`` batch, as an ordinary PyTorch loop does: the
+    baselines' (Opacus's, a non-private step's) side of a step-time comparison."""
+
+    def run() -> None:
+        for xb, yb in batches:
+            optimizer.zero_grad(set_to_none=True)
+            criterion(module(xb), yb).backward()
+            optimizer.step()
+
+    return run
+
+
 def quartiles(values: list[float]) -> tuple[float, float]:
     if len(values) < 2:
         return values[0], values[0]

@@ -3,7 +3,13 @@ in-process (no interpreter start-up per call; exit code, stdout and stderr captu
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,3 +94,23 @@ def _small_config_fixture() -> Callable[..., dict[str, Any]]:
 @pytest.fixture(name="write_yaml", scope="session")
 def _write_yaml_fixture() -> Callable[[Path, dict[str, Any]], Path]:
     return write_yaml
+
+
+def sigkill_audit_after_first_chunk(arguments: list[str], out: Path) -> int:
+    """Run ``fdp-audit audit ARGUMENTS --out OUT`` in a process group of its own and SIGKILL the group (the driver
+    and any workers it started) once the first chunk of trials is journaled; returns the driver's exit status."""
+    journal = out / "journal.jsonl"
+    process = subprocess.Popen([sys.executable, "-m", "fdp_audit", "audit", *arguments, "--out", str(out)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not (journal.exists() and journal.read_text().endswith("\n")):
+            assert process.poll() is None, "the audit ended before its first chunk was journaled"
+            assert time.monotonic() < deadline, "no chunk journaled in 300 s"
+            time.sleep(0.02)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    return process.returncode

@@ -106,12 +106,9 @@ def prepare_data(config: DataConfig, seed: int) -> PreparedData:
         used = [*features, label]
         in_use = Table(table.name, {c: table.columns[c] for c in used}, {c: table.kinds[c] for c in used})
         table = table.take(np.flatnonzero(~in_use.missing_mask()))
-    if config.max_rows is not None and table.n_rows > config.max_rows:
-        keep = np.sort(np.random.default_rng(np.random.SeedSequence([seed, 0xCAFE])).choice(
-            table.n_rows, config.max_rows, replace=False))
+    keep = _subsample(table.n_rows, config.max_rows, seed, "rows")
+    if keep is not None:
         table = table.take(keep)
-    if table.n_rows < 4:
-        raise BadInputError(f"data set has only {table.n_rows} rows", "data")
     train_rows, population_rows = split_rows(table.n_rows, config.population_fraction, seed)
     train_table, population_table = table.take(train_rows), table.take(population_rows)
     encoder = TableEncoder.fit(train_table, label, features)
@@ -119,6 +116,17 @@ def prepare_data(config: DataConfig, seed: int) -> PreparedData:
     population = encoder.transform(population_table)
     test = encoder.transform(test_table) if test_table is not None else population
     return PreparedData(train, population, test, public_map(config, encoder), table.name)
+
+
+def _subsample(count: int, max_rows: int | None, seed: int, unit: str) -> np.ndarray | None:
+    """The sorted rows ``max_rows`` keeps (drawn by ``seed``), or None to keep all ``count``; fewer than 4 rows
+    left is bad input (no split into training and population sets)."""
+    kept = count if max_rows is None else min(count, max_rows)
+    if kept < 4:
+        raise BadInputError(f"data set has only {kept} {unit}", "data")
+    if kept == count:
+        return None
+    return np.sort(np.random.default_rng(np.random.SeedSequence([seed, 0xCAFE])).choice(count, kept, replace=False))
 
 
 def _encode_images(images: ImageSet, groups: tuple[ColumnGroup, ...]) -> EncodedData:
@@ -133,12 +141,9 @@ def prepare_images(config: DataConfig, seed: int) -> PreparedData:
         raise BadInputError(f"image data sets have one label, 'label'; got {config.label!r}", "data.label")
     train = load_images(config.dataset, "train", config.path)
     test = load_images(config.dataset, "test", config.path) if "test" in IMAGE_DATASETS[config.dataset].splits else None
-    if config.max_rows is not None and train.n_images > config.max_rows:
-        keep = np.sort(np.random.default_rng(np.random.SeedSequence([seed, 0xCAFE])).choice(
-            train.n_images, config.max_rows, replace=False))
+    keep = _subsample(train.n_images, config.max_rows, seed, "images")
+    if keep is not None:
         train = train.take(keep)
-    if train.n_images < 4:
-        raise BadInputError(f"data set has only {train.n_images} images", "data")
     groups = tuple(ColumnGroup(f"pixel-{i}", "numeric", i, i + 1) for i in range(train.height * train.width))
     train_rows, population_rows = split_rows(train.n_images, config.population_fraction, seed)
     encoded = _encode_images(train.take(train_rows), groups)

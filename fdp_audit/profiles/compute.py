@@ -34,6 +34,7 @@ import numpy as np
 from fdp_audit.config import Config, ProfileConfig
 from fdp_audit.data.datasets import DEFAULT_LABELS, load_bundled
 from fdp_audit.errors import BadInputError
+from fdp_audit.profiles import neighbours as neighbour_sets
 from fdp_audit.profiles import third_party
 from fdp_audit.profiles.design import Design, design_from_table
 from fdp_audit.profiles.figures import ScatterPanel
@@ -45,15 +46,6 @@ from fdp_audit.profiles.mechanisms import (
     make_mechanism,
 )
 from fdp_audit.profiles.monte_carlo import MonteCarloLoss, monte_carlo_privacy_loss
-from fdp_audit.profiles.neighbours import (
-    NeighbourModels,
-    Neighbours,
-    exact_neighbour_models,
-    okumura_spheres,
-    removal_neighbours,
-    replacement_neighbours,
-    worst_case_points,
-)
 from fdp_audit.profiles.profile import PrivacyProfile, profile_at, spread_positions
 from fdp_audit.profiles.trained import TRAINED_MECHANISMS, TrainedProfileRun, run_trained_profile
 from fdp_audit.profiles.transition import (
@@ -96,8 +88,8 @@ class ProfileRun:
     label: str
     design: Design
     base: NewtonResult
-    neighbours: Neighbours
-    exact: NeighbourModels
+    neighbours: neighbour_sets.Neighbours
+    exact: neighbour_sets.NeighbourModels
     worst_case: np.ndarray
     sphere_centres: np.ndarray
     sphere_radii: np.ndarray
@@ -160,9 +152,9 @@ def _load_design(config: Config, settings: ProfileConfig, rows: int | None) -> t
     return design_from_table(table, settings.columns, label, rows), label
 
 
-def _neighbours(config: Config, settings: ProfileConfig, design: Design) -> Neighbours:
+def _neighbours(config: Config, settings: ProfileConfig, design: Design) -> neighbour_sets.Neighbours:
     if settings.neighbour == "remove":
-        return removal_neighbours(design.n)
+        return neighbour_sets.removal_neighbours(design.n)
     protected = settings.protected if settings.protected is not None else config.data.protected
     missing = [c for c in protected if c not in settings.columns]
     if not protected or missing:
@@ -171,7 +163,7 @@ def _neighbours(config: Config, settings: ProfileConfig, design: Design) -> Neig
             f"not there: {missing or 'none given'}",
             "profile.protected",
         )
-    return replacement_neighbours(design.X, design.feature_mask(protected), design.reference)
+    return neighbour_sets.replacement_neighbours(design.X, design.feature_mask(protected), design.reference)
 
 
 def _off_centre_offset(deltas: np.ndarray) -> np.ndarray:
@@ -199,7 +191,8 @@ def _scatter(
     return panels
 
 
-def _neighbour_data(design: Design, neighbours: Neighbours, position: int) -> tuple[np.ndarray, np.ndarray]:
+def _neighbour_data(design: Design, neighbours: neighbour_sets.Neighbours, position: int
+                    ) -> tuple[np.ndarray, np.ndarray]:
     """The data set y_i itself (for a third-party trainer that needs the rows)."""
     if neighbours.kind == "remove":
         keep = np.arange(design.n) != position
@@ -224,7 +217,8 @@ def _check_diffprivlib(settings: ProfileConfig, scatter_n: int) -> None:
 
 
 def _diffprivlib_scatter(
-    settings: ProfileConfig, design: Design, neighbours: Neighbours, positions: np.ndarray, rng: np.random.Generator
+    settings: ProfileConfig, design: Design, neighbours: neighbour_sets.Neighbours, positions: np.ndarray,
+    rng: np.random.Generator,
 ) -> tuple[list[ScatterPanel] | None, str]:
     if not settings.diffprivlib:
         return None, "disabled by profile.diffprivlib"
@@ -308,7 +302,7 @@ def _curve_rows(deltas: np.ndarray, row_max: int) -> np.ndarray:
                                row_max))
 
 
-def _scatter_samples(config: Config, settings: ProfileConfig, design: Design, neighbours: Neighbours,
+def _scatter_samples(config: Config, settings: ProfileConfig, design: Design, neighbours: neighbour_sets.Neighbours,
                      base: NewtonResult, deltas: np.ndarray, streams: list[np.random.Generator]) -> Scatter:
     """The scatter on the first ``profile.scatter_rows`` rows (refitted there), or on the whole design."""
     lam = settings.regularization
@@ -316,7 +310,7 @@ def _scatter_samples(config: Config, settings: ProfileConfig, design: Design, ne
         scatter_design, _ = _load_design(config, settings, settings.scatter_rows)
         scatter_neighbours = _neighbours(config, settings, scatter_design)
         scatter_w = fit_newton(scatter_design.X, scatter_design.y, lam).w
-        scatter_models = exact_neighbour_models(
+        scatter_models = neighbour_sets.exact_neighbour_models(
             scatter_design.X, scatter_design.y, scatter_w, lam, scatter_neighbours
         ).models
         scatter_order = np.argsort(np.linalg.norm(scatter_models - scatter_w, axis=1))
@@ -346,9 +340,9 @@ def run_profile(config: Config) -> ProfileRun | TrainedProfileRun:
     base = fit_newton(design.X, design.y, lam)
     stopwatch.lap("base_model")
     neighbours = _neighbours(config, settings, design)
-    exact = exact_neighbour_models(design.X, design.y, base.w, lam, neighbours)
-    worst_case = worst_case_points(design.X, design.y, base.w, lam, neighbours)
-    centres, radii = okumura_spheres(design.X, design.y, base.w, lam, neighbours)
+    exact = neighbour_sets.exact_neighbour_models(design.X, design.y, base.w, lam, neighbours)
+    worst_case = neighbour_sets.worst_case_points(design.X, design.y, base.w, lam, neighbours)
+    centres, radii = neighbour_sets.okumura_spheres(design.X, design.y, base.w, lam, neighbours)
     deltas = (exact.models if settings.neighbour_model == "exact" else worst_case) - base.w
     stopwatch.lap("neighbours")
 

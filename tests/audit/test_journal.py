@@ -5,11 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,6 +22,7 @@ from fdp_audit.audit.runner import run_audit
 from fdp_audit.config import config_from_dict, load_config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
+from tests.conftest import sigkill_audit_after_first_chunk
 
 VOLATILE = ("created", "checksum")
 RUN_SPECIFIC = ("command", "reused_trials")
@@ -264,20 +261,7 @@ def test_sigkill_then_resume(small_config, write_yaml, cli, tmp_path: Path) -> N
     config = resume_config(small_config, write_yaml, tmp_path, steps=150, chunk=chunk, trials=trials)
     out = tmp_path / "killed"
     journal = out / "journal.jsonl"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "fdp_audit", "audit", str(config), "--out", str(out)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
-    try:
-        deadline = time.monotonic() + 300
-        while not (journal.exists() and journal.read_text().endswith("\n")):
-            assert process.poll() is None, "the audit ended before its first chunk was journaled"
-            assert time.monotonic() < deadline, "no chunk journaled in 300 s"
-            time.sleep(0.02)
-        process.send_signal(signal.SIGKILL)
-    finally:
-        process.kill()
-        process.wait()
-    assert process.returncode == -signal.SIGKILL
+    assert sigkill_audit_after_first_chunk([str(config)], out) == -signal.SIGKILL
     killed_rows = journal_rows(journal)
     done = [i for r in killed_rows for i in r["indices"]]
     assert 0 < len(done) < trials, "the kill must land between the first and the last chunk"

@@ -5,14 +5,10 @@ by the tests (or by the audit, with ``--workers``)."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +16,7 @@ import pytest
 
 from fdp_audit.audit.journal import Journal
 from fdp_audit.cli import main
+from tests.conftest import sigkill_audit_after_first_chunk
 
 distributed = pytest.importorskip("distributed")
 
@@ -127,22 +124,7 @@ def test_a_driver_killed_mid_audit_resumes_from_its_journal(config_path, in_proc
     command again trains only the missing trials and writes the in-process numbers."""
     out = tmp_path / "killed-driver"
     journal = out / "journal.jsonl"
-    command = [sys.executable, "-m", "fdp_audit", "audit", str(config_path), "--workers", "2", "--out", str(out)]
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               env={**os.environ, "PYTHONUNBUFFERED": "1"}, start_new_session=True)
-    try:
-        deadline = time.monotonic() + 300
-        while not (journal.exists() and journal.read_text().endswith("\n")):
-            assert process.poll() is None, "the audit ended before its first chunk was journaled"
-            assert time.monotonic() < deadline, "no chunk journaled in 300 s"
-            time.sleep(0.02)
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-    finally:
-        with contextlib.suppress(ProcessLookupError):  # the driver, if an assertion fired, and its workers
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    assert process.returncode == -signal.SIGKILL
+    assert sigkill_audit_after_first_chunk([str(config_path), "--workers", "2"], out) == -signal.SIGKILL
     killed_rows = journal_rows(journal)
     done = sum(len(row["indices"]) for row in killed_rows)
     assert 0 < done < len(GAMES) * TRIALS, "the kill must land between the first and the last chunk"
