@@ -16,18 +16,27 @@ candidates run with one intra-op thread, interleaved round by round, timed by CP
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
-from benchmarks.timing import CPU_CLOCK, Record, interleaved, optimizer_steps, ratio_record, torch_threads
+from benchmarks.timing import (
+    CPU_CLOCK,
+    Record,
+    interleaved,
+    marginal_step_seconds,
+    nonprivate_steps,
+    opacus_private,
+    optimizer_steps,
+    ratio_record,
+    torch_threads,
+)
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.features import FeatureSplit
 from fdp_audit.training import ghost
-from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
+from fdp_audit.training.engine import Hyperparameters, TrainingProblem
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model
 from fdp_audit.training.public_losses import build_public_loss
@@ -56,16 +65,7 @@ def _fdp_problem(x: torch.Tensor, y: torch.Tensor, steps: int) -> TrainingProble
 
 
 def _fdp_step_seconds(x: torch.Tensor, y: torch.Tensor, steps: int) -> Callable[[], float]:
-    short, long = _fdp_problem(x, y, 1), _fdp_problem(x, y, 1 + steps)
-
-    def run() -> float:
-        start = CPU_CLOCK()
-        list(train_models(long, seed=0, model_indices=[0]))
-        middle = CPU_CLOCK()
-        list(train_models(short, seed=0, model_indices=[0]))
-        return ((middle - start) - (CPU_CLOCK() - middle)) / steps
-
-    return run
+    return marginal_step_seconds(lambda count: _fdp_problem(x, y, count), steps)
 
 
 def _mlp() -> nn.Module:
@@ -73,29 +73,9 @@ def _mlp() -> nn.Module:
 
 
 def _opacus_step(x: torch.Tensor, y: torch.Tensor, mode: str, steps: int) -> Callable[[], None]:
-    from opacus import PrivacyEngine
-
-    module = _mlp()
-    optimizer = torch.optim.SGD(module.parameters(), lr=LR)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=BATCH)
-    with warnings.catch_warnings():  # secure-RNG and accountant notices
-        warnings.simplefilter("ignore")
-        made = PrivacyEngine().make_private(module=module, optimizer=optimizer, data_loader=loader,
-                                            criterion=nn.CrossEntropyLoss(), noise_multiplier=NOISE,
-                                            max_grad_norm=CLIP, grad_sample_mode=mode)
-    if mode == "ghost":
-        module, optimizer, criterion, loader = made
-    else:
-        (module, optimizer, loader), criterion = made, nn.CrossEntropyLoss()
+    module, optimizer, criterion, loader = opacus_private(_mlp(), x, y, mode, BATCH, LR, NOISE, CLIP)
     batches = [batch for batch, _ in zip(loader, range(steps))]
     return optimizer_steps(module, optimizer, criterion, batches)
-
-
-def _nonprivate_step(x: torch.Tensor, y: torch.Tensor, steps: int) -> Callable[[], None]:
-    module, criterion = _mlp(), nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(module.parameters(), lr=LR)
-    xb, yb = x[:BATCH], y[:BATCH]
-    return optimizer_steps(module, optimizer, criterion, [(xb, yb)] * steps)
 
 
 def _per_step(run: Callable[[], None], steps: int) -> Callable[[], float]:
@@ -129,7 +109,7 @@ def run(rounds: int = 15) -> list[Record]:
             "fdp": _fdp_step_seconds(x, y, k),
             "hooks": _per_step(_opacus_step(x, y, "hooks", k_hooks), k_hooks),
             "ghost": _per_step(_opacus_step(x, y, "ghost", k), k),
-            "nonprivate": _per_step(_nonprivate_step(x, y, k), k),
+            "nonprivate": _per_step(nonprivate_steps(_mlp(), x, y, LR, BATCH, k), k),
         }, rounds=rounds, clock=CPU_CLOCK)
         fallback = interleaved({"fast": _fdp_step_seconds(x, y, 2), "materialised": _materialised_step(x, y, 2)},
                                rounds=3, clock=CPU_CLOCK)

@@ -10,22 +10,21 @@ layer — per-layer per-example gradients for the convolutions and GroupNorm, tw
 its default ``hooks`` mode and a plain non-private step are reported beside it.
 
 Timing as in :mod:`benchmarks.b1_step`: our step through the public engine (``train_models`` with 1 + k steps
-minus 1 step, over k), Opacus batches drawn beforehand, one intra-op thread, interleaved rounds, CPU time.
+minus 1 step, over k), Opacus batches drawn beforehand, one intra-op thread, timing.interleaved rounds, CPU time.
 """
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 
 import torch
 from torch import nn
 
+from benchmarks import timing
 from benchmarks.b1_step import _per_step
-from benchmarks.timing import CPU_CLOCK, Record, interleaved, optimizer_steps, ratio_record, torch_threads
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.image_psi import DownsampleMap
-from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
+from fdp_audit.training.engine import Hyperparameters, TrainingProblem
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model, norm_groups
 from fdp_audit.training.public_losses import build_public_loss
@@ -52,16 +51,7 @@ def _fdp_problem(x: torch.Tensor, y: torch.Tensor, steps: int) -> TrainingProble
 
 
 def _fdp_step_seconds(x: torch.Tensor, y: torch.Tensor, steps: int) -> Callable[[], float]:
-    short, long = _fdp_problem(x, y, 1), _fdp_problem(x, y, 1 + steps)
-
-    def run() -> float:
-        start = CPU_CLOCK()
-        list(train_models(long, seed=0, model_indices=[0]))
-        middle = CPU_CLOCK()
-        list(train_models(short, seed=0, model_indices=[0]))
-        return ((middle - start) - (CPU_CLOCK() - middle)) / steps
-
-    return run
+    return timing.marginal_step_seconds(lambda count: _fdp_problem(x, y, count), steps)
 
 
 class ImageCNN(nn.Module):
@@ -87,53 +77,33 @@ def opacus_training(x: torch.Tensor, y: torch.Tensor, mode: str, batch: int, lr:
                     channels: tuple[int, ...] = CHANNELS
                     ) -> tuple[nn.Module, torch.optim.Optimizer, Callable, torch.utils.data.DataLoader]:
     """An Opacus-private CNN, optimizer, criterion and Poisson loader in ``mode`` (hooks or ghost)."""
-    from opacus import PrivacyEngine
-
-    module = ImageCNN(side, channels)
-    optimizer = torch.optim.SGD(module.parameters(), lr=lr)
-    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=batch)
-    with warnings.catch_warnings():  # secure-RNG and accountant notices
-        warnings.simplefilter("ignore")
-        made = PrivacyEngine().make_private(module=module, optimizer=optimizer, data_loader=loader,
-                                            criterion=nn.CrossEntropyLoss(), noise_multiplier=NOISE,
-                                            max_grad_norm=CLIP, grad_sample_mode=mode)
-    if mode == "ghost":
-        return made
-    (module, optimizer, loader), criterion = made, nn.CrossEntropyLoss()
-    return module, optimizer, criterion, loader
+    return timing.opacus_private(ImageCNN(side, channels), x, y, mode, batch, lr, NOISE, CLIP)
 
 
 def _opacus_step(x: torch.Tensor, y: torch.Tensor, mode: str, steps: int) -> Callable[[], None]:
     module, optimizer, criterion, loader = opacus_training(x, y, mode, BATCH)
     batches = [batch for batch, _ in zip(loader, range(steps))]
-    return optimizer_steps(module, optimizer, criterion, batches)
+    return timing.optimizer_steps(module, optimizer, criterion, batches)
 
 
-def _nonprivate_step(x: torch.Tensor, y: torch.Tensor, steps: int) -> Callable[[], None]:
-    module, criterion = ImageCNN(), nn.CrossEntropyLoss()
-    optimizer = torch.optim.SGD(module.parameters(), lr=LR)
-    xb, yb = x[:BATCH], y[:BATCH]
-    return optimizer_steps(module, optimizer, criterion, [(xb, yb)] * steps)
-
-
-def run(rounds: int = 7) -> list[Record]:
-    with torch_threads(1):
+def run(rounds: int = 7) -> list[timing.Record]:
+    with timing.torch_threads(1):
         x, y = _data()
         k = STEPS_PER_ROUND
-        samples = interleaved({
+        samples = timing.interleaved({
             "fdp": _fdp_step_seconds(x, y, k),
             "ghost": _per_step(_opacus_step(x, y, "ghost", k), k),
             "hooks": _per_step(_opacus_step(x, y, "hooks", k), k),
-            "nonprivate": _per_step(_nonprivate_step(x, y, k), k),
-        }, rounds=rounds, clock=CPU_CLOCK)
+            "nonprivate": _per_step(timing.nonprivate_steps(ImageCNN(), x, y, LR, BATCH, k), k),
+        }, rounds=rounds, clock=timing.CPU_CLOCK)
     shape = (f"CNN {SIDE}×{SIDE} conv {CHANNELS} GroupNorm, Ψ = {FACTOR}× downsampling, expected batch {BATCH}, "
              "1 thread, CPU time per step")
     return [
-        ratio_record("image_fdp_step_vs_opacus_ghost", samples["fdp"], samples["ghost"], target="<= 1.6",
+        timing.ratio_record("image_fdp_step_vs_opacus_ghost", samples["fdp"], samples["ghost"], target="<= 1.6",
                      note=f"FDP-SGD step (private + public batch) / Opacus ghost-clipping DP-SGD step; {shape}"),
-        ratio_record("image_fdp_step_vs_opacus_hooks", samples["fdp"], samples["hooks"],
+        timing.ratio_record("image_fdp_step_vs_opacus_hooks", samples["fdp"], samples["hooks"],
                      note=f"FDP-SGD step / Opacus hooks DP-SGD step; {shape}"),
-        ratio_record("image_fdp_step_vs_nonprivate", samples["fdp"], samples["nonprivate"],
+        timing.ratio_record("image_fdp_step_vs_nonprivate", samples["fdp"], samples["nonprivate"],
                      note=f"FDP-SGD step / plain PyTorch SGD step; {shape}"),
     ]
 

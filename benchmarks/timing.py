@@ -16,10 +16,13 @@ from __future__ import annotations
 import contextlib
 import statistics
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
+
+from fdp_audit.training.engine import train_models
 
 Record = dict[str, Any]
 Clock = Callable[[], float]
@@ -53,6 +56,22 @@ def interleaved(candidates: Mapping[str, Callable[[], float | None]], rounds: in
     return samples
 
 
+def marginal_step_seconds(problem_with_steps: Callable[[int], Any], steps: int) -> Callable[[], float]:
+    """A closure measuring the CPU seconds of one step of the engine's training: a run of ``1 + steps`` steps
+    minus a run of one step, over ``steps`` (set-up, first-step and teardown costs cancel).
+    ``problem_with_steps(T)`` builds the training problem with T steps."""
+    short, long = problem_with_steps(1), problem_with_steps(1 + steps)
+
+    def run() -> float:
+        start = CPU_CLOCK()
+        list(train_models(long, seed=0, model_indices=[0]))
+        middle = CPU_CLOCK()
+        list(train_models(short, seed=0, model_indices=[0]))
+        return ((middle - start) - (CPU_CLOCK() - middle)) / steps
+
+    return run
+
+
 def optimizer_steps(module: torch.nn.Module, optimizer: torch.optim.Optimizer, criterion: Callable,
                     batches: list[tuple[torch.Tensor, torch.Tensor]]) -> Callable[[], None]:
     """A closure taking one optimiser step per ``(inputs, labels)`` batch, as an ordinary PyTorch loop does: the
@@ -65,6 +84,32 @@ def optimizer_steps(module: torch.nn.Module, optimizer: torch.optim.Optimizer, c
             optimizer.step()
 
     return run
+
+
+def opacus_private(module: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, mode: str, batch: int, lr: float,
+                   noise: float, clip: float) -> tuple[torch.nn.Module, torch.optim.Optimizer, Callable, Any]:
+    """``module`` made private by Opacus in ``mode`` (hooks or ghost) with SGD and a Poisson loader of expected
+    ``batch``: its module, optimizer, criterion and loader (ghost mode wraps the criterion too)."""
+    from opacus import PrivacyEngine  # a test oracle, not a dependency of the package
+
+    optimizer = torch.optim.SGD(module.parameters(), lr=lr)
+    loader = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(x, y), batch_size=batch)
+    with warnings.catch_warnings():  # secure-RNG and accountant notices
+        warnings.simplefilter("ignore")
+        made = PrivacyEngine().make_private(module=module, optimizer=optimizer, data_loader=loader,
+                                            criterion=torch.nn.CrossEntropyLoss(), noise_multiplier=noise,
+                                            max_grad_norm=clip, grad_sample_mode=mode)
+    if mode == "ghost":
+        return made
+    (module, optimizer, loader), criterion = made, torch.nn.CrossEntropyLoss()
+    return module, optimizer, criterion, loader
+
+
+def nonprivate_steps(module: torch.nn.Module, x: torch.Tensor, y: torch.Tensor, lr: float, batch: int,
+                     steps: int) -> Callable[[], None]:
+    """``steps`` plain SGD steps on the first ``batch`` examples: the floor any private step is compared with."""
+    optimizer = torch.optim.SGD(module.parameters(), lr=lr)
+    return optimizer_steps(module, optimizer, torch.nn.CrossEntropyLoss(), [(x[:batch], y[:batch])] * steps)
 
 
 def quartiles(values: list[float]) -> tuple[float, float]:

@@ -36,6 +36,7 @@ from fdp_audit.data.datasets import DEFAULT_LABELS, load_bundled
 from fdp_audit.errors import BadInputError
 from fdp_audit.profiles import neighbours as neighbour_sets
 from fdp_audit.profiles import third_party
+from fdp_audit.profiles import transition as epsilon_transition
 from fdp_audit.profiles.design import Design, design_from_table
 from fdp_audit.profiles.figures import ScatterPanel
 from fdp_audit.profiles.logistic import NewtonResult, fit_newton
@@ -48,15 +49,6 @@ from fdp_audit.profiles.mechanisms import (
 from fdp_audit.profiles.monte_carlo import MonteCarloLoss, monte_carlo_privacy_loss
 from fdp_audit.profiles.profile import PrivacyProfile, profile_at, spread_positions
 from fdp_audit.profiles.trained import TRAINED_MECHANISMS, TrainedProfileRun, run_trained_profile
-from fdp_audit.profiles.transition import (
-    TAU,
-    EpsilonSweep,
-    Transition,
-    beta_star,
-    detect_transition,
-    epsilon_sweep,
-    rank_positions,
-)
 
 SCATTER_NEIGHBOURS, SCATTER_SAMPLES = 50, 20
 DIFFPRIVLIB_MAX_ROWS = 2000
@@ -97,9 +89,9 @@ class ProfileRun:
     centre_profile: PrivacyProfile
     off_centre_offset: np.ndarray
     off_centre_profile: PrivacyProfile
-    sweep: EpsilonSweep
+    sweep: epsilon_transition.EpsilonSweep
     positions: np.ndarray
-    transition: Transition
+    transition: epsilon_transition.Transition
     beta_star: float
     row_max: int
     curve_positions: np.ndarray
@@ -129,7 +121,8 @@ class ProfileRun:
         )
 
 
-def _epsilon_of_scale(name: MechanismName, scale: float, n: int, lam: float, sweep: EpsilonSweep) -> float:
+def _epsilon_of_scale(name: MechanismName, scale: float, n: int, lam: float,
+                      sweep: epsilon_transition.EpsilonSweep) -> float:
     """ε of an inverse noise scale: exact for Laplace (ε = 2β/(nΛ)), interpolated on the sweep grid
     for the Gaussian (NaN outside it)."""
     return 2.0 * scale / (n * lam) if name == "laplace" else sweep.epsilon_at(scale)
@@ -351,10 +344,11 @@ def run_profile(config: Config) -> ProfileRun | TrainedProfileRun:
     centre_profile = profile_at(unit, deltas, np.zeros(design.d))
     off_centre_profile = profile_at(unit, deltas, offset)
     grid = np.geomspace(settings.sweep_min_epsilon, settings.sweep_max_epsilon, settings.sweep_points)
-    sweep = epsilon_sweep(name, deltas, design.n, lam, grid, settings.samples, streams[0], settings.delta)
-    positions = rank_positions(design.n, np.array(settings.rank_quantiles))
-    transition = detect_transition(sweep, positions, TAU)
-    b_star, row_max = beta_star(deltas)
+    sweep = epsilon_transition.epsilon_sweep(name, deltas, design.n, lam, grid, settings.samples, streams[0],
+                                             settings.delta)
+    positions = epsilon_transition.rank_positions(design.n, np.array(settings.rank_quantiles))
+    transition = epsilon_transition.detect_transition(sweep, positions, epsilon_transition.TAU)
+    b_star, row_max = epsilon_transition.beta_star(deltas)
     curve_rows = _curve_rows(deltas, row_max)
     stopwatch.lap("profiles_and_sweep")
 
