@@ -83,6 +83,9 @@ def _range(lo: float | None = None, hi: float | None = None, lo_open: bool = Fal
     return {"range": (lo, hi, lo_open, hi_open)}
 
 
+MAX_BLUR_SIGMA = 256.0
+
+
 @dataclass(frozen=True)
 class DataConfig:
     dataset: Literal[
@@ -104,7 +107,8 @@ class DataConfig:
     synthetic_public_features: int = field(default=5, metadata=_range(1, MAX_SYNTHETIC_FEATURES))
     # Ψ (docs/accounting.md, docs/images.md); see data/prepare.py
     public_map: Literal["columns", "label_only", "blur", "downsample"] = "columns"
-    blur_sigma: float = field(default=1.0, metadata=_range(0, None, True))  # public_map: blur
+    # public_map: blur; beyond a few hundred pixels a blur of any image this suite reads is constant
+    blur_sigma: float = field(default=1.0, metadata=_range(0, MAX_BLUR_SIGMA, True))
     blur_tolerance: float = field(default=0.1, metadata=_range(0, 1, False, True))  # blur: protected if s ≤ τ·s_max
     downsample_factor: int = field(default=4, metadata=_range(1))  # public_map: downsample (k×k block means)
 

@@ -66,6 +66,7 @@ BAD_CONFIGS = {
     "negative hidden width": ("model:\n  kind: mlp\n  hidden: [-3]\n", "model.hidden: must be >= 1, got -3"),
     "zero hidden width": ("model:\n  kind: mlp\n  hidden: [0]\n", "model.hidden: must be >= 1, got 0"),
     "a billion synthetic rows": ("data:\n  synthetic_rows: 1000000000\n", "data.synthetic_rows: must be <= 1000000"),
+    "a blur wider than any image": ("data:\n  blur_sigma: 1.0e7\n", "data.blur_sigma: must be <= 256"),
     "too many generated cells": ("data:\n  synthetic_rows: 1000000\n  synthetic_public_features: 5000\n",
                                  "data.synthetic_rows: 1000000 rows × 5001 columns exceed"),
     "no workers": ("audit:\n  executor: dask\n  workers: 0\n", "audit.workers: must be >= 1"),

@@ -42,28 +42,25 @@ CANDIDATE_SEED = 0x1A6E  # the candidates' patterns are a function of the record
 CANDIDATE_SCALE_ROWS = 2_000  # population images that set the patterns' size
 
 
-def _reflect(index: int, size: int) -> int:
-    """Reflect padding's source index (the edge pixel not repeated, as ``torch.nn.functional.pad``'s
-    ``reflect``), for any offset."""
+def _reflect(index: torch.Tensor, size: int) -> torch.Tensor:
+    """Reflect padding's source indices (the edge pixel not repeated, as ``torch.nn.functional.pad``'s
+    ``reflect``), for any offsets: reflection repeats every ``2(size − 1)`` pixels."""
     if size == 1:
-        return 0
+        return torch.zeros_like(index)
     period = 2 * (size - 1)
-    index %= period
-    return index if index < size else period - index
+    index = torch.remainder(index, period)
+    return torch.where(index < size, index, period - index)
 
 
 def blur_matrix(size: int, sigma: float) -> torch.Tensor:
     """The 1-D Gaussian blur ``[size, size]`` (float64): kernel ``exp(−o²/2σ²)`` normalised over offsets
     ``|o| ≤ max(1, round(3σ))``, reflect padding. ``(B X)`` blurs the columns of an image X."""
     radius = max(1, int(3 * sigma + 0.5))
-    offsets = torch.arange(-radius, radius + 1, dtype=torch.float64)
-    kernel = torch.exp(-0.5 * (offsets / sigma) ** 2)
+    offsets = torch.arange(-radius, radius + 1, dtype=torch.int64)
+    kernel = torch.exp(-0.5 * (offsets.double() / sigma) ** 2)
     kernel = kernel / kernel.sum()
-    matrix = torch.zeros(size, size, dtype=torch.float64)
-    for i in range(size):
-        for o, weight in zip(range(-radius, radius + 1), kernel.tolist()):
-            matrix[i, _reflect(i + o, size)] += weight
-    return matrix
+    sources = _reflect(torch.arange(size)[:, None] + offsets[None, :], size)
+    return torch.zeros(size, size, dtype=torch.float64).scatter_add_(1, sources, kernel.expand(size, -1).clone())
 
 
 def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
