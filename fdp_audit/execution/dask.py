@@ -112,9 +112,11 @@ class DaskExecutor(Executor):
 
         client = self._connect()
         payload = serialise(task)
-        task_key = hashlib.sha256(payload).hexdigest()[:32]
-        shared = client.submit(_load_task, payload, key=f"fdp-audit-task-{task_key}", pure=False)
         environment = run_environment()
+        # the key names the code as well as the task: two drivers of different sources sharing a scheduler must
+        # not join each other's chunks (the worker's check of the environment runs only where a chunk runs)
+        task_key = hashlib.sha256(payload + repr(sorted(environment.items())).encode()).hexdigest()[:32]
+        shared = client.submit(_load_task, payload, key=f"fdp-audit-task-{task_key}", pure=False)
         positions: dict[Any, list[int]] = {}  # a future per distinct chunk, yielded under each of its positions
         for position, chunk in enumerate(chunks):
             chunk = np.ascontiguousarray(chunk, dtype=np.int64)
