@@ -66,6 +66,38 @@ class _Trace:
     fc_grad: torch.Tensor  # [R, N, O]
 
 
+class _ReluAveragePool(torch.autograd.Function):
+    """``avg_pool2d(relu(y), 2)`` for even sides, with the same value and gradient as the two torch operators but
+    about three times faster on the CPU, where ``avg_pool2d`` over NCHW and its backward pass are slow: the forward
+    adds row pairs then column pairs of contiguous views; the backward spreads ``g / 4`` over each 2×2 block with
+    one ``index_select`` per image and masks it by ``relu(y) > 0``."""
+
+    @staticmethod
+    def forward(ctx, y: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        n, c, h, w = y.shape
+        rectified = F.relu(y)
+        rows = rectified.view(n, c, h // 2, 2, w)
+        pairs = (rows[:, :, :, 0] + rows[:, :, :, 1]).view(n, c, h // 2, w // 2, 2)
+        ctx.save_for_backward(rectified)
+        return (pairs[..., 0] + pairs[..., 1]).mul_(0.25)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        (rectified,) = ctx.saved_tensors
+        h, w = rectified.shape[-2:]
+        block = (torch.arange(h, device=grad.device)[:, None] // 2 * (w // 2)
+                 + torch.arange(w, device=grad.device)[None, :] // 2)
+        spread = (grad * 0.25).reshape(-1, grad.shape[-2] * grad.shape[-1]).index_select(1, block.flatten())
+        return torch.ops.aten.threshold_backward(spread.view(rectified.shape), rectified, 0.0)
+
+
+def relu_average_pool(y: torch.Tensor) -> torch.Tensor:
+    """``avg_pool2d(relu(y), 2)`` of ``y`` ``[N, C, H, W]`` (odd sides drop their last row or column)."""
+    if y.shape[-1] % 2 or y.shape[-2] % 2:
+        return F.avg_pool2d(F.relu(y), 2)
+    return _ReluAveragePool.apply(y)
+
+
 def forward(model: Model, params: Params, x: torch.Tensor, keep: bool = False
             ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Logits ``[R, N, O]`` of R models on their own examples ``x`` ``[R, N, H·W]`` (grouped convolutions: model
@@ -87,7 +119,7 @@ def forward(model: Model, params: Params, x: torch.Tensor, keep: bool = False
         y = normalised * params[f"norm{i}.weight"].reshape(1, -1, 1, 1) + params[f"norm{i}.bias"].reshape(1, -1, 1, 1)
         if keep:
             saved += [normalised, y]
-        h = F.avg_pool2d(F.relu(y), 2)
+        h = relu_average_pool(y)
     features = h.reshape(n, r, -1).transpose(0, 1)
     if keep:
         saved.append(features)
