@@ -18,9 +18,9 @@ from benchmarks.image_step import opacus_training
 from benchmarks.timing import CPU_CLOCK, Record, interleaved, ratio_record, torch_threads
 from fdp_audit.config import DataConfig, OptimizerConfig
 from fdp_audit.data.prepare import prepare_data
+from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
-from fdp_audit.training.models import Model
 
 MODELS, SEQUENTIAL = 64, 8
 CHANNELS, BATCH, STEPS, LR = (8, 16), 64, 20, 0.1
@@ -32,7 +32,7 @@ def _problem() -> TrainingProblem:
     x, y = data.tensors()
     hyper = Hyperparameters(noise_multiplier=1.0, sample_rate=BATCH / x.shape[0], steps=STEPS, clip_norm=1.0,
                             optimizer=OptimizerConfig(lr=LR))
-    return TrainingProblem(Model("cnn", 64, 10, CHANNELS, 8), x, y, data.feature_split, None,
+    return TrainingProblem(cnn_model(64, 10, CHANNELS), x, y, data.feature_split, None,
                            MECHANISMS["dp_sgd"].recipe, hyper)
 
 

@@ -4,10 +4,10 @@ on the same CNN, CPU, 28×28 grey-scale images (Fashion-MNIST's shape), expected
 FDP-SGD (Algorithm 1): Poisson batch at rate 256/n with per-example clipping of ℓ_priv = ℓ − ℓ_pub∘Ψ, Ψ the
 4× block-average downsampling and ℓ_pub the loss on the upsampled public image (``public_image``), Gaussian
 noise, plus an independent public batch of 256 (:mod:`fdp_audit.training.conv_ghost`). Opacus runs the same
-architecture as an ``nn.Module`` (3×3 convolutions 1→16→32, GroupNorm with 4 groups, ReLU, 2×2 average
-pooling, a linear classifier) in ``ghost`` mode (ghost clipping where Opacus has a norm sampler — the linear
-layer — per-layer per-example gradients for the convolutions and GroupNorm, two backward passes), its fastest;
-its default ``hooks`` mode and a plain non-private step are reported beside it.
+``nn.Module`` (:class:`fdp_audit.training.cnn.GroupNormCNN`: 3×3 convolutions 1→16→32, GroupNorm with 4 groups,
+ReLU, 2×2 average pooling, a linear classifier) in ``ghost`` mode (ghost clipping where Opacus has a norm
+sampler — the linear layer — per-layer per-example gradients for the convolutions and GroupNorm, two backward
+passes), its fastest; its default ``hooks`` mode and a plain non-private step are reported beside it.
 
 Timing as in :mod:`benchmarks.b1_step`: our step through the public engine (``train_models`` with 1 + k steps
 minus 1 step, over k), Opacus batches drawn beforehand, one intra-op thread, timing.interleaved rounds, CPU time.
@@ -24,9 +24,9 @@ from benchmarks import timing
 from benchmarks.b1_step import _per_step
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.image_psi import DownsampleMap
+from fdp_audit.training.cnn import GroupNormCNN, cnn_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem
 from fdp_audit.training.mechanisms import MECHANISMS
-from fdp_audit.training.models import Model, norm_groups
 from fdp_audit.training.public_losses import build_public_loss
 
 SIDE, CHANNELS, N_CLASSES, FACTOR = 28, (16, 32), 10, 4
@@ -46,7 +46,7 @@ def _fdp_problem(x: torch.Tensor, y: torch.Tensor, steps: int) -> TrainingProble
     psi = DownsampleMap(SIDE, SIDE, factor=FACTOR)
     hyper = Hyperparameters(noise_multiplier=NOISE, sample_rate=BATCH / x.shape[0], steps=steps, clip_norm=CLIP,
                             public_batch_size=BATCH, optimizer=OptimizerConfig(lr=LR))
-    return TrainingProblem(Model("cnn", SIDE * SIDE, N_CLASSES, CHANNELS, SIDE), x, y, psi,
+    return TrainingProblem(cnn_model(SIDE * SIDE, N_CLASSES, CHANNELS), x, y, psi,
                            build_public_loss("public_image", psi), MECHANISMS["fdp_sgd"].recipe, hyper)
 
 
@@ -54,30 +54,11 @@ def _fdp_step_seconds(x: torch.Tensor, y: torch.Tensor, steps: int) -> Callable[
     return timing.marginal_step_seconds(lambda count: _fdp_problem(x, y, count), steps)
 
 
-class ImageCNN(nn.Module):
-    """The engine's ``cnn`` model as an ``nn.Module`` (same layers and order), for Opacus."""
-
-    def __init__(self, side: int = SIDE, channels: tuple[int, ...] = CHANNELS, n_classes: int = N_CLASSES):
-        super().__init__()
-        layers: list[nn.Module] = []
-        previous = 1
-        for width in channels:
-            layers += [nn.Conv2d(previous, width, 3, padding=1), nn.GroupNorm(norm_groups(width), width), nn.ReLU(),
-                       nn.AvgPool2d(2)]
-            previous = width
-        self.features = nn.Sequential(*layers)
-        self.side = side
-        self.classifier = nn.Linear(previous * (side >> len(channels)) ** 2, n_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.features(x.reshape(-1, 1, self.side, self.side)).flatten(1))
-
-
 def opacus_training(x: torch.Tensor, y: torch.Tensor, mode: str, batch: int, lr: float = LR, side: int = SIDE,
                     channels: tuple[int, ...] = CHANNELS
                     ) -> tuple[nn.Module, torch.optim.Optimizer, Callable, torch.utils.data.DataLoader]:
     """An Opacus-private CNN, optimizer, criterion and Poisson loader in ``mode`` (hooks or ghost)."""
-    return timing.opacus_private(ImageCNN(side, channels), x, y, mode, batch, lr, NOISE, CLIP)
+    return timing.opacus_private(GroupNormCNN(side, channels, N_CLASSES), x, y, mode, batch, lr, NOISE, CLIP)
 
 
 def _opacus_step(x: torch.Tensor, y: torch.Tensor, mode: str, steps: int) -> Callable[[], None]:
@@ -94,7 +75,8 @@ def run(rounds: int = 7) -> list[timing.Record]:
             "fdp": _fdp_step_seconds(x, y, k),
             "ghost": _per_step(_opacus_step(x, y, "ghost", k), k),
             "hooks": _per_step(_opacus_step(x, y, "hooks", k), k),
-            "nonprivate": _per_step(timing.nonprivate_steps(ImageCNN(), x, y, LR, BATCH, k), k),
+            "nonprivate": _per_step(timing.nonprivate_steps(GroupNormCNN(SIDE, CHANNELS, N_CLASSES), x, y, LR, BATCH,
+                                                            k), k),
         }, rounds=rounds, clock=timing.CPU_CLOCK)
     shape = (f"CNN {SIDE}×{SIDE} conv {CHANNELS} GroupNorm, Ψ = {FACTOR}× downsampling, expected batch {BATCH}, "
              "1 thread, CPU time per step")

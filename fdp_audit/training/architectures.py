@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import math
-
 from fdp_audit.config import ModelConfig
 from fdp_audit.errors import BadInputError
-from fdp_audit.training.models import DEFAULT_CNN_CHANNELS, Model
+from fdp_audit.training.cnn import cnn_model
+from fdp_audit.training.models import Model
 from fdp_audit.training.modules import build_module_model
 
 
@@ -18,12 +17,7 @@ def build_model(config: ModelConfig, n_inputs: int, n_classes: int) -> Model:
         assert config.factory is not None
         return build_module_model(config.factory, n_inputs, n_classes)
     if config.kind == "cnn":
-        side = int(round(math.sqrt(n_inputs)))
-        blocks = len(config.hidden or DEFAULT_CNN_CHANNELS)
-        if side * side != n_inputs or side % (1 << blocks):
-            raise BadInputError(f"cnn with {blocks} pooling blocks needs square images with side divisible by "
-                                f"{1 << blocks}, got {n_inputs} inputs", "model.kind")
-        return Model("cnn", n_inputs, n_classes, tuple(config.hidden), side)
+        return cnn_model(n_inputs, n_classes, tuple(config.hidden))
     if config.kind == "logistic" and config.hidden:
         raise BadInputError("logistic regression has no hidden layers", "model.hidden")
     return Model(config.kind, n_inputs, n_classes, tuple(config.hidden))

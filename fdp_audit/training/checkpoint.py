@@ -21,6 +21,7 @@ from fdp_audit.atomic_io import atomic_write_bytes
 from fdp_audit.bounded_read import bounded_json_integer, read_bounded
 from fdp_audit.config import EXTERNAL_MODEL_HINT
 from fdp_audit.errors import BadInputError
+from fdp_audit.training.cnn import cnn_model, cnn_size
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model, Params
 
@@ -112,6 +113,11 @@ def model_from_metadata(metadata: dict[str, Any]) -> Model:
         raise BadInputError(f"invalid model description: {err}", "checkpoint.metadata.model") from err
     if model.kind not in ("logistic", "mlp", "cnn") or model.n_inputs < 1 or model.n_classes < 2:
         raise BadInputError("invalid model description", "checkpoint.metadata.model")
+    if model.kind == "cnn":
+        field = "checkpoint.metadata.model"
+        if max(cnn_size(model.n_inputs, model.n_classes, model.hidden, field)) > MAX_CHECKPOINT_BYTES // 4:
+            raise BadInputError("describes a cnn larger than a checkpoint can hold", field)
+        return cnn_model(model.n_inputs, model.n_classes, model.hidden, field)
     return model
 
 

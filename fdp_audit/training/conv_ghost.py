@@ -1,22 +1,25 @@
-"""Per-example clipping of the private loss for the GroupNorm CNN (docs/images.md, docs/training.md), batched
-over models, without ``torch.func`` and without a per-example gradient of the whole model.
+"""Per-example clipping of the private loss for a module with a layer plan (docs/images.md, docs/training.md): the
+built-in GroupNorm CNN and any user ``nn.Module`` that :mod:`fdp_audit.training.layer_plan` traces into a chain of
+convolutions, linear layers, GroupNorm/LayerNorm, element-wise maps, pooling and reshapes, batched over models,
+without ``torch.func`` and without a per-example gradient of the whole model.
 
 Algorithm 1's private loss is ``ℓ_priv(x) = ℓ(x) − ℓ_pub(x')`` with ``x'`` the public loss's input built from
 Ψ(x). One forward pass over the records and their public inputs stacked along the batch, and one backward pass
-of ``Σ ℓ(x_k) + Σ ℓ_pub(x'_k)``, give every layer's input and output gradient for both terms (examples are
-independent: GroupNorm normalises each example on its own). Per layer, with ``a`` / ``a'`` the inputs and
-``δ`` / ``δ'`` the output gradients of the two terms:
+of ``Σ ℓ(x_k) + Σ ℓ_pub(x'_k)``, give every parametrised layer's input and output gradient for both terms
+(examples are independent: every planned step acts on each example on its own). Per layer, with ``a`` / ``a'``
+the inputs and ``δ`` / ``δ'`` the output gradients of the two terms:
 
-* **Convolution** (weight ``[C_o, C_i, 3, 3]``): with ``A`` the unfolded input (``[C_i·9, P]`` over the P output
-  positions) and ``D`` the output gradient ``[C_o, P]``, the per-example gradient is ``g = D Aᵀ − D' A'ᵀ``
-  ``= [D, −D'] [A, A']ᵀ``. Its norm is computed by whichever route costs less per example:
-  *ghost* (the Gram form ``‖g‖² = ⟨[D, −D']ᵀ[D, −D'], [A, A']ᵀ[A, A']⟩``, ``(2P)²(C_o + C_i·9)`` operations,
-  nothing parameter-sized) or *direct* (``g`` itself, ``C_o·C_i·9·2P`` operations, one layer at a time, as
-  the weight gradient of one convolution whose groups are the examples — no unfolded copy of the input);
-  the bias gradient is ``Σ_p D − Σ_p D'``.
+* **Convolution** (weight ``[C_o, C_i, kh, kw]``, any stride, padding and dilation): with ``A`` the unfolded input
+  (``[C_i·kh·kw, P]`` over the P output positions) and ``D`` the output gradient ``[C_o, P]``, the per-example
+  gradient is ``g = D Aᵀ − D' A'ᵀ`` ``= [D, −D'] [A, A']ᵀ``. Its norm is computed by whichever route costs less
+  per example: *ghost* (the Gram form ``‖g‖² = ⟨[D, −D']ᵀ[D, −D'], [A, A']ᵀ[A, A']⟩``, ``(2P)²(C_o + C_i·kh·kw)``
+  operations, nothing parameter-sized) or *direct* (``g`` itself, ``C_o·C_i·kh·kw·2P`` operations, one layer at
+  a time, as the weight gradient of one convolution whose groups are the examples — no unfolded copy of the
+  input); the bias gradient is ``Σ_p D − Σ_p D'``.
 * **GroupNorm** scale and shift: ``Σ_p (δ x̂ − δ' x̂')`` and ``Σ_p (δ − δ')`` per channel, ``x̂`` the normalised
-  input — a few numbers per example.
-* **Linear** (the classifier): the rank-one ghost identity of :mod:`fdp_audit.training.ghost`.
+  input — a few numbers per example; **LayerNorm** the same with the sums over the dimensions it does not
+  normalise.
+* **Linear**: the rank-one ghost identity of :mod:`fdp_audit.training.ghost`.
 
 The squared norms add over layers; the clipped sum ``Σ_k w_k g_k`` (``w_k = min(1, C/‖g_k‖)``) is, per layer,
 one batched matrix product of the weighted output gradients with the inputs — no second backward pass.
@@ -25,45 +28,57 @@ DP-SGD (the full loss ℓ) is the same without the public term.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
 from typing import Literal
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from fdp_audit.training import ghost
-from fdp_audit.training.models import Model, Params, example_loss, label_free_loss, norm_groups
+from fdp_audit.training import ghost, layer_plan
+from fdp_audit.training.layer_plan import (
+    Channelwise,
+    Conv,
+    Elementwise,
+    GroupNorm,
+    LayerNorm,
+    LayerPlan,
+    Linear,
+    Planned,
+    Record,
+)
+from fdp_audit.training.models import Model, Params, example_loss, label_free_loss
+from fdp_audit.training.modules import ModuleModel
 
 Route = Literal["auto", "ghost", "direct"]
 
 
 def supports(model: Model) -> bool:
-    return model.kind == "cnn"
+    """Whether the model has a layer plan (the built-in CNN, or a user module made of planned layers)."""
+    return isinstance(model, ModuleModel) and model.plan is not None
+
+
+def _plan(model: Model) -> LayerPlan:
+    assert isinstance(model, ModuleModel) and model.plan is not None
+    return model.plan
 
 
 def floats_per_example(model: Model) -> tuple[int, int]:
-    """Floats one example holds in a private step (per term of ℓ_priv) and in a plain forward pass: per block the
-    convolution's input unfolded (9·C_i per position), its output, x̂, the GroupNorm output and their gradients
-    (6·C_o per position) and, on the direct route, the layer's gradient (C_o·C_i·9)."""
-    side, previous, private, plain = model.image_side, 1, 0, 0
-    for width in model.channels:
-        positions = side * side
-        private += positions * (9 * previous + 6 * width) + width * previous * 9
-        plain += 4 * positions * width
-        previous, side = width, side // 2
-    return private + model.n_outputs * 4, plain + model.n_outputs
-
-
-@dataclass
-class _Trace:
-    """Per layer: inputs and output gradients on the N stacked examples (records, then public inputs)."""
-
-    conv_inputs: list[torch.Tensor]  # [N, R·C_i, H, W]
-    conv_grads: list[torch.Tensor]  # [N, R·C_o, H, W]
-    normalised: list[torch.Tensor]  # x̂ [N, R·C, H, W]
-    norm_grads: list[torch.Tensor]  # ∂/∂(GroupNorm output) [N, R·C, H, W]
-    fc_input: torch.Tensor  # [R, N, F]
-    fc_grad: torch.Tensor  # [R, N, O]
+    """Floats one example holds in a private step (per term of ℓ_priv) and in a plain forward pass: per convolution
+    its input unfolded (C_i·kh·kw per output position), its output and gradient and, on the direct route, the layer's
+    gradient (C_o·C_i·kh·kw); per norm x̂, the output and their gradients; per other step its output and gradient."""
+    plan = _plan(model)
+    private = math.prod(plan.in_shape)
+    for planned in plan.steps:
+        step, size = planned.step, math.prod(planned.out_shape)
+        if isinstance(step, Conv):
+            positions = size // step.out_channels
+            private += positions * (step.fan_in + 2 * step.out_channels) + step.out_channels * step.fan_in
+        elif isinstance(step, (GroupNorm, LayerNorm)):
+            private += 4 * size
+        else:
+            private += 2 * size
+    return private, 2 * layer_plan.activation_floats(plan)
 
 
 class _ReluAveragePool(torch.autograd.Function):
@@ -98,55 +113,56 @@ def relu_average_pool(y: torch.Tensor) -> torch.Tensor:
     return _ReluAveragePool.apply(y)
 
 
-def forward(model: Model, params: Params, x: torch.Tensor, keep: bool = False
-            ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """Logits ``[R, N, O]`` of R models on their own examples ``x`` ``[R, N, H·W]`` (grouped convolutions: model
-    r's channels are the r-th block of every layer). With ``keep``, also the intermediate tensors the trace
-    differentiates: per block the convolution's input and output, x̂ and the GroupNorm output, then the
-    classifier's input."""
-    r, n = x.shape[:2]
-    side = model.image_side
-    h = x.transpose(0, 1).reshape(n, r, side, side)
-    saved: list[torch.Tensor] = []
-    for i, width in enumerate(model.channels, start=1):
-        weight = params[f"conv{i}.weight"]
-        z = F.conv2d(h, weight.reshape(r * width, *weight.shape[2:]), params[f"conv{i}.bias"].reshape(-1),
-                     padding=1, groups=r)
-        if keep:
-            z = z.detach().requires_grad_(True) if i == 1 else z
-            saved += [h, z]
-        normalised = F.group_norm(z, r * norm_groups(width))
-        y = normalised * params[f"norm{i}.weight"].reshape(1, -1, 1, 1) + params[f"norm{i}.bias"].reshape(1, -1, 1, 1)
-        if keep:
-            saved += [normalised, y]
-        h = relu_average_pool(y)
-    features = h.reshape(n, r, -1).transpose(0, 1)
-    if keep:
-        saved.append(features)
-    return torch.baddbmm(params["fc.bias"][:, None, :], features, params["fc.weight"].transpose(1, 2)), saved
+def _is_relu(step: layer_plan.Step) -> bool:
+    fn = getattr(step, "fn", None)
+    return isinstance(step, Elementwise) and (
+        isinstance(fn, nn.ReLU) or (isinstance(fn, layer_plan.Call) and fn.target in (F.relu, torch.relu)
+                                    and not fn.args and not fn.kwargs))
+
+
+def _is_halving_average_pool(step: layer_plan.Step) -> bool:
+    fn = getattr(step, "fn", None)
+    return (isinstance(step, Channelwise) and isinstance(fn, nn.AvgPool2d) and fn.kernel_size in (2, (2, 2))
+            and fn.stride in (2, (2, 2)) and fn.padding in (0, (0, 0)) and not fn.ceil_mode
+            and fn.divisor_override is None)
+
+
+def fused(plan: LayerPlan) -> LayerPlan:
+    """The plan with every ReLU followed by a 2×2 average pooling as one :func:`relu_average_pool` step."""
+    steps: list[Planned] = []
+    for planned in plan.steps:
+        if steps and _is_halving_average_pool(planned.step) and _is_relu(steps[-1].step):
+            steps[-1] = Planned(Channelwise(relu_average_pool), steps[-1].in_shape, planned.out_shape)
+        else:
+            steps.append(planned)
+    return LayerPlan(tuple(steps), plan.in_shape)
+
+
+def forward(model: Model, params: Params, x: torch.Tensor, records: list[Record] | None = None) -> torch.Tensor:
+    """Logits ``[R, N, O]`` of R models on their own examples ``x`` ``[R, N, d]`` (grouped convolutions: model
+    r's channels are the r-th block of every layer); with ``records``, each parametrised layer's input and output
+    (:class:`fdp_audit.training.layer_plan.Record`)."""
+    return layer_plan.forward(fused(_plan(model)), params, x, records)
 
 
 def _trace(model: Model, params: Params, x: torch.Tensor, y: torch.Tensor, public: ghost.PublicTerm | None,
-           label_free: bool) -> _Trace:
-    """Forward and backward of ``Σ_k ℓ(x_k) [+ Σ_k ℓ_pub(x'_k)]`` with x' stacked after x."""
+           label_free: bool) -> tuple[list[Record], list[torch.Tensor]]:
+    """Forward and backward of ``Σ_k ℓ(x_k) [+ Σ_k ℓ_pub(x'_k)]`` with x' stacked after x: every parametrised
+    layer's record and the gradient of its output."""
     params = {name: value.detach() for name, value in params.items() if name != "canary.block"}
     k = x.shape[1]
     inputs = x if public is None else torch.cat([x, public.inputs.to(x.dtype)], dim=1)
+    records: list[Record] = []
     with torch.enable_grad():
-        logits, saved = forward(model, params, inputs, keep=True)
+        logits = forward(model, params, inputs, records)
         losses = label_free_loss(logits[:, :k]) if label_free else example_loss(logits[:, :k], y)
         total = losses.sum()
         if public is not None:
             public_logits = logits[:, k:]
             total = total + (label_free_loss(public_logits) if public.label_free
                              else example_loss(public_logits, y)).sum()
-        blocks = len(model.channels)
-        wanted = [saved[4 * i + 1] for i in range(blocks)] + [saved[4 * i + 3] for i in range(blocks)]
-        grads = torch.autograd.grad(total, [*wanted, logits])
-    fc_input = saved[-1].detach()
-    return _Trace([saved[4 * i].detach() for i in range(blocks)], list(grads[:blocks]),
-                  [saved[4 * i + 2].detach() for i in range(blocks)], list(grads[blocks:2 * blocks]),
-                  fc_input, grads[-1])
+        grads = torch.autograd.grad(total, [record.output for record in records])
+    return records, list(grads)
 
 
 def _halves(t: torch.Tensor, k: int, decomposed: bool) -> torch.Tensor:
@@ -163,27 +179,33 @@ def _conv_route(route: Route, positions: int, out_channels: int, in_size: int) -
 class _Layers:
     """Per-example squared norms ``[K, R]`` and weighted sums ``[R, P]`` of ∇ℓ_priv, layer by layer."""
 
-    def __init__(self, model: Model, trace: _Trace, k: int, decomposed: bool, route: Route):
-        self.model, self.trace, self.k, self.decomposed, self.route = model, trace, k, decomposed, route
-        self.r = trace.fc_input.shape[0]
-        # per conv layer, computed once per step: the per-example weight gradients ``[K, R, C_o, C_i·9]`` of the
+    def __init__(self, model: Model, records: list[Record], grads: list[torch.Tensor], k: int, decomposed: bool,
+                 route: Route, r: int):
+        self.model, self.records, self.grads = model, records, grads
+        self.k, self.decomposed, self.route, self.r = k, decomposed, route, r
+        # per conv layer, computed once per step: the per-example weight gradients ``[K, R, C_o, C_i·kh·kw]`` of the
         # direct route (kept from the norm pass, so the clipped sum is a weighted sum of them) and the bias ones
         self.gradients: dict[int, torch.Tensor] = {}
         self.bias_gradients: dict[int, torch.Tensor] = {}
 
+    def _conv(self, i: int) -> Conv:
+        step = self.records[i].layer.step
+        assert isinstance(step, Conv)
+        return step
+
     def _route(self, i: int) -> str:
-        grad, width = self.trace.conv_grads[i], self.model.channels[i]
-        previous = 1 if i == 0 else self.model.channels[i - 1]
+        grad, conv = self.grads[i], self._conv(i)
         positions = grad.shape[-1] * grad.shape[-2] * (2 if self.decomposed else 1)
-        return _conv_route(self.route, positions, width, 9 * previous)
+        return _conv_route(self.route, positions, conv.out_channels, conv.fan_in)
 
     def _conv_terms(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The ghost route's ``(D, A)``: output gradients ``[K, R, C_o, P']`` and unfolded inputs
-        ``[K, R, C_i·9, P']`` with P' = 2P positions for ℓ_priv (the public term's appended, its gradient
+        ``[K, R, C_i·kh·kw, P']`` with P' = 2P positions for ℓ_priv (the public term's appended, its gradient
         negated)."""
-        h, grad = self.trace.conv_inputs[i], self.trace.conv_grads[i]
+        h, grad, conv = self.records[i].input, self.grads[i], self._conv(i)
         n = h.shape[0]
-        unfolded = F.unfold(h, 3, padding=1).reshape(n, self.r, -1, grad.shape[-2] * grad.shape[-1])
+        unfolded = F.unfold(h, conv.kernel, conv.dilation, conv.padding, conv.stride)
+        unfolded = unfolded.reshape(n, self.r, -1, grad.shape[-2] * grad.shape[-1])
         d = grad.reshape(n, self.r, -1, unfolded.shape[-1])
         if not self.decomposed:
             return d, unfolded
@@ -205,87 +227,117 @@ class _Layers:
         return torch.cat([record_d, record_d - public_d], dim=-1), torch.cat([record_a - public_a, public_a], dim=-1)
 
     def _direct_gradients(self, i: int) -> torch.Tensor:
-        """Per-example weight gradients ``[K, R, C_o, C_i·9]`` of ℓ_priv, each the weight gradient of a convolution
-        whose groups are the examples × models (no unfolded copy of the input). For ℓ_priv in the difference form
-        ``δ(a − a')ᵀ + (δ − δ')a'ᵀ`` (see :meth:`_difference_factors`): no large terms cancel in float32."""
-        h, grad = self.trace.conv_inputs[i], self.trace.conv_grads[i]
+        """Per-example weight gradients ``[K, R, C_o, C_i·kh·kw]`` of ℓ_priv, each the weight gradient of a
+        convolution whose groups are the examples × models (no unfolded copy of the input). For ℓ_priv in the
+        difference form ``δ(a − a')ᵀ + (δ − δ')a'ᵀ`` (see :meth:`_difference_factors`): no large terms cancel in
+        float32."""
+        h, grad = self.records[i].input, self.grads[i]
         if not self.decomposed:
-            return self._grouped_weight_gradients(h, grad)
+            return self._grouped_weight_gradients(i, h, grad)
         k = self.k
-        return (self._grouped_weight_gradients(h[:k] - h[k:], grad[:k])
-                + self._grouped_weight_gradients(h[k:], grad[:k] - grad[k:]))
+        return (self._grouped_weight_gradients(i, h[:k] - h[k:], grad[:k])
+                + self._grouped_weight_gradients(i, h[k:], grad[:k] - grad[k:]))
 
-    def _grouped_weight_gradients(self, h: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
-        """``Σ_p grad_p unfold(h)_pᵀ`` per example and model, ``[N, R, C_o, C_i·9]``."""
-        n, in_channels, width = h.shape[0], h.shape[1] // self.r, grad.shape[1] // self.r
+    def _grouped_weight_gradients(self, i: int, h: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+        """``Σ_p grad_p unfold(h)_pᵀ`` per example and model, ``[N, R, C_o, C_i·kh·kw]``."""
+        conv = self._conv(i)
+        n = h.shape[0]
         per_example = torch.nn.grad.conv2d_weight(
-            h.reshape(1, -1, *h.shape[-2:]), (n * self.r * width, in_channels, 3, 3),
-            grad.reshape(1, -1, *grad.shape[-2:]), padding=1, groups=n * self.r)
-        return per_example.reshape(n, self.r, width, -1)
+            h.reshape(1, -1, *h.shape[-2:]), (n * self.r * conv.out_channels, conv.in_channels, *conv.kernel),
+            grad.reshape(1, -1, *grad.shape[-2:]), conv.stride, conv.padding, conv.dilation, groups=n * self.r)
+        return per_example.reshape(n, self.r, conv.out_channels, -1)
 
     def _bias_gradients(self, i: int) -> torch.Tensor:
         if i not in self.bias_gradients:
-            grad = self.trace.conv_grads[i]
+            grad = self.grads[i]
             self.bias_gradients[i] = _halves(grad.sum(dim=(-1, -2)).reshape(grad.shape[0], self.r, -1), self.k,
                                              self.decomposed)
         return self.bias_gradients[i]
 
-    def squared_norms(self) -> torch.Tensor:
-        k, t = self.k, self.trace
-        total = torch.zeros(k, self.r, dtype=t.fc_input.dtype, device=t.fc_input.device)
-        for i in range(len(self.model.channels)):
-            if self._route(i) == "ghost":
-                gd, ga = self._difference_factors(*self._conv_terms(i))
-                total += (gd.transpose(-1, -2) @ gd * (ga.transpose(-1, -2) @ ga)).sum(dim=(-1, -2))
-            else:
-                self.gradients[i] = self._direct_gradients(i)
-                total += self.gradients[i].square().sum(dim=(-1, -2))
-            total += self._bias_gradients(i).square().sum(dim=-1)
-            scale, shift = self._norm_terms(i)
-            total += scale.square().sum(dim=-1) + shift.square().sum(dim=-1)
-        products = ghost._inner_products(self._fc_layer(), self.decomposed)
-        fc_delta, fc_delta_public = self._fc_grads()
-        return total + ghost._layer_squared_norms(products, fc_delta, fc_delta_public).T
-
     def _norm_terms(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-example GroupNorm scale and shift gradients ``[K, R, C]``."""
-        grad, normalised = self.trace.norm_grads[i], self.trace.normalised[i]
+        """Per-example scale and shift gradients ``[K, R, size]`` of a GroupNorm (per channel: sums over the
+        positions) or a LayerNorm (per normalised entry: sums over the leading dimensions it does not normalise)."""
+        grad, normalised, step = self.grads[i], self.records[i].input, self.records[i].layer.step
         n = grad.shape[0]
-        scale = (grad * normalised).sum(dim=(-1, -2)).reshape(n, self.r, -1)
-        shift = grad.sum(dim=(-1, -2)).reshape(n, self.r, -1)
+        if isinstance(step, GroupNorm):
+            size = step.channels
+            scale = (grad * normalised).reshape(n, self.r, size, -1).sum(dim=-1)
+            shift = grad.reshape(n, self.r, size, -1).sum(dim=-1)
+        else:
+            assert isinstance(step, LayerNorm)
+            size = math.prod(step.shape)
+            scale = (grad * normalised).reshape(n, self.r, -1, size).sum(dim=-2)
+            shift = grad.reshape(n, self.r, -1, size).sum(dim=-2)
         return _halves(scale, self.k, self.decomposed), _halves(shift, self.k, self.decomposed)
 
-    def _fc_layer(self) -> ghost._Layer:
-        a, k = self.trace.fc_input, self.k
+    def _fc_layer(self, i: int) -> ghost._Layer:
+        a, k = self.records[i].input, self.k
         return ghost._Layer(a[:, :k], a[:, k:] if self.decomposed else None)
 
-    def _fc_grads(self) -> tuple[torch.Tensor, torch.Tensor | None]:
-        delta, k = self.trace.fc_grad, self.k
+    def _fc_grads(self, i: int) -> tuple[torch.Tensor, torch.Tensor | None]:
+        delta, k = self.grads[i], self.k
         return delta[:, :k], (delta[:, k:] if self.decomposed else None)
+
+    def squared_norms(self) -> torch.Tensor:
+        k, dtype, device = self.k, self.grads[0].dtype, self.grads[0].device
+        total = torch.zeros(k, self.r, dtype=dtype, device=device)
+        for i, record in enumerate(self.records):
+            step = record.layer.step
+            if isinstance(step, Conv):
+                if self._route(i) == "ghost":
+                    gd, ga = self._difference_factors(*self._conv_terms(i))
+                    total += (gd.transpose(-1, -2) @ gd * (ga.transpose(-1, -2) @ ga)).sum(dim=(-1, -2))
+                else:
+                    self.gradients[i] = self._direct_gradients(i)
+                    total += self.gradients[i].square().sum(dim=(-1, -2))
+                if step.bias:
+                    total += self._bias_gradients(i).square().sum(dim=-1)
+            elif isinstance(step, Linear):
+                products = ghost._inner_products(self._fc_layer(i), self.decomposed, step.bias)
+                total += ghost._layer_squared_norms(products, *self._fc_grads(i)).T
+            else:
+                scale, shift = self._norm_terms(i)
+                if step.scale:
+                    total += scale.square().sum(dim=-1)
+                if step.shift:
+                    total += shift.square().sum(dim=-1)
+        return total
 
     def weighted_sum(self, weights: torch.Tensor) -> torch.Tensor:
         """``Σ_k w_k ∇ℓ_priv,k`` per model ``[R, P]`` for weights ``[R, K]``, in ``Model.shapes()`` order."""
-        parts = []
+        parts: dict[str, torch.Tensor] = {}
         w = weights.T  # [K, R]
-        for i in range(len(self.model.channels)):
-            if self._route(i) == "ghost":  # Σ_k Σ_p w_k D_kp A_kpᵀ: one batched product, examples and positions
-                d, a = self._conv_terms(i)
-                flat_d = (d * w[..., None, None]).permute(1, 2, 0, 3).reshape(self.r, d.shape[2], -1)
-                flat_a = a.permute(1, 0, 3, 2).reshape(self.r, -1, a.shape[2])
-                parts.append(torch.bmm(flat_d, flat_a).flatten(1))
+        for i, record in enumerate(self.records):
+            step = record.layer.step
+            if isinstance(step, Conv):
+                if self._route(i) == "ghost":  # Σ_k Σ_p w_k D_kp A_kpᵀ: one batched product, examples and positions
+                    d, a = self._conv_terms(i)
+                    flat_d = (d * w[..., None, None]).permute(1, 2, 0, 3).reshape(self.r, d.shape[2], -1)
+                    flat_a = a.permute(1, 0, 3, 2).reshape(self.r, -1, a.shape[2])
+                    parts[f"{step.name}.weight"] = torch.bmm(flat_d, flat_a).flatten(1)
+                else:
+                    gradients = self.gradients[i] if i in self.gradients else self._direct_gradients(i)
+                    parts[f"{step.name}.weight"] = torch.einsum("kr,kroi->roi", w, gradients).flatten(1)
+                if step.bias:
+                    parts[f"{step.name}.bias"] = (self._bias_gradients(i) * w[..., None]).sum(dim=0)
+            elif isinstance(step, Linear):
+                both = ghost._layer_weighted_sum(self._fc_layer(i), *self._fc_grads(i), weights)
+                split = step.out_features * step.in_features
+                parts[f"{step.name}.weight"] = both[:, :split]
+                if step.bias:
+                    parts[f"{step.name}.bias"] = both[:, split:]
             else:
-                gradients = self.gradients[i] if i in self.gradients else self._direct_gradients(i)
-                parts.append(torch.einsum("kr,kroi->roi", w, gradients).flatten(1))
-            parts.append((self._bias_gradients(i) * w[..., None]).sum(dim=0))
-            scale, shift = self._norm_terms(i)
-            parts += [(scale * w[..., None]).sum(dim=0), (shift * w[..., None]).sum(dim=0)]
-        parts.append(ghost._layer_weighted_sum(self._fc_layer(), *self._fc_grads(), weights))
-        return torch.cat(parts, dim=1)
+                scale, shift = self._norm_terms(i)
+                if step.scale:
+                    parts[f"{step.name}.weight"] = (scale * w[..., None]).sum(dim=0)
+                if step.shift:
+                    parts[f"{step.name}.bias"] = (shift * w[..., None]).sum(dim=0)
+        return torch.cat([parts[name] for name in self.model.shapes()], dim=1)
 
 
 def _layers(model: Model, params: Params, batch: ghost.PrivateBatch, route: Route) -> _Layers:
-    trace = _trace(model, params, batch.x, batch.y, batch.public, label_free=False)
-    return _Layers(model, trace, batch.x.shape[1], batch.public is not None, route)
+    records, grads = _trace(model, params, batch.x, batch.y, batch.public, label_free=False)
+    return _Layers(model, records, grads, batch.x.shape[1], batch.public is not None, route, batch.x.shape[0])
 
 
 def private_norms(model: Model, params: Params, batch: ghost.PrivateBatch, route: Route = "auto") -> torch.Tensor:
@@ -313,7 +365,7 @@ def gradient_sum(model: Model, params: Params, x: torch.Tensor, y: torch.Tensor,
     names = list(model.shapes())
     leaves = {name: params[name].detach().requires_grad_(True) for name in names}
     with torch.enable_grad():
-        logits, _ = forward(model, leaves, x.to(leaves[names[0]].dtype))
+        logits = forward(model, leaves, x.to(leaves[names[0]].dtype))
         losses = label_free_loss(logits) if label_free else example_loss(logits, y)
         grads = torch.autograd.grad((losses * weights.to(losses.dtype)).sum(), [leaves[n] for n in names])
     return torch.cat([g.reshape(g.shape[0], -1) for g in grads], dim=1)

@@ -26,11 +26,13 @@ How a batch of models is computed (docs/training.md):
   rows, and the clipped sum as one ``embedding_bag`` over the table — no per-example gradient, and no
   batch-sized copy of the data. Other stacks of linear layers (MLP) take the ghost path of
   :mod:`fdp_audit.training.ghost`: per-example norms from inner products and the clipped sum as one
-  re-weighted pass. Other layers (CNN) take per-example gradients from ``torch.func`` (``vmap`` over
-  models of ``vmap`` over examples of ``grad``; a user's ``nn.Module`` whose operations have no batching rule for
+  re-weighted pass. ``nn.Module`` models with a layer plan (the built-in CNN, and any user module made of
+  convolutions, linear layers, GroupNorm/LayerNorm, element-wise maps, pooling and reshapes:
+  :mod:`fdp_audit.training.layer_plan`) take :mod:`fdp_audit.training.conv_ghost`: per-layer norms from one
+  forward and backward pass over all models. Other modules take per-example gradients from ``torch.func``
+  (``vmap`` over models of ``vmap`` over examples of ``grad``; a module whose operations have no batching rule for
   stacked parameters takes a loop over models instead, :class:`fdp_audit.training.modules.ModelsMap`). The public
-  gradient of a logistic model is read from the
-  table of public inputs the same way.
+  gradient of a logistic model is read from the table of public inputs the same way.
 * *Memory.* :func:`bytes_per_model` estimates one model's share of a step on the path actually taken;
   :func:`chunk_size_for` splits the models into chunks that fit a quarter of the free memory and refuses,
   with a :class:`BadInputError`, a configuration of which not even one model fits. Chunks are trained one
@@ -237,9 +239,9 @@ def _has_public_table(problem: TrainingProblem) -> bool:
 def private_path(problem: TrainingProblem) -> str:
     """How the private part is computed: ``"glm"`` (logistic models whose ℓ_priv inputs are a function of
     the record: norms and sums straight from record tables, :mod:`fdp_audit.training.glm`), ``"ghost"``
-    (other stacks of linear layers: ghost norms, :mod:`fdp_audit.training.ghost`), ``"conv"`` (the GroupNorm
-    CNN: :mod:`fdp_audit.training.conv_ghost`), or ``"materialised"`` (per-example gradients from
-    ``torch.func``)."""
+    (other stacks of linear layers: ghost norms, :mod:`fdp_audit.training.ghost`), ``"conv"`` (modules with a
+    layer plan, the CNN among them: :mod:`fdp_audit.training.conv_ghost`), or ``"materialised"`` (per-example
+    gradients from ``torch.func``)."""
     if conv_ghost.supports(problem.model):
         return "conv"
     if not ghost.supports(problem.model):

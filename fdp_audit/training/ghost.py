@@ -290,17 +290,18 @@ def input_products(x: torch.Tensor, split: InputSplit | None) -> torch.Tensor:
     return torch.stack(_split_inner_products(x, _runs(split.shared), _runs(split.completed), fill), dim=-1)
 
 
-def _inner_products(layer: _Layer | _SplitLayer, decomposed: bool) -> tuple[torch.Tensor, ...]:
+def _inner_products(layer: _Layer | _SplitLayer, decomposed: bool, bias: bool = True) -> tuple[torch.Tensor, ...]:
     """What :func:`input_products` gives, for any layer's inputs: ``(‖ã‖²,)`` for the full loss, else
-    ``(‖f‖², f·ã', ‖ã'‖²)`` with ``f = ã − ã'``."""
+    ``(‖f‖², f·ã', ‖ã'‖²)`` with ``f = ã − ã'`` (``ã = a`` for a layer without ``bias``)."""
+    constant = 1.0 if bias else 0.0
     if not decomposed:
-        return (_square(layer.record) + 1.0,)
+        return (_square(layer.record) + constant,)
     if isinstance(layer, _SplitLayer):
         return _split_inner_products(layer.record, layer.shared_runs, layer.completed_runs, layer.fill,
                                      layer.difference)
     assert layer.public is not None
     f = layer.record - layer.public
-    return _square(f), _dot(f, layer.public), _square(layer.public) + 1.0
+    return _square(f), _dot(f, layer.public), _square(layer.public) + constant
 
 
 def _layer_squared_norms(products: tuple[torch.Tensor, ...], delta: torch.Tensor, delta_public: torch.Tensor | None

@@ -3,10 +3,8 @@ so the same code runs per example under ``torch.func.vmap`` and over a leading m
 
 Binary tasks use one logit and the logistic loss; multiclass tasks use softmax cross-entropy.
 
-The ``cnn`` kind (docs/images.md) is a small convolutional network for ``image_side × image_side`` grey-scale
-images: per entry of ``channels``, a 3×3 convolution (padding 1), GroupNorm (:func:`norm_groups` groups; no
-BatchNorm, whose batch statistics would mix examples and break per-example clipping), ReLU and 2×2 average
-pooling; then one linear layer on the flattened features.
+The ``cnn`` kind (docs/images.md) is an ``nn.Module`` (:mod:`fdp_audit.training.cnn`); this class only carries its
+description (``hidden`` the convolution widths, ``image_side``).
 """
 
 from __future__ import annotations
@@ -36,25 +34,7 @@ class Model:
     def n_outputs(self) -> int:
         return 1 if self.n_classes == 2 else self.n_classes
 
-    @property
-    def channels(self) -> tuple[int, ...]:
-        """The CNN's convolution widths (``hidden``; (16, 32) when empty)."""
-        return self.hidden or DEFAULT_CNN_CHANNELS
-
     def shapes(self) -> dict[str, tuple[int, ...]]:
-        if self.kind == "cnn":
-            shapes: dict[str, tuple[int, ...]] = {}
-            previous = 1
-            for i, width in enumerate(self.channels, start=1):
-                shapes[f"conv{i}.weight"] = (width, previous, 3, 3)
-                shapes[f"conv{i}.bias"] = (width,)
-                shapes[f"norm{i}.weight"] = (width,)
-                shapes[f"norm{i}.bias"] = (width,)
-                previous = width
-            side = self.image_side >> len(self.channels)
-            shapes["fc.weight"] = (self.n_outputs, previous * side * side)
-            shapes["fc.bias"] = (self.n_outputs,)
-            return shapes
         widths = (self.n_inputs, *self.hidden, self.n_outputs)
         shapes: dict[str, tuple[int, ...]] = {}
         for i in range(len(widths) - 1):
@@ -68,15 +48,6 @@ class Model:
 
     def forward(self, params: Params, x: torch.Tensor) -> torch.Tensor:
         """Logits ``[..., n_outputs]`` for inputs ``[..., n_inputs]``."""
-        if self.kind == "cnn":
-            lead = x.shape[:-1]
-            h = x.reshape(-1, 1, self.image_side, self.image_side)
-            for i, width in enumerate(self.channels, start=1):
-                h = F.conv2d(h, params[f"conv{i}.weight"], params[f"conv{i}.bias"], padding=1)
-                h = F.group_norm(h, norm_groups(width), params[f"norm{i}.weight"], params[f"norm{i}.bias"])
-                h = F.avg_pool2d(F.relu(h), 2)
-            out = F.linear(h.flatten(1), params["fc.weight"], params["fc.bias"])
-            return out.reshape(*lead, self.n_outputs)
         h = x
         n_layers = len(self.hidden) + 1
         for i in range(n_layers):
@@ -87,12 +58,9 @@ class Model:
 
     def init(self, keys: torch.Tensor, device: torch.device | str = "cpu") -> Params:
         """Parameters for each model key, ``[R, *shape]``: zeros for logistic regression (a convex
-        problem), scaled Gaussians (He initialisation) for weights of deeper models, GroupNorm scales 1."""
+        problem), scaled Gaussians (He initialisation) for weights of deeper models."""
         params: Params = {}
         for j, (name, shape) in enumerate(self.shapes().items()):
-            if name.startswith("norm") and name.endswith("weight"):
-                params[name] = torch.ones(keys.shape[0], *shape, device=device)
-                continue
             if self.kind == "logistic" or name.endswith("bias"):
                 params[name] = torch.zeros(keys.shape[0], *shape, device=device)
                 continue
@@ -100,14 +68,6 @@ class Model:
             draw = streams.normal(keys, j, streams.Stream.INIT, math.prod(shape), device)
             params[name] = (draw * math.sqrt(2.0 / fan_in)).reshape(keys.shape[0], *shape)
         return params
-
-
-DEFAULT_CNN_CHANNELS = (16, 32)
-
-
-def norm_groups(channels: int) -> int:
-    """GroupNorm's group count for a layer of ``channels``: 4 groups where 4 divides it, else 1."""
-    return 4 if channels % 4 == 0 else 1
 
 
 def example_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

@@ -9,17 +9,21 @@ the checkpoint audit use it unchanged.
 * Parameters keep the module's own names (``encoder.0.weight``), in the order of ``named_parameters()``.
 * ``forward(params, x)`` is ``torch.func.functional_call`` of the module with the given parameters (buffers are
   the module's own), so per-example gradients come from ``torch.func.grad`` under ``vmap`` like any built-in
-  model's. The module runs in eval mode: dropout is off and normalisation layers use their running statistics
-  (a batch statistic mixes the records of a batch, which per-example clipping cannot bound).
+  model's. The module runs in eval mode: dropout is off.
 * Initialisation: each model's parameters are the factory's own initialisation with torch's generator seeded
   from the model's key (the INIT stream), so the models of an audit start apart and a model's start depends on
   its key only.
+* Per-example norms: a module that :mod:`fdp_audit.training.layer_plan` traces into a chain of planned layers
+  (convolutions, linear layers, GroupNorm/LayerNorm, element-wise maps, pooling, reshapes) gets the engine's fast
+  path, :mod:`fdp_audit.training.conv_ghost` (ghost or direct norms per layer, batched over models); any other
+  module keeps ``torch.func``, and a line on stderr names the call that has no plan. BatchNorm is refused as bad
+  input: its batch statistics mix the records of a batch, which per-example clipping cannot bound.
 """
 
 from __future__ import annotations
 
 import inspect
-import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -28,7 +32,8 @@ from torch import nn
 from torch.func import functional_call
 
 from fdp_audit.errors import BadInputError
-from fdp_audit.training import streams
+from fdp_audit.training import layer_plan, streams
+from fdp_audit.training.layer_plan import LayerPlan
 from fdp_audit.training.models import Model, Params
 from fdp_audit.user_code import failure, load_function
 
@@ -66,6 +71,8 @@ class ModuleModel(Model):
     factory: Callable[..., nn.Module] | None = field(default=None, repr=False)
     module: nn.Module | None = field(default=None, repr=False)
     logits: int = 0  # the module's output width: one logit per class, or one for a binary task (0: the latter)
+    plan: LayerPlan | None = field(default=None, repr=False)  # the fast path's layers; None: torch.func
+    unplanned: str = ""  # why there is no plan: the call the trace could not plan
 
     @property
     def n_outputs(self) -> int:
@@ -96,20 +103,53 @@ class ModuleModel(Model):
 
     @property
     def activation_floats(self) -> int:
-        """A rough count of one example's activations (for the memory estimate): the parameters' output sizes."""
-        return self.n_inputs + sum(math.prod(s[:1]) for s in self.shapes().values())
+        """A count of one example's activations (for the memory estimate): every planned step's output, or without a
+        plan a rough one, the parameters' output sizes."""
+        if self.plan is not None:
+            return layer_plan.activation_floats(self.plan)
+        return self.n_inputs + sum(s[0] for s in self.shapes().values() if s)
 
 
 def build_module_model(spec: str, n_inputs: int, n_classes: int) -> ModuleModel:
     """The model of a ``model.factory`` spec on data of ``n_inputs`` encoded columns and ``n_classes`` labels;
     refuses a module whose output does not have one logit per class (one for a binary task)."""
-    factory = load_function(spec, FIELD)
+    return module_model(load_function(spec, FIELD), n_inputs, n_classes)
+
+
+def _refuse_batch_norm(module: nn.Module) -> None:
+    for name, layer in module.named_modules():
+        if isinstance(layer, nn.modules.batchnorm._BatchNorm):
+            raise BadInputError(f"the module has a BatchNorm layer ({name or 'the module'}: {type(layer).__name__}), "
+                                "whose batch statistics mix the records of a batch; use GroupNorm or "
+                                "LayerNorm", FIELD)
+
+
+_REPORTED: set[str] = set()
+
+
+def _plan_or_reason(module: nn.Module, n_inputs: int) -> tuple[LayerPlan | None, str]:
+    """The module's layer plan, or why it has none (reported once per process on stderr)."""
+    try:
+        return layer_plan.trace(module, n_inputs), ""
+    except layer_plan.Unsupported as err:
+        reason = str(err)
+    if reason not in _REPORTED:
+        _REPORTED.add(reason)
+        print(f"fdp-audit: model: no per-layer norms for {reason}; per-example gradients from torch.func",
+              file=sys.stderr, flush=True)
+    return None, reason
+
+
+def module_model(factory: Callable[..., nn.Module], n_inputs: int, n_classes: int, kind: str = "module",
+                 hidden: tuple[int, ...] = (), image_side: int = 0) -> ModuleModel:
+    """The :class:`ModuleModel` of a factory (module docstring): checked, in eval mode, with its layer plan."""
     module = build_module(factory, n_inputs, n_classes)
     module.eval()
     for p in module.parameters():
         p.requires_grad_(False)
     if not list(module.parameters()):
         raise BadInputError("the module has no parameters", FIELD)
+    _refuse_batch_norm(module)
     params = {name: p.detach() for name, p in module.named_parameters()}
     try:
         with torch.no_grad():
@@ -121,7 +161,9 @@ def build_module_model(spec: str, n_inputs: int, n_classes: int) -> ModuleModel:
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise BadInputError(f"the module maps inputs [2, {n_inputs}] to {shape}; expected logits "
                             f"[2, {' or '.join(str(w) for w in sorted(widths))}] ({n_classes} classes)", FIELD)
-    return ModuleModel("module", n_inputs, n_classes, factory=factory, module=module, logits=int(out.shape[1]))
+    plan, reason = _plan_or_reason(module, n_inputs)
+    return ModuleModel(kind, n_inputs, n_classes, hidden, image_side, factory=factory, module=module,
+                       logits=int(out.shape[1]), plan=plan, unplanned=reason)
 
 
 class ModelsMap:

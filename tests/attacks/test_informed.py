@@ -16,6 +16,7 @@ from fdp_audit.config import config_from_dict
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.training import streams
+from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.engine import flatten
 from fdp_audit.training.models import Model, example_loss
 from tests.attacks.optimum import train_to_optimum
@@ -160,7 +161,7 @@ def test_missing_knowledge_is_bad_input() -> None:
             ATTACKS[name]().fit(Knowledge(model, template, 0, torch.ones(1), **rest))
         with pytest.raises(BadInputError, match="distinct indices"):
             ATTACKS[name]().fit(Knowledge(model, template, 0, torch.ones(1), **rest, protected_coordinates=(3,)))
-    cnn = Model("cnn", 16, 2, (), 4)
+    cnn = cnn_model(16, 2, ())
     with pytest.raises(BadInputError, match="linear first layer"):
         ATTACKS["reconstruction"]().fit(Knowledge(cnn, torch.zeros(1, 16), 0, torch.ones(1), **rest,
                                                   protected_coordinates=(0,)))

@@ -12,13 +12,14 @@ from torch.func import grad, vmap
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.image_psi import BlurMap, DownsampleMap
 from fdp_audit.training import conv_ghost, engine, ghost, streams
+from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.engine import Canaries, Hyperparameters, TrainingProblem, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model, example_loss
 from fdp_audit.training.public_losses import build_public_loss
 
-MODELS = {"digits-3class": Model("cnn", 64, 3, (8, 4), 8), "binary-one-block": Model("cnn", 16, 2, (4,), 4),
-          "default-channels": Model("cnn", 64, 10, (), 8)}
+MODELS = {"digits-3class": cnn_model(64, 3, (8, 4)), "binary-one-block": cnn_model(16, 2, (4,)),
+          "default-channels": cnn_model(64, 10, ())}
 
 
 def _params(model: Model, r: int, seed: int) -> dict[str, torch.Tensor]:
@@ -154,7 +155,7 @@ def test_float32_ghost_norms_do_not_under_clip_when_the_public_input_is_close_to
     too small (4.2× with the ghost route forced), releasing gradients far above C; every released per-example
     norm (true norms in float64) must stay within float32's rounding of C, as the direct route's do."""
     torch.manual_seed(0)
-    model = Model("cnn", 64, 10, (16, 32, 64), 8)
+    model = cnn_model(64, 10, (16, 32, 64))
     params = {k: v + 0.05 * torch.randn_like(v) for k, v in model.init(streams.model_keys(0, torch.arange(3))).items()}
     psi = DownsampleMap(8, 8, factor=2)
     x = psi.public_image(torch.rand(3, 32, 16, dtype=torch.float64)) + 1e-3 * torch.rand(3, 32, 64, dtype=torch.float64)

@@ -12,6 +12,7 @@ from fdp_audit.config import OptimizerConfig, config_from_dict
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.features import FeatureSplit
 from fdp_audit.data.image_psi import BlurMap
+from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model
@@ -37,7 +38,7 @@ def _problem(mechanism: str, model: Model) -> TrainingProblem:
 
 
 @pytest.mark.parametrize("mechanism", ["fdp_sgd", "dp_sgd"])
-@pytest.mark.parametrize("model", [Model("logistic", 8, 2), Model("mlp", 8, 3, (5,)), Model("cnn", 64, 3, (4, 8), 8)],
+@pytest.mark.parametrize("model", [Model("logistic", 8, 2), Model("mlp", 8, 3, (5,)), cnn_model(64, 3, (4, 8))],
                          ids=["logistic", "mlp", "cnn"])
 def test_models_trained_on_cuda_match_their_cpu_twins(mechanism, model):
     """Models of fewer than HASHED_NORMALS parameters: every normal they draw is hashed, hence device-free."""
