@@ -1,0 +1,80 @@
+"""CNN factories for the layer-plan tests (named by configs as ``cnns.py:function``): 8×8 grey-scale images as
+inputs ``[B, 64]``, one logit per class (one for a binary task)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def _outputs(n_classes: int) -> int:
+    return 1 if n_classes == 2 else n_classes
+
+
+def strided(n_inputs: int, n_classes: int) -> nn.Module:
+    """A 5×5 stride-2 convolution, GELU, a 3×3 convolution, max pooling and two linear layers."""
+    return nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 4, 5, stride=2, padding=2), nn.GroupNorm(2, 4),
+                         nn.GELU(), nn.Conv2d(4, 6, 3, padding=1), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(24, 12),
+                         nn.Tanh(), nn.Linear(12, _outputs(n_classes)))
+
+
+class LayerNormCNN(nn.Module):
+    """Its own forward: a reshape, a bias-free convolution, LayerNorm over channels and positions, SiLU, average
+    pooling, functional ReLU, a scaling by a constant and a bias-free linear layer."""
+
+    def __init__(self, n_classes: int):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 3, 3, padding=1, bias=False)
+        self.norm = nn.LayerNorm((3, 8, 8))
+        self.pool = nn.AvgPool2d(2)
+        self.head = nn.Linear(48, _outputs(n_classes), bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.pool(F.silu(self.norm(self.conv(x.view(-1, 1, 8, 8)))))
+        return self.head(torch.relu(h.flatten(1)) * 0.5)
+
+
+def layer_norm(n_inputs: int, n_classes: int) -> nn.Module:
+    return LayerNormCNN(n_classes)
+
+
+def dilated(n_inputs: int, n_classes: int) -> nn.Module:
+    """A dilated 'same' convolution, a 2×2 valid one, LayerNorm over the last dimension, adaptive pooling."""
+    return nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 4, 3, padding="same", dilation=2),
+                         nn.LeakyReLU(0.1), nn.Conv2d(4, 4, 2), nn.LayerNorm(7), nn.AdaptiveAvgPool2d(2),
+                         nn.Flatten(), nn.Linear(16, _outputs(n_classes)))
+
+
+def padded(n_inputs: int, n_classes: int) -> nn.Module:
+    """``strided``'s function with the first convolution's padding as a ``ZeroPad2d`` layer, which has no plan."""
+    return nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.ZeroPad2d(2), nn.Conv2d(1, 4, 5, stride=2),
+                         nn.GroupNorm(2, 4), nn.GELU(), nn.Conv2d(4, 6, 3, padding=1), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(24, 12), nn.Tanh(), nn.Linear(12, _outputs(n_classes)))
+
+
+class Residual(nn.Module):
+    """The ``strided`` layers with a residual connection around the GELU: ``h + gelu(h)`` (no layer plan)."""
+
+    def __init__(self, n_classes: int):
+        super().__init__()
+        self.body = strided(64, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        layers = list(self.body)
+        h = x
+        for layer in layers[:3]:
+            h = layer(h)
+        h = h + layers[3](h)
+        for layer in layers[4:]:
+            h = layer(h)
+        return h
+
+
+def residual(n_inputs: int, n_classes: int) -> nn.Module:
+    return Residual(n_classes)
+
+
+def batch_norm(n_inputs: int, n_classes: int) -> nn.Module:
+    return nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
+                         nn.Flatten(), nn.Linear(256, _outputs(n_classes)))
