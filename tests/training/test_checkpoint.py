@@ -24,6 +24,7 @@ from fdp_audit.config import load_config
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.training.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
+from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.run import accountant, train_one
 
 
@@ -104,6 +105,18 @@ def test_save_load_round_trip(good, tmp_path: Path) -> None:
     assert model.shapes() == {name: tuple(v.shape) for name, v in changed.items()}
     for name in changed:
         assert torch.equal(loaded[name], changed[name])
+
+
+CNN = {"kind": "cnn", "n_inputs": 64, "n_classes": 3, "hidden": [4, 8], "image_side": 8}
+
+
+def test_a_cnn_checkpoint_round_trips_to_its_module(good, tmp_path: Path) -> None:
+    model = cnn_model(64, 3, (4, 8))
+    params = {name: value[0] for name, value in model.init(torch.tensor([[1, 2]], dtype=torch.int32)).items()}
+    path = save_checkpoint(tmp_path / "cnn.pt", params, {**good[1], "model": CNN})
+    loaded, _, loaded_model = load_checkpoint(path)
+    assert loaded_model.kind == "cnn" and loaded_model.plan is not None and loaded_model.shapes() == model.shapes()
+    assert all(torch.equal(loaded[name], params[name]) for name in params)
 
 
 def test_save_refuses_bad_metadata(good, tmp_path: Path) -> None:
@@ -236,6 +249,10 @@ def metadata_cases(metadata: dict[str, Any]) -> dict[str, tuple[dict[str, Any], 
         "unknown mechanism": ({**metadata, "mechanism": "magic"}, "checkpoint.metadata.mechanism"),
         "model description missing": ({**metadata, "model": {"kind": "logistic"}}, "checkpoint.metadata.model"),
         "metadata format version": ({**metadata, "format_version": 7}, "checkpoint.metadata.format_version"),
+        # built on the meta device first: a 10⁵-wide description is refused without allocating its 360 GB
+        "cnn larger than a checkpoint": ({**metadata, "model": {**CNN, "hidden": [100000, 100000]}},
+                                         "larger than a checkpoint can hold"),
+        "cnn of a non-square image": ({**metadata, "model": {**CNN, "n_inputs": 63}}, "needs square images"),
     }
 
 
@@ -245,7 +262,7 @@ LAYOUT_NAMES = ["wrong weight shape", "transposed weight", "missing parameter", 
 METADATA_NAMES = ["missing noise multiplier", "missing dataset fingerprint", "faulty flag on a correct mechanism",
                   "faulty mechanism without the flag", "sample rate 2", "sample rate 0", "negative noise",
                   "delta 1", "steps as text", "steps as bool", "unknown mechanism", "model description missing",
-                  "metadata format version"]
+                  "metadata format version", "cnn larger than a checkpoint", "cnn of a non-square image"]
 
 
 @pytest.mark.parametrize("name", LAYOUT_NAMES)

@@ -4,6 +4,8 @@ batches, noise) are the same trials. Skipped where no CUDA device is present."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -16,9 +18,11 @@ from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model
+from fdp_audit.training.modules import build_module_model
 from fdp_audit.training.public_losses import build_public_loss
 from tests.conftest import small_config
 
+CNNS = Path(__file__).parent / "user_modules" / "cnns.py"
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
@@ -26,8 +30,8 @@ def _problem(mechanism: str, model: Model) -> TrainingProblem:
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(60, model.n_inputs, generator=generator)
     y = torch.randint(0, model.n_classes, (60,), generator=generator)
-    if model.kind == "cnn":
-        feature_map, public_loss = BlurMap(model.image_side, model.image_side), "public_image"
+    if model.kind in ("cnn", "module"):  # 8×8 images
+        feature_map, public_loss = BlurMap(8, 8), "public_image"
     else:
         groups = tuple(ColumnGroup(f"f{i}", "numeric", i, i + 1) for i in range(model.n_inputs))
         feature_map, public_loss = FeatureSplit(groups, ("f4", "f5")), "mask"
@@ -38,8 +42,9 @@ def _problem(mechanism: str, model: Model) -> TrainingProblem:
 
 
 @pytest.mark.parametrize("mechanism", ["fdp_sgd", "dp_sgd"])
-@pytest.mark.parametrize("model", [Model("logistic", 8, 2), Model("mlp", 8, 3, (5,)), cnn_model(64, 3, (4, 8))],
-                         ids=["logistic", "mlp", "cnn"])
+@pytest.mark.parametrize("model", [Model("logistic", 8, 2), Model("mlp", 8, 3, (5,)), cnn_model(64, 3, (4, 8)),
+                                   build_module_model(f"{CNNS}:strided", 64, 3)],
+                         ids=["logistic", "mlp", "cnn", "user-cnn"])
 def test_models_trained_on_cuda_match_their_cpu_twins(mechanism, model):
     """Models of fewer than HASHED_NORMALS parameters: every normal they draw is hashed, hence device-free."""
     problem = _problem(mechanism, model)
