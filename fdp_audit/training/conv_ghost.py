@@ -9,7 +9,8 @@ of ``Σ ℓ(x_k) + Σ ℓ_pub(x'_k)``, give every parametrised layer's input and
 (examples are independent: every planned step acts on each example on its own). Per layer, with ``a`` / ``a'``
 the inputs and ``δ`` / ``δ'`` the output gradients of the two terms:
 
-* **Convolution** (weight ``[C_o, C_i, kh, kw]``, any stride, padding and dilation): with ``A`` the unfolded input
+* **Convolution** (weight ``[C_o, C_i, kh, kw]``, any stride, padding and dilation; grouped convolutions take the
+  direct route): with ``A`` the unfolded input
   (``[C_i·kh·kw, P]`` over the P output positions) and ``D`` the output gradient ``[C_o, P]``, the per-example
   gradient is ``g = D Aᵀ − D' A'ᵀ`` ``= [D, −D'] [A, A']ᵀ``. Its norm is computed by whichever route costs less
   per example: *ghost* (the Gram form ``‖g‖² = ⟨[D, −D']ᵀ[D, −D'], [A, A']ᵀ[A, A']⟩``, ``(2P)²(C_o + C_i·kh·kw)``
@@ -195,6 +196,8 @@ class _Layers:
 
     def _route(self, i: int) -> str:
         grad, conv = self.grads[i], self._conv(i)
+        if conv.groups > 1:  # the Gram form would need one Gram pair per group: grouped layers go direct
+            return "direct"
         positions = grad.shape[-1] * grad.shape[-2] * (2 if self.decomposed else 1)
         return _conv_route(self.route, positions, conv.out_channels, conv.fan_in)
 
@@ -243,8 +246,10 @@ class _Layers:
         conv = self._conv(i)
         n = h.shape[0]
         per_example = torch.nn.grad.conv2d_weight(
-            h.reshape(1, -1, *h.shape[-2:]), (n * self.r * conv.out_channels, conv.in_channels, *conv.kernel),
-            grad.reshape(1, -1, *grad.shape[-2:]), conv.stride, conv.padding, conv.dilation, groups=n * self.r)
+            h.reshape(1, -1, *h.shape[-2:]),
+            (n * self.r * conv.out_channels, conv.in_channels // conv.groups, *conv.kernel),
+            grad.reshape(1, -1, *grad.shape[-2:]), conv.stride, conv.padding, conv.dilation,
+            groups=n * self.r * conv.groups)
         return per_example.reshape(n, self.r, conv.out_channels, -1)
 
     def _bias_gradients(self, i: int) -> torch.Tensor:

@@ -7,7 +7,7 @@ walking ``nn.Sequential`` children alone would miss every module with its own ``
 *chain*: one input, and every call reads the previous call's output and nothing else (constants aside) — no
 residual connection, no parameter read outside its layer, no layer called twice. Each call must be one of
 
-* a layer with parameters: ``Conv2d`` (any kernel, stride, padding and dilation; ``groups = 1``, zero padding),
+* a layer with parameters: ``Conv2d`` (any kernel, stride, padding, dilation and groups; zero padding),
   ``Linear``, ``GroupNorm``, ``LayerNorm``;
 * an element-wise map without parameters (``ReLU``, ``GELU``, ``Tanh``, ``Sigmoid``, ``SiLU``, ``LeakyReLU``,
   ``ELU``, ``Softplus``, ``Mish``, ``Dropout`` — the identity in eval mode — and their functional forms);
@@ -44,7 +44,7 @@ Shape = tuple[int, ...]
 
 @dataclass(frozen=True)
 class Conv:
-    """``Conv2d`` with ``groups = 1``: weight ``[C_o, C_i, kh, kw]``."""
+    """``Conv2d`` with zero padding: weight ``[C_o, C_i / groups, kh, kw]``."""
 
     name: str
     in_channels: int
@@ -54,11 +54,12 @@ class Conv:
     padding: tuple[int, int]
     dilation: tuple[int, int]
     bias: bool
+    groups: int = 1
 
     @property
     def fan_in(self) -> int:
-        """``C_i·kh·kw``: one output position's inputs."""
-        return self.in_channels * self.kernel[0] * self.kernel[1]
+        """``C_i·kh·kw / groups``: one output position's inputs."""
+        return self.in_channels // self.groups * self.kernel[0] * self.kernel[1]
 
 
 @dataclass(frozen=True)
@@ -206,7 +207,7 @@ def run_step(planned: Planned, params: dict[str, torch.Tensor], h: Activations, 
         weight = params[f"{step.name}.weight"]
         bias = params[f"{step.name}.bias"].reshape(-1) if step.bias else None
         z = F.conv2d(x, weight.reshape(-1, *weight.shape[2:]), bias, step.stride, step.padding, step.dilation,
-                     groups=r)
+                     groups=r * step.groups)
         z = _record(records, planned, x, z)
         return Activations(z.reshape(z.shape[0], r, *planned.out_shape), False)
     if isinstance(step, Linear):
@@ -286,8 +287,6 @@ def _pair(value: int | tuple[int, ...]) -> tuple[int, int]:
 
 
 def _conv(name: str, module: nn.Conv2d) -> Conv:
-    if module.groups != 1:
-        raise Unsupported(f"{name} (Conv2d with groups={module.groups})")
     if module.padding_mode != "zeros":
         raise Unsupported(f"{name} (Conv2d with padding_mode={module.padding_mode!r})")
     kernel, dilation = _pair(module.kernel_size), _pair(module.dilation)
@@ -300,7 +299,7 @@ def _conv(name: str, module: nn.Conv2d) -> Conv:
             raise Unsupported(f"{name} (Conv2d with asymmetric padding='same')")
         padding = (extents[0] // 2, extents[1] // 2)
     return Conv(name, module.in_channels, module.out_channels, kernel, _pair(module.stride), _pair(padding),
-                dilation, module.bias is not None)
+                dilation, module.bias is not None, module.groups)
 
 
 def _module_step(name: str, module: nn.Module, calls: dict[str, int]) -> Step:

@@ -43,7 +43,8 @@ def _case(model: ModuleModel, decomposed: bool, r: int = 3, k: int = 6, seed: in
 
 
 MODULES = {"strided": lambda: _module("strided"), "layer-norm": lambda: _module("layer_norm", 2),
-           "dilated": lambda: _module("dilated", 10), "builtin-cnn": lambda: cnn_model(64, 10, (4, 8))}
+           "dilated": lambda: _module("dilated", 10), "grouped": lambda: _module("grouped"),
+           "builtin-cnn": lambda: cnn_model(64, 10, (4, 8))}
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
@@ -81,6 +82,7 @@ def test_the_plans_hold_the_layers_the_modules_name():
     assert any(isinstance(s, LayerNorm) and s.shape == (3, 8, 8) for s in layer_norm)
     dilated = [p.step for p in _module("dilated").plan.steps if isinstance(p.step, Conv)]
     assert dilated[0].padding == (2, 2) and dilated[0].dilation == (2, 2)
+    assert [p.step.groups for p in _module("grouped").plan.steps if isinstance(p.step, Conv)] == [1, 4, 1]
 
 
 def _image_problem(model, mechanism: str = "fdp_sgd", start=None) -> TrainingProblem:

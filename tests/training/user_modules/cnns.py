@@ -46,6 +46,13 @@ def dilated(n_inputs: int, n_classes: int) -> nn.Module:
                          nn.Flatten(), nn.Linear(16, _outputs(n_classes)))
 
 
+def grouped(n_inputs: int, n_classes: int) -> nn.Module:
+    """A depthwise convolution with two outputs per input channel (groups = 4) between two ordinary ones."""
+    return nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(),
+                         nn.Conv2d(4, 8, 3, padding=1, groups=4), nn.GroupNorm(4, 8), nn.ReLU(), nn.AvgPool2d(2),
+                         nn.Conv2d(8, 4, 1), nn.Flatten(), nn.Linear(64, _outputs(n_classes)))
+
+
 def padded(n_inputs: int, n_classes: int) -> nn.Module:
     """``strided``'s function with the first convolution's padding as a ``ZeroPad2d`` layer, which has no plan."""
     return nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.ZeroPad2d(2), nn.Conv2d(1, 4, 5, stride=2),
