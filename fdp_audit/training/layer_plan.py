@@ -8,7 +8,8 @@ walking ``nn.Sequential`` children alone would miss every module with its own ``
 residual connection, no parameter read outside its layer, no layer called twice. Each call must be one of
 
 * a layer with parameters: ``Conv2d`` (any kernel, stride, padding, dilation and groups; zero padding),
-  ``Linear``, ``GroupNorm``, ``LayerNorm``;
+  ``Linear``, ``GroupNorm``, ``LayerNorm``, ``InstanceNorm2d`` (without running statistics: a GroupNorm of one
+  channel per group);
 * an element-wise map without parameters (``ReLU``, ``GELU``, ``Tanh``, ``Sigmoid``, ``SiLU``, ``LeakyReLU``,
   ``ELU``, ``Softplus``, ``Mish``, ``Dropout`` — the identity in eval mode — and their functional forms);
 * a per-channel spatial map without parameters: ``AvgPool2d``, ``MaxPool2d``, their adaptive forms and functional
@@ -312,6 +313,8 @@ def _module_step(name: str, module: nn.Module, calls: dict[str, int]) -> Step:
         return Linear(name, module.in_features, module.out_features, module.bias is not None)
     if isinstance(module, nn.GroupNorm):
         return GroupNorm(name, module.num_groups, module.num_channels, module.eps, module.affine)
+    if isinstance(module, nn.InstanceNorm2d) and not module.track_running_stats:  # GroupNorm of one channel a group
+        return GroupNorm(name, module.num_features, module.num_features, module.eps, module.affine)
     if isinstance(module, nn.LayerNorm):
         affine = module.elementwise_affine
         return LayerNorm(name, tuple(module.normalized_shape), module.eps, affine, affine and module.bias is not None)

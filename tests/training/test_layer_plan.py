@@ -18,7 +18,7 @@ from fdp_audit.errors import BadInputError
 from fdp_audit.training import conv_ghost, engine, ghost, modules
 from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
-from fdp_audit.training.layer_plan import Channelwise, Conv, LayerNorm, Linear
+from fdp_audit.training.layer_plan import Channelwise, Conv, GroupNorm, LayerNorm, Linear
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.modules import ModuleModel, build_module_model
 from fdp_audit.training.public_losses import build_public_loss
@@ -82,7 +82,9 @@ def test_the_plans_hold_the_layers_the_modules_name():
     assert any(isinstance(s, LayerNorm) and s.shape == (3, 8, 8) for s in layer_norm)
     dilated = [p.step for p in _module("dilated").plan.steps if isinstance(p.step, Conv)]
     assert dilated[0].padding == (2, 2) and dilated[0].dilation == (2, 2)
-    assert [p.step.groups for p in _module("grouped").plan.steps if isinstance(p.step, Conv)] == [1, 4, 1]
+    grouped = [p.step for p in _module("grouped").plan.steps]
+    assert [s.groups for s in grouped if isinstance(s, Conv)] == [1, 4, 1]
+    assert [(s.groups, s.channels) for s in grouped if isinstance(s, GroupNorm)] == [(8, 8)]  # the InstanceNorm
 
 
 def _image_problem(model, mechanism: str = "fdp_sgd", start=None) -> TrainingProblem:

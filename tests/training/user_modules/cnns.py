@@ -47,9 +47,11 @@ def dilated(n_inputs: int, n_classes: int) -> nn.Module:
 
 
 def grouped(n_inputs: int, n_classes: int) -> nn.Module:
-    """A depthwise convolution with two outputs per input channel (groups = 4) between two ordinary ones."""
+    """A depthwise convolution with two outputs per input channel (groups = 4) between two ordinary ones, and
+    InstanceNorm."""
     return nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(),
-                         nn.Conv2d(4, 8, 3, padding=1, groups=4), nn.GroupNorm(4, 8), nn.ReLU(), nn.AvgPool2d(2),
+                         nn.Conv2d(4, 8, 3, padding=1, groups=4), nn.InstanceNorm2d(8, affine=True), nn.ReLU(),
+                         nn.AvgPool2d(2),
                          nn.Conv2d(8, 4, 1), nn.Flatten(), nn.Linear(64, _outputs(n_classes)))
 
 
