@@ -30,6 +30,8 @@ block: grouped convolutions), linear layers ``[R, N, F]`` (batched matrix produc
 
 from __future__ import annotations
 
+import copy
+import inspect
 import math
 import operator
 from collections.abc import Callable
@@ -319,6 +321,9 @@ def _module_step(name: str, module: nn.Module, calls: dict[str, int]) -> Step:
         affine = module.elementwise_affine
         return LayerNorm(name, tuple(module.normalized_shape), module.eps, affine, affine and module.bias is not None)
     if isinstance(module, ELEMENTWISE_MODULES):
+        if getattr(module, "inplace", False):  # see _out_of_place
+            module = copy.copy(module)
+            module.inplace = False
         return Elementwise(module)
     if isinstance(module, nn.MaxPool2d) and module.return_indices:
         raise Unsupported(f"{name} (MaxPool2d returning indices)")
@@ -337,24 +342,36 @@ def _constant(value: object) -> bool:
 def _function_step(node: fx.Node) -> Step:
     target, rest, kwargs = node.target, node.args[1:], dict(node.kwargs)
     name = getattr(target, "__name__", str(target))
+    if target in RESHAPE_METHODS or target in RESHAPE_FUNCTIONS:  # sized by constants or size queries
+        return Reshape(())
     if not all(_constant(a) for a in (*rest, *kwargs.values())):
         raise Unsupported(f"{node.name} ({name} of two tensors)")
     if node.op == "call_method":
-        if target in RESHAPE_METHODS:
-            return Reshape(())
         if target in ELEMENTWISE_METHODS:
             return Elementwise(Call(getattr(torch.Tensor, target), rest, kwargs))
         raise Unsupported(f"{node.name} (tensor method {target})")
-    if target in RESHAPE_FUNCTIONS:
-        return Reshape(())
     scalar = len(rest) == 1 and isinstance(rest[0], (int, float))
     if target in ELEMENTWISE_FUNCTIONS or (target in ARITHMETIC and scalar):
-        return Elementwise(Call(target, rest, kwargs))
+        return Elementwise(Call(target, *_out_of_place(target, rest, kwargs)))
     if target in CHANNELWISE_FUNCTIONS:
         if kwargs.get("return_indices"):
             raise Unsupported(f"{node.name} ({name} returning indices)")
         return Channelwise(Call(target, rest, kwargs))
     raise Unsupported(f"{node.name} ({name})")
+
+
+def _out_of_place(target: Callable[..., torch.Tensor], rest: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """The call's arguments with ``inplace`` off. An in-place activation would overwrite the output of the layer
+    before it, which the plan records for its norms: autograd would then differentiate with respect to the
+    activation's output instead, and every norm would be wrong."""
+    try:
+        bound = inspect.signature(target).bind(None, *rest, **kwargs)
+    except (TypeError, ValueError):  # a builtin without a signature takes no inplace flag
+        return rest, kwargs
+    if not bound.arguments.get("inplace"):
+        return rest, kwargs
+    bound.arguments["inplace"] = False
+    return bound.args[1:], bound.kwargs
 
 
 def _tensor_inputs(node: fx.Node) -> list[fx.Node]:
@@ -375,12 +392,29 @@ def _with_shape(step: Step, out_shape: Shape) -> Step:
     return Reshape(out_shape) if isinstance(step, Reshape) else step
 
 
+SHAPE_ARITHMETIC = {operator.getitem, operator.mul, operator.floordiv, operator.add, operator.sub, len}
+
+
+def _is_shape_query(node: fx.Node, queries: set[fx.Node]) -> bool:
+    """Whether the node computes a size rather than a tensor (``x.size(0)``, ``x.shape[0]``, arithmetic on them):
+    such a value only sizes a reshape, whose per-example shape the plan takes from the traced shapes instead."""
+    if node.op == "call_method" and node.target in ("size", "dim"):
+        return True
+    if node.op != "call_function":
+        return False
+    if node.target is getattr:
+        return node.args[1] == "shape"
+    return node.target in SHAPE_ARITHMETIC and bool(node.all_input_nodes) and all(
+        n in queries for n in node.all_input_nodes)
+
+
 def _walk(graph: fx.GraphModule, batch: int) -> tuple[list[Planned], Shape]:
     modules = dict(graph.named_modules())
     steps: list[Planned] = []
     current: fx.Node | None = None
     in_shape: Shape = ()
     calls: dict[str, int] = {}
+    queries: set[fx.Node] = set()
     for node in graph.graph.nodes:
         if node.op == "placeholder":
             if current is not None:
@@ -393,7 +427,11 @@ def _walk(graph: fx.GraphModule, batch: int) -> tuple[list[Planned], Shape]:
             return steps, in_shape
         if node.op == "get_attr":
             raise Unsupported(f"{node.target} (a parameter or buffer read outside its layer)")
-        if _tensor_inputs(node) != [current] or (node.args and node.args[0] is not current):
+        if _is_shape_query(node, queries):
+            queries.add(node)
+            continue
+        tensors = [n for n in _tensor_inputs(node) if n not in queries]
+        if tensors != [current] or (node.args and node.args[0] is not current):
             raise Unsupported(f"{node.name} (not a chain: it reads other than the previous call's output)")
         if node.op == "call_module":
             step = _module_step(str(node.target), modules[str(node.target)], calls)

@@ -44,6 +44,7 @@ def _case(model: ModuleModel, decomposed: bool, r: int = 3, k: int = 6, seed: in
 
 MODULES = {"strided": lambda: _module("strided"), "layer-norm": lambda: _module("layer_norm", 2),
            "dilated": lambda: _module("dilated", 10), "grouped": lambda: _module("grouped"),
+           "idioms": lambda: _module("idioms"),
            "builtin-cnn": lambda: cnn_model(64, 10, (4, 8))}
 
 
@@ -51,7 +52,8 @@ MODULES = {"strided": lambda: _module("strided"), "layer-norm": lambda: _module(
 @pytest.mark.parametrize("decomposed", [False, True], ids=["dp-sgd", "fdp"])
 @pytest.mark.parametrize("route", ["ghost", "direct"])
 def test_planned_modules_clip_as_torch_func_does(name, decomposed, route):
-    """Float64, three models batched: norms and clipped sums (about half the examples clipped) to 1e-10."""
+    """Float64, three models batched: norms and clipped sums (about half the examples clipped) to 1e-10. In-place
+    activations after recorded layers (``idioms``) gave every norm wrong before the plan ran them out of place."""
     model = MODULES[name]()
     assert conv_ghost.supports(model), model.unplanned
     params, x, y, public_inputs = _case(model, decomposed)
@@ -85,6 +87,9 @@ def test_the_plans_hold_the_layers_the_modules_name():
     grouped = [p.step for p in _module("grouped").plan.steps]
     assert [s.groups for s in grouped if isinstance(s, Conv)] == [1, 4, 1]
     assert [(s.groups, s.channels) for s in grouped if isinstance(s, GroupNorm)] == [(8, 8)]  # the InstanceNorm
+    idioms = _module("idioms")
+    relu = next(p.step.fn for p in idioms.plan.steps if isinstance(getattr(p.step, "fn", None), torch.nn.ReLU))
+    assert not relu.inplace and idioms.module.act.inplace  # the plan's copy runs out of place; the module is kept
 
 
 def _image_problem(model, mechanism: str = "fdp_sgd", start=None) -> TrainingProblem:

@@ -87,3 +87,25 @@ def residual(n_inputs: int, n_classes: int) -> nn.Module:
 def batch_norm(n_inputs: int, n_classes: int) -> nn.Module:
     return nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(),
                          nn.Flatten(), nn.Linear(256, _outputs(n_classes)))
+
+
+class Idioms(nn.Module):
+    """Common idioms: in-place activations (module and functional) right after recorded layers, and reshapes
+    sized by ``x.size(0)`` / ``h.shape[0]``."""
+
+    def __init__(self, n_classes: int):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.norm = nn.GroupNorm(2, 4)
+        self.act = nn.ReLU(inplace=True)
+        self.pool = nn.MaxPool2d(2)
+        self.hidden = nn.Linear(64, 16)
+        self.head = nn.Linear(16, _outputs(n_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.pool(self.act(self.norm(self.conv(x.reshape(x.shape[0], 1, 8, 8)))))
+        return self.head(F.leaky_relu(self.hidden(h.view(h.size(0), -1)), 0.1, True))
+
+
+def idioms(n_inputs: int, n_classes: int) -> nn.Module:
+    return Idioms(n_classes)
