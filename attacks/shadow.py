@@ -23,9 +23,6 @@ from __future__ import annotations
 import numpy as np
 import torch
 import torch.nn.functional as F
-from sklearn.linear_model import LogisticRegression
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 
 from attacks.base import Attack, AttackOutput, Knowledge, View
 from fdp_audit.errors import BadInputError
@@ -70,6 +67,11 @@ class ShadowModelAttack(Attack):
                                                                  device=problem.x.device, progress="shadow models")))
         features = np.concatenate([output_features(knowledge.model, params, knowledge.candidates)
                                    for params in trained])
+        # scikit-learn takes seconds to import: only the processes fitting this attack pay for it
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
         self.classifier = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000))
         self.classifier.fit(features, inserted.numpy())
         return super().fit(knowledge)

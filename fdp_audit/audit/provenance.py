@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import importlib.util
 import json
 import platform
@@ -115,11 +116,12 @@ def journal_key(config: Config, versions: dict[str, str], data: PreparedData) ->
 
 
 def versions() -> dict[str, str]:
-    """The versions of the package and of the libraries a trial's numbers depend on."""
+    """The versions of the package and of the libraries a trial's numbers depend on (scikit-learn's from its
+    installed metadata: importing it takes seconds that a process needing no shadow classifier would waste)."""
     import dp_accounting
     import scipy
-    import sklearn
 
     return {"fdp_audit": fdp_audit.__version__, "python": platform.python_version(), "torch": torch.__version__,
-            "numpy": np.__version__, "scipy": scipy.__version__, "scikit-learn": sklearn.__version__,
+            "numpy": np.__version__, "scipy": scipy.__version__,
+            "scikit-learn": importlib.metadata.version("scikit-learn"),
             "dp_accounting": getattr(dp_accounting, "__version__", "unknown")}

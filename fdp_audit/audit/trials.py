@@ -30,6 +30,7 @@ from fdp_audit.errors import BadInputError
 from fdp_audit.execution import Executor, InProcessExecutor, split_chunks
 from fdp_audit.phases import Phase
 from fdp_audit.training.engine import Canaries, TrainingProblem, train_models
+from fdp_audit.training.run import adopt_noise_multiplier, noise_multiplier
 
 DEFAULT_CHUNK = 128  # trials per chunk handed to the executor, unless audit.max_models_per_chunk says otherwise
 CACHED_WORKSPACES = 2  # per process: a worker serving chunks of a few games keeps each game's problem
@@ -93,27 +94,42 @@ _WORKSPACES: OrderedDict[TrialTask, Workspace] = OrderedDict()
 @dataclass(frozen=True)
 class TrialTask:
     """Play a chunk of one game's trials: train a model per trial with its canary and run the game's attacks.
-    Picklable, so an executor can run it in another process or on another machine."""
+    Picklable, so an executor can run it in another process or on another machine, where it rebuilds the
+    workspace from the config: the data, read again and checked against the driver's fingerprint, and the game's
+    setup, whose noise multiplier calibrated to ``target_epsilon`` (seconds of accounting) comes from the driver
+    instead of being computed again."""
 
     game: type[Game]
     config: Config
     device: str
     max_chunk: int
     data_fingerprint: str
+    noise_multiplier: float | None = None  # the driver's calibration of config.mechanism, if it has a target ε
 
     def workspace(self) -> Workspace:
         """This process's workspace for the task: kept from an earlier chunk, or rebuilt from the config."""
         if self in _WORKSPACES:
             _WORKSPACES.move_to_end(self)
             return _WORKSPACES[self]
-        data = prepare_data(self.config.data, self.config.seed)
-        if data.fingerprint != self.data_fingerprint:
-            raise BadInputError(f"this worker's data (fingerprint {data.fingerprint[:12]}) differ from the "
-                                f"driver's ({self.data_fingerprint[:12]}): every worker must read the same data",
-                                "data")
+        if self.noise_multiplier is not None:
+            adopt_noise_multiplier(self.config.mechanism, self.noise_multiplier)
+        # the audit's other games read the same data: prepared once per process, not once per game
+        data = next((kept.data for task, kept in _WORKSPACES.items() if task.reads_same_data(self)), None)
+        if data is None:
+            data = prepare_data(self.config.data, self.config.seed)
+            if data.fingerprint != self.data_fingerprint:
+                raise BadInputError(f"this worker's data (fingerprint {data.fingerprint[:12]}) differ from the "
+                                    f"driver's ({self.data_fingerprint[:12]}): every worker must read the same "
+                                    "data", "data")
         workspace = Workspace(data, self.game().setup(self.config, data))
         remember(self, workspace)
         return workspace
+
+    def reads_same_data(self, other: TrialTask) -> bool:
+        """Whether ``other`` prepares the data this task prepared (same data settings and seed) and the driver
+        saw the same rows in both (fingerprint)."""
+        return (self.config.data, self.config.seed, self.data_fingerprint) == \
+            (other.config.data, other.config.seed, other.data_fingerprint)
 
     def __call__(self, chunk: np.ndarray) -> ChunkOutcome:
         game, config = self.game(), self.config
@@ -156,7 +172,8 @@ def play_game(game: Game, config: Config, data: PreparedData, journal: Journal |
     they arrive. Returns the game's record, in trial order."""
     journal = Journal(None, "") if journal is None else journal
     executor = InProcessExecutor() if executor is None else executor
-    task = TrialTask(type(game), config, str(device), max_chunk, data.fingerprint)
+    calibrated = noise_multiplier(config.mechanism) if config.mechanism.target_epsilon is not None else None
+    task = TrialTask(type(game), config, str(device), max_chunk, data.fingerprint, calibrated)
     setup = game.setup(config, data)
     remember(task, Workspace(data, setup))
     try:

@@ -26,6 +26,7 @@ without importing it.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import logging
@@ -41,6 +42,9 @@ from fdp_audit.execution.base import ChunkTask, Executor, Result
 INSTALL_HINT = "pip install fdp-audit[dask]"
 DEFAULT_MAX_WORKER_LOSSES = 3  # Dask's own default for allowed-failures
 CONNECT_TIMEOUT_S = 30
+# a LocalCluster's worker closes its connections in well under a second, then spends seconds tearing down torch's
+# interpreter state; past this grace its nanny kills it (what it computed is with the driver by then)
+STOP_GRACE_S = 1.0
 
 
 class ClusterError(RuntimeError):
@@ -92,6 +96,11 @@ class DaskExecutor(Executor):
                                          host="127.0.0.1", dashboard_address=None, silence_logs=logging.ERROR)
         self._client = Client(self._cluster)
         return self._client
+
+    @property
+    def client(self) -> Any:
+        """The cluster's ``distributed.Client``: the cluster is started or reached on first use."""
+        return self._connect()
 
     def __enter__(self) -> DaskExecutor:
         """Start (or reach) the cluster now and have every worker import what a chunk needs, while the driver
@@ -151,8 +160,16 @@ class DaskExecutor(Executor):
             self._client.close()
             self._client = None
         if self._cluster is not None:
-            self._cluster.close()
-            self._cluster = None
+            try:
+                self._cluster.sync(_stop_workers, self._cluster, STOP_GRACE_S)
+            finally:
+                self._cluster.close()
+                self._cluster = None
+
+
+async def _stop_workers(cluster: Any, grace_s: float) -> None:
+    """Close every worker of a LocalCluster, each given ``0.8 * grace_s`` to exit before its nanny kills it."""
+    await asyncio.gather(*(nanny.close(timeout=grace_s) for nanny in list(cluster.workers.values())))
 
 
 def serialise(task: ChunkTask) -> bytes:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import platform
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import torch
@@ -32,18 +31,32 @@ def resolve_device(name: str) -> torch.device:
     return torch.device("cpu")
 
 
-@lru_cache(maxsize=64)
-def _calibrated(epsilon: float, delta: float, rate: float, steps: int) -> float:
-    return calibrate_noise_multiplier(epsilon, delta, rate, steps)
+# per process, by (ε, δ, p, T): a calibration costs seconds of accounting and an audit asks for it many times
+_CALIBRATED: dict[tuple[float, float, float, int], float] = {}
+
+
+def _calibration_key(mech: MechanismConfig) -> tuple[float, float, float, int]:
+    return (mech.target_epsilon, mech.delta, mech.sample_rate, mech.steps)
 
 
 def noise_multiplier(mech: MechanismConfig) -> float:
     """The configured z, or the z calibrated to ``target_epsilon`` at ``delta`` (docs/files.md ``calibrate``)."""
     if mech.target_epsilon is not None:
-        return _calibrated(mech.target_epsilon, mech.delta, mech.sample_rate, mech.steps)
+        key = _calibration_key(mech)
+        if key not in _CALIBRATED:
+            _CALIBRATED[key] = calibrate_noise_multiplier(*key)
+        return _CALIBRATED[key]
     if mech.noise_multiplier is None:
         return 0.0
     return mech.noise_multiplier
+
+
+def adopt_noise_multiplier(mech: MechanismConfig, z: float) -> None:
+    """Take ``z`` as this process's calibration of ``mech`` (nothing to take without a ``target_epsilon``): a
+    worker given the driver's z skips seconds of accounting that would give it the same number, as it runs the
+    driver's code (:mod:`fdp_audit.execution.dask` checks that before a chunk runs)."""
+    if mech.target_epsilon is not None:
+        _CALIBRATED[_calibration_key(mech)] = z
 
 
 def accountant(mech: MechanismConfig, relation: str = "add-remove") -> MechanismAccountant:
