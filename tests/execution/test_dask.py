@@ -104,6 +104,17 @@ def test_the_users_module_reaches_workers_that_cannot_import_it(tmp_path: Path, 
     np.testing.assert_array_equal(results[1], np.arange(3, 6) + 7)
 
 
+def test_closing_a_local_cluster_ends_its_worker_processes() -> None:
+    """The executor ends its workers' processes at close (killing a worker still tearing down after its graceful
+    close), so nothing outlives the audit."""
+    with DaskExecutor(workers=2) as executor:
+        pids = set(executor.client.run(os.getpid).values())
+    assert len(pids) == 2 and os.getpid() not in pids
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
 def test_a_worker_running_other_code_refuses_its_chunk() -> None:
     """What a worker runs before each chunk: another fdp-audit source tree or library version than the
     driver's would journal other numbers under the driver's key."""
