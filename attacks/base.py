@@ -44,6 +44,10 @@ class Knowledge:
     features would show), by the clip norm C the canary was built against (its raw norm exceeds C, so a
     clipping mechanism releases it with norm C: the unit of the signal), and by the coordinates that no
     record's private gradient touches, along which a release holds nothing but its noise.
+    A canary block (:class:`~fdp_audit.training.engine.CanaryBlock`: one gradient canary per candidate, only the
+    secret's in the private population, every one in the public population) is described instead by each
+    candidate's own private and public coordinates (``candidate_coordinates``, ``candidate_public_coordinates``),
+    with candidate signs of +1; a single canary is the case of every candidate on ``canary_private_coordinate``.
 
     The membership game's crafted input canary (:mod:`attacks.input_canary`) is described by ``candidates``
     ``[2, d]``: the canary without its crafted coordinate (the reference input) and the canary itself, by its
@@ -74,6 +78,8 @@ class Knowledge:
     canary_public_coordinate: int | None = None
     candidate_signs: torch.Tensor | None = None  # [V] in {−1, 0, +1} for a gradient canary
     candidate_public_signs: torch.Tensor | None = None  # [V] ±1; the private signs when not given
+    candidate_coordinates: tuple[int, ...] | None = None  # [V]: each candidate's private coordinate (a block)
+    candidate_public_coordinates: tuple[int, ...] | None = None  # [V]: each candidate's public coordinate
     noise_coordinates: tuple[int, ...] | None = None
     noise_inputs: tuple[int, ...] | None = None
     protected_coordinates: tuple[int, ...] | None = None

@@ -34,11 +34,17 @@ coordinate differs from its noise on the noise coordinates — e.g. one that add
 coordinates that carry a signal (σ̂ too large) — and noise correlated between coordinates other than through
 one component common to all of them.
 
+A canary block (the image games, docs/images.md) gives each of the K candidates its own canary, on its own
+coordinate, of which only the secret one is in the private population: candidate v's hypothesis is the mixture
+on its coordinate and noise alone on the others', so each candidate is scored by the same statistic on its own
+coordinate with sign +1 (the log-likelihood ratio against noise alone, which puts candidates on different
+coordinates on one scale), its public channel read on that coordinate too.
+
 * :class:`IteratesAttack`: the marginal log-likelihood of all steps for each candidate's sign. It also
   reads the public channel: a correct public gradient has no component along ``e_priv``, so any component
   there reveals the private value of the record the candidate puts in the public population.
 * :class:`PublicAlignedIteratesAttack`: only the steps at which the canary was in the public batch, as
-  unsubsampled Gaussian observations N(s, σ²): powerless against Algorithm 1, whose public batch is
+  unsubsampled Gaussian observations N(s, σ²) against N(0, σ²): powerless against Algorithm 1, whose public batch is
   independent of the private one, but decisive against the shared-batch variant (Proposition 3), where those
   are exactly the steps at which the canary was privately sampled.
 """
@@ -57,21 +63,23 @@ MIN_NOISE = 1e-6  # in units of C: a noiseless release still gives finite scores
 
 
 def mixture_log_likelihood(y: torch.Tensor, sign: torch.Tensor, p: float, z: float | torch.Tensor) -> torch.Tensor:
-    """``log[(1−p)φ(y/z) + p φ((y−s)/z)]`` up to a constant (the same for every sign), for y ``[R, T]``, signs
-    ``[V]`` and a noise scale z (a number or one per trial, ``[R]``) → ``[R, T, V]``."""
+    """``log[(1−p)φ(y/z) + p φ((y−s)/z)]`` up to a constant (the same for every sign), for y ``[R, T]`` (one
+    observation for every sign) or ``[R, T, V]`` (one per sign), signs ``[V]`` and a noise scale z (a number or
+    one per trial, ``[R]``) → ``[R, T, V]``."""
     z = torch.as_tensor(z, dtype=y.dtype)
     z = z[:, None, None] if z.dim() == 1 else z
-    y = y[..., None]
+    y = y[..., None] if y.dim() == 2 else y
     base = -0.5 * (y / z) ** 2
     shifted = -0.5 * ((y - sign) / z) ** 2
     if p >= 1.0:
-        return shifted.expand(*y.shape[:-1], sign.shape[0])
+        return shifted.expand(torch.broadcast_shapes(y.shape, sign.shape))
     return torch.logaddexp(base + math.log1p(-p), shifted + math.log(p))
 
 
 def marginal_log_likelihood(y: torch.Tensor, sign: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
     """``log E_p[Π_t ((1−p)φ(y_t/σ) + p φ((y_t−s)/σ)) / φ(y_t/σ)]`` with p log-uniform on
-    :data:`SAMPLE_RATES`: ``[R, V]`` for y ``[R, T]``, signs ``[V]`` and σ ``[R]``. A sign of 0 scores 0."""
+    :data:`SAMPLE_RATES`: ``[R, V]`` for y ``[R, T]`` or ``[R, T, V]`` (:func:`mixture_log_likelihood`), signs
+    ``[V]`` and σ ``[R]``. A sign of 0 scores 0."""
     null = mixture_log_likelihood(y, sign[:1] * 0, 1.0, sigma)  # log φ(y/σ) up to the shared constant
     per_rate = torch.stack([(mixture_log_likelihood(y, sign, float(p), sigma) - null).sum(dim=1)
                             for p in SAMPLE_RATES], dim=-1)  # [R, V, G]
@@ -97,18 +105,40 @@ class _GradientCanaryAttack(Attack):
         left = noise - beta[:, None, None] * others
         return noise.mean(dim=2), beta, left.square().mean(dim=(1, 2)).sqrt().clamp_min(MIN_NOISE)
 
-    def _observations(self, view: View) -> tuple[torch.Tensor, torch.Tensor]:
-        """The canary's per-step observations less the noise they share with every coordinate,
-        ``y_t − β̂ m_t`` ``[R, T]``, and their noise scale σ̂ ``[R]`` (see :meth:`_noise_model`)."""
+    def _coordinates(self) -> list[int]:
+        """Each candidate's private coordinate: its own in a canary block, otherwise the one canary's."""
         k = self.knowledge
-        assert view.noisy_private_sums is not None and k.canary_private_coordinate is not None
-        y = view.noisy_private_sums[:, :, k.canary_private_coordinate].cpu().double() / k.clip_norm
+        if k.candidate_coordinates is not None:
+            return list(k.candidate_coordinates)
+        assert k.canary_private_coordinate is not None
+        return [k.canary_private_coordinate] * len(self._signs())
+
+    def _observations(self, view: View) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each candidate's per-step observations less the noise they share with every coordinate,
+        ``y_t − β̂ m_t`` ``[R, T, V]``, and their noise scale σ̂ ``[R]`` (see :meth:`_noise_model`)."""
+        k = self.knowledge
+        assert view.noisy_private_sums is not None
+        y = view.noisy_private_sums[:, :, self._coordinates()].cpu().double() / k.clip_norm
         mean, beta, sigma = self._noise_model(view)
-        return y - beta[:, None] * mean, sigma
+        return y - beta[:, None, None] * mean[..., None], sigma
+
+    def _public_presence(self, view: View, trials: int, steps: int) -> torch.Tensor | None:
+        """``[R, T, V]``: whether each candidate's canary was in each step's public batch (its public
+        coordinate moved, in a canary block; the release's count of the one canary otherwise); None when the
+        release has no public batches."""
+        k = self.knowledge
+        if k.candidate_public_coordinates is not None and view.public_gradients is not None:
+            return (view.public_gradients[:, :, list(k.candidate_public_coordinates)].cpu() != 0).double()
+        if view.canary_public_counts is None:
+            return None
+        return (view.canary_public_counts.cpu() > 0).double()[..., None].expand(trials, steps, len(self._signs()))
 
     def _signs(self) -> torch.Tensor:
-        assert self.knowledge.candidate_signs is not None
-        return self.knowledge.candidate_signs.double()
+        k = self.knowledge
+        if k.candidate_coordinates is not None:  # a canary block: each candidate's canary, present or not
+            return torch.ones(len(k.candidate_coordinates), dtype=torch.float64)
+        assert k.candidate_signs is not None
+        return k.candidate_signs.double()
 
     def _with_prior(self, log_likelihood: torch.Tensor) -> AttackOutput:
         return AttackOutput(log_likelihood + torch.log(self.knowledge.prior.double().clamp_min(1e-300))[None, :])
@@ -124,8 +154,8 @@ class IteratesAttack(_GradientCanaryAttack):
         scores = marginal_log_likelihood(y, signs, sigma)
         if view.public_gradients is not None:
             public_signs = signs if k.candidate_public_signs is None else k.candidate_public_signs.double()
-            leak = torch.sign(view.public_gradients[:, :, k.canary_private_coordinate].cpu().double()).sum(dim=1)
-            scores = scores + PUBLIC_LEAK_WEIGHT * leak[:, None] * public_signs[None, :]
+            leak = torch.sign(view.public_gradients[:, :, self._coordinates()].cpu().double()).sum(dim=1)
+            scores = scores + PUBLIC_LEAK_WEIGHT * leak * public_signs[None, :]
         return self._with_prior(scores)
 
 
@@ -136,9 +166,9 @@ class PublicAlignedIteratesAttack(_GradientCanaryAttack):
     def infer(self, view: View) -> AttackOutput:
         signs = self._signs()
         y, sigma = self._observations(view)
-        if view.canary_public_counts is None:  # a release without public batches (DP-SGD): no step to align on
+        present = self._public_presence(view, *y.shape[:2])
+        if present is None:  # a release without public batches (DP-SGD): no step to align on
             return self._with_prior(torch.zeros(y.shape[0], signs.shape[0], dtype=y.dtype))
-        y, sigma = y[..., None], sigma[:, None, None]
-        present = (view.canary_public_counts.cpu() > 0).double()[..., None]
-        scores = (-0.5 * ((y - signs) / sigma) ** 2 * present).sum(dim=1)
+        # log N(s, σ²) / N(0, σ²) of each aligned step: candidates on different coordinates compare on one scale
+        scores = ((y * signs - 0.5 * signs ** 2) / sigma[:, None, None] ** 2 * present).sum(dim=1)
         return self._with_prior(scores)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -138,19 +138,28 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "", executor:
         return _run_audit(config, out_dir, command, chosen)
 
 
-def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Executor) -> dict[str, Any]:
-    data = prepare_data(config.data, config.seed)
-    engine = None
-    if config.mechanism.integration == "opacus":  # the claim's unstated parts, read from the user's engine
-        from fdp_audit.integrations.opacus import claimed_config
+@dataclass(frozen=True)
+class PlayedGames:
+    """The configured games played and judged together: the verdict, every comparison with its judgement, and
+    each game's record."""
 
-        config, engine = claimed_config(config, data)
+    verdict: dict[str, Any]
+    comparisons: list[Comparison]
+    judgements: Judgements
+    records: list[tuple[Game, Any]]
+    claim: Claim
+
+    def sections(self, alpha: float) -> list[dict[str, Any]]:
+        """The games' sections of ``results.json``."""
+        return [section for game, record in self.records
+                for section in game.sections(record, self.judgements, self.claim, alpha)]
+
+
+def play_games(config: Config, data: PreparedData, journal: Journal, executor: Executor,
+               device: torch.device | str = "cpu") -> PlayedGames:
+    """Refuse an audit whose comparisons cannot fail before anything is trained, then play every configured game
+    (:func:`fdp_audit.audit.trials.play_game`) and judge all their comparisons together."""
     mech, audit = config.mechanism, config.audit
-    device = resolve_device(config.device)
-    user_code = mech.third_party is not None or mech.training is not None
-    sources = user_source_digests if user_code else None
-    journal = (Journal(None, "") if out_dir is None
-               else Journal(out_dir / "journal.jsonl", journal_key(config, versions(), data), sources))
     chunk = audit.max_models_per_chunk or DEFAULT_CHUNK
     games = configured_games(config)
     claim = Claim(accountant(mech), accountant(mech, "replace"), mech.delta, selection_level(config))
@@ -168,6 +177,23 @@ def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Exe
                             "audit.attacks")
     if verdict["status"] == NOT_JUDGED:  # the plan is the favourable case; the real counts decide
         raise BadInputError(verdict["explanation"], "audit.trials")
+    return PlayedGames(verdict, comparisons, judgements, records, claim)
+
+
+def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Executor) -> dict[str, Any]:
+    data = prepare_data(config.data, config.seed)
+    engine = None
+    if config.mechanism.integration == "opacus":  # the claim's unstated parts, read from the user's engine
+        from fdp_audit.integrations.opacus import claimed_config
+
+        config, engine = claimed_config(config, data)
+    mech, audit = config.mechanism, config.audit
+    device = resolve_device(config.device)
+    user_code = mech.third_party is not None or mech.training is not None
+    sources = user_source_digests if user_code else None
+    journal = (Journal(None, "") if out_dir is None
+               else Journal(out_dir / "journal.jsonl", journal_key(config, versions(), data), sources))
+    played = play_games(config, data, journal, executor, device)
     if journal.reused:
         counts = ", ".join(f"{game} {count}" for game, count in journal.reused.items())
         print(f"fdp-audit: reused {sum(journal.reused.values())} trials from {journal.path} ({counts})",
@@ -175,15 +201,14 @@ def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Exe
     return finite_or_none({
         "schema_version": 1, "kind": "audit", "title": config.report.title or config.name,
         "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "verdict": verdict,
+        "verdict": played.verdict,
         "mechanism": mechanism_section(config),
         "accounting": accounting_section(config),
-        "games": [section for game, record in records
-                  for section in game.sections(record, judgements, claim, audit.alpha)],
-        "tightness": {"rows": [row for game, record in records
-                               for row in game.tightness_rows(record, judgements, claim)]},
+        "games": played.sections(audit.alpha),
+        "tightness": {"rows": [row for game, record in played.records
+                               for row in game.tightness_rows(record, played.judgements, played.claim)]},
         "utility": utility_section(config, data),
-        "comparisons": [c.row() for c in comparisons],
+        "comparisons": [c.row() for c in played.comparisons],
         "reproducibility": {
             "versions": versions(), "seed": config.seed, "config": config.to_dict(),
             "dataset": config.data.dataset, "dataset_fingerprint": data.fingerprint, "command": command,

@@ -29,19 +29,23 @@ from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.execution import Executor, InProcessExecutor, split_chunks
 from fdp_audit.phases import Phase
-from fdp_audit.training.engine import Canaries, TrainingProblem, train_models
+from fdp_audit.training.engine import Canaries, CanaryBlock, TrainingProblem, train_models
 from fdp_audit.training.run import adopt_noise_multiplier, noise_multiplier
 
 DEFAULT_CHUNK = 128  # trials per chunk handed to the executor, unless audit.max_models_per_chunk says otherwise
 CACHED_WORKSPACES = 2  # per process: a worker serving chunks of a few games keeps each game's problem
 
 
-def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tensor, canaries: Canaries,
+def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tensor, canaries: Canaries | CanaryBlock,
                   record_iterates: bool, device: torch.device, max_chunk: int,
                   phase: str = "training") -> Iterator[tuple[torch.Tensor, View]]:
     """Train one model per trial — batched by the engine, or one call per trial of a third-party mechanism or of
-    the user's training function —
-    and yield each chunk's trial indices with what the attacks see; ``phase`` names the progress shown."""
+    the user's training function — with the trial's canary records or its canary block, and yield each chunk's
+    trial indices with what the attacks see; ``phase`` names the progress shown."""
+    user_code = config.mechanism.third_party is not None or config.mechanism.training is not None
+    if user_code and isinstance(canaries, CanaryBlock):
+        raise BadInputError("a canary block (parameters the model never reads) needs the built-in engine; a "
+                            "third-party mechanism or the user's training takes canary records only", "audit.games")
     if config.mechanism.third_party is not None:
         mechanism = load_mechanism(config.mechanism.third_party)
         with Phase(f"{phase}: {len(indices)} models of {config.mechanism.third_party}", len(indices),
@@ -59,8 +63,9 @@ def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tenso
                 progress.update(len(chunk_indices))
                 yield chunk_indices, view
         return
-    for chunk in train_models(problem, config.seed, indices, canaries, record_iterates, device, max_chunk=max_chunk,
-                              progress=phase):
+    records, block = (None, canaries) if isinstance(canaries, CanaryBlock) else (canaries, None)
+    for chunk in train_models(problem, config.seed, indices, records, record_iterates, device, max_chunk=max_chunk,
+                              progress=phase, canary_block=block):
         it = chunk.iterates
         # final-model attacks score on the CPU beside their knowledge; the iterates attacks take the few
         # coordinates they read off the training device themselves

@@ -13,8 +13,13 @@ import re
 
 from fdp_audit.report import figures, texts
 from fdp_audit.report.format import number, signed
+from fdp_audit.report.generative import panels_svg
 from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, numbers, scalar, span, status, text
+from fdp_audit.report.svg import inline_svg
 
+IMAGE_GAMES = {"image_gradient_canary": ("gradient canaries", texts.IMAGE_GRADIENT_CANARY_LEAD),
+               "image_record_canary": ("record canaries", texts.IMAGE_RECORD_CANARY_LEAD)}
+SECRET, RIGHT, WRONG = "#c2410c", "#15803d", "#b91c1c"  # frames of the example canaries
 DISTINGUISHING_GAMES = {"distinguishing": "Distinguishing game", "simulator": "Simulator game",
                         "membership": "Membership game (final model)"}
 _GRADIENT_CANARY = re.compile(r"gradient \((\w+) trials\)")
@@ -32,6 +37,8 @@ def game_sections(games: list[Node], accounting: Node | None) -> dict[str, list[
         index = seen[kind] = seen.get(kind, -1) + 1
         if kind == "attribute":
             by_kind["attribute"].append(_attribute(game, index))
+        elif kind in IMAGE_GAMES:
+            by_kind["attribute"].append(_image_game(game, kind, index))
         elif kind == "reconstruction":
             by_kind["reconstruction"].append(_reconstruction(game, index))
         elif kind in DISTINGUISHING_GAMES:
@@ -86,6 +93,12 @@ def _canary(game: Node) -> tuple[str, str]:
 
 
 def _attribute(game: Node, index: int) -> Section:
+    title, lead = _canary(game)
+    return _attribute_section(game, _numbered("attribute", index), title, lead)
+
+
+def _attribute_section(game: Node, section_id: str, title: str, lead: str) -> Section:
+    """A categorical game's success table: each attack's rate against Theorem 4's bound at the prior's Ball."""
     rows = []
     attacks = game["attacks"]
     for attack in attacks.elements():
@@ -103,8 +116,6 @@ def _attribute(game: Node, index: int) -> Section:
     facts = [("trials", num(game["trials"]))]
     facts += [("prior Pr[v | Ψ(x)]", numbers(prior))] if prior else []
     facts += [("Ball (prior success)", num(game["ball"])), ("bound 1 − f(Ball)", num(game["bound"]))]
-    section_id = _numbered("attribute", index)
-    title, lead = _canary(game)
     return Section(
         section_id,
         title,
@@ -132,6 +143,52 @@ def _attribute(game: Node, index: int) -> Section:
             )
         ],
     )
+
+
+def _image_game(game: Node, kind: str, index: int) -> Section:
+    """An image game: the attribute layout (argmax successes over every trial against 1 − f(Ball)), the
+    Bayes-optimal success where the game states it, and its example canaries drawn as inline SVG."""
+    canary, lead = IMAGE_GAMES[kind]
+    section = _attribute_section(game, _numbered(kind.replace("_", "-"), index), f"Image game · {canary}", lead)
+    optimal = game.present("optimal_success")
+    if optimal is not None:
+        section.facts.append(("Bayes-optimal success (known p and σ)", num(optimal)))
+    examples = game.present("examples")
+    if examples is not None:
+        figure_id = f"fig-{section.id}"
+        label = f"{canary}: example trials"
+        svg = inline_svg(examples_svg(examples, label), figure_id, label)
+        first = examples["trials"].get(0)
+        attacks = ", ".join(name for name, _ in first["picks"].items()) if first is not None else "none"
+        section.figures.append(FigureView(figure_id, svg, texts.IMAGE_EXAMPLES_CAPTION.format(attacks=attacks)))
+    return section
+
+
+def examples_svg(examples: Node, label: str) -> str:
+    """An image game's example canaries (its section's ``examples``) as SVG: one row per example trial, the
+    public image, the candidates (the secret framed), each attack's pick (framed by whether it is right)."""
+    shape = examples["image_shape"].sequence()
+    if len(shape) != 2 or not all(isinstance(v, int) and v > 0 for v in shape):
+        raise examples["image_shape"].bad("expected [height, width]")
+    candidates = list(examples["candidates"].elements())
+    rows, frames = [], {}
+    for r, trial in enumerate(examples["trials"].elements()):
+        secret = _candidate(trial["secret"], len(candidates))
+        row = [examples["public"], *candidates]
+        frames[r, 1 + secret] = SECRET
+        for _, pick in trial["picks"].items():
+            chosen = _candidate(pick, len(candidates))
+            frames[r, len(row)] = RIGHT if chosen == secret else WRONG
+            row.append(candidates[chosen])
+        rows.append(row)
+    return panels_svg(rows, shape[0], shape[1], label, frames, target_width=480)
+
+
+def _candidate(node: Node, count: int) -> int:
+    value = node.value
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < count:
+        raise node.bad(f"expected a candidate index below {count}")
+    return value
 
 
 def _reconstruction(game: Node, index: int) -> Section:

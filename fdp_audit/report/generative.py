@@ -34,12 +34,18 @@ def _range(node: Node) -> Cell:
 def grid_svg(rows: Node, height: int, width: int, label: str) -> str:
     """An SVG of the samples ``rows[class][sample][pixel]`` (grey levels 0–255, row-major ``height × width``):
     one row of samples per class."""
+    return panels_svg([list(samples.elements()) for samples in rows.elements()], height, width, label)
+
+
+def panels_svg(rows: list[list[Node]], height: int, width: int, label: str,
+               frames: dict[tuple[int, int], str] | None = None, target_width: int = 240) -> str:
+    """An SVG of grey-level images in rows of panels, ``rows[r][c]`` the pixels of one (grey levels 0–255,
+    row-major ``height × width``), the panels ``frames`` names framed in its colour, scaled to about
+    ``target_width`` pixels."""
     paths: dict[int, list[str]] = defaultdict(list)
-    n_rows = len(rows.sequence())
-    n_columns = 0
-    for r, samples in enumerate(rows.elements()):
-        n_columns = max(n_columns, len(samples.sequence()))
-        for c, pixels in enumerate(samples.elements()):
+    n_columns = max((len(panels) for panels in rows), default=0)
+    for r, panels in enumerate(rows):
+        for c, pixels in enumerate(panels):
             values = pixels.sequence()
             if len(values) != height * width or not all(isinstance(v, int) and 0 <= v <= 255 for v in values):
                 raise pixels.bad(f"expected {height * width} grey levels 0–255")
@@ -47,15 +53,21 @@ def grid_svg(rows: Node, height: int, width: int, label: str) -> str:
             for i, value in enumerate(values):
                 level = round(value * (GREY_LEVELS - 1) / 255)
                 paths[level].append(f"M{left + i % width} {top + i // width}h1v1h-1z")
-    full_width, full_height = max(n_columns * (width + _GAP) - _GAP, 1), max(n_rows * (height + _GAP) - _GAP, 1)
+    full_width, full_height = max(n_columns * (width + _GAP) - _GAP, 1), max(len(rows) * (height + _GAP) - _GAP, 1)
     greys = {level: round(level * 255 / (GREY_LEVELS - 1)) for level in paths}
     body = "".join(f'<path fill="#{greys[level]:02x}{greys[level]:02x}{greys[level]:02x}" d="{"".join(parts)}"/>'
                    for level, parts in sorted(paths.items()))
-    scale = max(1, 240 // max(full_width, 1))
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{full_width * scale}" height="{full_height * scale}" '
-            f'viewBox="0 0 {full_width} {full_height}" shape-rendering="crispEdges">'
+    # a frame on the gap around its panel, half a pixel wide, so that it hides none of the image
+    body += "".join(f'<rect x="{c * (width + _GAP) - 0.25}" y="{r * (height + _GAP) - 0.25}" width="{width + 0.5}" '
+                    f'height="{height + 0.5}" fill="none" stroke="{colour}" stroke-width="0.5"/>'
+                    for (r, c), colour in (frames or {}).items())
+    # half a pixel of margin all round, where the frames of the outer panels lie
+    outer_width, outer_height = full_width + 1, full_height + 1
+    scale = max(1, target_width // outer_width)
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{outer_width * scale}" height="{outer_height * scale}" '
+            f'viewBox="-0.5 -0.5 {outer_width} {outer_height}" shape-rendering="crispEdges">'
             f'<title>{escape(label)}</title>'
-            f'<rect width="{full_width}" height="{full_height}" fill="#ffffff"/>{body}</svg>')
+            f'<rect x="-0.5" y="-0.5" width="{outer_width}" height="{outer_height}" fill="#ffffff"/>{body}</svg>')
 
 
 def generative_section(node: Node) -> Section:

@@ -120,6 +120,26 @@ INPUT_CANARY_LEAD = (
 )
 
 
+IMAGE_GRADIENT_CANARY_LEAD = (
+    "An image game: the canary's protected part (what its public image does not show) is one of K known "
+    "candidates sharing that public image, each hidden as a gradient canary on parameters the model never reads; "
+    "only the secret's is in the private population. The attacks observe every update (threat model: iterates) "
+    "and guess by the argmax of their scores, judged on every trial."
+)
+
+IMAGE_RECORD_CANARY_LEAD = (
+    "An image game: the canary is a real image whose protected part (what its public image does not show) is one "
+    "of K known candidates sharing that public image, inserted as an ordinary record; the attacks see the trained "
+    "model and guess by the argmax of their scores, judged on every trial."
+)
+
+IMAGE_EXAMPLES_CAPTION = (
+    "Example trials, one per row: the public image (drawn at full resolution), the K candidates (the secret "
+    "framed in orange), then each attack's pick ({attacks}; framed green when right, red when wrong). One grey "
+    "scale for every image of the game."
+)
+
+
 def gradient_canary_lead(game: str) -> str:
     return (
         f"Canaries are crafted gradients inserted into the noisy updates of the {game} game's trials, the secret "

@@ -1,6 +1,6 @@
 """``images``: image FDP end to end (docs/images.md) — the utility table of the GroupNorm CNN with Ψ a
 block-average downsampling (the FDP paper's public-image set-up, Sec. 6.3, with downsampling for its blur), and
-the image games of :mod:`fdp_audit.audit.image_games` on the same CNN.
+the registered image games (:mod:`fdp_audit.audit.games.images`) on the same CNN.
 
 Mechanisms at ε ∈ {1, 2, 4, 8} (δ = 1e-5, z calibrated to each ε): non-private SGD, public-only (the public
 image, upsampled: (0, 0)-FDP), DP-SGD, FDP via DP-SGD fine-tuning from the public model (``fdp_dpsgd``) and
@@ -8,10 +8,11 @@ Algorithm 1 from the same public model (``fdp_sgd``, as in the paper, whose Alg.
 initialisation; public pre-training costs nothing, Remark 2). Test accuracy on the real test images.
 
 Games (K = 4 candidates sharing a public image, Ball = 1/4, judged against Theorem 4's 1 − f(1/4) with exact
-Clopper–Pearson bounds, α = 0.05 split over the attacks): the gradient-canary game for Algorithm 1 (the iterates
-attack's share of the Bayes-optimal advantage, target ≥ 0.9) and for the five known-faulty mechanisms (each must
-be caught), and the record-canary game with final-model attacks; a figure shows example canaries, their public
-image and each attack's pick.
+Clopper–Pearson bounds at α = 0.05 over each game's comparisons, as ``fdp-audit audit`` plays and judges them):
+the gradient-canary game for Algorithm 1 (the iterates attack's share of the Bayes-optimal advantage, target
+≥ 0.9) and for the five known-faulty mechanisms (each must be caught), and the record-canary game with
+final-model attacks; a figure (the report's drawing, as SVG) shows example canaries, their public image and each
+attack's pick.
 
 ``fdp-audit reproduce images`` runs it on scikit-learn's 8×8 digits (2× downsampling: a 4×4 public image), which
 ship with the package's dependencies; ``--quick`` shrinks it for CI. The Fashion-MNIST table is the command
@@ -26,36 +27,39 @@ against the CPU.
 from __future__ import annotations
 
 import argparse
-import io
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from fdp_audit.atomic_io import atomic_write_bytes
-from fdp_audit.audit import image_games
-from fdp_audit.audit.stats import clopper_pearson
+from fdp_audit.audit.games import ImageGradientCanaryGame, ImageRecordCanaryGame
+from fdp_audit.audit.journal import Journal
+from fdp_audit.audit.runner import play_games
 from fdp_audit.config import Config, config_from_dict, load_config
-from fdp_audit.data.image_psi import ImageMap
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
+from fdp_audit.execution import InProcessExecutor
+from fdp_audit.report.games import examples_svg
+from fdp_audit.report.model import Node
+from fdp_audit.report.texts import IMAGE_EXAMPLES_CAPTION
 from fdp_audit.reproduce import CONFIGS
 from fdp_audit.reproduce.common import AccuracyCell, Summary, accuracy_grid, cell, markdown_table
 from fdp_audit.reproduce.utility import compare_mechanisms
 from fdp_audit.training.engine import train_models
 from fdp_audit.training.mechanisms import faulty_mechanisms
-from fdp_audit.training.run import accountant, build_problem, noise_multiplier, resolve_device
+from fdp_audit.training.run import build_problem, noise_multiplier, resolve_device
 
 DIGITS_CONFIG, FASHION_CONFIG = CONFIGS / "images_digits.yaml", CONFIGS / "images_fashion_mnist.yaml"
 EPSILONS, SEEDS = (1.0, 2.0, 4.0, 8.0), 2
 QUICK_EPSILONS, QUICK_SEEDS, QUICK_STEPS = (2.0,), 1, 40
 PRETRAINED = ("fdp_dpsgd", "fdp_sgd")
 CANDIDATES, GAME_EPSILON, GAME_STEPS, GAME_RATE, GAME_ALPHA = 4, 2.0, 20, 0.25, 0.05
-RECORD_SCALE = 0.35
+GAME_ATTACKS = {ImageGradientCanaryGame.name: ("prior", "iterates", "iterates_public_aligned"),
+                ImageRecordCanaryGame.name: ("prior", "likelihood", "informed_gradient")}
 FAULTY_ORDER = ("dp_sgd_half_noise", "dp_sgd_no_clip", "dp_sgd_wrong_rate", "fdp_sgd_leaky_public",
                 "fdp_sgd_shared_batch")
 
@@ -91,9 +95,11 @@ def _setup_text(config: Config, data: PreparedData) -> str:
             f"({psi}); GroupNorm CNN, channels {list(config.model.hidden) or 'default'};")
 
 
-def game_config(mechanism: str, epsilon: float, rows: int, steps: int, sample_rate: float) -> Config:
+def game_config(mechanism: str, epsilon: float, rows: int, steps: int, sample_rate: float, game: str,
+                trials: int) -> Config:
     """The games' setting: digits under 2× downsampling, a small GroupNorm CNN, ``mechanism`` claimed at ``epsilon``
-    (δ = 1e-5). Gradient canaries live on coordinates no record touches, so the data set's size only costs time."""
+    (δ = 1e-5), ``trials`` trials of the registered image ``game`` with K = :data:`CANDIDATES` and its attacks.
+    Gradient canaries live on coordinates no record touches, so the data set's size only costs time."""
     return config_from_dict({
         "name": f"images_game_{mechanism}", "seed": 0, "device": "cpu",
         "data": {"dataset": "digits", "protected": [], "public_map": "downsample", "downsample_factor": 2,
@@ -102,105 +108,74 @@ def game_config(mechanism: str, epsilon: float, rows: int, steps: int, sample_ra
         "mechanism": {"name": mechanism, "faulty": mechanism in faulty_mechanisms(), "target_epsilon": epsilon,
                       "delta": 1e-5, "sample_rate": sample_rate, "public_batch_size": 16, "steps": steps,
                       "clip_norm": 1.0, "public_loss": "public_image",
-                      "optimizer": {"name": "sgd", "lr": 0.2, "momentum": 0.9}}})
+                      "optimizer": {"name": "sgd", "lr": 0.2, "momentum": 0.9}},
+        "audit": {"trials": trials, "alpha": GAME_ALPHA, "games": [game], "attacks": list(GAME_ATTACKS[game]),
+                  "target_prior": [1 / CANDIDATES] * CANDIDATES, "canary_norm_factor": 10.0}})
+
+
+def audit_game(config: Config) -> tuple[str, dict[str, Any]]:
+    """The configured image game played and judged as ``fdp-audit audit`` does: the verdict and its section of
+    ``results.json``."""
+    played = play_games(config, prepare_data(config.data, config.seed), Journal(None, ""), InProcessExecutor())
+    (section,) = played.sections(config.audit.alpha)
+    return played.verdict["status"], section
+
+
+def outcome_rows(label: str | None, section: dict[str, Any]) -> list[list[str]]:
+    """The judged attacks of a game's section as table rows (the prior, which is not judged, left out)."""
+    return [([label] if label is not None else []) + [
+        a["attack"], f"{a['successes']}/{a['trials']}", f"{a['rate']:.3f}", f"[{a['ci_low']:.3f}, {a['ci_high']:.3f}]",
+        f"{a['bound']:.3f}", a["status"].upper()] for a in section["attacks"] if a["attack"] != "prior"]
 
 
 def gradient_canary_section(trials: int, faulty_trials: int) -> tuple[str, dict[str, Any]]:
-    """Algorithm 1 and the known-faulty mechanisms in the K-candidate gradient-canary game."""
+    """Algorithm 1 and the known-faulty mechanisms in the registered gradient-canary image game."""
     rows, payload = [], {}
     for mechanism in ("fdp_sgd", *FAULTY_ORDER):
-        config = game_config(mechanism, GAME_EPSILON, 80, GAME_STEPS, GAME_RATE)
-        data = prepare_data(config.data, config.seed)
-        problem = build_problem(config, data)
         n = trials if mechanism == "fdp_sgd" else faulty_trials
-        secrets, scores = image_games.play_gradient_canaries(problem, 0, np.arange(n), CANDIDATES, 10.0)
-        limit = image_games.theorem4_limit(accountant(config.mechanism), CANDIDATES)
-        results = image_games.outcomes("gradient canaries", secrets, scores, limit, GAME_ALPHA / len(scores))
-        caught = any(o.violation for o in results)
-        for o in results:
-            rows.append([mechanism, o.attack, f"{o.successes}/{o.trials}", f"{o.rate:.3f}",
-                         f"[{o.interval[0]:.3f}, {o.interval[1]:.3f}]", f"{limit:.3f}",
-                         "VIOLATION" if o.violation else "PASS"])
-        payload[mechanism] = {"outcomes": [o.row() for o in results], "caught": caught}
+        config = game_config(mechanism, GAME_EPSILON, 80, GAME_STEPS, GAME_RATE, ImageGradientCanaryGame.name, n)
+        verdict, section = audit_game(config)
+        rows += outcome_rows(mechanism, section)
+        payload[mechanism] = {"verdict": verdict, "caught": verdict == "VIOLATION", "outcomes": section["attacks"]}
         if mechanism == "fdp_sgd":
-            z = problem.hyper.noise_multiplier
-            optimum, error = image_games.bayes_optimal_success(GAME_RATE, z, GAME_STEPS, CANDIDATES)
-            iterates = next(o for o in results if o.attack == "iterates")
-            low, high = clopper_pearson(iterates.successes, iterates.trials, 0.05)
-            share = [(v - 1 / CANDIDATES) / (optimum - 1 / CANDIDATES) for v in (iterates.rate, low, high)]
-            payload[mechanism] |= {"bayes_optimal": optimum, "bayes_optimal_se": error, "share": share[0],
-                                   "share_interval": share[1:], "noise_multiplier": z}
+            optimum = section["optimal_success"]
+            iterates = next(a for a in section["attacks"] if a["attack"] == "iterates")
+            share = [(v - 1 / CANDIDATES) / (optimum - 1 / CANDIDATES)
+                     for v in (iterates["rate"], iterates["ci_low"], iterates["ci_high"])]
+            payload[mechanism] |= {"bayes_optimal": optimum, "bayes_optimal_se": section["optimal_success_se"],
+                                   "share": share[0], "share_interval": share[1:],
+                                   "noise_multiplier": noise_multiplier(config.mechanism)}
     alg1 = payload["fdp_sgd"]
-    text = (f"## Gradient canaries (iterates threat model)\n\nK = {CANDIDATES} candidates, one present; the claim: "
-            f"ε = {GAME_EPSILON:g} at δ = 1e-5 (z = {alg1['noise_multiplier']:.3f}), p = {GAME_RATE:g}, "
-            f"T = {GAME_STEPS}; {trials} trials for Algorithm 1, {faulty_trials} per known-faulty mechanism; each "
-            f"attack's one-sided bound at α = {GAME_ALPHA:g}/2.\n\n"
-            + markdown_table(["mechanism", "attack", "successes", "rate", "95 % interval", "limit 1 − f(1/K)",
+    text = (f"## Gradient canaries (iterates threat model)\n\nThe registered `{ImageGradientCanaryGame.name}` game: "
+            f"K = {CANDIDATES} candidates, one present; the claim: ε = {GAME_EPSILON:g} at δ = 1e-5 "
+            f"(z = {alg1['noise_multiplier']:.3f}), p = {GAME_RATE:g}, T = {GAME_STEPS}; {trials} trials for "
+            f"Algorithm 1, {faulty_trials} per known-faulty mechanism; each attack's argmax guess over every trial, "
+            f"its interval and verdict at α = {GAME_ALPHA:g} over the game's comparisons.\n\n"
+            + markdown_table(["mechanism", "attack", "successes", "rate", "interval", "limit 1 − f(1/K)",
                               "verdict"], rows)
             + f"\n\nBayes-optimal success (known p and σ, Monte Carlo): {alg1['bayes_optimal']:.4f} ± "
               f"{alg1['bayes_optimal_se']:.4f}; the iterates attack realises {alg1['share']:.2f} of the Bayes-optimal "
-              f"advantage (95 %: [{alg1['share_interval'][0]:.2f}, {alg1['share_interval'][1]:.2f}]; target ≥ 0.9). "
+              f"advantage (interval [{alg1['share_interval'][0]:.2f}, {alg1['share_interval'][1]:.2f}]; target ≥ 0.9). "
               "Known-faulty mechanisms caught: "
             + ", ".join(f"{m} {'yes' if payload[m]['caught'] else 'NO'}" for m in FAULTY_ORDER) + ".")
     return text, payload
 
 
 def record_canary_section(out_dir: Path, trials: int) -> tuple[str, dict[str, Any]]:
-    """Algorithm 1 in the record-canary game with final-model attacks, and the figure of example canaries."""
-    config = game_config("fdp_sgd", GAME_EPSILON, 200, 60, 0.1)
-    data = prepare_data(config.data, config.seed)
-    problem = build_problem(config, data)
-    psi = data.feature_split
-    assert isinstance(psi, ImageMap)
-    population = torch.as_tensor(data.population.x), torch.as_tensor(data.population.y)
-    indices = np.arange(trials)
-    trials_ = image_games.record_canary_trials(psi, *population, 0, indices, CANDIDATES, RECORD_SCALE)
-    scores = image_games.play_record_canaries(problem, trials_, 0, indices)
-    limit = image_games.theorem4_limit(accountant(config.mechanism), CANDIDATES)
-    results = image_games.outcomes("record canaries", trials_.secrets, scores, limit, GAME_ALPHA / len(scores))
-    figure = canary_figure(out_dir / "images_canaries.png", psi, trials_, scores)
-    rows = [[o.attack, f"{o.successes}/{o.trials}", f"{o.rate:.3f}", f"[{o.interval[0]:.3f}, {o.interval[1]:.3f}]",
-             f"{limit:.3f}", "VIOLATION" if o.violation else "PASS"] for o in results]
-    text = (f"## Record canaries (final model)\n\nThe canary is a digit whose protected part (what the 2×2 block "
-            f"means do not show) is one of K = {CANDIDATES} random patterns of scale {RECORD_SCALE:g}; Algorithm 1 "
-            f"claimed at ε = {GAME_EPSILON:g}, {trials} trials.\n\n"
-            + markdown_table(["attack", "successes", "rate", "95 % interval", "limit", "verdict"], rows)
-            + f"\n\n![example canaries]({figure.name})\n\nEach row: the public image (upsampled block means), the "
-              "K candidates (the true one framed), and each attack's pick.")
-    return text, {"outcomes": [o.row() for o in results], "figure": str(figure)}
-
-
-def canary_figure(path: Path, psi: ImageMap, trials: image_games.RecordCanaryTrials,
-                  scores: dict[str, np.ndarray], examples: int = 3) -> Path:
-    """A PNG: per example trial, the public image, the K candidates (the secret framed) and each attack's pick."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    k = trials.candidates.shape[1]
-    columns = 1 + k + len(scores)
-    fig = Figure(figsize=(1.3 * columns, 1.4 * examples))
-    side = psi.height
-    for row in range(examples):
-        candidates = trials.candidates[row]
-        public = psi.public_image(psi(candidates[:1], None).features)[0]
-        panels = [("public image", public)] + [(f"candidate {j}", candidates[j]) for j in range(k)]
-        panels += [(f"{name}: {int(s[row].argmax())}", candidates[int(s[row].argmax())]) for name, s in scores.items()]
-        for col, (title, image) in enumerate(panels):
-            ax = fig.add_subplot(examples, columns, row * columns + col + 1)
-            ax.imshow(image.reshape(side, side).numpy(), cmap="gray")
-            ax.set_xticks([])
-            ax.set_yticks([])
-            ax.set_title(title, fontsize=7)
-            if col == 1 + int(trials.secrets[row]):
-                for spine in ax.spines.values():
-                    spine.set_edgecolor("#c2410c")
-                    spine.set_linewidth(2.5)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    return atomic_write_bytes(path, buffer.getvalue())
+    """Algorithm 1 in the registered record-canary image game with final-model attacks, and its example canaries
+    drawn as the report draws them."""
+    config = game_config("fdp_sgd", GAME_EPSILON, 200, 60, 0.1, ImageRecordCanaryGame.name, trials)
+    verdict, section = audit_game(config)
+    figure = out_dir / "images_canaries.svg"
+    atomic_write_bytes(figure, examples_svg(Node(section["examples"]), "example canaries").encode("utf-8"))
+    attacks = ", ".join(a for a in GAME_ATTACKS[ImageRecordCanaryGame.name] if a != "prior")
+    text = (f"## Record canaries (final model)\n\nThe registered `{ImageRecordCanaryGame.name}` game: the canary "
+            f"is a digit whose protected part (what the 2×2 block means do not show) is one of K = {CANDIDATES} "
+            f"random patterns; Algorithm 1 claimed at ε = {GAME_EPSILON:g}, {trials} trials; verdict {verdict}.\n\n"
+            + markdown_table(["attack", "successes", "rate", "interval", "limit", "verdict"],
+                             outcome_rows(None, section))
+            + f"\n\n![example canaries]({figure.name})\n\n{IMAGE_EXAMPLES_CAPTION.format(attacks=attacks)}")
+    return text, {"verdict": verdict, "outcomes": section["attacks"], "figure": str(figure)}
 
 
 def run(out_dir: Path, quick: bool = False) -> Summary:

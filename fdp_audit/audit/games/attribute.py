@@ -54,6 +54,14 @@ def third_party_trainer(config: Config) -> ShadowTrainer | None:
     return train
 
 
+def record_canaries(setup: AttributeSetup, secrets: np.ndarray) -> Canaries:
+    """Each trial's canary: the candidate record its secret names, in the private and the public population."""
+    n = len(secrets)
+    present = torch.ones(n, dtype=torch.bool)
+    return Canaries(setup.candidates[torch.as_tensor(secrets)], torch.full((n,), setup.label, dtype=torch.long),
+                    present, present)
+
+
 class AttributeGame(base.Game[GameRecord]):
     name = "attribute"
     stream_block = 1
@@ -80,15 +88,10 @@ class AttributeGame(base.Game[GameRecord]):
         return AttributeSetup(problem, knowledge, found.records, label, found.names)
 
     def secrets(self, config: Config, setup: base.Setup, indices: np.ndarray) -> np.ndarray:
-        prior = np.asarray(config.audit.target_prior, dtype=float)
-        u = base.trial_uniforms(config.seed, indices).numpy()
-        return np.minimum(np.searchsorted(np.cumsum(prior), u, side="right"), len(prior) - 1)
+        return base.prior_secrets(config.seed, indices, config.audit.target_prior)
 
     def canaries(self, config: Config, setup: AttributeSetup, indices: np.ndarray) -> Canaries:
-        labels = self.secrets(config, setup, indices)
-        n = len(indices)
-        return Canaries(setup.candidates[torch.as_tensor(labels)], torch.full((n,), setup.label, dtype=torch.long),
-                        torch.ones(n, dtype=torch.bool), torch.ones(n, dtype=torch.bool))
+        return record_canaries(setup, self.secrets(config, setup, indices))
 
     def score(self, attacks: dict[str, Attack], view: View) -> dict[str, np.ndarray]:
         return candidate_scores(attacks, view)

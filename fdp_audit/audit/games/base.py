@@ -29,7 +29,7 @@ from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.training import streams
-from fdp_audit.training.engine import Canaries, TrainingProblem
+from fdp_audit.training.engine import Canaries, CanaryBlock, TrainingProblem
 
 TRIAL_BLOCK = 10_000_000  # model indices per game: above the 10^6 trials a configuration allows
 
@@ -216,8 +216,9 @@ class Game(ABC, Generic[Record]):
         a continuous secret is stored as its digest)."""
 
     @abstractmethod
-    def canaries(self, config: Config, setup: Setup, indices: np.ndarray) -> Canaries:
-        """The canaries of the given trials, one per model, with the secrets :meth:`secrets` draws for them."""
+    def canaries(self, config: Config, setup: Setup, indices: np.ndarray) -> Canaries | CanaryBlock:
+        """The canaries of the given trials, one row per model, with the secrets :meth:`secrets` draws for them:
+        canary records, or a block of gradient canaries on parameters the model never reads."""
 
     @abstractmethod
     def score(self, attacks: dict[str, Attack], view: View) -> dict[str, np.ndarray]:
@@ -278,6 +279,13 @@ def game_attacks(names: tuple[str, ...], kind: AttributeKind, gradient_canary: b
 def trial_uniforms(seed: int, indices: np.ndarray) -> torch.Tensor:
     """One uniform per trial from the GAME stream, independent of the models' training streams."""
     return streams.uniform(streams.model_keys(seed, torch.as_tensor(indices)), 0, streams.Stream.GAME, 1)[:, 0]
+
+
+def prior_secrets(seed: int, indices: np.ndarray, prior: tuple[float, ...]) -> np.ndarray:
+    """Each trial's secret, a candidate index drawn from the known ``prior`` by inverting its distribution
+    function at the trial's uniform (:func:`trial_uniforms`)."""
+    u = trial_uniforms(seed, indices).numpy()
+    return np.minimum(np.searchsorted(np.cumsum(np.asarray(prior, dtype=float)), u, side="right"), len(prior) - 1)
 
 
 def stated_claim(claim: MechanismSpec) -> dict[str, Any]:

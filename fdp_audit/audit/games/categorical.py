@@ -4,6 +4,7 @@ the report that every such game shows."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -52,6 +53,17 @@ def judged_rule(record: GameRecord, attack: str) -> tuple[DecisionRule, int, int
     return rule, rule.successes(scores[evaluation], record.labels[evaluation]), int(len(evaluation))
 
 
+def rule_counts(record: GameRecord, attack: str) -> tuple[int, int]:
+    """An attack's successes and trials as its fitted decision rule is judged (:func:`judged_rule`)."""
+    _, successes, trials = judged_rule(record, attack)
+    return successes, trials
+
+
+def argmax_counts(record: GameRecord, attack: str) -> tuple[int, int]:
+    """An attack's successes when its guess is the argmax of its scores, over every trial (nothing is fitted)."""
+    return int((record.scores[attack].argmax(axis=1) == record.labels).sum()), int(len(record.labels))
+
+
 def rate_comparisons(record: GameRecord, bound: float, view: str) -> list[RateComparison]:
     """Success against ``bound`` of each attack's decision rule, counted on the evaluation trials; Ball is the
     prior's largest probability."""
@@ -67,16 +79,18 @@ def rate_comparisons(record: GameRecord, bound: float, view: str) -> list[RateCo
 
 
 def attribute_section(record: GameRecord, judgements: Judgements, view: str, canary: str, fallback_bound: float,
-                      alpha: float) -> dict[str, Any]:
-    """The attribute view of a categorical game: each attack's success against the game's bound (the judged
-    comparisons' limit, ``fallback_bound`` when none is judged), the prior shown for reference."""
+                      alpha: float, counts: Callable[[GameRecord, str], tuple[int, int]] = rule_counts
+                      ) -> dict[str, Any]:
+    """The attribute view of a categorical game: each attack's success (``counts``: successes and trials) against
+    the game's bound (the judged comparisons' limit, ``fallback_bound`` when none is judged), the prior shown for
+    reference."""
     ball = float(record.prior.max())
     found = {attack: judgements.find("rate", record.game, attack, view) for attack in record.scores}
     judged = [j for j in found.values() if j is not None]
     bound = judged[0].evaluation["theoretical"] if judged else fallback_bound
     attacks = []
     for attack in record.scores:
-        _, successes, trials = judged_rule(record, attack)
+        successes, trials = counts(record, attack)
         ci = clopper_pearson(successes, trials, alpha)
         lower = lower_confidence_bound(successes, trials, alpha)
         entry = {"attack": attack, "threat_model": record.threat_models[attack], "trials": trials,

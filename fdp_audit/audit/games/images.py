@@ -1,0 +1,203 @@
+"""The image games (docs/images.md): the protected part of a canary image is one of K known candidates sharing its
+public image, drawn from the known prior ``audit.target_prior`` (Ball = its largest probability, 1/K when
+uniform; after Hayes, Mahloujifar & Balle, NeurIPS 2023). An attack's guess is the argmax of its scores — no
+rule is fitted — so its successes over every trial are judged against Theorem 4's ``1 − f(Ball)`` with an exact
+Clopper–Pearson bound.
+
+* ``image_gradient_canary`` (threat model ``iterates``): the K candidates are K gradient canaries on a canary
+  block of the model (:func:`fdp_audit.audit.image_games.gradient_canary_block`); only the secret's is in the
+  private population, all are in the public one with the same public gradient, as K images with one public image
+  are. The iterates attacks (:mod:`attacks.iterates`) score each candidate on its own coordinate, estimating the
+  noise from the block's noise-only coordinates and integrating over the sampling rate: they never read the claim.
+* ``image_record_canary`` (final model): the canary is a population image ``x − Px + P z_j`` with P the Ψ map's
+  protected projection (:meth:`fdp_audit.data.image_psi.ImageMap.canary_candidates`), inserted as an ordinary
+  record; final-model attacks (the black-box likelihood, the informed gradient attack, …) score the candidates.
+  Its section of ``results.json`` holds a few example trials — the public image, the candidates and each attack's
+  pick, as grey levels — for the report to draw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from attacks import Attack, Knowledge, View
+from fdp_audit.accounting.mechanism import MechanismAccountant
+from fdp_audit.audit import image_games
+from fdp_audit.audit.games import base
+from fdp_audit.audit.games.attribute import AttributeGame, AttributeSetup, record_canaries
+from fdp_audit.audit.games.categorical import GameRecord, argmax_counts, attribute_section, candidate_scores
+from fdp_audit.config import Config
+from fdp_audit.data.image_psi import ImageMap
+from fdp_audit.data.prepare import PreparedData
+from fdp_audit.errors import BadInputError
+from fdp_audit.training.engine import Canaries, CanaryBlock
+from fdp_audit.training.run import build_problem
+
+EXAMPLES = 3  # example trials the record game stores for the report
+
+
+def image_map(data: PreparedData, game: str) -> ImageMap:
+    """The data's Ψ, which an image game needs to be an image map (blur or downsampling)."""
+    psi = data.feature_split
+    if not isinstance(psi, ImageMap):
+        raise BadInputError(f"the {game} game needs image data with an image Ψ (public_map: downsample or blur); "
+                            f"{psi.spec()['kind']!r} is not one", "data.public_map")
+    return psi
+
+
+@dataclass(frozen=True)
+class ImageGameRecord(GameRecord):
+    """The trials of an image game, and what the report draws of a few of them (empty for gradient canaries)."""
+
+    examples: dict[str, Any]
+
+
+class ImageGame(base.Game[ImageGameRecord]):
+    """K candidates sharing a public image, the secret from ``audit.target_prior``, each attack's argmax guess
+    judged on every trial against ``1 − f(Ball)`` under the add/remove claim (module docstring)."""
+
+    canary: ClassVar[str]  # how the report names the canary
+
+    def secrets(self, config: Config, setup: base.Setup, indices: np.ndarray) -> np.ndarray:
+        return base.prior_secrets(config.seed, indices, config.audit.target_prior)
+
+    def score(self, attacks: dict[str, Attack], view: View) -> dict[str, np.ndarray]:
+        return candidate_scores(attacks, view)
+
+    def candidate_names(self, setup: base.Setup) -> tuple[str, ...]:
+        return tuple(f"candidate {j}" for j in range(self.score_width(setup)))
+
+    def examples(self, setup: base.Setup, secrets: np.ndarray, scores: dict[str, np.ndarray]) -> dict[str, Any]:
+        """What the report draws of a few trials (nothing by default)."""
+        return {}
+
+    def record(self, config: Config, setup: base.Setup, secrets: np.ndarray, scores: dict[str, np.ndarray],
+               threat_models: dict[str, str]) -> ImageGameRecord:
+        return ImageGameRecord(self.name, secrets, scores, np.asarray(config.audit.target_prior, dtype=float),
+                               threat_models, self.candidate_names(setup), self.examples(setup, secrets, scores))
+
+    def comparisons(self, record: ImageGameRecord, claim: base.Claim) -> list[base.RateComparison]:
+        ball = float(record.prior.max())
+        bound = float(claim.add_remove.bound(ball))
+        rows = []
+        for attack in record.scores:
+            if attack != "prior":
+                successes, trials = argmax_counts(record, attack)
+                rows.append(base.RateComparison(self.name, self.name, attack, record.threat_models[attack], trials,
+                                                successes, ball, bound))
+        return rows
+
+    def planned(self, config: Config, data: PreparedData, claim: base.Claim) -> list[base.PlannedComparison]:
+        ball = max(config.audit.target_prior)
+        bound = float(claim.add_remove.bound(ball))
+        return [base.PlannedComparison(base.RateComparison(self.name, self.name, name, attack.threat_model,
+                                                           config.audit.trials, 0, ball, bound), base.judged_on_all)
+                for name, attack in self.attacks(config.audit.attacks).items() if name != "prior"]
+
+    def sections(self, record: ImageGameRecord, judgements: base.Judgements, claim: base.Claim,
+                 alpha: float) -> list[dict[str, Any]]:
+        fallback = float(claim.add_remove.bound(float(record.prior.max())))
+        section = attribute_section(record, judgements, self.name, self.canary, fallback, alpha, argmax_counts)
+        section = {**section, "game": self.name} | self.extra_facts(record, claim)
+        return [section | ({"examples": record.examples} if record.examples else {})]
+
+    def extra_facts(self, record: ImageGameRecord, claim: base.Claim) -> dict[str, Any]:
+        """Further numbers of the game's section."""
+        return {}
+
+    def stated_ball(self, row: dict[str, Any], config: Config, where: str) -> float:
+        return max(config.audit.target_prior)
+
+    def stated_limit(self, ball: float, accountant: Callable[[str], MechanismAccountant]) -> float:
+        return float(accountant("add-remove").bound(ball))
+
+
+@dataclass(frozen=True)
+class GradientBlockSetup(base.Setup):
+    magnitude: float  # each canary's raw private gradient: canary_norm_factor · C, above the clip norm
+
+
+class ImageGradientCanaryGame(ImageGame):
+    name = "image_gradient_canary"
+    stream_block = 25
+    gradient_canary = True
+    canary = "gradient (canary block)"
+
+    def attacks(self, names: tuple[str, ...]) -> dict[str, Attack]:
+        chosen = super().attacks(names)
+        if len(chosen) <= ("prior" in chosen):
+            raise BadInputError(f"the {self.name} game needs an iterates attack in audit.attacks", "audit.attacks")
+        return chosen
+
+    def setup(self, config: Config, data: PreparedData) -> GradientBlockSetup:
+        if config.mechanism.third_party is not None or config.mechanism.training is not None:
+            raise BadInputError(f"the {self.name} game inserts a canary block into the built-in engine's models; "
+                                "a third-party mechanism or the user's training cannot take one", "audit.games")
+        image_map(data, self.name)
+        problem = build_problem(config, data)
+        k, p = len(config.audit.target_prior), problem.model.n_parameters
+        x, y = data.tensors()
+        knowledge = Knowledge(problem.model, torch.zeros(k, x.shape[1]), 0,
+                              torch.as_tensor(config.audit.target_prior, dtype=torch.float32),
+                              clip_norm=problem.hyper.clip_norm,
+                              candidate_coordinates=tuple(range(p, p + k)),
+                              candidate_public_coordinates=tuple(range(p + k, p + 2 * k)),
+                              noise_coordinates=tuple(range(p + 2 * k, p + 2 * k + image_games.NOISE_COORDINATES)))
+        return GradientBlockSetup(problem, knowledge, config.audit.canary_norm_factor * problem.hyper.clip_norm)
+
+    def canaries(self, config: Config, setup: GradientBlockSetup, indices: np.ndarray) -> CanaryBlock:
+        return image_games.gradient_canary_block(self.secrets(config, setup, indices), self.score_width(setup),
+                                                 setup.magnitude)
+
+    def extra_facts(self, record: ImageGameRecord, claim: base.Claim) -> dict[str, Any]:
+        """The Bayes-optimal success under the claim (known p and σ, uniform prior): what the iterates attack is
+        measured against (docs/images.md)."""
+        spec = claim.add_remove.spec
+        prior = record.prior
+        if not spec.is_gaussian or not np.allclose(prior, prior[0]):
+            return {}
+        success, error = image_games.bayes_optimal_success(spec.sample_rate, spec.noise_multiplier, spec.steps,
+                                                           len(prior))
+        return {"optimal_success": success, "optimal_success_se": error}
+
+
+@dataclass(frozen=True)
+class ImageRecordSetup(AttributeSetup):
+    public_image: torch.Tensor  # [H·W]: the candidates' common public image, drawn at full resolution
+    shape: tuple[int, int]
+
+
+class ImageRecordCanaryGame(ImageGame):
+    name = "image_record_canary"
+    stream_block = 26
+    canary = "record"
+
+    def setup(self, config: Config, data: PreparedData) -> ImageRecordSetup:
+        psi = image_map(data, self.name)
+        attribute = AttributeGame().setup(config, data)
+        public = psi.public_image(psi(attribute.candidates[:1].double(), None).features)[0]
+        return ImageRecordSetup(**{f.name: getattr(attribute, f.name) for f in fields(attribute)},
+                                public_image=public, shape=(psi.height, psi.width))
+
+    def canaries(self, config: Config, setup: ImageRecordSetup, indices: np.ndarray) -> Canaries:
+        return record_canaries(setup, self.secrets(config, setup, indices))
+
+    def candidate_names(self, setup: ImageRecordSetup) -> tuple[str, ...]:
+        return setup.candidate_names
+
+    def examples(self, setup: ImageRecordSetup, secrets: np.ndarray, scores: dict[str, np.ndarray]
+                 ) -> dict[str, Any]:
+        """The public image and the candidates as grey levels 0–255 (one linear scale for all, so that they
+        compare), and the first :data:`EXAMPLES` trials' secrets and each attack's pick."""
+        images = torch.cat([setup.public_image[None], setup.candidates.double()])
+        low, high = float(images.min()), float(images.max())
+        grey = ((images - low) / max(high - low, 1e-12) * 255).round().clamp(0, 255).to(torch.int64).tolist()
+        trials = [{"trial": i, "secret": int(secrets[i]),
+                   "picks": {attack: int(s[i].argmax()) for attack, s in scores.items() if attack != "prior"}}
+                  for i in range(min(EXAMPLES, len(secrets)))]
+        return {"image_shape": list(setup.shape), "public": grey[0], "candidates": grey[1:], "trials": trials}
