@@ -190,3 +190,26 @@ def test_an_unknown_game_is_bad_input(small_config) -> None:
     with pytest.raises(BadInputError) as error:
         run_audit(config, None)
     assert error.value.field == "audit.games" and "telepathy" in str(error.value)
+
+
+@pytest.mark.parametrize("game", ["image_gradient_canary", "image_record_canary"])
+def test_image_games_give_the_same_results_on_any_executor(game: str) -> None:
+    """The image games by the same contract: chunks of 5 on pickled tasks, last first, give exactly the
+    in-process trials — the gradient game's canary block is rebuilt for each chunk from its trial indices."""
+    import yaml
+
+    from fdp_audit.audit.journal import Journal
+    from fdp_audit.audit.runner import play_games
+    from fdp_audit.data.prepare import prepare_data
+    from fdp_audit.reproduce import CONFIGS
+
+    raw = yaml.safe_load((CONFIGS / "images_games.yaml").read_text(encoding="utf-8"))
+    raw["device"] = "cpu"
+    raw["audit"] |= {"games": [game], "trials": 12, "max_models_per_chunk": 5,
+                     "attacks": ["prior", "iterates", "iterates_public_aligned", "likelihood"]}
+    config = config_from_dict(raw)
+    data = prepare_data(config.data, config.seed)
+    here = play_games(config, data, Journal(None, ""), InProcessExecutor())
+    there = play_games(config, data, Journal(None, ""), ReversedPickledExecutor())
+    assert [c.row() for c in there.comparisons] == [c.row() for c in here.comparisons]
+    assert there.sections(0.05) == here.sections(0.05)
