@@ -4,10 +4,11 @@ trial runner (the gradient game's canary block travels with each chunk), journal
 can see them, the correct ones exit 0.
 
 The settings are configs/images_games.yaml's (digits under 2× downsampling, the GroupNorm CNN, K = 4, Ball = ¼)
-with the mechanism and claim a row of :data:`CAUGHT` names. Each row's successes were measured on seed 0; its trial
-count makes a miss need the success to fall at least 4.5 binomial standard errors below the measured rate
-(probability below 1e-5 per row, by the normal approximation), since the gate's one-sided Clopper–Pearson bound
-at α/2 = 0.025 lies about 2 standard errors below the rate."""
+with the mechanism, claim and data a row of :data:`CAUGHT` names. Each row's successes were measured on seed 0;
+its trial count makes a miss need the success to fall at least 3.6 binomial standard errors below the measured
+rate (half noise in the gradient game; 5 or more for the others): probability below 2e-4 per row by the normal
+approximation, the gate's one-sided Clopper–Pearson bound at α/2 = 0.025 lying about 2 standard errors below
+the rate. Faults a game cannot see are listed in :data:`NOT_VISIBLE` with the reason."""
 
 from __future__ import annotations
 
@@ -28,13 +29,16 @@ IMAGE_GAMES = CONFIGS / "images_games.yaml"
 GRADIENT = ("prior", "iterates", "iterates_public_aligned")
 
 
-def image_config(mechanism: str, game: str, trials: int, **claim: Any) -> dict[str, Any]:
-    """configs/images_games.yaml with one game, ``mechanism`` trained and ``claim`` (ε, p, T …) overriding it."""
+def image_config(mechanism: str, game: str, trials: int, claim: dict[str, Any] | None = None,
+                 data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """configs/images_games.yaml with one game, ``mechanism`` trained, ``claim`` (ε, p, T …) overriding the
+    mechanism's settings and ``data`` the data's."""
     from fdp_audit.training.mechanisms import faulty_mechanisms
 
     raw = yaml.safe_load(IMAGE_GAMES.read_text(encoding="utf-8"))
     raw["device"] = "cpu"
-    raw["mechanism"] |= {"name": mechanism, "faulty": mechanism in faulty_mechanisms(), **claim}
+    raw["mechanism"] |= {"name": mechanism, "faulty": mechanism in faulty_mechanisms(), **(claim or {})}
+    raw["data"] |= data or {}
     raw["audit"] |= {"games": [game], "trials": trials}
     if game == ImageGradientCanaryGame.name:
         raw["audit"]["attacks"] = list(GRADIENT)
@@ -93,18 +97,41 @@ def test_image_games_run_through_audit_gate_report_and_resume(cli, write_yaml, t
     assert resumed["comparisons"] == results["comparisons"]
 
 
-# (mechanism, claim overrides, trials) -> the attack that must catch it; measured successes on seed 0 in comments
+# game -> mechanism -> (claim overrides, data overrides, trials, the attack that must catch it); measured
+# successes on seed 0 in comments
 HALF_NOISE_CLAIM = {"target_epsilon": 4.0, "sample_rate": 1.0, "steps": 10}  # p = 1: halving z shows in full
+# the final model shows a fault only where one record moves it far: 10 training images, 60 steps at lr 0.5, and
+# either every record's gradient far above the clip norm (C = 0.05) or the private part barely weighted (0.01)
+FEW_IMAGES = {"max_rows": 20}
+UNCLIPPED = {"clip_norm": 0.05, "sample_rate": 1.0, "steps": 60, "optimizer": {"name": "sgd", "lr": 0.5}}
+LEAKY = {"private_weight": 0.01, "steps": 60, "optimizer": {"name": "sgd", "lr": 0.5}}
+GRADIENT_GAME, RECORD_GAME = ImageGradientCanaryGame.name, ImageRecordCanaryGame.name
 CAUGHT = {
-    "dp_sgd_half_noise": (HALF_NOISE_CLAIM, 200, "iterates"),  # 156/200 against 0.599
-    "dp_sgd_no_clip": ({}, 100, "iterates"),  # 97/100 against 0.410
-    "dp_sgd_wrong_rate": ({}, 100, "iterates"),  # 76/100 against 0.410
-    "fdp_sgd_leaky_public": ({}, 100, "iterates"),  # 100/100 against 0.410
-    "fdp_sgd_shared_batch": ({}, 200, "iterates_public_aligned"),  # 71/100 against 0.410
+    GRADIENT_GAME: {
+        "dp_sgd_half_noise": (HALF_NOISE_CLAIM, {}, 200, "iterates"),  # 156/200 against 0.599
+        "dp_sgd_no_clip": ({}, {}, 100, "iterates"),  # 97/100 against 0.410
+        "dp_sgd_wrong_rate": ({}, {}, 100, "iterates"),  # 76/100 against 0.410
+        "fdp_sgd_leaky_public": ({}, {}, 100, "iterates"),  # 100/100 against 0.410
+        "fdp_sgd_shared_batch": ({}, {}, 200, "iterates_public_aligned"),  # 141/200 against 0.410
+    },
+    RECORD_GAME: {
+        "dp_sgd_no_clip": (UNCLIPPED, FEW_IMAGES, 120, "likelihood"),  # 88/120 against 0.431
+        "fdp_sgd_leaky_public": (LEAKY, FEW_IMAGES, 80, "likelihood"),  # 66/80 against 0.423
+    },
+}
+# (game, mechanism) a game cannot see, and why
+NOT_VISIBLE = {
+    (RECORD_GAME, "dp_sgd_half_noise"): "a real image's candidates differ by far less than the worst case the bound "
+                                        "allows, so halving the noise keeps a final-model attack below it",
+    (RECORD_GAME, "dp_sgd_wrong_rate"): "as for half noise: a real record is far from the worst case",
+    (RECORD_GAME, "fdp_sgd_shared_batch"): "the fault reveals when the canary was sampled, which only per-step "
+                                           "updates show",
 }
 PASSING = {  # a false VIOLATION has probability ≤ α = 0.05 by the gate's guarantee; seeded, each sits far inside
-    "fdp_sgd": ({}, 200),  # iterates 31/100 against 0.410
-    "dp_sgd": (HALF_NOISE_CLAIM, 200),  # iterates 108/200 against 0.599
+    (GRADIENT_GAME, "fdp_sgd"): ({}, {}, 200),  # iterates 62/200 against 0.410
+    (GRADIENT_GAME, "dp_sgd"): (HALF_NOISE_CLAIM, {}, 200),  # iterates 108/200 against 0.599
+    (RECORD_GAME, "dp_sgd"): (UNCLIPPED, FEW_IMAGES, 120),  # likelihood 36/120 against 0.431
+    (RECORD_GAME, "fdp_sgd"): (LEAKY, FEW_IMAGES, 80),  # likelihood 25/80 against 0.423
 }
 
 
@@ -118,21 +145,26 @@ def audit_and_gate(cli, write_yaml, tmp_path: Path, raw: dict[str, Any]) -> tupl
     return gated.code, json.loads((tmp_path / "out" / "results.json").read_text())
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("mechanism", list(CAUGHT))
-def test_the_gradient_game_catches_every_known_faulty_mechanism(cli, write_yaml, tmp_path: Path,
-                                                                mechanism: str) -> None:
-    claim, trials, attack = CAUGHT[mechanism]
-    code, results = audit_and_gate(cli, write_yaml, tmp_path,
-                                   image_config(mechanism, ImageGradientCanaryGame.name, trials, **claim))
-    assert code == 1 and f"image_gradient_canary/{attack}" in results["verdict"]["violations"]
+def test_every_known_fault_is_caught_by_an_image_game_or_said_invisible() -> None:
+    from fdp_audit.training.mechanisms import faulty_mechanisms
+
+    for game in (GRADIENT_GAME, RECORD_GAME):
+        for fault in faulty_mechanisms():
+            assert (fault in CAUGHT[game]) != ((game, fault) in NOT_VISIBLE), (game, fault)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mechanism", list(PASSING))
-def test_correct_mechanisms_pass_the_gradient_game(cli, write_yaml, tmp_path: Path, mechanism: str) -> None:
-    claim, trials = PASSING[mechanism]
-    code, results = audit_and_gate(cli, write_yaml, tmp_path,
-                                   image_config(mechanism, ImageGradientCanaryGame.name, trials, **claim))
+@pytest.mark.parametrize(("game", "mechanism"), [(g, m) for g, faults in CAUGHT.items() for m in faults])
+def test_the_image_games_catch_the_known_faulty_mechanisms(cli, write_yaml, tmp_path: Path, game: str,
+                                                           mechanism: str) -> None:
+    claim, data, trials, attack = CAUGHT[game][mechanism]
+    code, results = audit_and_gate(cli, write_yaml, tmp_path, image_config(mechanism, game, trials, claim, data))
+    assert code == 1 and f"{game}/{attack}" in results["verdict"]["violations"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("game", "mechanism"), list(PASSING))
+def test_correct_mechanisms_pass_the_image_games(cli, write_yaml, tmp_path: Path, game: str, mechanism: str) -> None:
+    claim, data, trials = PASSING[game, mechanism]
+    code, results = audit_and_gate(cli, write_yaml, tmp_path, image_config(mechanism, game, trials, claim, data))
     assert code == 0, results["verdict"]["explanation"]
-
