@@ -58,6 +58,8 @@ EPSILONS, SEEDS = (1.0, 2.0, 4.0, 8.0), 2
 QUICK_EPSILONS, QUICK_SEEDS, QUICK_STEPS = (2.0,), 1, 40
 PRETRAINED = ("fdp_dpsgd", "fdp_sgd")
 CANDIDATES, GAME_EPSILON, GAME_STEPS, GAME_RATE, GAME_ALPHA = 4, 2.0, 20, 0.25, 0.05
+# (ε, p, T) a known-faulty mechanism is claimed at where it is not the games' own: halving z shows in full at p = 1
+FAULT_CLAIMS = {"dp_sgd_half_noise": (4.0, 1.0, 10)}
 GAME_ATTACKS = {ImageGradientCanaryGame.name: ("prior", "iterates", "iterates_public_aligned"),
                 ImageRecordCanaryGame.name: ("prior", "likelihood", "informed_gradient")}
 FAULTY_ORDER = ("dp_sgd_half_noise", "dp_sgd_no_clip", "dp_sgd_wrong_rate", "fdp_sgd_leaky_public",
@@ -133,7 +135,8 @@ def gradient_canary_section(trials: int, faulty_trials: int) -> tuple[str, dict[
     rows, payload = [], {}
     for mechanism in ("fdp_sgd", *FAULTY_ORDER):
         n = trials if mechanism == "fdp_sgd" else faulty_trials
-        config = game_config(mechanism, GAME_EPSILON, 80, GAME_STEPS, GAME_RATE, ImageGradientCanaryGame.name, n)
+        epsilon, rate, steps = FAULT_CLAIMS.get(mechanism, (GAME_EPSILON, GAME_RATE, GAME_STEPS))
+        config = game_config(mechanism, epsilon, 80, steps, rate, ImageGradientCanaryGame.name, n)
         verdict, section = audit_game(config)
         rows += outcome_rows(mechanism, section)
         payload[mechanism] = {"verdict": verdict, "caught": verdict == "VIOLATION", "outcomes": section["attacks"]}
@@ -149,7 +152,9 @@ def gradient_canary_section(trials: int, faulty_trials: int) -> tuple[str, dict[
     text = (f"## Gradient canaries (iterates threat model)\n\nThe registered `{ImageGradientCanaryGame.name}` game: "
             f"K = {CANDIDATES} candidates, one present; the claim: ε = {GAME_EPSILON:g} at δ = 1e-5 "
             f"(z = {alg1['noise_multiplier']:.3f}), p = {GAME_RATE:g}, T = {GAME_STEPS}; {trials} trials for "
-            f"Algorithm 1, {faulty_trials} per known-faulty mechanism; each attack's argmax guess over every trial, "
+            f"Algorithm 1, {faulty_trials} per known-faulty mechanism"
+            + "".join(f" ({m} claimed at ε = {e:g}, p = {p:g}, T = {t})" for m, (e, p, t) in FAULT_CLAIMS.items())
+            + "; each attack's argmax guess over every trial, "
             f"its interval and verdict at α = {GAME_ALPHA:g} over the game's comparisons.\n\n"
             + markdown_table(["mechanism", "attack", "successes", "rate", "interval", "limit 1 − f(1/K)",
                               "verdict"], rows)
