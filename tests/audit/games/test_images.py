@@ -12,6 +12,7 @@ the rate. Faults a game cannot see are listed in :data:`NOT_VISIBLE` with the re
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import pytest
 import yaml
 
 from fdp_audit.audit.games import GAMES, ImageGradientCanaryGame, ImageRecordCanaryGame
+from fdp_audit.audit.results import write_results
 from fdp_audit.config import config_from_dict
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
@@ -68,7 +70,8 @@ def test_the_gradient_game_needs_an_iterates_attack() -> None:
 def test_image_games_run_through_audit_gate_report_and_resume(cli, write_yaml, tmp_path: Path) -> None:
     """Algorithm 1 claimed at ε = 2, both games, 24 trials each: PASS (the measured successes sit far below the
     limit 0.410 at this count), the gate agrees, the report draws the record game's example canaries as inline
-    SVG, and a second audit into the same folder reuses every journaled trial and gives the same comparisons."""
+    SVG, a resealed results file whose limit was loosened is refused (exit 2), and a second audit into the same
+    folder reuses every journaled trial and gives the same comparisons."""
     raw = image_config("fdp_sgd", ImageGradientCanaryGame.name, 24)
     raw["audit"] |= {"games": [ImageGradientCanaryGame.name, ImageRecordCanaryGame.name],
                      "attacks": [*GRADIENT, "likelihood", "informed_gradient"], "max_models_per_chunk": 8}
@@ -86,6 +89,10 @@ def test_image_games_run_through_audit_gate_report_and_resume(cli, write_yaml, t
     assert examples["image_shape"] == [8, 8] and len(examples["candidates"]) == 4
     assert len(examples["trials"]) == 3 and set(examples["trials"][0]["picks"]) == {"likelihood", "informed_gradient"}
     assert cli("gate", out / "results.json").code == 0
+    forged = copy.deepcopy(results)
+    forged["comparisons"][0]["bound"] = 0.99  # a looser limit, resealed: only its re-derivation can tell
+    gated = cli("gate", write_results(tmp_path / "forged.json", forged))
+    assert gated.code == 2 and "comparisons[0].bound" in gated.err
     assert cli("report", out / "results.json", "-o", tmp_path / "report.html").code == 0
     html = (tmp_path / "report.html").read_text()
     assert "Image game" in html and html.count("<svg") >= 2 and "<img" not in html
