@@ -2,10 +2,12 @@
 
 Records (``python -m benchmarks.b6_modules [--device cuda]`` prints them; ``make bench`` runs the CPU ones):
 
-* ``b6_module_engine_vmap`` / ``b6_module_engine_loop``: the batched engine training R = 16 DP-SGD models of a
-  user's ``nn.Module`` (an MLP 7-64-64-2 on the synthetic table), per model, against the built-in MLP of the same
-  shape (ghost clipping). ``vmap`` over stacked parameters for a module that allows it; the loop over models for
-  one whose first layer writes its bias in place (no batching rule over models).
+* ``b6_module_engine_plan`` / ``b6_module_engine_vmap`` / ``b6_module_engine_loop``: the batched engine training
+  R = 16 DP-SGD models of a user's ``nn.Module`` (an MLP 7-64-64-2 on the synthetic table), per model, against the
+  built-in MLP of the same shape (ghost clipping). ``plan``: the module as the engine takes it, through its layer
+  plan (per-layer ghost norms, :mod:`fdp_audit.training.layer_plan`); ``vmap``: the same module on the
+  ``torch.func`` path (its plan dropped), ``vmap`` over stacked parameters; ``loop``: a module whose first layer
+  writes its bias in place (no plan, and no batching rule over models: the loop over models).
 * ``b6_opacus_audit_gradient`` / ``b6_opacus_audit_record``: one trial of the audit of an Opacus loop
   (``make_private``, Poisson sampling, hooks; the same MLP; 1,000 records, batch 64, 2 epochs = 32 steps) against
   Opacus training the same model on the same data alone: with a gradient canary (canary head, optimizer
@@ -27,6 +29,7 @@ import sys
 import tempfile
 import time
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import torch
@@ -83,7 +86,8 @@ def _problem(model, x, y, data) -> TrainingProblem:
 
 def engine_records(device: str, factories: Path, rounds: int) -> list[Record]:
     x, y, data = _data()
-    vmapped = build_module_model(f"{factories}:mlp", x.shape[1], 2)
+    planned = build_module_model(f"{factories}:mlp", x.shape[1], 2)
+    vmapped = replace(planned, plan=None)
     looped = build_module_model(f"{factories}:in_place", x.shape[1], 2)
     builtin = Model("mlp", x.shape[1], 2, (64, 64))
 
@@ -94,11 +98,11 @@ def engine_records(device: str, factories: Path, rounds: int) -> list[Record]:
             next(iter(chunk.params.values())).sum().item()  # waits for the device
         return (WALL_CLOCK() - start) / MODELS
 
-    samples = interleaved({"vmap": lambda: timed(vmapped), "loop": lambda: timed(looped),
-                           "builtin": lambda: timed(builtin)}, rounds)
+    samples = interleaved({"plan": lambda: timed(planned), "vmap": lambda: timed(vmapped),
+                           "loop": lambda: timed(looped), "builtin": lambda: timed(builtin)}, rounds)
     return [ratio_record(f"b6_module_engine_{name}", samples[name], samples["builtin"], device=device,
                          per="model", models=MODELS, note="baseline: the built-in MLP of the same shape (ghost)")
-            for name in ("vmap", "loop")]
+            for name in ("plan", "vmap", "loop")]
 
 
 def opacus_loop(device: str, target_epsilon: float | None):
