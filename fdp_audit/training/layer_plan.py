@@ -125,7 +125,6 @@ class Reshape:
 
 
 Step = Conv | Linear | GroupNorm | LayerNorm | Elementwise | Channelwise | Reshape
-Parametrised = Conv | Linear | GroupNorm | LayerNorm
 
 
 @dataclass(frozen=True)
@@ -143,11 +142,6 @@ class LayerPlan:
 
     steps: tuple[Planned, ...]
     in_shape: Shape
-
-    @property
-    def layers(self) -> list[Planned]:
-        """The steps with parameters, in forward order."""
-        return [p for p in self.steps if isinstance(p.step, Parametrised)]
 
 
 @dataclass
