@@ -27,11 +27,13 @@ without importing it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import hashlib
 import logging
 import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -75,6 +77,7 @@ class DaskExecutor(Executor):
         self._client: Any = None
         self._cluster: Any = None
         self._warm_ups: list[Any] = []
+        self._starting: Future[None] | None = None
 
     def _connect(self) -> Any:
         if self._client is not None:
@@ -99,18 +102,31 @@ class DaskExecutor(Executor):
 
     @property
     def client(self) -> Any:
-        """The cluster's ``distributed.Client``: the cluster is started or reached on first use."""
-        return self._connect()
+        """The cluster's ``distributed.Client``, once the cluster is up (started or reached here if need be)."""
+        return self._ready()
 
     def __enter__(self) -> DaskExecutor:
-        """Start (or reach) the cluster now and have every worker import what a chunk needs, while the driver
-        prepares the data and plans the audit: a worker's imports take seconds that would otherwise delay its
-        first chunk."""
+        """Start (or reach) the cluster in the background, and have every worker import what a chunk needs, while
+        the driver prepares the data and plans the audit: the start and the imports take seconds that would
+        otherwise come before the audit or delay its first chunk. An error of the start is raised where the
+        cluster is first needed."""
+        if self._client is None and self._starting is None:
+            starter = ThreadPoolExecutor(max_workers=1, thread_name_prefix="fdp-audit-cluster-start")
+            self._starting = starter.submit(self._start)
+            starter.shutdown(wait=False)
+        return self
+
+    def _start(self) -> None:
         client = self._connect()
         self._warm_ups = [client.submit(_local_environment, workers=[address], allow_other_workers=False, pure=False,
                                         key=f"fdp-audit-warm-up-{address}")
                           for address in client.scheduler_info()["workers"]]  # held: a released task may not run
-        return self
+
+    def _ready(self) -> Any:
+        if self._starting is not None:
+            starting, self._starting = self._starting, None
+            starting.result()
+        return self._connect()
 
     def map_unordered(self, task: ChunkTask, chunks: Sequence[np.ndarray]) -> Iterator[tuple[int, Result]]:
         if not len(chunks):
@@ -119,7 +135,7 @@ class DaskExecutor(Executor):
         from distributed.client import FutureCancelledError
         from distributed.scheduler import KilledWorker
 
-        client = self._connect()
+        client = self._ready()
         payload = serialise(task)
         environment = run_environment()
         # the key names the code as well as the task: two drivers of different sources sharing a scheduler must
@@ -155,6 +171,12 @@ class DaskExecutor(Executor):
             shared.release()
 
     def close(self) -> None:
+        if self._starting is not None:
+            starting, self._starting = self._starting, None
+            # a start no chunk waited for: the cluster is closed all the same, and its error, if any, yields to the
+            # audit's own (or to nothing, if the audit had no trial left to run)
+            with contextlib.suppress(Exception):
+                starting.result()
         self._warm_ups = []
         if self._client is not None:
             self._client.close()

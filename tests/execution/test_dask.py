@@ -136,6 +136,13 @@ def test_an_unreachable_scheduler_or_both_settings_are_bad_input(monkeypatch: py
     monkeypatch.setattr(dask_executor, "CONNECT_TIMEOUT_S", 1)
     with pytest.raises(BadInputError, match=r"audit.scheduler: cannot reach the Dask scheduler at 'tcp://127.0.0.1:1'"):
         list(DaskExecutor(scheduler="tcp://127.0.0.1:1").map_unordered(np.negative, [np.arange(2)]))
+    # started in the background on entry: the error comes where the cluster is first needed, and an audit with
+    # nothing to run never needed it
+    with DaskExecutor(scheduler="tcp://127.0.0.1:1") as executor:
+        with pytest.raises(BadInputError, match=r"audit.scheduler: cannot reach the Dask scheduler"):
+            list(executor.map_unordered(np.negative, [np.arange(2)]))
+    with DaskExecutor(scheduler="tcp://127.0.0.1:1") as executor:
+        assert list(executor.map_unordered(np.negative, [])) == []
     with pytest.raises(BadInputError, match="audit.workers: give a scheduler address or a number of local workers"):
         DaskExecutor(scheduler="tcp://127.0.0.1:1", workers=2)
     with pytest.raises(BadInputError, match="audit.workers: must be at least 1"):
