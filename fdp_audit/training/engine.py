@@ -76,7 +76,7 @@ from fdp_audit.phases import Phase
 from fdp_audit.threads import threads_for
 from fdp_audit.training import conv_ghost, ghost, glm, streams
 from fdp_audit.training.mechanisms import Recipe
-from fdp_audit.training.memory import worker_memory_headroom
+from fdp_audit.training.memory import kept_host_memory, worker_memory_headroom
 from fdp_audit.training.models import Model, Params, example_loss, label_free_loss
 from fdp_audit.training.modules import ModelsMap, ModuleModel
 from fdp_audit.training.optim import Optimizer, learning_rate, project_l2
@@ -637,7 +637,8 @@ def _train_chunks(problem: TrainingProblem, seed: int, indices: torch.Tensor, ca
         keys = streams.model_keys(seed, indices[rows])
         hyper = problem.hyper
         rows_per_step = problem.n * min(1.0, hyper.sample_rate) + hyper.public_batch_size
-        with threads_for(int(len(rows) * rows_per_step * problem.model.n_parameters)), ieee_float32():
+        with threads_for(int(len(rows) * rows_per_step * problem.model.n_parameters)), ieee_float32(), \
+                kept_host_memory(device):
             params, iterates = _train_chunk(problem, keys, chunk_canaries, record_iterates, device, on_step,
                                             chunk_block)
         check_finite(params, indices[rows], problem.hyper)
