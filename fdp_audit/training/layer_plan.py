@@ -42,6 +42,8 @@ import torch.nn.functional as F
 from torch import fx, nn
 from torch.fx.passes.shape_prop import ShapeProp
 
+from fdp_audit.training import layer_kernels
+
 Shape = tuple[int, ...]
 
 
@@ -218,11 +220,11 @@ def run_step(planned: Planned, params: dict[str, torch.Tensor], h: Activations, 
     if isinstance(step, GroupNorm):
         x = h.channels()
         r = x.shape[1] // step.channels
-        normalised = F.group_norm(x, r * step.groups, eps=step.eps)
         if not step.affine:
+            normalised = F.group_norm(x, r * step.groups, eps=step.eps)
             return Activations(normalised.reshape(x.shape[0], r, *planned.out_shape), False)
-        channel = (1, -1, *([1] * (x.dim() - 2)))
-        y = normalised * params[f"{step.name}.weight"].reshape(channel) + params[f"{step.name}.bias"].reshape(channel)
+        y, normalised = layer_kernels.group_norm(x, r * step.groups, params[f"{step.name}.weight"].reshape(-1),
+                                                 params[f"{step.name}.bias"].reshape(-1), step.eps)
         y = _record(records, planned, normalised, y)
         return Activations(y.reshape(x.shape[0], r, *planned.out_shape), False)
     assert isinstance(step, LayerNorm)
