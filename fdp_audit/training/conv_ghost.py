@@ -83,6 +83,20 @@ def floats_per_example(model: Model) -> tuple[int, int]:
     return private, 2 * layer_plan.activation_floats(plan)
 
 
+def multiply_adds_per_example(model: Model) -> int:
+    """Multiply-adds of one example's plain forward pass through the convolutions and linear layers (how much work a
+    step is: a convolution's parameters are reused at every output position, so the parameter count understates
+    it)."""
+    total = 0
+    for planned in _plan(model).steps:
+        step = planned.step
+        if isinstance(step, Conv):
+            total += math.prod(planned.out_shape) * step.fan_in
+        elif isinstance(step, Linear):
+            total += math.prod(planned.out_shape) * step.in_features
+    return total
+
+
 def _is_relu(step: layer_plan.Step) -> bool:
     fn = getattr(step, "fn", None)
     return isinstance(step, Elementwise) and (

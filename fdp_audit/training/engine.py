@@ -637,7 +637,9 @@ def _train_chunks(problem: TrainingProblem, seed: int, indices: torch.Tensor, ca
         keys = streams.model_keys(seed, indices[rows])
         hyper = problem.hyper
         rows_per_step = problem.n * min(1.0, hyper.sample_rate) + hyper.public_batch_size
-        with threads_for(int(len(rows) * rows_per_step * problem.model.n_parameters)), ieee_float32(), \
+        per_row = (conv_ghost.multiply_adds_per_example(problem.model) if conv_ghost.supports(problem.model)
+                   else problem.model.n_parameters)
+        with threads_for(int(len(rows) * rows_per_step * per_row)), ieee_float32(), \
                 kept_host_memory(device):
             params, iterates = _train_chunk(problem, keys, chunk_canaries, record_iterates, device, on_step,
                                             chunk_block)

@@ -168,3 +168,9 @@ def test_float32_ghost_norms_do_not_under_clip_when_the_public_input_is_close_to
     clip = 1e-3
     released = torch.clamp(clip / estimated.double().clamp_min(1e-12), max=1.0) * true
     assert released.max() <= clip * 1.01
+
+
+def test_multiply_adds_count_every_convolution_position_and_the_classifier():
+    """The Fashion-MNIST CNN (28×28, widths 16 and 32, 10 classes) by hand: 28²·16·9 + 14²·32·(16·9) + 7²·32·10."""
+    model = cnn_model(784, 10, (16, 32))
+    assert conv_ghost.multiply_adds_per_example(model) == 784 * 16 * 9 + 196 * 32 * 144 + 1568 * 10

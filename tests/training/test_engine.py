@@ -384,3 +384,22 @@ def test_training_starts_from_the_given_initial_parameters() -> None:
     difference[:, 0, N_INPUTS] = 0.0
     assert torch.allclose(difference, torch.zeros_like(difference), atol=1e-6)
     assert torch.allclose(from_shifted["layer0.bias"], from_zeros["layer0.bias"], atol=1e-6)
+
+
+def test_a_cnn_steps_work_counts_its_multiply_adds_not_its_parameters(monkeypatch):
+    """threads_for gets a step's multiply-adds: for a CNN, rows × the convolutions' and classifier's multiply-adds
+    per example (a 28×28 CNN's 1.03 M), not rows × its 20 k parameters, which kept CNN steps on one thread."""
+    model = cnn_model(784, 10, (16, 32))
+    generator = torch.Generator().manual_seed(0)
+    x, y = torch.rand(40, 784, generator=generator), torch.randint(0, 10, (40,), generator=generator)
+    psi = BlurMap(28, 28, sigma=1.0)
+    hyper = Hyperparameters(noise_multiplier=1.0, sample_rate=0.25, steps=1, clip_norm=1.0, public_batch_size=8,
+                            optimizer=OptimizerConfig(lr=0.1))
+    problem = TrainingProblem(model, x, y, psi, build_public_loss("public_image", psi), MECHANISMS["fdp_sgd"].recipe,
+                              hyper)
+    works = []
+    chosen = engine.threads_for
+    monkeypatch.setattr(engine, "threads_for", lambda work: works.append(work) or chosen(work))
+    list(train_models(problem, seed=0, model_indices=[0, 1]))
+    per_example = 784 * 16 * 9 + 196 * 32 * 144 + 1568 * 10
+    assert works == [int(2 * (40 * 0.25 + 8) * per_example)]
