@@ -3,7 +3,8 @@
 its public image, so Ball = 1/K (after Hayes, Mahloujifar & Balle, NeurIPS 2023, "Bounding Training Data
 Reconstruction in DP-SGD"), and an attack's success is judged against Theorem 4's ``1 − f(1/K)``.
 
-* **Candidates**: K images ``x − P x + P z_k`` with P the Ψ map's protected projection (:func:`candidate_images`).
+* **Candidates**: K images ``x − P x + P z_k`` with P the Ψ map's protected projection
+  (:meth:`~fdp_audit.data.image_psi.ImageMap.canary_candidates`).
 * **Gradient canaries**: the K candidates are K gradient canaries on a canary block of the model
   (:class:`~fdp_audit.training.engine.CanaryBlock`, parameters the forward pass never reads): candidate k's private
   gradient is ``a·e_k`` (raw norm a = factor·C above the clip norm) and only the secret candidate is in the
@@ -21,16 +22,9 @@ import math
 import numpy as np
 import torch
 
-from fdp_audit.data.image_psi import ImageMap
 from fdp_audit.training.engine import CanaryBlock
 
 NOISE_COORDINATES = 32
-
-
-def candidate_images(psi: ImageMap, base: torch.Tensor, count: int, scale: float,
-                     generator: torch.Generator) -> torch.Tensor:
-    """``count`` images ``[count, H·W]`` with ``base``'s public image and protected parts ``P z_k``, z_k ~ N(0, s²I)."""
-    return psi.neighbours(base - psi.protected_part(base), count, scale, generator)
 
 
 def gradient_canary_block(secrets: np.ndarray, k: int, magnitude: float) -> CanaryBlock:

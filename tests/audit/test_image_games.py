@@ -1,5 +1,5 @@
-"""The image games' building blocks (docs/images.md): K candidates sharing a public image, the canary block of K
-gradient canaries, and the Bayes-optimal success of the gradient-canary game against closed forms."""
+"""The image games' building blocks (docs/images.md): the canary block of K gradient canaries, and the Bayes-optimal
+success of the gradient-canary game against closed forms; the attribute game on images through the registry."""
 
 from __future__ import annotations
 
@@ -12,17 +12,6 @@ import torch
 from scipy.stats import norm
 
 from fdp_audit.audit import image_games
-from fdp_audit.data.image_psi import DownsampleMap
-
-
-def test_candidates_share_the_public_image_and_differ_in_the_protected_part():
-    psi = DownsampleMap(8, 8, factor=2)
-    base = torch.rand(64, dtype=torch.float64)
-    candidates = image_games.candidate_images(psi, base, 5, 0.3, torch.Generator().manual_seed(0))
-    assert candidates.shape == (5, 64)
-    torch.testing.assert_close(psi(candidates, None).features, psi(base[None], None).features.expand(5, -1),
-                               atol=1e-12, rtol=0)
-    assert float(torch.pdist(psi.protected_part(candidates)).min()) > 0.5
 
 
 def test_the_canary_block_puts_only_the_secret_in_the_private_population():
