@@ -14,6 +14,7 @@ residual connection, no parameter read outside its layer, no layer called twice.
   ``ELU``, ``Softplus``, ``Mish``, ``Dropout`` — the identity in eval mode — and their functional forms);
 * a per-channel spatial map without parameters: ``AvgPool2d``, ``MaxPool2d``, their adaptive forms and functional
   forms;
+* a softmax or log-softmax along one per-example dimension (``LogSoftmax(dim=1)``, ``F.log_softmax(x, 1)``);
 * a reshape that keeps examples apart (``Flatten``, ``flatten``, ``reshape``/``view`` whose leading size is the
   batch).
 
@@ -126,7 +127,16 @@ class Reshape:
     shape: Shape
 
 
-Step = Conv | Linear | GroupNorm | LayerNorm | Elementwise | Channelwise | Reshape
+@dataclass(frozen=True)
+class AlongDim:
+    """A map along one dimension of each example (softmax, log-softmax): ``fn(h, dim=…)``, with ``dim`` counted
+    as the module counts it, on ``[B, *shape]`` (1 is the first per-example dimension, negative from the end)."""
+
+    fn: Callable[..., torch.Tensor]
+    dim: int
+
+
+Step = Conv | Linear | GroupNorm | LayerNorm | Elementwise | Channelwise | Reshape | AlongDim
 
 
 @dataclass(frozen=True)
@@ -193,6 +203,8 @@ def run_step(planned: Planned, params: dict[str, torch.Tensor], h: Activations, 
     step = planned.step
     if isinstance(step, Elementwise):
         return Activations(step.fn(h.values), h.models_first)
+    if isinstance(step, AlongDim):  # our activations carry two leading dimensions where the module's carry one
+        return Activations(step.fn(h.values, dim=step.dim + 1 if step.dim > 0 else step.dim), h.models_first)
     if isinstance(step, Reshape):
         lead = h.values.shape[:2]
         return Activations(h.values.reshape(*lead, *step.shape), h.models_first)
@@ -262,6 +274,10 @@ ELEMENTWISE_METHODS = {"relu", "tanh", "sigmoid", "contiguous"}
 CHANNELWISE_FUNCTIONS = {F.avg_pool2d, F.max_pool2d, F.adaptive_avg_pool2d, F.adaptive_max_pool2d}
 RESHAPE_FUNCTIONS = {torch.flatten, torch.reshape}
 RESHAPE_METHODS = {"reshape", "view", "flatten", "unflatten"}
+ALONG_DIM_FUNCTIONS = {F.softmax: F.softmax, F.log_softmax: F.log_softmax, torch.softmax: F.softmax,
+                       torch.log_softmax: F.log_softmax}
+ALONG_DIM_MODULES = {nn.Softmax: F.softmax, nn.LogSoftmax: F.log_softmax}
+ALONG_DIM_METHODS = {"softmax": F.softmax, "log_softmax": F.log_softmax}
 ARITHMETIC = {operator.mul, operator.truediv, operator.add, operator.sub}
 
 
@@ -301,6 +317,12 @@ def _conv(name: str, module: nn.Conv2d) -> Conv:
                 dilation, module.bias is not None, module.groups)
 
 
+def _along_dim(name: str, fn: Callable[..., torch.Tensor], dim: int | None) -> AlongDim:
+    if not isinstance(dim, int) or dim == 0:
+        raise Unsupported(f"{name} ({fn.__name__} along dim={dim}: not one per-example dimension)")
+    return AlongDim(fn, dim)
+
+
 def _module_step(name: str, module: nn.Module, calls: dict[str, int]) -> Step:
     calls[name] = calls.get(name, 0) + 1
     if calls[name] > 1 and list(module.parameters()):
@@ -316,6 +338,8 @@ def _module_step(name: str, module: nn.Module, calls: dict[str, int]) -> Step:
     if isinstance(module, nn.LayerNorm):
         affine = module.elementwise_affine
         return LayerNorm(name, tuple(module.normalized_shape), module.eps, affine, affine and module.bias is not None)
+    if type(module) in ALONG_DIM_MODULES:
+        return _along_dim(name, ALONG_DIM_MODULES[type(module)], module.dim)
     if isinstance(module, ELEMENTWISE_MODULES):
         if getattr(module, "inplace", False):  # see _out_of_place
             module = copy.copy(module)
@@ -342,6 +366,11 @@ def _function_step(node: fx.Node) -> Step:
         return Reshape(())
     if not all(_constant(a) for a in (*rest, *kwargs.values())):
         raise Unsupported(f"{node.name} ({name} of two tensors)")
+    along = ALONG_DIM_METHODS if node.op == "call_method" else ALONG_DIM_FUNCTIONS
+    if target in along:
+        if set(kwargs) - {"dim", "_stacklevel", "dtype"} or kwargs.get("dtype") is not None or len(rest) > 1:
+            raise Unsupported(f"{node.name} ({name} with arguments other than dim)")
+        return _along_dim(node.name, along[target], rest[0] if rest else kwargs.get("dim"))
     if node.op == "call_method":
         if target in ELEMENTWISE_METHODS:
             return Elementwise(Call(getattr(torch.Tensor, target), rest, kwargs))

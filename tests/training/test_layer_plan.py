@@ -18,7 +18,7 @@ from fdp_audit.errors import BadInputError
 from fdp_audit.training import conv_ghost, engine, ghost, modules
 from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
-from fdp_audit.training.layer_plan import Channelwise, Conv, GroupNorm, LayerNorm, Linear
+from fdp_audit.training.layer_plan import AlongDim, Channelwise, Conv, GroupNorm, LayerNorm, Linear
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.modules import ModuleModel, build_module_model
 from fdp_audit.training.public_losses import build_public_loss
@@ -44,7 +44,7 @@ def _case(model: ModuleModel, decomposed: bool, r: int = 3, k: int = 6, seed: in
 
 MODULES = {"strided": lambda: _module("strided"), "layer-norm": lambda: _module("layer_norm", 2),
            "dilated": lambda: _module("dilated", 10), "grouped": lambda: _module("grouped"),
-           "idioms": lambda: _module("idioms"),
+           "idioms": lambda: _module("idioms"), "tutorial": lambda: _module("tutorial"),
            "builtin-cnn": lambda: cnn_model(64, 10, (4, 8))}
 
 
@@ -124,10 +124,13 @@ def test_a_module_without_a_plan_falls_back_to_torch_func_and_trains_the_same_mo
         torch.testing.assert_close(value, slow_value, rtol=1e-5, atol=1e-5, msg=name)
 
 
-def test_a_residual_connection_has_no_plan():
+def test_a_residual_connection_or_a_softmax_across_the_batch_has_no_plan():
     model = _module("residual")
     assert model.plan is None and "not a chain" in model.unplanned
     assert engine.private_path(_image_problem(model)) == "materialised"
+    assert "softmax along dim=0" in _module("batch_softmax").unplanned
+    (along,) = [p.step for p in _module("tutorial").plan.steps if isinstance(p.step, AlongDim)]
+    assert along.dim == 1
 
 
 def test_batch_norm_is_bad_input():

@@ -109,3 +109,31 @@ class Idioms(nn.Module):
 
 def idioms(n_inputs: int, n_classes: int) -> nn.Module:
     return Idioms(n_classes)
+
+
+class TutorialNet(nn.Module):
+    """PyTorch's MNIST example, shrunk to 8×8: functional ReLU and max pooling, dropout, ``torch.flatten`` and
+    log-softmax outputs."""
+
+    def __init__(self, n_classes: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3, 1)
+        self.conv2 = nn.Conv2d(4, 8, 3, 1)
+        self.dropout = nn.Dropout(0.25)
+        self.fc1 = nn.Linear(32, 16)
+        self.fc2 = nn.Linear(16, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.relu(self.conv1(x.view(-1, 1, 8, 8)))
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = self.fc2(F.relu(self.fc1(torch.flatten(self.dropout(x), 1))))
+        return F.log_softmax(x, dim=1)
+
+
+def tutorial(n_inputs: int, n_classes: int) -> nn.Module:
+    return TutorialNet(n_classes)
+
+
+def batch_softmax(n_inputs: int, n_classes: int) -> nn.Module:
+    """A softmax across the batch (dim 0): it mixes the records, so it has no plan."""
+    return nn.Sequential(nn.Linear(n_inputs, n_classes), nn.Softmax(dim=0))
