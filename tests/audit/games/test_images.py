@@ -74,20 +74,20 @@ def test_image_games_run_through_audit_gate_report_and_resume(cli, write_yaml, t
     folder reuses every journaled trial and gives the same comparisons."""
     raw = image_config("fdp_sgd", ImageGradientCanaryGame.name, 24)
     raw["audit"] |= {"games": [ImageGradientCanaryGame.name, ImageRecordCanaryGame.name],
-                     "attacks": [*GRADIENT, "likelihood", "informed_gradient"], "max_models_per_chunk": 8}
+                     "attacks": [*GRADIENT, "likelihood"], "max_models_per_chunk": 8}
     config = write_yaml(tmp_path / "images.yaml", raw)
     out = tmp_path / "out"
     assert cli("audit", config, "--out", out).code == 0
     results = json.loads((out / "results.json").read_text())
     assert [c["id"] for c in results["comparisons"]] == [
         "image_gradient_canary/iterates", "image_gradient_canary/iterates_public_aligned",
-        "image_record_canary/likelihood", "image_record_canary/informed_gradient"]
+        "image_record_canary/likelihood"]
     assert all(c["trials"] == 24 and c["ball"] == 0.25 for c in results["comparisons"])
     gradient, record = results["games"]
     assert gradient["game"] == "image_gradient_canary" and 0.3 < gradient["optimal_success"] < 0.45
     examples = record["examples"]
     assert examples["image_shape"] == [8, 8] and len(examples["candidates"]) == 4
-    assert len(examples["trials"]) == 3 and set(examples["trials"][0]["picks"]) == {"likelihood", "informed_gradient"}
+    assert len(examples["trials"]) == 3 and set(examples["trials"][0]["picks"]) == {"likelihood"}
     assert cli("gate", out / "results.json").code == 0
     forged = copy.deepcopy(results)
     forged["comparisons"][0]["bound"] = 0.99  # a looser limit, resealed: only its re-derivation can tell
