@@ -7,6 +7,7 @@ from attacks.gradient_matching import GradientMatchingReconstruction
 from attacks.informed import InformedGradientAttack
 from attacks.input_canary import CanaryLogitAttack, NoiseScaleAttack
 from attacks.iterates import IteratesAttack, PublicAlignedIteratesAttack
+from attacks.iterates_matching import IteratesGradientMatching
 from attacks.likelihood import LikelihoodAttack
 from attacks.prior import PriorAttack
 from attacks.reconstruction import ClosedFormReconstruction
@@ -22,6 +23,7 @@ ATTACKS: dict[str, type[Attack]] = {
     GradientMatchingReconstruction.name: GradientMatchingReconstruction,
     IteratesAttack.name: IteratesAttack,
     PublicAlignedIteratesAttack.name: PublicAlignedIteratesAttack,
+    IteratesGradientMatching.name: IteratesGradientMatching,
     CanaryLogitAttack.name: CanaryLogitAttack,
     NoiseScaleAttack.name: NoiseScaleAttack,
 }

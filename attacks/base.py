@@ -20,11 +20,26 @@ from fdp_audit.errors import BadInputError
 from fdp_audit.training.interface import Canaries, Model, Params, TrainingProblem
 
 ThreatModel = Literal["prior", "black_box", "white_box", "iterates"]
-AttributeKind = Literal["categorical", "continuous"]
+AttributeKind = Literal["categorical", "continuous", "subspace"]
 
 
 # (problem, seed, model indices, canaries) -> the trained models' parameters, chunk by chunk
 ShadowTrainer = Callable[[TrainingProblem, int, Sequence[int], Canaries], Iterator[Params]]
+
+
+@dataclass(frozen=True)
+class ProtectedSubspace:
+    """The protected part of a target image (docs/images.md): ``basis`` ``[m, d]`` is an orthonormal basis of the
+    Ψ map's protected subspace, and the prior draws the target's coordinates in it from ``N(0, scale² I_m)``,
+    so the target is ``x = t + aᵀ basis`` with t the known visible part. Estimates are coordinates ``[R, m]``
+    in this basis, so their L2 distance to the truth is ``‖P(x̂ − x)‖``."""
+
+    basis: torch.Tensor  # [m, d]
+    scale: float
+
+    @property
+    def dimension(self) -> int:
+        return int(self.basis.shape[0])
 
 
 @dataclass(frozen=True)
@@ -52,6 +67,12 @@ class Knowledge:
     The membership game's crafted input canary (:mod:`attacks.input_canary`) is described by ``candidates``
     ``[2, d]``: the canary without its crafted coordinate (the reference input) and the canary itself, by its
     ``label``, and by ``noise_inputs``, input columns in which no record has a value.
+
+    A target image whose protected part is a subspace (``subspace`` games) has one candidate row, its visible
+    part (the prior's mean), and ``protected_subspace``. ``procedure`` is the training procedure an informed
+    adversary knows: the other records, Ψ, the public loss, the recipe, the optimiser and its starting point.
+    An attack reads from it only what a training run is set up with, never the claimed noise multiplier or
+    sampling rate it also holds.
 
     Continuous protected features: ``protected_coordinates`` are their indices in the model input, and
     ``candidates`` has one row, the target completed with the prior's centre (the Ball-maximising guess of
@@ -83,6 +104,8 @@ class Knowledge:
     noise_coordinates: tuple[int, ...] | None = None
     noise_inputs: tuple[int, ...] | None = None
     protected_coordinates: tuple[int, ...] | None = None
+    protected_subspace: ProtectedSubspace | None = None
+    procedure: TrainingProblem | None = None
     l2_regularization: float = 0.0
     shadow_problem: TrainingProblem | None = None
     shadow_models: int = 64

@@ -1,7 +1,7 @@
 """``prior`` threat model: the Bayes-optimal guess from Pr[v | u] without looking at the model. Its success
 is Ball (docs/accounting.md) and it is the baseline other attacks are reported against. For continuous protected
 features the guess is the prior's centre (the centre of the Ball-maximising ball for the Gaussian and box
-priors of docs/accounting.md)."""
+priors of docs/accounting.md), and for a protected subspace of an image its mean, the visible part alone."""
 
 from __future__ import annotations
 
@@ -13,10 +13,13 @@ from attacks.base import Attack, AttackOutput, View
 class PriorAttack(Attack):
     name = "prior"
     threat_model = "prior"
-    supports = frozenset({"categorical", "continuous"})
+    supports = frozenset({"categorical", "continuous", "subspace"})
 
     def infer(self, view: View) -> AttackOutput:
         trials = _trial_count(view)
+        subspace = self.knowledge.protected_subspace
+        if subspace is not None:  # coordinates in the protected subspace: the prior's mean is 0
+            return AttackOutput(estimate=torch.zeros(trials, subspace.dimension, dtype=torch.float64))
         if self.knowledge.protected_coordinates is not None:
             return AttackOutput(estimate=self.knowledge.prior_centre(trials).clone())
         return AttackOutput(torch.log(self.knowledge.prior.double().clamp_min(1e-300)).expand(trials, -1).clone())

@@ -163,6 +163,8 @@ class AuditConfig:
     reconstruction_prior: Literal["gaussian", "box"] = "gaussian"
     reconstruction_scale: float = field(default=1.0, metadata=_range(0, None, True))
     rho_grid: tuple[float, ...] = (0.25, 0.5, 1.0)
+    # the image reconstruction game's radii: the ρ at which Ball(ρ) is each of these (docs/images.md)
+    ball_levels: tuple[float, ...] = (0.05, 0.25, 0.5)
     canary_norm_factor: float = field(default=10.0, metadata=_range(1))
     gate_on_estimated: bool = False
     max_models_per_chunk: int | None = field(default=None, metadata=_range(1))
@@ -482,6 +484,9 @@ def _check_consistency(config: Config) -> None:
     rho = config.audit.rho_grid
     if not rho or any(not math.isfinite(r) or r <= 0 for r in rho) or len(set(rho)) != len(rho):
         raise BadInputError("must list distinct finite radii ρ > 0", "audit.rho_grid")
+    levels = config.audit.ball_levels
+    if not levels or any(not 0 < level < 1 for level in levels) or len(set(levels)) != len(levels):
+        raise BadInputError("must list distinct probabilities strictly between 0 and 1", "audit.ball_levels")
     if data.public_map == "label_only" and data.label_public:
         raise BadInputError("public_map 'label_only' protects the label; set label_public: false", "data.label_public")
     if data.dataset in ("csv", "purchase", "criteo") and not data.path:

@@ -70,6 +70,18 @@ def ball_gaussian(radius: npt.ArrayLike, scale: float, dim: int) -> float | np.n
     return float(out) if np.ndim(radius) == 0 else out
 
 
+def gaussian_radius(level: npt.ArrayLike, scale: float, dim: int) -> float | np.ndarray:
+    """The radius at which the isotropic Gaussian prior's Ball is ``level``: ``ρ = s·sqrt(F⁻¹_{χ²_k}(level))``,
+    the inverse of :func:`ball_gaussian` in ρ (a function of the prior alone)."""
+    q = np.asarray(level, dtype=float)
+    if not np.all((q >= 0) & (q <= 1)):
+        raise _validate.InvalidParameterError("must be in [0, 1]", "level")
+    s = _validate.positive_finite(scale, "scale")
+    k = _validate.step_count(dim, "dim")
+    out = s * np.sqrt(stats.chi2.ppf(q, k))
+    return float(out) if np.ndim(level) == 0 else out
+
+
 def circle_rectangle_area(radius: npt.ArrayLike, width: float, height: float) -> float | np.ndarray:
     """Area of the intersection of a disk of radius ρ and a ``width × height`` rectangle centred at
     the disk's centre, in closed form.

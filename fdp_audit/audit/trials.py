@@ -147,7 +147,7 @@ class TrialTask:
         canaries = game.canaries(config, workspace.setup, chunk)
         parts: list[dict[str, np.ndarray]] = []
         for model_indices, view in trained_views(config, workspace.setup.problem, torch.as_tensor(chunk), canaries,
-                                                 game.gradient_canary, torch.device(self.device), self.max_chunk,
+                                                 game.records_iterates, torch.device(self.device), self.max_chunk,
                                                  f"{game.name} game"):
             part = {}
             with Phase(f"{game.name} game: {len(attacks)} attacks on {len(model_indices)} models",

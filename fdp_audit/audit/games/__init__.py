@@ -20,6 +20,7 @@ from fdp_audit.audit.games.base import (
 )
 from fdp_audit.audit.games.categorical import GameRecord
 from fdp_audit.audit.games.gradient_canary import DistinguishingGame, SimulatorGame
+from fdp_audit.audit.games.image_reconstruction import ImageReconstructionGame
 from fdp_audit.audit.games.images import ImageGradientCanaryGame, ImageRecordCanaryGame
 from fdp_audit.audit.games.membership import MembershipGame
 from fdp_audit.audit.games.reconstruction import ReconstructionGame, ReconstructionRecord
@@ -73,9 +74,10 @@ register_game(ReconstructionGame)
 register_game(MembershipGame)
 register_game(ImageGradientCanaryGame)
 register_game(ImageRecordCanaryGame)
+register_game(ImageReconstructionGame)
 
 __all__ = ["GAMES", "TRIAL_BLOCK", "AttributeGame", "Claim", "Comparison", "DistinguishingGame", "EpsilonComparison",
-           "Game", "GameRecord", "ImageGradientCanaryGame", "ImageRecordCanaryGame", "Judged", "Judgements",
-           "MembershipGame", "PlannedComparison", "RateComparison", "ReconstructionGame", "ReconstructionRecord",
-           "Setup", "SimulatorGame", "configured_games", "game_attacks", "register_game", "selection_level",
-           "unregister_game"]
+           "Game", "GameRecord", "ImageGradientCanaryGame", "ImageReconstructionGame", "ImageRecordCanaryGame",
+           "Judged", "Judgements", "MembershipGame", "PlannedComparison", "RateComparison", "ReconstructionGame",
+           "ReconstructionRecord", "Setup", "SimulatorGame", "configured_games", "game_attacks", "register_game",
+           "selection_level", "unregister_game"]

@@ -197,6 +197,12 @@ class Game(ABC, Generic[Record]):
     epsilon_relation: ClassVar[str | None] = None  # the relation its ε comparisons are judged under, if any
     bounds_per_attack: ClassVar[int] = 1  # confidence bounds per attack the gate spreads α over (test selection)
 
+    @property
+    def records_iterates(self) -> bool:
+        """Whether its trials record the released per-step sums for ``iterates`` attacks (every gradient-canary
+        game's do)."""
+        return self.gradient_canary
+
     def trial_indices(self, trials: int) -> np.ndarray:
         """The model indices of trials 0 … trials − 1 (module docstring)."""
         return np.arange(trials, dtype=np.int64) + self.stream_block * TRIAL_BLOCK
