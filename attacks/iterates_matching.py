@@ -46,6 +46,7 @@ from fdp_audit.training.interface import (
 ITERATIONS = 15  # Levenberg–Marquardt iterations on the posterior
 INITIAL_DAMPING = 1e-2
 DIFFERENCE_STEP = 1e-4  # forward differences of the clipped gradient, in units of the prior's scale s
+STEP_TOLERANCE = 1e-4  # iteration stops once no trial's proposed step is longer, in units of s
 MIN_NOISE = 1e-12  # σ̂² floor: a noiseless release still gives finite scores
 
 
@@ -212,7 +213,10 @@ def maximise(posterior: Posterior, start: torch.Tensor) -> torch.Tensor:
         c_new = posterior.clipped_gradients(proposal[:, None])
         value = posterior.value(proposal[:, None], posterior.step_evidence(c_new))[:, 0]
         better = value > current  # NaN: never
+        settled = bool(torch.all((proposal - a).norm(dim=1) < STEP_TOLERANCE * scale))
         a = torch.where(better[:, None], proposal, a)
         current = torch.where(better, value, current)
         damping = torch.where(better, damping / 3, damping * 4).clamp(1e-9, 1e9)
+        if settled:  # every trial at a stationary point, or stuck at maximal damping
+            break
     return a

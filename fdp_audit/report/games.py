@@ -23,6 +23,9 @@ SECRET, RIGHT, WRONG = "#c2410c", "#15803d", "#b91c1c"  # frames of the example 
 DISTINGUISHING_GAMES = {"distinguishing": "Distinguishing game", "simulator": "Simulator game",
                         "membership": "Membership game (final model)"}
 _GRADIENT_CANARY = re.compile(r"gradient \((\w+) trials\)")
+# the games laid out as reconstructions within ρ, with their section titles
+RECONSTRUCTION_GAMES = {"reconstruction": "Reconstruction",
+                        "image_reconstruction": "Reconstruction of an image's protected part"}
 # more rows than this are detail: folded into <details>, the figure carries the picture
 _LONG_TABLE = 8
 
@@ -39,8 +42,8 @@ def game_sections(games: list[Node], accounting: Node | None) -> dict[str, list[
             by_kind["attribute"].append(_attribute(game, index))
         elif kind in IMAGE_GAMES:
             by_kind["attribute"].append(_image_game(game, kind, index))
-        elif kind == "reconstruction":
-            by_kind["reconstruction"].append(_reconstruction(game, index))
+        elif kind in RECONSTRUCTION_GAMES:
+            by_kind["reconstruction"].append(_reconstruction(game, kind, index))
         elif kind in DISTINGUISHING_GAMES:
             by_kind["distinguishing"].append(_distinguishing(game, kind, index, accounting))
         else:
@@ -191,9 +194,9 @@ def _candidate(node: Node, count: int) -> int:
     return value
 
 
-def _reconstruction(game: Node, index: int) -> Section:
-    section_id = _numbered("reconstruction", index)
-    section = Section(section_id, "Reconstruction", texts.RECONSTRUCTION, lead=texts.RECONSTRUCTION_LEAD,
+def _reconstruction(game: Node, kind: str, index: int) -> Section:
+    section_id = _numbered(kind.replace("_", "-"), index)
+    section = Section(section_id, RECONSTRUCTION_GAMES[kind], texts.RECONSTRUCTION, lead=texts.RECONSTRUCTION_LEAD,
                       facts=[("trials", num(game["trials"]))])
     prior = game.present("prior")
     if prior:

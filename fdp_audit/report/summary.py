@@ -120,7 +120,7 @@ def _rate_row(row: dict[str, Any], lo: float, hi: float, alpha: float, m: int) -
     if status == "pass" and rate > bound:
         note = (f"PASS although the rate {number(rate)} is above the bound {number(bound)}: its lower confidence "
                 f"bound {number(lower)} is not, so at level α/m = {number(alpha / m)} the excess can be chance.")
-    what = ("reconstructions land within ρ of the true protected features" if row.get("game") == "reconstruction"
+    what = ("reconstructions land within ρ of the true protected features" if row.get("rho") is not None
             else "the attack guesses the protected attribute correctly")
     meaning = (f"At confidence 1 − α/m, {what} more often than the claimed guarantee allows (Theorem 4 bound "
                "1 − f(Ball)): the training leaks more than its privacy accounting says.")

@@ -16,6 +16,7 @@ from fdp_audit.accounting import (
     ball_uniform_box,
     circle_rectangle_area,
 )
+from fdp_audit.accounting.ball import gaussian_radius
 
 
 def test_discrete_prior_and_conditional_table():
@@ -36,6 +37,16 @@ def test_gaussian_ball_is_chi_square_cdf():
     assert ball_gaussian(1.0, 0.7, 3) == pytest.approx(empirical, abs=4e-3)
     radii = np.array([0.1, 1.0, 3.0])
     assert np.all(np.diff(ball_gaussian(radii, 1.0, 5)) > 0)
+
+
+def test_gaussian_radius_inverts_the_ball():
+    """ρ(q) = s·sqrt(F⁻¹_{χ²_k}(q)) is the radius at which Ball is q; closed form for k = 2: ρ² = −2s² log(1 − q)."""
+    levels = np.array([0.05, 0.25, 0.5, 0.9])
+    for dim in (1, 4, 48):
+        np.testing.assert_allclose(ball_gaussian(gaussian_radius(levels, 0.3, dim), 0.3, dim), levels, rtol=1e-10)
+    np.testing.assert_allclose(gaussian_radius(levels, 0.3, 2), 0.3 * np.sqrt(-2 * np.log1p(-levels)), rtol=1e-10)
+    with pytest.raises(InvalidParameterError):
+        gaussian_radius(1.5, 1.0, 2)
 
 
 def test_circle_rectangle_area_closed_form():
