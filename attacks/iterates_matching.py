@@ -17,8 +17,9 @@ target ``x(a) = t + aᵀV`` (t its visible part, V an orthonormal basis of the p
 
        Σ_t log[(1 − p̂) + p̂ exp((⟨ĝ_t, c_t(a)⟩ − ½‖c_t(a)‖²) / σ̂²)] − ‖a‖² / (2s²),
 
-   maximised by Levenberg–Marquardt from the prior's mean a = 0 (:func:`maximise`), batched over trials and
-   steps: every (trial, step) pair is one model of a batch on its own canary. Where the release says nothing
+   maximised by Levenberg–Marquardt from the best of the prior's mean and a few fixed draws from the prior
+   (:func:`search`), batched over trials and steps: every (trial, step) pair is one model of a batch on its own
+   canary. Where the release says nothing
    (large noise) the prior term keeps the estimate at the prior's mean, whose success is Ball(ρ).
 
 Nothing here reads the claimed noise multiplier or sampling rate: ĉ, p̂ and σ̂ come from the release. What it
@@ -28,7 +29,7 @@ the clip norm, the losses, and a starting point fixed before the data are seen (
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -43,9 +44,12 @@ from fdp_audit.training.interface import (
     unflatten,
 )
 
-ITERATIONS = 15  # Levenberg–Marquardt iterations on the posterior
+ITERATIONS = 20  # Levenberg–Marquardt iterations on the posterior
+PROBES = 32  # draws from the prior (and its mean) at which the posterior is evaluated before the search
+STARTS = 3  # the best probes each trial's search starts from
+PROBE_SEED = 0x5EED  # the probes are the same for every trial: they depend on nothing secret
 INITIAL_DAMPING = 1e-2
-DIFFERENCE_STEP = 1e-4  # forward differences of the clipped gradient, in units of the prior's scale s
+DIFFERENCE_STEP = 1e-3  # forward differences of the float32 clipped gradient, in units of the prior's scale s
 STEP_TOLERANCE = 1e-4  # iteration stops once no trial's proposed step is longer, in units of s
 MIN_NOISE = 1e-12  # σ̂² floor: a noiseless release still gives finite scores
 
@@ -93,9 +97,9 @@ class IteratesGradientMatching(Attack):
         noise = residual.square().mean(dim=(1, 2)).clamp_min(MIN_NOISE)  # σ̂², [R]
         template = k.candidates[..., 0, :].to(device, torch.float64).reshape(-1)
         label = torch.as_tensor(k.label, device=device).reshape(())
-        posterior = Posterior(procedure, subspace, template, label, thetas, residual, rate, noise, k.clip_norm)
-        start = torch.zeros(len(final), subspace.dimension, dtype=torch.float64, device=device)
-        return AttackOutput(estimate=maximise(posterior, start).cpu())
+        posterior = Posterior(procedure, subspace, template, label, thetas.float(), residual, rate, noise,
+                              k.clip_norm)
+        return AttackOutput(estimate=search(posterior).cpu())
 
 
 def replay_trajectory(procedure: TrainingProblem, released: torch.Tensor, public: torch.Tensor,
@@ -151,22 +155,31 @@ class Posterior:
     noise: torch.Tensor
     clip_norm: float
 
+    def repeated(self, count: int) -> Posterior:
+        """The same posterior with every trial repeated ``count`` times in a row (one search per start)."""
+        def rows(t: torch.Tensor) -> torch.Tensor:
+            return t.repeat_interleave(count, dim=0)
+
+        return replace(self, thetas=rows(self.thetas), residual=rows(self.residual), rate=rows(self.rate),
+                       noise=rows(self.noise))
+
     def clipped_gradients(self, a: torch.Tensor) -> torch.Tensor:
         """``c_t(a) = clip_C(∇ℓ_priv(θ_t; x(a)))`` for coordinates ``a`` ``[R, J, m]`` (J points per trial):
-        ``[R, J, T, P]``. Every (trial, point, step) is one model of a batch on its own canary, so one backward
-        pass of the summed loss gives every one's gradient."""
+        ``[R, J, T, P]`` (float64). Every (trial, point, step) is one model of a batch on its own canary, so one
+        backward pass of the summed loss gives every one's gradient; in the dtype of ``thetas`` (float32: the
+        training's own precision, and the grouped convolutions' fast path)."""
         trials, points, _ = a.shape
         steps, n_params = self.thetas.shape[1:]
         count = trials * points * steps
         thetas = self.thetas[:, None].expand(trials, points, steps, n_params).reshape(count, n_params)
         leaves = {name: tensor.detach().requires_grad_(True)
                   for name, tensor in unflatten(thetas, self.procedure.model).items()}
-        images = self.template + a @ self.subspace.basis.to(a.dtype)  # [R, J, d]
+        images = (self.template + a @ self.subspace.basis.to(a.dtype)).to(thetas.dtype)  # [R, J, d]
         x = images[:, :, None, None, :].expand(-1, -1, steps, 1, -1).reshape(count, 1, -1)
         with torch.enable_grad():
             losses = private_losses(self.procedure, leaves, x, self.label.expand(count, 1))
             gradient = torch.autograd.grad(losses.sum(), list(leaves.values()))
-        flat = torch.cat([g.reshape(count, -1) for g in gradient], dim=1)
+        flat = torch.cat([g.reshape(count, -1) for g in gradient], dim=1).double()
         return clip(flat, self.clip_norm).reshape(trials, points, steps, n_params)
 
     def step_evidence(self, c: torch.Tensor) -> torch.Tensor:
@@ -181,22 +194,41 @@ class Posterior:
         return mixture.sum(dim=-1) - 0.5 * a.square().sum(dim=-1) / self.subspace.scale ** 2
 
 
-def maximise(posterior: Posterior, start: torch.Tensor) -> torch.Tensor:
+def search(posterior: Posterior) -> torch.Tensor:
+    """The MAP coordinates ``[R, m]``: the posterior is evaluated at the prior's mean and :data:`PROBES` draws from
+    the prior, and Levenberg–Marquardt (:func:`maximise`) runs from each trial's best :data:`STARTS` of them; the
+    end point with the highest posterior wins (the posterior is not concave in a: a clipped gradient's direction
+    repeats over the subspace)."""
+    trials, m = posterior.thetas.shape[0], posterior.subspace.dimension
+    device = posterior.thetas.device
+    draws = torch.randn(PROBES, m, generator=torch.Generator().manual_seed(PROBE_SEED), dtype=torch.float64)
+    probes = torch.cat([torch.zeros(1, m, dtype=torch.float64), posterior.subspace.scale * draws]).to(device)
+    probes = probes.expand(trials, -1, -1)
+    values = posterior.value(probes, posterior.step_evidence(posterior.clipped_gradients(probes)))  # [R, PROBES + 1]
+    best = values.topk(min(STARTS, probes.shape[1]), dim=1).indices  # [R, k]
+    starts = probes.gather(1, best[..., None].expand(-1, -1, m))  # [R, k, m]
+    k = starts.shape[1]
+    ends, reached = maximise(posterior.repeated(k), starts.reshape(trials * k, m))
+    winner = torch.where(torch.isnan(reached), -torch.inf, reached).reshape(trials, k).argmax(dim=1)
+    return ends.reshape(trials, k, m)[torch.arange(trials, device=device), winner]
+
+
+def maximise(posterior: Posterior, start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """The MAP coordinates ``[R, m]`` from ``start``, by Levenberg–Marquardt on the EM form of the posterior:
     with the responsibilities ``w_t = Pr[b_t = 1 | ĝ_t, a]`` at the current point, the log posterior's gradient
     is ``Σ_t w_t J_tᵀ(ĝ_t − c_t)/σ̂² − a/s²`` and its Gauss–Newton curvature ``Σ_t w_t J_tᵀJ_t/σ̂² + I/s²``, with
     J_t = ∂c_t/∂a by forward differences (the m + 1 points of a trial are one batch). A step is kept when it
-    raises the log posterior; every trial has its own damping."""
+    raises the log posterior; every trial has its own damping. Returns the end points and their log posterior."""
     a = start.to(torch.float64)
     trials, m = a.shape
     scale = posterior.subspace.scale
     damping = torch.full((trials,), INITIAL_DAMPING, dtype=torch.float64, device=a.device)
     difference = DIFFERENCE_STEP * scale
-    probes = torch.cat([torch.zeros(1, m, dtype=a.dtype, device=a.device),
-                        difference * torch.eye(m, dtype=a.dtype, device=a.device)])  # [m + 1, m]
+    offsets = torch.cat([torch.zeros(1, m, dtype=a.dtype, device=a.device),
+                         difference * torch.eye(m, dtype=a.dtype, device=a.device)])  # [m + 1, m]
     current = None
     for _ in range(ITERATIONS):
-        c = posterior.clipped_gradients(a[:, None] + probes)  # [R, m + 1, T, P]
+        c = posterior.clipped_gradients(a[:, None] + offsets)  # [R, m + 1, T, P]
         u = posterior.step_evidence(c[:, :1])[:, 0]  # [R, T]
         if current is None:
             current = posterior.value(a[:, None], u[:, None])[:, 0]
@@ -219,4 +251,4 @@ def maximise(posterior: Posterior, start: torch.Tensor) -> torch.Tensor:
         damping = torch.where(better, damping / 3, damping * 4).clamp(1e-9, 1e9)
         if settled:  # every trial at a stationary point, or stuck at maximal damping
             break
-    return a
+    return a, current

@@ -1,39 +1,24 @@
 """What an informed adversary recomputes of a training run (:mod:`attacks.iterates_matching`): the logits of many
 models on their own inputs, and the clipped private gradient sum of the whole data set S at given parameters,
-through the engine's fast paths (grouped convolutions and per-layer norms for the CNN, docs/images.md) where
+through the engine's fast paths (grouped convolutions and per-layer norms of a layer plan, docs/images.md) where
 the model has one, ``torch.func`` otherwise."""
 
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch.func import grad, vmap
 
 from fdp_audit.training import conv_ghost, ghost
 from fdp_audit.training.engine import TrainingProblem, flatten
-from fdp_audit.training.models import Model, Params, example_loss, label_free_loss, norm_groups
+from fdp_audit.training.models import Model, Params, example_loss, label_free_loss
 
 
 def models_logits(model: Model, params: Params, x: torch.Tensor) -> torch.Tensor:
-    """Logits ``[R, N, O]`` of R models, each on its own inputs ``x`` ``[R, N, d]``; differentiable twice (in the
-    parameters and the inputs). The CNN's convolutions are batched matrix products over unfolded patches rather
-    than grouped convolutions: the same layers (:meth:`Model.forward`), and a double backward pass through them
-    is a few batched products where a grouped convolution's runs one convolution per group."""
-    if not conv_ghost.supports(model):
-        return vmap(model.forward)(params, x)
-    r, n = x.shape[:2]
-    side = model.image_side
-    h = x.reshape(r * n, 1, side, side)
-    for i, width in enumerate(model.channels, start=1):
-        patches = F.unfold(h, 3, padding=1).reshape(r, n, h.shape[1] * 9, side * side)
-        weight = params[f"conv{i}.weight"].reshape(r, width, -1)
-        z = torch.einsum("rok,rnkl->rnol", weight, patches) + params[f"conv{i}.bias"][:, None, :, None]
-        z = F.group_norm(z.reshape(r * n, width, side, side), norm_groups(width)).reshape(r, n, width, side, side)
-        z = z * params[f"norm{i}.weight"][:, None, :, None, None] + params[f"norm{i}.bias"][:, None, :, None, None]
-        h = F.avg_pool2d(F.relu(z.reshape(r * n, width, side, side)), 2)
-        side //= 2
-    features = h.reshape(r, n, -1)
-    return torch.baddbmm(params["fc.bias"][:, None, :], features, params["fc.weight"].transpose(1, 2))
+    """Logits ``[R, N, O]`` of R models, each on its own inputs ``x`` ``[R, N, d]``: the layer plan's grouped
+    forward pass (:func:`fdp_audit.training.conv_ghost.forward`) where the model has one, ``vmap`` otherwise."""
+    if conv_ghost.supports(model):
+        return conv_ghost.forward(model, params, x)
+    return vmap(model.forward)(params, x)
 
 
 def public_inputs(problem: TrainingProblem, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
