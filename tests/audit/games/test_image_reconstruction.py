@@ -121,10 +121,12 @@ def test_canary_absent_from_training_is_not_reconstructed_beyond_ball() -> None:
         assert int((distance <= r).sum()) <= binom.ppf(0.999, 40, level)
 
 
-def test_the_attack_replays_training_and_reconstructs_a_noiseless_release(no_noise) -> None:
-    """Without noise the target's gradient is released exactly at every step (p = 1): the replayed trajectory
-    is the trained one, and the reconstruction lands within ρ at Ball 0.05 in nearly every trial (measured:
-    31 of 32 at this seed; deterministic given the seed)."""
+@pytest.mark.slow
+def test_the_attack_reconstructs_a_noiseless_release(no_noise) -> None:
+    """Without noise the target's gradient is released exactly at every step (p = 1) and the reconstruction lands
+    within ρ at Ball 0.05 in most trials (11 of these 12; 78 of 100 in the first 100 trials of this seed), far
+    above Ball: deterministic given the seed, and at a success rate of 0.78 fewer than 10 of 12 has probability
+    0.3, so the threshold is no statement about the rate, only that the attack reconstructs."""
     config, data = setting("dp_sgd_no_noise", trials=12)
     record = play_game(ImageReconstructionGame(), config, data)
     assert record.successes("gradient_matching_iterates")[0] >= 10
@@ -136,8 +138,9 @@ def test_the_attack_replays_training_and_reconstructs_a_noiseless_release(no_noi
 def test_correct_mechanism_stays_at_the_prior_and_passes_the_gate(cli, write_yaml, tmp_path) -> None:
     """``fdp-audit audit`` + ``gate`` on DP-SGD (z = 2, T = 4, p = 1): the prior realises Ball exactly (two-sided
     binomial interval at level 1e-3 per radius) and the attack stays within the 0.999 binomial quantile of the
-    bound. The gate's false alarm is at most α = 0.05 by its guarantee; at these margins (success ≈ Ball 0.05 vs
-    bound 0.26) it needs 17 or more of 40 successes at rate ≈ 0.05: probability below 1e-10."""
+    bound (measured on 100 trials: 5, 25, 46 against Ball 5, 25, 50 and bounds 26, 63, 84). The gate's false
+    alarm is at most α = 0.05 by its guarantee; at these margins it needs 18 or more of 40 at ρ(Ball 0.05),
+    probability 1e-8 even at twice Ball."""
     config = write_yaml(tmp_path / "correct.yaml", raw_config("dp_sgd", trials=40))
     assert cli("audit", config, "--out", tmp_path / "out").code == 0
     results = json.loads((tmp_path / "out" / "results.json").read_text())
@@ -152,9 +155,10 @@ def test_correct_mechanism_stays_at_the_prior_and_passes_the_gate(cli, write_yam
 
 @pytest.mark.slow
 def test_a_mechanism_without_noise_is_caught(cli, write_yaml, tmp_path, no_noise) -> None:
-    """``fdp-audit audit`` + ``gate`` on DP-SGD that adds no noise but claims z = 2: the attack reconstructs
-    (measured 31 of 32 within ρ at Ball 0.05) far above the bound 0.26. A miss needs fewer than 19 of 40 (the
-    Clopper–Pearson bound at α/3 crosses 0.26 there): at a true rate of 0.85, probability below 1e-9."""
+    """``fdp-audit audit`` + ``gate`` on DP-SGD that adds no noise but claims z = 2: the attack reconstructs far
+    above the bound (measured on 100 trials: 78, 93, 98 within ρ at Ball 0.05, 0.25, 0.5 against bounds 0.26,
+    0.63, 0.84). A miss needs at most 17 of 40 at ρ(Ball 0.05) (the Clopper–Pearson bound at α/3 crosses 0.26 at
+    18): at the measured rate 0.78, probability 1e-6 (3e-4 at 0.7)."""
     config = write_yaml(tmp_path / "faulty.yaml", raw_config("dp_sgd_no_noise", trials=40))
     assert cli("audit", config, "--out", tmp_path / "out").code == 1
     assert cli("gate", tmp_path / "out" / "results.json").code == 1
