@@ -32,12 +32,14 @@ def test_registry_declares_threat_models() -> None:
     assert {name: cls.threat_model for name, cls in ATTACKS.items()} == {
         "prior": "prior", "likelihood": "black_box", "shadow": "black_box", "gradient": "white_box",
         "informed_gradient": "white_box", "reconstruction": "white_box", "gradient_matching": "white_box",
-        "iterates": "iterates", "iterates_public_aligned": "iterates", "canary_logit": "black_box",
-        "noise_scale": "black_box"}
+        "iterates": "iterates", "iterates_public_aligned": "iterates", "gradient_matching_iterates": "iterates",
+        "canary_logit": "black_box", "noise_scale": "black_box"}
     assert [name for name, cls in ATTACKS.items() if "continuous" in cls.supports] == [
         "prior", "reconstruction", "gradient_matching"]
     assert [name for name, cls in ATTACKS.items() if "categorical" not in cls.supports] == [
-        "reconstruction", "gradient_matching"]
+        "reconstruction", "gradient_matching", "gradient_matching_iterates"]
+    assert [name for name, cls in ATTACKS.items() if "subspace" in cls.supports] == [
+        "prior", "gradient_matching_iterates"]
     assert [name for name, cls in ATTACKS.items() if cls.needs_gradient_canary] == [
         "iterates", "iterates_public_aligned"]
     assert [name for name, cls in ATTACKS.items() if cls.needs_input_canary] == ["canary_logit", "noise_scale"]
