@@ -32,6 +32,7 @@ from torch import nn
 from torch.func import functional_call
 
 from fdp_audit.errors import BadInputError
+from fdp_audit.threads import threads_for
 from fdp_audit.training import layer_plan, streams
 from fdp_audit.training.layer_plan import LayerPlan
 from fdp_audit.training.models import Model, Params
@@ -130,7 +131,8 @@ _REPORTED: set[str] = set()
 def _plan_or_reason(module: nn.Module, n_inputs: int) -> tuple[LayerPlan | None, str]:
     """The module's layer plan, or why it has none (reported once per process on stderr)."""
     try:
-        return layer_plan.trace(module, n_inputs), ""
+        with threads_for(0):  # its checks run a few examples
+            return layer_plan.trace(module, n_inputs), ""
     except layer_plan.Unsupported as err:
         reason = str(err)
     if reason not in _REPORTED:
@@ -152,7 +154,7 @@ def module_model(factory: Callable[..., nn.Module], n_inputs: int, n_classes: in
     _refuse_batch_norm(module)
     params = {name: p.detach() for name, p in module.named_parameters()}
     try:
-        with torch.no_grad():
+        with torch.no_grad(), threads_for(0):  # a few examples: intra-op threads would only wait on each other
             out = functional_call(module, params, (torch.zeros(2, n_inputs),))
     except (Exception, SystemExit) as err:
         raise BadInputError(f"the module fails on a batch of inputs [2, {n_inputs}]: {failure(err)}", FIELD) from err
