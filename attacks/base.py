@@ -9,9 +9,10 @@ docs/accounting.md) return an estimate of the protected coordinates instead, jud
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar, Literal
 
 import torch
@@ -71,8 +72,8 @@ class Knowledge:
     A target image whose protected part is a subspace (``subspace`` games) has one candidate row, its visible
     part (the prior's mean), and ``protected_subspace``. ``procedure`` is the training procedure an informed
     adversary knows: the other records, Ψ, the public loss, the recipe, the optimiser and its starting point.
-    An attack reads from it only what a training run is set up with, never the claimed noise multiplier or
-    sampling rate it also holds.
+    It is held with the noise multiplier and sampling rate set to NaN (:meth:`__post_init__`): those are the
+    claim under test, which an attack estimates from the release and never reads.
 
     Continuous protected features: ``protected_coordinates`` are their indices in the model input, and
     ``candidates`` has one row, the target completed with the prior's centre (the Ball-maximising guess of
@@ -111,6 +112,11 @@ class Knowledge:
     shadow_models: int = 64
     shadow_seed: int = 0
     shadow_trainer: ShadowTrainer | None = None
+
+    def __post_init__(self) -> None:
+        if self.procedure is not None:
+            hyper = replace(self.procedure.hyper, noise_multiplier=math.nan, sample_rate=math.nan)
+            object.__setattr__(self, "procedure", replace(self.procedure, hyper=hyper))
 
     def require(self, attack: str, *fields: str) -> None:
         """Refuse, as bad input, an attack whose knowledge lacks what it needs."""

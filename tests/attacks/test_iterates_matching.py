@@ -3,6 +3,8 @@ its estimates of what it is not told (the update's scale, the sampling rate, the
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -33,11 +35,13 @@ def test_replayed_trajectory_is_the_trained_one(momentum: float, schedule: str, 
     (chunk,) = train_models(setup.problem, config.seed, indices, game.canaries(config, setup, indices),
                             record_iterates=True, on_step=lambda _, params: seen.append(flatten(params, lead=1)))
     released = chunk.iterates.noisy_private_sums.double()
-    thetas = replay_trajectory(setup.problem, released, chunk.iterates.public_gradients.double(),
+    known = setup.knowledge.procedure  # what the attack is given: the claim's z and p are NaN there
+    assert math.isnan(known.hyper.noise_multiplier) and math.isnan(known.hyper.sample_rate)
+    thetas = replay_trajectory(known, released, chunk.iterates.public_gradients.double(),
                                flatten(chunk.params, lead=1).double())
     start = flatten({k: v[None] for k, v in setup.problem.initial_params.items()}, lead=1).double()
     torch.testing.assert_close(thetas[:, 0], start.expand(3, -1), rtol=0, atol=1e-12)
     torch.testing.assert_close(thetas[:, 1:], torch.stack(seen[:-1], dim=1).double(), rtol=1e-5, atol=1e-5)
-    others = others_clipped_sums(setup.problem, thetas.float(), setup.problem.hyper.clip_norm).double()
+    others = others_clipped_sums(known, thetas.float(), known.hyper.clip_norm).double()
     estimated = (released * others).sum(dim=(1, 2)) / others.square().sum(dim=(1, 2))
     assert torch.all((estimated - rate).abs() < 0.1)
