@@ -7,16 +7,16 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import sys
+import threading
 from collections.abc import Iterator
 
 import torch
 
-# glibc's mallopt parameters and the values set: blocks up to 32 MiB (glibc's largest mmap threshold) come from the
-# heap, and up to 1 GiB of freed heap stays mapped while training; afterwards the trim threshold is glibc's own
-# steady state for 32 MiB blocks (twice the mmap threshold).
+# glibc's mallopt parameters (malloc.h) and the values set. 32 MiB is glibc's largest dynamic mmap threshold on
+# 64-bit hosts (DEFAULT_MMAP_THRESHOLD_MAX); when glibc raises the threshold itself it sets the trim threshold to
+# twice it, hence the resting trim threshold of 64 MiB. While any chunk trains, up to 1 GiB of freed heap stays mapped.
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
 _MMAP_THRESHOLD, _TRAINING_TRIM, _RESTING_TRIM = 32 << 20, 1 << 30, 64 << 20
-
 
 def worker_memory_headroom() -> int | None:
     """Bytes one task may still use when this process is a Dask worker with a memory limit: the limit less
@@ -47,25 +47,64 @@ def _glibc() -> ctypes.CDLL | None:
     return libc if hasattr(libc, "mallopt") else None
 
 
+class _HostAllocator:
+    """glibc's thresholds, shared by every chunk training in this process (a Dask worker runs one per thread).
+
+    The mmap threshold is set once per process and never undone: glibc has no call that turns its dynamic mmap
+    threshold back on once a threshold has been set, and setting back its documented default (128 KiB) would pin it
+    at 128 KiB, so that everything after training (a benchmark's baseline) would get fresh pages for every block
+    above 128 KiB, slower than before. glibc's dynamic threshold rises by itself to the size of each mmapped block
+    up to 32 MiB that the program frees and never falls, so 32 MiB is its steady state in any program that has freed
+    a block that large (a CNN step frees blocks of tens of MiB), and code run after training sees that steady state.
+    The trim threshold is counted: the first chunk to enter raises it, the last to leave sets it to glibc's steady
+    state for that mmap threshold (twice it), so one chunk's end never lowers it under another that is still
+    training, and nesting is safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._training = 0
+        self._threshold_set = False
+
+    def enter(self, libc: ctypes.CDLL) -> None:
+        with self._lock:
+            if not self._threshold_set:
+                libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+                self._threshold_set = True
+            if self._training == 0:
+                libc.mallopt(_M_TRIM_THRESHOLD, _TRAINING_TRIM)
+            self._training += 1
+
+    def leave(self, libc: ctypes.CDLL) -> None:
+        with self._lock:
+            self._training -= 1
+            if self._training == 0:
+                libc.mallopt(_M_TRIM_THRESHOLD, _RESTING_TRIM)
+
+
+_HOST_ALLOCATOR = _HostAllocator()
+
+
 @contextlib.contextmanager
 def kept_host_memory(device: torch.device) -> Iterator[None]:
-    """Run a training chunk with the memory each step frees kept mapped for the next step, on a CPU with glibc.
+    """Run a training chunk with the memory each step frees kept mapped for the next step, on a CPU with glibc
+    (elsewhere, and on other devices, nothing changes).
 
     A step allocates and frees many tensors of a few MiB to tens of MiB (a CNN's activations: 25 MiB for 512
     Fashion-MNIST images at 16 channels). glibc serves blocks above its mmap threshold with fresh pages and returns
     freed memory above its trim threshold to the kernel, so each step touched its working set as new pages:
-    about 6,000 page faults per 25 MiB, a quarter of a CNN step's CPU time in the kernel. Raising both thresholds
-    while training keeps those pages; the retained memory is at most the step's own peak. When the chunk ends the
-    trim threshold drops to glibc's own steady state for such blocks, so the next free returns the surplus to the
-    kernel (a Dask worker's resident memory falls back as before). No ``malloc_trim``: it also releases free pages
-    inside the heap, and whatever runs next in the process (in a benchmark, the baseline) would fault them back."""
+    about 6,000 page faults per 25 MiB, a third of a CNN step's CPU time in the kernel (B1 for images: 140 → 97 ms
+    per step). Inside the context glibc's mmap threshold is 32 MiB (set once for the whole process, see
+    ``_HostAllocator``) and its trim threshold 1 GiB, so those pages are kept; the retained memory is at most the
+    steps' own peak. When the last chunk in the process leaves, the trim threshold drops to 64 MiB, so the next
+    free returns the surplus to the kernel (a Dask worker's resident memory falls back). No ``malloc_trim``: it
+    also releases free pages inside the heap, and whatever runs next (in a benchmark, the baseline) would fault
+    them back."""
     libc = _glibc() if device.type == "cpu" else None
     if libc is None:
         yield
         return
-    libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
-    libc.mallopt(_M_TRIM_THRESHOLD, _TRAINING_TRIM)
+    _HOST_ALLOCATOR.enter(libc)
     try:
         yield
     finally:
-        libc.mallopt(_M_TRIM_THRESHOLD, _RESTING_TRIM)
+        _HOST_ALLOCATOR.leave(libc)
