@@ -18,9 +18,12 @@ residual connection, no parameter read outside its layer, no layer called twice.
 * a reshape that keeps examples apart (``Flatten``, ``flatten``, ``reshape``/``view`` whose leading size is the
   batch).
 
-Shapes come from running the traced graph on a batch of two inputs (``ShapeProp``). The plan is then checked
-against the module itself: its forward pass on three random inputs must give the module's logits (to float32
-rounding), so a reshape that mixes examples or a call the walk misread is caught here, not in training. Anything
+Shapes come from running the traced graph on a batch of two inputs (``ShapeProp``): linear layers must see
+per-example vectors, convolutions and pooling per-example ``[C, H, W]``. The plan is then checked against the module
+itself on three random inputs: its forward pass must run and give the module's logits, and its per-example gradients
+those torch.func takes of the module (to float32 rounding). So a reshape that mixes examples or a call the walk
+misread is caught here, not in training, and so is what torch.fx drops because it changes gradients only (a
+``torch.no_grad()`` block, a module hook that detaches an output or rescales its gradient). Anything
 else — BatchNorm aside, which :mod:`fdp_audit.training.modules` refuses outright — leaves the module without a
 plan, with a one-line reason naming the call, and the engine takes the ``torch.func`` path.
 
@@ -41,6 +44,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import fx, nn
+from torch.func import functional_call
 from torch.fx.passes.shape_prop import ShapeProp
 
 from fdp_audit.training import layer_kernels
@@ -399,10 +403,6 @@ def _out_of_place(target: Callable[..., torch.Tensor], rest: tuple, kwargs: dict
     return bound.args[1:], bound.kwargs
 
 
-def _tensor_inputs(node: fx.Node) -> list[fx.Node]:
-    return list(node.all_input_nodes)
-
-
 def _shape(node: fx.Node, batch: int) -> Shape:
     meta = node.meta.get("tensor_meta")
     if meta is None or not hasattr(meta, "shape"):
@@ -433,6 +433,20 @@ def _is_shape_query(node: fx.Node, queries: set[fx.Node]) -> bool:
         n in queries for n in node.all_input_nodes)
 
 
+INPUT_RANKS = {Linear: (1, "a linear layer"), Conv: (3, "a convolution"), Channelwise: (3, "a 2-D pooling")}
+
+
+def _check_input_rank(name: str, step: Step, in_shape: Shape) -> None:
+    """Linear layers run as batched matrix products of per-example vectors, convolutions and pooling as 2-D maps of
+    per-example ``[C, H, W]``. torch applies them to other shapes too (a linear layer over the last axis, a 2-D
+    pooling of ``[B, C, L]`` read as one unbatched image), which the plan would misread."""
+    if type(step) not in INPUT_RANKS:
+        return
+    rank, kind = INPUT_RANKS[type(step)]
+    if len(in_shape) != rank:
+        raise Unsupported(f"{name} ({kind} on per-example inputs of shape {list(in_shape)}, not {rank}-D)")
+
+
 def _walk(graph: fx.GraphModule, batch: int) -> tuple[list[Planned], Shape]:
     modules = dict(graph.named_modules())
     steps: list[Planned] = []
@@ -455,7 +469,7 @@ def _walk(graph: fx.GraphModule, batch: int) -> tuple[list[Planned], Shape]:
         if _is_shape_query(node, queries):
             queries.add(node)
             continue
-        tensors = [n for n in _tensor_inputs(node) if n not in queries]
+        tensors = [n for n in node.all_input_nodes if n not in queries]
         if tensors != [current] or (node.args and node.args[0] is not current):
             raise Unsupported(f"{node.name} (not a chain: it reads other than the previous call's output)")
         if node.op == "call_module":
@@ -463,6 +477,7 @@ def _walk(graph: fx.GraphModule, batch: int) -> tuple[list[Planned], Shape]:
         else:
             step = _function_step(node)
         previous = steps[-1].out_shape if steps else in_shape
+        _check_input_rank(str(node.target) if node.op == "call_module" else node.name, step, previous)
         steps.append(Planned(_with_shape(step, _shape(node, batch)), previous, _shape(node, batch)))
         current = node
     raise Unsupported("the traced graph has no output")
@@ -515,17 +530,68 @@ def trace(module: nn.Module, n_inputs: int) -> LayerPlan:
 
 
 def _check_outputs(plan: LayerPlan, module: nn.Module, n_inputs: int) -> None:
-    """The plan's forward pass gives the module's outputs on three random inputs (to float32 rounding)."""
+    """The plan computes the module's function and its per-example gradients, on three random inputs ``x_n`` (to
+    float32 rounding): the outputs ``f(θ; x_n)``, and each example's ``∇_θ ⟨f(θ; x_n), u_n⟩`` for random ``u_n``
+    against torch.func's, the fallback's (``vmap`` of ``grad`` of the module's ``functional_call``).
+
+    Outputs alone miss what torch.fx drops while tracing and changes only gradients: a ``torch.no_grad()`` block,
+    module hooks (an output detached, a gradient rescaled). The plan would then clip and train by gradients the
+    module does not have, such as those of a feature extractor it freezes."""
     parameter = next(module.parameters())
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(3, n_inputs, generator=generator).to(parameter.device, parameter.dtype)
-    params = {name: p.detach()[None] for name, p in module.named_parameters()}
+    params = {name: p.detach() for name, p in module.named_parameters()}
     with torch.no_grad():
         expected = module(x)
-        got = forward(plan, params, x[None])[0]
-    scale = float(expected.abs().max()) + 1.0
-    if got.shape != expected.shape or not torch.allclose(got, expected, rtol=1e-4, atol=1e-4 * scale):
+        got = _plan_forward(plan, {name: p[None] for name, p in params.items()}, x[None])[0]
+    if got.shape != expected.shape or not _agree(got, expected, float(expected.abs().max()) + 1.0):
         raise Unsupported("the traced layers (they do not reproduce the module's outputs)")
+    directions = torch.randn(expected.shape, generator=generator).to(parameter.device, parameter.dtype)
+    expected_gradients = _module_gradients(module, params, x, directions)
+    got_gradients = _plan_gradients(plan, params, x, directions)
+    scale = max(float(expected_gradients.abs().max()), float(got_gradients.abs().max()))
+    if not _agree(got_gradients, expected_gradients, scale):
+        raise Unsupported("the traced layers (their gradients are not the module's: torch.fx drops torch.no_grad() "
+                          "blocks and module hooks)")
+
+
+def _agree(got: torch.Tensor, expected: torch.Tensor, scale: float) -> bool:
+    return torch.allclose(got, expected, rtol=1e-4, atol=1e-4 * scale)
+
+
+def _plan_forward(plan: LayerPlan, params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """:func:`forward`, where any failure means the walk misread a call: the module has no plan."""
+    try:
+        return forward(plan, params, x)
+    except Exception as err:  # noqa: BLE001 - whatever the misread call raises
+        message = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise Unsupported(f"the traced layers (their forward pass fails: {type(err).__name__}: {message})") from err
+
+
+def _module_gradients(module: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
+                      directions: torch.Tensor) -> torch.Tensor:
+    """``∇_θ ⟨f(θ; x_n), u_n⟩`` ``[N, P]`` by torch.func, as the engine's fallback takes per-example gradients."""
+
+    def projected(p: dict[str, torch.Tensor], example: torch.Tensor, direction: torch.Tensor) -> torch.Tensor:
+        return (functional_call(module, p, (example[None],))[0] * direction).sum()
+
+    try:
+        gradients = torch.func.vmap(torch.func.grad(projected), in_dims=(None, 0, 0))(params, x, directions)
+    except Exception as err:  # noqa: BLE001 - the fallback cannot take them either; it reports its own error
+        raise Unsupported(f"the module's per-example gradients (torch.func: {type(err).__name__})") from err
+    return torch.cat([gradients[name].reshape(x.shape[0], -1) for name in params], dim=1)
+
+
+def _plan_gradients(plan: LayerPlan, params: dict[str, torch.Tensor], x: torch.Tensor, directions: torch.Tensor
+                    ) -> torch.Tensor:
+    """The plan's ``∇_θ ⟨f(θ; x_n), u_n⟩`` ``[N, P]``: one model per example, each with its own copy of the
+    parameters, so that the gradient of model n's copy is example n's."""
+    copies = {name: p[None].repeat(x.shape[0], *[1] * p.dim()).requires_grad_(True) for name, p in params.items()}
+    with torch.enable_grad():
+        outputs = _plan_forward(plan, copies, x[:, None])[:, 0]
+        gradients = torch.autograd.grad((outputs * directions).sum(), list(copies.values()), allow_unused=True)
+    return torch.cat([(torch.zeros_like(c) if g is None else g).reshape(x.shape[0], -1)
+                      for c, g in zip(copies.values(), gradients, strict=True)], dim=1)
 
 
 def activation_floats(plan: LayerPlan) -> int:

@@ -15,7 +15,7 @@ from fdp_audit.config import OptimizerConfig, load_config
 from fdp_audit.data.image_psi import DownsampleMap
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
-from fdp_audit.training import conv_ghost, engine, ghost, modules
+from fdp_audit.training import conv_ghost, engine, ghost, layer_plan, modules
 from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
 from fdp_audit.training.layer_plan import AlongDim, Channelwise, Conv, GroupNorm, LayerNorm, Linear
@@ -133,6 +133,48 @@ def test_a_residual_connection_or_a_softmax_across_the_batch_has_no_plan():
     assert along.dim == 1
 
 
+@pytest.mark.parametrize("name", ["no_grad", "detached", "gradient_scaled"])
+def test_a_module_whose_gradient_code_torch_fx_drops_falls_back_to_torch_func(monkeypatch, capsys, name):
+    """torch.fx drops a ``torch.no_grad()`` block and module hooks, so the traced layers give the module's outputs
+    but not its gradients: these modules were planned, and their norms clipped as if the convolution learned (the
+    frozen ones) or at full gradient (the hook halves it). Now the plan's check compares gradients and refuses them;
+    torch.func's per-example gradients, which the engine takes instead, honour the module's gradient code."""
+    monkeypatch.setattr(modules, "_REPORTED", set())
+    model = _module(name)
+    assert model.plan is None and "gradients are not the module's" in model.unplanned
+    assert "no per-layer norms for the traced layers" in capsys.readouterr().err
+    assert engine.private_path(_image_problem(model)) == "materialised"
+    params, x, y, _ = _case(model, decomposed=False)
+    gradients = _materialised(model, params, x, y, None)
+    conv = sum(v[0].numel() for v in list(params.values())[:2])  # the convolution's weight and bias come first
+    if name == "gradient_scaled":
+        plain = _module(name)
+        plain.module[1]._forward_hooks.clear()
+        torch.testing.assert_close(gradients[..., :conv], 0.5 * _materialised(plain, params, x, y, None)[..., :conv],
+                                   rtol=1e-10, atol=1e-12)
+    else:
+        assert gradients[..., :conv].abs().max() == 0 and gradients[..., conv:].abs().max() > 0
+
+
+def test_layers_applied_to_activations_of_another_rank_have_no_plan():
+    """A linear layer over the last axis of ``[B, C, L]`` crashed the plan's batched matrix product (``fdp-audit
+    train`` exited 3); a 2-D pooling of ``[B, C, L]`` (torch reads one unbatched image) matched by coincidence."""
+    assert _module("linear_over_positions", 10).unplanned == (
+        "mix (a linear layer on per-example inputs of shape [4, 64], not 1-D)")
+    assert "a 2-D pooling on per-example inputs of shape [4, 64], not 3-D" in _module("pool_over_positions").unplanned
+
+
+def test_a_plan_whose_forward_pass_fails_is_refused(monkeypatch):
+    """Whatever call the walk may misread in future, its failure leaves the module on torch.func, not a crash."""
+
+    def misread(*args, **kwargs):
+        raise RuntimeError("batch1 must be a 3D tensor")
+
+    monkeypatch.setattr(layer_plan, "run_step", misread)
+    with pytest.raises(layer_plan.Unsupported, match="forward pass fails: RuntimeError: batch1 must be a 3D tensor"):
+        layer_plan.trace(_module("strided").module, 64)
+
+
 def test_batch_norm_is_bad_input():
     with pytest.raises(BadInputError, match="BatchNorm layer .*BatchNorm2d.*mix the records") as caught:
         _module("batch_norm")
@@ -179,3 +221,13 @@ def test_train_cli_trains_a_user_cnn_on_the_fast_path(tmp_path, capsys, monkeypa
     loaded = load_config(config)
     model = build_problem(loaded, prepare_data(loaded.data, 0)).model
     assert conv_ghost.supports(model)
+
+
+def test_train_cli_trains_a_linear_over_positions_by_torch_func(tmp_path, capsys, monkeypatch):
+    """The module that crashed ``fdp-audit train`` (exit 3, in the plan's batched matrix product) trains by
+    torch.func: exit 0, a checkpoint, and stderr naming the layer."""
+    monkeypatch.setattr(modules, "_REPORTED", set())
+    config = _digits_config(tmp_path, "linear_over_positions")
+    assert main(["train", str(config), "--out", str(tmp_path / "model.pt")]) == 0
+    assert "no per-layer norms for mix (a linear layer" in capsys.readouterr().err
+    assert (tmp_path / "model.pt").is_file()

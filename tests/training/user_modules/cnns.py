@@ -3,6 +3,8 @@ inputs ``[B, 64]``, one logit per class (one for a binary task)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -137,3 +139,71 @@ def tutorial(n_inputs: int, n_classes: int) -> nn.Module:
 def batch_softmax(n_inputs: int, n_classes: int) -> nn.Module:
     """A softmax across the batch (dim 0): it mixes the records, so it has no plan."""
     return nn.Sequential(nn.Linear(n_inputs, n_classes), nn.Softmax(dim=0))
+
+
+class FrozenFeatures(nn.Module):
+    """A feature extractor frozen by ``torch.no_grad()`` in ``forward`` (torch.fx drops the context): only the
+    head learns."""
+
+    def __init__(self, n_classes: int):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.head = nn.Linear(64, _outputs(n_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            h = F.avg_pool2d(F.relu(self.conv(x.view(-1, 1, 8, 8))), 2)
+        return self.head(h.flatten(1))
+
+
+def no_grad(n_inputs: int, n_classes: int) -> nn.Module:
+    return FrozenFeatures(n_classes)
+
+
+def _hooked(n_classes: int, hook: Callable[[nn.Module, tuple, torch.Tensor], torch.Tensor | None]) -> nn.Module:
+    model = nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 4, 3, padding=1), nn.Tanh(), nn.Flatten(),
+                          nn.Linear(256, _outputs(n_classes)))
+    model[1].register_forward_hook(hook)
+    return model
+
+
+def detached(n_inputs: int, n_classes: int) -> nn.Module:
+    """The convolution's output detached by a forward hook (torch.fx drops module hooks): its weights get no
+    gradient."""
+    return _hooked(n_classes, lambda module, inputs, output: output.detach())
+
+
+def gradient_scaled(n_inputs: int, n_classes: int) -> nn.Module:
+    """A forward hook that halves the gradient flowing back into the convolution (a tensor hook): the same outputs,
+    half the convolution's gradients."""
+
+    def halve_gradient(module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        if output.requires_grad:
+            output.register_hook(lambda gradient: 0.5 * gradient)
+
+    return _hooked(n_classes, halve_gradient)
+
+
+class LinearOverPositions(nn.Module):
+    """A linear layer over the last axis of 3-D activations (convolution, ``flatten(2)``: ``[B, C, H·W]``)."""
+
+    def __init__(self, n_classes: int):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+        self.mix = nn.Linear(64, 8)
+        self.head = nn.Linear(32, _outputs(n_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.conv(x.view(-1, 1, 8, 8)).flatten(2)
+        return self.head(F.relu(self.mix(h)).flatten(1))
+
+
+def linear_over_positions(n_inputs: int, n_classes: int) -> nn.Module:
+    return LinearOverPositions(n_classes)
+
+
+def pool_over_positions(n_inputs: int, n_classes: int) -> nn.Module:
+    """2-D max pooling of 3-D activations ``[B, C, H·W]``, which torch reads as one unbatched image ``[C, H, W]``
+    with the batch as its channels."""
+    return nn.Sequential(nn.Unflatten(1, (1, 8, 8)), nn.Conv2d(1, 4, 3, padding=1), nn.Flatten(2),
+                         nn.MaxPool2d((1, 2)), nn.Flatten(), nn.Linear(128, _outputs(n_classes)))
