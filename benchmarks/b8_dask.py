@@ -20,7 +20,9 @@
    scheduler round trip, the result's transfer, one journal write, and with 16 workers the contention of 16
    processes for 2 cores) and the extra time as a fraction of the in-process time, whose smallest chunk size
    below 5 % is reported. One worker runs the chunks on one thread as the process does, so its extra time is
-   the per-task cost alone.
+   the per-task cost alone. The difference of two timings of training is noisy on a shared machine, so the
+   per-task cost is also timed directly, on tasks that do nothing, and turned into the chunk size whose
+   training takes 20 times as long.
 
 In process a step runs on one thread when it is small (:mod:`fdp_audit.threads`) and on both cores otherwise;
 a worker runs on one thread. Times are wall clock (a cluster's cost is the wait) and include everything the
@@ -33,12 +35,15 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import statistics
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import replace
+
+import numpy as np
 
 from benchmarks.timing import Record, interleaved, quartiles
 from fdp_audit.audit.games import GAMES
@@ -47,7 +52,7 @@ from fdp_audit.audit.trials import DEFAULT_CHUNK, TrialTask, play_game
 from fdp_audit.cli.demo import demo_config
 from fdp_audit.config import Config, config_from_dict
 from fdp_audit.data.prepare import prepare_data
-from fdp_audit.execution import DaskExecutor, Executor, InProcessExecutor
+from fdp_audit.execution import DaskExecutor, Executor, InProcessExecutor, split_chunks
 from fdp_audit.execution.dask import run_environment
 from fdp_audit.training.run import noise_multiplier
 
@@ -55,6 +60,7 @@ HEADLINE_TRIALS = 1000
 WORKERS = 2
 SWEEP_TRIALS = 128
 WARM_TRIALS = 32
+EMPTY_TASKS = 64
 SWEEP_CHUNKS = (2, 8, 32, 128)
 CLUSTER_SIZES = (1, 16)
 TARGET_RATIO = 1.25
@@ -161,9 +167,10 @@ def small_audit() -> Record:
                         "distinguishing game): mostly fixed cost, ratio reported, not targeted")
 
 
-def sweep_times(workers: int) -> dict[int, tuple[float, float]]:
+def sweep_times(workers: int) -> tuple[dict[int, tuple[float, float]], float]:
     """Per chunk size: median seconds of the game's trials in process and on ``workers`` workers, once each
-    worker holds the game's workspace."""
+    worker holds the game's workspace; and the seconds per task of :data:`EMPTY_TASKS` tasks that do nothing
+    (the executor's own cost: a scheduler round trip and the result's transfer)."""
     config = config_from_dict({**SMALL, "audit": {**SMALL["audit"], "trials": SWEEP_TRIALS}})
     data = prepare_data(config.data, config.seed)
     game = GAMES["distinguishing"]()
@@ -179,12 +186,17 @@ def sweep_times(workers: int) -> dict[int, tuple[float, float]]:
             samples = interleaved({"local": lambda: play(InProcessExecutor()), "dask": lambda: play(cluster)},
                                   rounds=ROUNDS, warmup=1)
             times[chunk] = (statistics.median(samples["local"]), statistics.median(samples["dask"]))
-    return times
+        empty = split_chunks(np.arange(EMPTY_TASKS), 1)  # distinct chunks: equal ones would share one task key
+        start = time.perf_counter()
+        for _ in cluster.map_unordered(np.negative, empty):
+            pass
+        per_task = (time.perf_counter() - start) / EMPTY_TASKS
+    return times, per_task
 
 
 def overhead_record(workers: int) -> Record:
     load_before = os.getloadavg()[0]
-    times = sweep_times(workers)
+    times, per_task = sweep_times(workers)
     by_chunk = {}
     for chunk in SWEEP_CHUNKS:
         local, dask = times[chunk]
@@ -195,15 +207,22 @@ def overhead_record(workers: int) -> Record:
     below = next((c for i, c in enumerate(SWEEP_CHUNKS)
                   if all(by_chunk[d]["overhead"] < OVERHEAD_TARGET for d in SWEEP_CHUNKS[i:])), None)
     smallest = by_chunk[SWEEP_CHUNKS[0]]
-    return {"name": f"b8_dask_task_overhead_{workers}_workers", "ours": smallest["per_task_s"],
+    # the same from the empty tasks: the chunk whose own time (trials of the largest chunk's in-process rate) is
+    # 20 times the per-task cost
+    trial_s = times[SWEEP_CHUNKS[-1]][0] / SWEEP_TRIALS
+    return {"name": f"b8_dask_task_overhead_{workers}_workers", "ours": round(per_task, 4),
             "baseline": None, "ratio": round(smallest["overhead"] + 1, 3), "unit": "s", "n": ROUNDS,
-            "spread": None, "chunk_for_5_percent": below, "by_chunk": by_chunk,
+            "spread": None, "chunk_for_5_percent": below,
+            "chunk_for_5_percent_from_empty_tasks": max(1, math.ceil(per_task / (OVERHEAD_TARGET * trial_s))),
+            "trial_s": round(trial_s, 5), "by_chunk": by_chunk,
             "load_average": [round(load_before, 2), round(os.getloadavg()[0], 2)],
             "note": f"{SWEEP_TRIALS} trials of the distinguishing game on a LocalCluster of {workers} worker(s) "
-                    "sharing this machine's cores against the same chunks in process, workers warm; ours: extra "
-                    f"seconds per task at chunk {SWEEP_CHUNKS[0]}, ratio: cluster / in-process time there; "
+                    "sharing this machine's cores against the same chunks in process, workers warm; ours: seconds "
+                    f"per task of {EMPTY_TASKS} tasks that do nothing; by_chunk per_task_s: the extra seconds per "
+                    f"task of the game's chunks; ratio: cluster / in-process time at chunk {SWEEP_CHUNKS[0]}; "
                     "chunk_for_5_percent: the smallest chunk size from which the cluster's extra time stays "
-                    "below 5 % (null: none measured)"}
+                    "below 5 % (null: none measured); chunk_for_5_percent_from_empty_tasks: the chunk of trials "
+                    "of trial_s seconds (in process, largest chunk) whose time is 20 times ours"}
 
 
 def run() -> list[Record]:

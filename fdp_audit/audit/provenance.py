@@ -69,6 +69,7 @@ def third_party_digest(spec: str) -> str | None:
     return file_digest(Path(origin)) if origin and Path(origin).is_file() else None
 
 
+@functools.lru_cache(maxsize=1)
 def _library_roots() -> tuple[Path, ...]:
     """Folders of the standard library and of installed packages, and of the packages digested above."""
     paths = sysconfig.get_paths()
@@ -78,13 +79,19 @@ def _library_roots() -> tuple[Path, ...]:
     return tuple(Path(root).resolve() for root in roots if root)
 
 
+@functools.cache
+def _outside_libraries(file: str) -> bool:
+    """Whether a module's file lies outside :func:`_library_roots` (kept per file: resolving the files of a few
+    thousand loaded modules takes 0.4 s, and a driver asks once per game it sends to a cluster)."""
+    resolved = Path(file).resolve()
+    return not any(resolved.is_relative_to(root) for root in _library_roots())
+
+
 def user_modules() -> list[ModuleType]:
     """Every loaded module whose file lies outside the standard library, the installed packages and the packages
     digested by :func:`source_digest`: a third-party mechanism's own modules, whatever imported them."""
-    roots = _library_roots()
     return [module for module in list(sys.modules.values())
-            if isinstance(getattr(module, "__file__", None), str)
-            and not any(Path(module.__file__).resolve().is_relative_to(root) for root in roots)]
+            if isinstance(getattr(module, "__file__", None), str) and _outside_libraries(module.__file__)]
 
 
 def user_source_digests() -> dict[str, str]:
