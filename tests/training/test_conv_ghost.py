@@ -174,3 +174,36 @@ def test_multiply_adds_count_every_convolution_position_and_the_classifier():
     """The Fashion-MNIST CNN (28×28, widths 16 and 32, 10 classes) by hand: 28²·16·9 + 14²·32·(16·9) + 7²·32·10."""
     model = cnn_model(784, 10, (16, 32))
     assert conv_ghost.multiply_adds_per_example(model) == 784 * 16 * 9 + 196 * 32 * 144 + 1568 * 10
+
+
+@pytest.mark.parametrize("canary", [None, "gradient"])
+def test_models_grouped_by_batch_size_train_as_in_one_group(monkeypatch, canary):
+    """A chunk of 12 models in groups of 5 (sorted by Poisson batch width, each padded to its own widest) against
+    one group: the same released sums and models (1e-5), so a model's training does not depend on the grouping;
+    a group's sums written back to the wrong models would differ by the sums themselves."""
+    model = MODELS["digits-3class"]
+    problem = _image_problem(model, "fdp_sgd", DownsampleMap(8, 8, factor=2))
+    count = 12
+    canaries = None
+    if canary is not None:
+        generator = torch.Generator().manual_seed(7)
+        canaries = Canaries(torch.rand(count, 64, generator=generator),
+                            torch.randint(0, 3, (count,), generator=generator),
+                            torch.rand(count, generator=generator) < 0.5, torch.ones(count, dtype=torch.bool),
+                            torch.randn(count, model.n_parameters, generator=generator),
+                            torch.randn(count, model.n_parameters, generator=generator))
+
+    def run():
+        (chunk,) = train_models(problem, seed=2, model_indices=range(count), canaries=canaries,
+                                record_iterates=True)
+        return chunk
+
+    one_group = run()
+    monkeypatch.setattr(engine, "MODELS_PER_SIZE_GROUP", 5)
+    grouped = run()
+    sizes = one_group.iterates.private_batch_sizes
+    assert len(set(sizes.flatten().tolist())) > 3  # widths do differ
+    torch.testing.assert_close(grouped.iterates.noisy_private_sums, one_group.iterates.noisy_private_sums,
+                               rtol=1e-5, atol=1e-5)
+    for name in one_group.params:
+        torch.testing.assert_close(grouped.params[name], one_group.params[name], rtol=1e-5, atol=1e-5)
