@@ -3,8 +3,8 @@
 1. *Headline: a representative audit.* The demo's audit (``fdp-audit demo``: FDP-SGD at ε = 2 on the bundled
    Adult data, 300 steps, its three games and five attacks) at 1,000 trials, in this process and on a
    LocalCluster of two worker processes that the audit starts and stops, with the default chunk of 128 trials.
-   It is the audit one would consider sending to a cluster: about a minute of training in process on an idle
-   machine, with per-trial work (a model of the demo's size trained 300 steps, three games of it) that a
+   It is the audit one would consider sending to a cluster: about 100 s of training in process on this 2-core
+   machine at load 3–4, with per-trial work (a model of the demo's size trained 300 steps, three games of it) that a
    longer or larger audit only multiplies. The target is a wall-time ratio of at most 1.25, with results
    identical in every number.
 2. *The fixed cost in view.* The same comparison for a small audit (the distinguishing game of a DP-SGD logistic
