@@ -194,6 +194,8 @@ class Game(ABC, Generic[Record]):
     stream_block: ClassVar[int]  # the game's trial t is model stream_block · TRIAL_BLOCK + t
     attribute_kind: ClassVar[AttributeKind] = "categorical"
     gradient_canary: ClassVar[bool] = False  # whose attacks read the released iterates of a gradient canary
+    input_canary: ClassVar[bool] = False  # whose attacks read the membership game's crafted input canary
+    needs_attack: ClassVar[bool] = False  # audit.attacks must name one it admits besides the prior
     epsilon_relation: ClassVar[str | None] = None  # the relation its ε comparisons are judged under, if any
     bounds_per_attack: ClassVar[int] = 1  # confidence bounds per attack the gate spreads α over (test selection)
 
@@ -208,8 +210,15 @@ class Game(ABC, Generic[Record]):
         return np.arange(trials, dtype=np.int64) + self.stream_block * TRIAL_BLOCK
 
     def attacks(self, names: tuple[str, ...]) -> dict[str, Attack]:
-        """The configured attacks this game admits, unfitted (unknown names are bad input)."""
-        return game_attacks(names, self.attribute_kind, self.gradient_canary)
+        """The configured attacks this game admits, unfitted (unknown names are bad input); a game that
+        ``needs_attack`` refuses, as bad input naming the ones it admits, a list with none besides the prior."""
+        canaries = (self.gradient_canary, self.input_canary)
+        chosen = game_attacks(names, self.attribute_kind, *canaries)
+        if self.needs_attack and len(chosen) <= ("prior" in chosen):
+            usable = [name for name in game_attacks(tuple(ATTACKS), self.attribute_kind, *canaries) if name != "prior"]
+            raise BadInputError(f"the {self.name} game needs one of {', '.join(usable)} in audit.attacks",
+                                "audit.attacks")
+        return chosen
 
     @abstractmethod
     def setup(self, config: Config, data: PreparedData) -> Setup:

@@ -105,6 +105,7 @@ class GradientCanaryGame(base.Game[GameRecord]):
     :meth:`in_private`) and under which neighbouring relation the two worlds are judged."""
 
     gradient_canary = True
+    needs_attack = True
     bounds_per_attack = 2
     candidate_names: ClassVar[tuple[str, str]]
     candidate_signs: ClassVar[tuple[float, float]]  # the private gradient's sign of each world's canary
@@ -112,12 +113,6 @@ class GradientCanaryGame(base.Game[GameRecord]):
     @abstractmethod
     def in_private(self, bit: torch.Tensor) -> torch.Tensor:
         """Whether each trial's canary is in the private population."""
-
-    def attacks(self, names: tuple[str, ...]) -> dict[str, Attack]:
-        chosen = super().attacks(names)
-        if len(chosen) <= ("prior" in chosen):
-            raise BadInputError(f"the {self.name} game needs an iterates attack in audit.attacks", "audit.attacks")
-        return chosen
 
     def relation(self, claim: base.Claim) -> MechanismAccountant:
         return claim.relation(self.epsilon_relation)

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attacks import ATTACKS, Attack, Knowledge, View
+from attacks import Attack, Knowledge, View
 from attacks.base import ProtectedSubspace
 from fdp_audit.accounting.ball import ball_gaussian, gaussian_radius
 from fdp_audit.audit.games import base
@@ -103,14 +103,6 @@ class ImageReconstructionGame(ReconstructionGame):
     @property
     def records_iterates(self) -> bool:
         return True
-
-    def attacks(self, names: tuple[str, ...]) -> dict[str, Attack]:
-        chosen = base.game_attacks(names, self.attribute_kind)
-        if len(chosen) <= ("prior" in chosen):
-            usable = [n for n, cls in ATTACKS.items() if self.attribute_kind in cls.supports and n != "prior"]
-            raise BadInputError(f"the image_reconstruction game needs one of {', '.join(usable)} in audit.attacks",
-                                "audit.attacks")
-        return chosen
 
     def setup(self, config: Config, data: PreparedData) -> ImageReconstructionSetup:
         psi = image_map(data)

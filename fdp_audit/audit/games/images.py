@@ -126,13 +126,8 @@ class ImageGradientCanaryGame(ImageGame):
     name = "image_gradient_canary"
     stream_block = 25
     gradient_canary = True
+    needs_attack = True
     canary = "gradient (canary block)"
-
-    def attacks(self, names: tuple[str, ...]) -> dict[str, Attack]:
-        chosen = super().attacks(names)
-        if len(chosen) <= ("prior" in chosen):
-            raise BadInputError(f"the {self.name} game needs an iterates attack in audit.attacks", "audit.attacks")
-        return chosen
 
     def setup(self, config: Config, data: PreparedData) -> GradientBlockSetup:
         if config.mechanism.third_party is not None or config.mechanism.training is not None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import torch
 
-from attacks import Attack, Knowledge
+from attacks import Knowledge
 from fdp_audit.audit.games import base
 from fdp_audit.audit.games.gradient_canary import GradientCanaryGame
 from fdp_audit.config import Config
@@ -109,6 +109,7 @@ class MembershipSetup(base.Setup):
 
 class MembershipGame(GradientCanaryGame):
     name = "membership"
+    input_canary = True
     stream_block = 4
     epsilon_relation = "add_remove"
     gradient_canary = False
@@ -122,13 +123,6 @@ class MembershipGame(GradientCanaryGame):
 
     def in_private(self, bit: torch.Tensor) -> torch.Tensor:
         return bit.bool()
-
-    def attacks(self, names: tuple[str, ...]) -> dict[str, Attack]:
-        chosen = base.game_attacks(names, self.attribute_kind, input_canary=True)
-        if len(chosen) <= ("prior" in chosen):
-            raise BadInputError("the membership game needs canary_logit or noise_scale in audit.attacks",
-                                "audit.attacks")
-        return chosen
 
     def setup(self, config: Config, data: PreparedData) -> MembershipSetup:
         if config.model.kind in ("cnn", "module"):

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from attacks import ATTACKS, Attack, Knowledge, View
+from attacks import Attack, Knowledge, View
 from attacks.success import reconstruction_success
 from fdp_audit.accounting.ball import ball_gaussian, ball_uniform_box
 from fdp_audit.accounting.mechanism import MechanismAccountant
@@ -108,14 +108,7 @@ class ReconstructionGame(base.Game[ReconstructionRecord]):
     name = "reconstruction"
     stream_block = 3
     attribute_kind = "continuous"
-
-    def attacks(self, names: tuple[str, ...]) -> dict[str, Attack]:
-        chosen = super().attacks(names)
-        if len(chosen) <= ("prior" in chosen):
-            continuous = [n for n, cls in ATTACKS.items() if "continuous" in cls.supports and n != "prior"]
-            raise BadInputError(f"the reconstruction game needs one of {', '.join(continuous)} in audit.attacks",
-                                "audit.attacks")
-        return chosen
+    needs_attack = True
 
     def setup(self, config: Config, data: PreparedData) -> ReconstructionSetup:
         canary = _continuous_canary(data)

@@ -118,5 +118,5 @@ def test_the_game_is_registered_and_refuses_what_it_cannot_play(small_config) ->
     data = prepare_data(config.data, config.seed)
     with pytest.raises(BadInputError, match="membership game"):
         MembershipGame().setup(replace(config, model=replace(config.model, kind="cnn")), data)
-    with pytest.raises(BadInputError, match="canary_logit or noise_scale"):
+    with pytest.raises(BadInputError, match="one of canary_logit, noise_scale"):
         MembershipGame().attacks(("prior", "likelihood", "iterates"))
