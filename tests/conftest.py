@@ -96,6 +96,23 @@ def _write_yaml_fixture() -> Callable[[Path, dict[str, Any]], Path]:
     return write_yaml
 
 
+@contextlib.contextmanager
+def module_from_file(path: Path, source: str, name: str) -> Any:
+    """A module loaded from ``source`` written at ``path`` under ``name`` (as ``file.py:function`` specs load the
+    user's files), in ``sys.modules`` for the block only."""
+    import importlib.util
+
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[name]
+
+
 def sigkill_audit_after_first_chunk(arguments: list[str], out: Path) -> int:
     """Run ``fdp-audit audit ARGUMENTS --out OUT`` in a process group of its own and SIGKILL the group (the driver
     and any workers it started) once the first chunk of trials is journaled; returns the driver's exit status."""

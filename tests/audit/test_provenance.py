@@ -3,28 +3,20 @@ and have their files digested per journal line of a third-party mechanism."""
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import numpy as np
 
 from fdp_audit.audit.provenance import user_modules
+from tests.conftest import module_from_file
 
 
 def test_a_module_loaded_after_an_earlier_answer_is_still_found(tmp_path: Path) -> None:
     """The answer per module file is kept between calls; a module loaded from outside the libraries after a first
     call is the user's in the next one, and the libraries' modules never are."""
     before = user_modules()
-    source = tmp_path / "late_user_module.py"
-    source.write_text("VALUE = 1\n")
-    spec = importlib.util.spec_from_file_location("fdp_audit_test_late_user_module", source)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
+    with module_from_file(tmp_path / "late_user_module.py", "VALUE = 1\n", "fdp_audit_test_late_user_module") as module:
         after = user_modules()
-    finally:
-        del sys.modules[spec.name]
     assert module not in before and module in after
     assert np not in after and sys.modules["fdp_audit.audit.provenance"] not in after

@@ -5,7 +5,6 @@ code are one-line errors."""
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import os
 import re
@@ -23,6 +22,7 @@ from fdp_audit.execution import DaskExecutor, split_chunks
 from fdp_audit.execution import dask as dask_executor
 from fdp_audit.training import engine
 from fdp_audit.training.memory import worker_memory_headroom
+from tests.conftest import module_from_file
 
 distributed = pytest.importorskip("distributed")
 
@@ -90,17 +90,10 @@ def test_a_task_on_a_worker_sizes_its_chunks_from_the_workers_memory_limit() -> 
 def test_the_users_module_reaches_workers_that_cannot_import_it(tmp_path: Path, dask_scheduler: str) -> None:
     """A task from a module loaded by path (as ``file.py:function`` specs are), under a name no worker can
     import: it travels by value with the task."""
-    source = tmp_path / "user_mechanism.py"
-    source.write_text("OFFSET = 7\n\ndef shifted(chunk):\n    return chunk + OFFSET\n")
-    spec = importlib.util.spec_from_file_location("fdp_audit_test_user_module", source)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-        with DaskExecutor(scheduler=dask_scheduler) as executor:
-            results = dict(executor.map_unordered(module.shifted, split_chunks(np.arange(6), 3)))
-    finally:
-        del sys.modules[spec.name]
+    source = "OFFSET = 7\n\ndef shifted(chunk):\n    return chunk + OFFSET\n"
+    with (module_from_file(tmp_path / "user_mechanism.py", source, "fdp_audit_test_user_module") as module,
+          DaskExecutor(scheduler=dask_scheduler) as executor):
+        results = dict(executor.map_unordered(module.shifted, split_chunks(np.arange(6), 3)))
     np.testing.assert_array_equal(results[1], np.arange(3, 6) + 7)
 
 

@@ -49,23 +49,31 @@ def _case(model: Model, decomposed: bool, r: int = 3, k: int = 6, seed: int = 0)
     return _params(model, r, seed), x, y, public_inputs
 
 
+def assert_clips_as_torch_func(model: Model, params, x, y, public_inputs, route: str, padded: int
+                               ) -> tuple[torch.Tensor, torch.Tensor, ghost.PrivateBatch]:
+    """Per-example norms and the clipped sum at the median norm (half the examples clipped) equal torch.func's to
+    1e-10, with model ``padded``'s last two slots Poisson padding; returns the validity, the per-example
+    gradients and the batch for further checks."""
+    valid = torch.ones(x.shape[:2], dtype=torch.bool)
+    valid[padded, -2:] = False
+    batch = ghost.PrivateBatch(x, y, valid, None if public_inputs is None else ghost.PublicTerm(public_inputs))
+    per_example = _materialised(model, params, x, y, public_inputs)
+    norms = per_example.norm(dim=-1)
+    torch.testing.assert_close(conv_ghost.private_norms(model, params, batch, route), norms, rtol=1e-10, atol=1e-10)
+    clip = float(norms.median())
+    expected = torch.einsum("rk,rkp->rp", valid * torch.clamp(clip / norms, max=1.0), per_example)
+    torch.testing.assert_close(conv_ghost.clipped_private_sum(model, params, batch, clip, route=route), expected,
+                               rtol=1e-10, atol=1e-10)
+    return valid, per_example, batch
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
 @pytest.mark.parametrize("decomposed", [False, True], ids=["full", "decomposed"])
 @pytest.mark.parametrize("route", ["ghost", "direct", "auto"])
 def test_norms_and_clipped_sums_equal_materialised_ones(name, decomposed, route):
     model = MODELS[name]
     params, x, y, public_inputs = _case(model, decomposed)
-    valid = torch.ones(x.shape[:2], dtype=torch.bool)
-    valid[0, -2:] = False  # Poisson padding
-    batch = ghost.PrivateBatch(x, y, valid, None if public_inputs is None else ghost.PublicTerm(public_inputs))
-    per_example = _materialised(model, params, x, y, public_inputs)
-    norms = per_example.norm(dim=-1)
-    torch.testing.assert_close(conv_ghost.private_norms(model, params, batch, route), norms, rtol=1e-10, atol=1e-10)
-    clip = float(norms.median())  # half the examples are clipped
-    weights = valid * torch.clamp(clip / norms, max=1.0)
-    expected = torch.einsum("rk,rkp->rp", weights, per_example)
-    torch.testing.assert_close(conv_ghost.clipped_private_sum(model, params, batch, clip, route=route), expected,
-                               rtol=1e-10, atol=1e-10)
+    valid, per_example, batch = assert_clips_as_torch_func(model, params, x, y, public_inputs, route, padded=0)
     unclipped = torch.einsum("rk,rkp->rp", valid.double(), per_example)
     torch.testing.assert_close(conv_ghost.clipped_private_sum(model, params, batch, None, route=route), unclipped,
                                rtol=1e-10, atol=1e-10)

@@ -15,7 +15,7 @@ from fdp_audit.config import OptimizerConfig, load_config
 from fdp_audit.data.image_psi import DownsampleMap
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
-from fdp_audit.training import conv_ghost, engine, ghost, layer_plan, modules
+from fdp_audit.training import conv_ghost, engine, layer_plan, modules
 from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
 from fdp_audit.training.layer_plan import AlongDim, Channelwise, Conv, GroupNorm, LayerNorm, Linear
@@ -24,7 +24,7 @@ from fdp_audit.training.modules import ModuleModel, build_module_model
 from fdp_audit.training.public_losses import build_public_loss
 from fdp_audit.training.run import build_problem
 from tests.conftest import small_config, write_yaml
-from tests.training.test_conv_ghost import _materialised, _params
+from tests.training.test_conv_ghost import _materialised, _params, assert_clips_as_torch_func
 
 CNNS = Path(__file__).parent / "user_modules" / "cnns.py"
 PSI = DownsampleMap(8, 8, factor=2)
@@ -57,16 +57,7 @@ def test_planned_modules_clip_as_torch_func_does(name, decomposed, route):
     model = MODULES[name]()
     assert conv_ghost.supports(model), model.unplanned
     params, x, y, public_inputs = _case(model, decomposed)
-    valid = torch.ones(x.shape[:2], dtype=torch.bool)
-    valid[1, -2:] = False  # Poisson padding
-    batch = ghost.PrivateBatch(x, y, valid, None if public_inputs is None else ghost.PublicTerm(public_inputs))
-    per_example = _materialised(model, params, x, y, public_inputs)
-    norms = per_example.norm(dim=-1)
-    torch.testing.assert_close(conv_ghost.private_norms(model, params, batch, route), norms, rtol=1e-10, atol=1e-10)
-    clip = float(norms.median())
-    expected = torch.einsum("rk,rkp->rp", valid * torch.clamp(clip / norms, max=1.0), per_example)
-    torch.testing.assert_close(conv_ghost.clipped_private_sum(model, params, batch, clip, route=route), expected,
-                               rtol=1e-10, atol=1e-10)
+    assert_clips_as_torch_func(model, params, x, y, public_inputs, route, padded=1)
     weights = torch.rand(x.shape[:2], dtype=torch.float64)
     public_gradient = torch.einsum("rk,rkp->rp", weights, _materialised(model, params, x, y, None))
     torch.testing.assert_close(conv_ghost.gradient_sum(model, params, x, y, weights), public_gradient, rtol=1e-10,
