@@ -105,6 +105,10 @@ class ImageReconstructionGame(ReconstructionGame):
         return True
 
     def setup(self, config: Config, data: PreparedData) -> ImageReconstructionSetup:
+        # refused here, before any training: the attack replays the engine's released per-step sums
+        if config.mechanism.third_party is not None or config.mechanism.training is not None:
+            raise BadInputError(f"the {self.name} game's attacks replay the built-in engine's released steps; a "
+                                "third-party mechanism or the user's training releases none", "audit.games")
         psi = image_map(data)
         problem = build_problem(config, data)
         # a model index no trial uses: the one starting point of every trial, fixed before the data are seen

@@ -5,6 +5,7 @@ protected subspace, reconstructed by the iterates gradient-matching attack, succ
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -178,6 +179,11 @@ def test_registered_and_refuses_what_it_cannot_play() -> None:
     with pytest.raises(BadInputError) as error:
         play_game(ImageReconstructionGame(), adam, data)
     assert error.value.field == "mechanism.optimizer"
+    for spec in ({"training": "user_loop:train"}, {"third_party": "their_sgd:train"}):
+        outside = replace(config, mechanism=replace(config.mechanism, **spec))
+        with pytest.raises(BadInputError) as error:  # refused at set-up, before a single model is trained
+            ImageReconstructionGame().setup(outside, data)
+        assert error.value.field == "audit.games"
     table = config_from_dict({"data": {"dataset": "synthetic", "protected": ["protected"]},
                               "audit": {"games": ["image_reconstruction"], "attacks": ["gradient_matching_iterates"]}})
     with pytest.raises(BadInputError) as error:
