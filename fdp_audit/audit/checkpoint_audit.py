@@ -85,14 +85,29 @@ PINNED_METADATA = {"name": "mechanism", **{key: key for key in (
     "private_weight", "noise_multiplier")}}
 
 
+# the config fields that name code to run; only a config given on the command line may set them
+CODE_FIELDS = ("model.factory", "mechanism.training", "mechanism.third_party")
+
+
+def named_code(raw: dict[str, Any]) -> dict[str, str]:
+    """The code a raw config names, by field (:data:`CODE_FIELDS`)."""
+    named = {}
+    for dotted in CODE_FIELDS:
+        section, key = dotted.split(".")
+        value = raw.get(section, {}).get(key) if isinstance(raw.get(section), dict) else None
+        if value is not None:
+            named[dotted] = str(value)
+    return named
+
+
 def read_checkpoint(path: str | Path) -> Checkpoint:
     """Load and validate a checkpoint; its embedded config must itself be a valid config.
 
     A checkpoint is untrusted: its config is kept for the data and the recipe, but it never names code to run
-    (``mechanism.third_party`` is dropped here, and :func:`replay_config` refuses to replay it) nor a folder to
-    write (``report.out_dir`` is reset to the default). A relative ``data.path`` is resolved from the
-    checkpoint's folder, where ``train`` stored it relative to, so a checkpoint moved with its data still finds
-    them."""
+    (the fields of :data:`CODE_FIELDS` are dropped here, the model is the metadata's built-in architecture, and
+    :func:`replay_config` refuses to replay a recipe that named code) nor a folder to write (``report.out_dir``
+    is reset to the default). A relative ``data.path`` is resolved from the checkpoint's folder, where ``train``
+    stored it relative to, so a checkpoint moved with its data still finds them."""
     path = Path(path)
     params, metadata, model = load_checkpoint(path)
     raw = metadata.get("config")
@@ -115,8 +130,9 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     pinned = {f"mechanism.{field}": metadata[key] for field, key in PINNED_METADATA.items()}
     if not info.recipe.private:
         pinned["mechanism.noise_multiplier"] = None
-    pinned.update({"mechanism.target_epsilon": None, "mechanism.third_party": None, "data.path": data_path,
-                   "report.out_dir": ReportConfig().out_dir})
+    pinned.update({"mechanism.target_epsilon": None, "data.path": data_path, "report.out_dir": ReportConfig().out_dir,
+                   **dict.fromkeys(CODE_FIELDS), "mechanism.integration": "none", "model.kind": model.kind,
+                   "model.hidden": model.hidden})
     config = config.with_overrides(pinned, {f"mechanism.{field}": f"checkpoint.metadata.{key}"
                                             for field, key in PINNED_METADATA.items()})
     sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
@@ -141,12 +157,14 @@ def read_external_checkpoint(path: str | Path, config: Config) -> Checkpoint:
 
 def replay_config(checkpoint: Checkpoint, trials: int) -> Config:
     """The config of a game audit of ``trials`` trials replaying the checkpoint's recipe: the built-in mechanism
-    its metadata names, with the claim's numbers. A recipe that trained with third-party code is refused: a
-    checkpoint cannot make the audit import a file, and its built-in name alone would audit other code."""
-    named = checkpoint.metadata["config"].get("mechanism", {}).get("third_party")
-    if named is not None:
-        raise BadInputError(f"the checkpoint's recipe names third-party code ({str(named)[:80]!r}); a checkpoint "
-                            "never runs code: audit a config you wrote that names it", "--games")
+    its metadata names, with the claim's numbers. A recipe that names code (a third-party mechanism, the user's
+    training or model factory) is refused: a checkpoint cannot make the audit import a file, and its built-in
+    name alone would audit other code."""
+    named = named_code(checkpoint.metadata["config"])
+    if named:
+        field, spec = next(iter(named.items()))
+        raise BadInputError(f"the checkpoint's recipe names code ({field}: {spec[:80]!r}); a checkpoint never runs "
+                            "code: audit a config you wrote that names it", "--games")
     return checkpoint.config.with_overrides({"audit.trials": trials}, {"audit.trials": "--games"})
 
 

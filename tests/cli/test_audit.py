@@ -216,7 +216,7 @@ def test_a_checkpoint_never_names_code_to_run_or_a_folder_to_write(cli, one_line
     work.mkdir()
     monkeypatch.chdir(work)
     result = cli("audit", checkpoint, "--games", "4")
-    assert result.code == 2 and "third-party code" in one_line_error(result.err)
+    assert result.code == 2 and "names code (mechanism.third_party" in one_line_error(result.err)
     assert not marker.exists() and not (tmp_path / "chosen_by_the_checkpoint").exists()
     assert list(work.iterdir()) == []
     result = cli("audit", checkpoint)  # the checkpoint audit of its records runs no code of the checkpoint
