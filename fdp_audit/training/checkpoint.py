@@ -1,9 +1,10 @@
 """Checkpoints (docs/files.md): weights plus privacy metadata, written atomically and read as untrusted input.
 
 A checkpoint is a ``torch.save`` of ``{"format_version": int, "params": {name: tensor}, "metadata": str}``
-where ``metadata`` is JSON. It is loaded with ``torch.load(weights_only=True)``, which unpickles only
-tensors and plain containers — a pickle that would run code is refused — and then validated field by
-field; anything unexpected is a one-line :class:`BadInputError`.
+where ``metadata`` is JSON. It is loaded by :func:`load_torch_file`, which bounds every size the file declares
+before ``torch.load(weights_only=True)`` inflates anything and unpickles only tensors and plain containers — a
+pickle that would run code is refused — and then validated field by field; anything unexpected is a one-line
+:class:`BadInputError`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from fdp_audit.training.models import Model, Params
 
 FORMAT_VERSION = 1
 MAX_CHECKPOINT_BYTES = 1 << 30
+MAX_INFLATED_BYTES = 1 << 30  # what the records of a torch.save archive may hold once inflated, all together
+MAX_RECORDS = 1 << 16  # records of a torch.save archive: one per tensor storage, and a few more
+_ZIP_MAGIC = b"PK\x03\x04"
 
 _REQUIRED: dict[str, type | tuple[type, ...]] = {
     "format_version": int,
@@ -113,24 +117,90 @@ def model_from_metadata(metadata: dict[str, Any]) -> Model:
         raise BadInputError(f"invalid model description: {err}", "checkpoint.metadata.model") from err
     if model.kind not in ("logistic", "mlp", "cnn") or model.n_inputs < 1 or model.n_classes < 2:
         raise BadInputError("invalid model description", "checkpoint.metadata.model")
+    field = "checkpoint.metadata.model"
     if model.kind == "cnn":
-        field = "checkpoint.metadata.model"
-        if max(cnn_size(model.n_inputs, model.n_classes, model.hidden, field)) > MAX_CHECKPOINT_BYTES // 4:
+        if max(cnn_size(model.n_inputs, model.n_classes, model.hidden, field)) > MAX_INFLATED_BYTES // 4:
             raise BadInputError("describes a cnn larger than a checkpoint can hold", field)
         return cnn_model(model.n_inputs, model.n_classes, model.hidden, field)
+    if model.n_parameters > MAX_INFLATED_BYTES // 4:
+        raise BadInputError(f"describes a {model.kind} model larger than a checkpoint can hold", field)
     return model
+
+
+def _zip_record_count(raw: bytes) -> int | None:
+    """The record count a zip archive's end of central directory states (the larger of the classic and the
+    zip64 record's, which a reader may take either of), or None without an end record."""
+    end = raw.rfind(b"PK\x05\x06", max(0, len(raw) - (1 << 16) - 22))
+    if end < 0 or len(raw) < end + 22:
+        return None
+    counts = [int.from_bytes(raw[end + 8:end + 10], "little"), int.from_bytes(raw[end + 10:end + 12], "little")]
+    locator = end - 20
+    if locator >= 0 and raw[locator:locator + 4] == b"PK\x06\x07":
+        record = int.from_bytes(raw[locator + 8:locator + 16], "little")
+        if raw[record:record + 4] == b"PK\x06\x06" and len(raw) >= record + 40:
+            counts += [int.from_bytes(raw[record + 24:record + 32], "little"),
+                       int.from_bytes(raw[record + 32:record + 40], "little")]
+    return max(counts)
+
+
+def inflated_size(raw: bytes, name: str) -> int:
+    """The bytes a ``torch.save`` archive's records hold once inflated, as its zip directory states them — the
+    sizes ``torch.load`` allocates for them (a record that inflates past its stated size is an error, and a
+    storage must be exactly its record). Refused before anything is inflated: a legacy (not zip) file, whose
+    storages are sized by the pickle alone; more than :data:`MAX_RECORDS` records; more than
+    :data:`MAX_INFLATED_BYTES` in all (a 2 MB file can inflate to gigabytes)."""
+    if not raw.startswith(_ZIP_MAGIC):
+        raise BadInputError(f"{name} is unreadable or truncated: not a torch.save zip archive (torch's legacy "
+                            "format, before PyTorch 1.6, is not read: load and save the file again)")
+    count = _zip_record_count(raw)
+    if count is None:
+        raise BadInputError(f"{name} is unreadable or truncated (no zip directory)")
+    if count > MAX_RECORDS:
+        raise BadInputError(f"{name} states {count:,} records, more than the limit of {MAX_RECORDS:,}")
+    try:
+        archive = torch._C.PyTorchFileReader(io.BytesIO(raw))  # noqa: SLF001 - the reader torch.load uses
+        total = sum(archive.get_record_size(record) for record in archive.get_all_records())
+    except Exception as err:  # noqa: BLE001 - the reader raises RuntimeError for any malformed archive
+        raise BadInputError(f"{name} is unreadable or truncated ({' '.join(str(err).split())[:120]})") from err
+    if total > MAX_INFLATED_BYTES:
+        raise BadInputError(f"{name} inflates to {total:,} bytes, more than the limit of {MAX_INFLATED_BYTES:,}")
+    return total
+
+
+def load_torch_file(raw: bytes, name: str) -> Any:
+    """``torch.load(weights_only=True)`` of an untrusted ``torch.save`` file, on the CPU, with every size bounded
+    first (:func:`inflated_size`) and no tensor larger than its storage: a tensor's shape and strides come from
+    the pickle, and a stride of 0 presents a 12-byte storage as 10¹² elements that the first reduction over it
+    would allocate."""
+    inflated_size(raw, name)
+    try:
+        payload = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unpickling failure means an unreadable or unsafe file
+        # torch names the weights_only option in every failure; a refused class or function is a GLOBAL
+        reason = "contains objects other than tensors" if "GLOBAL" in str(err) else "unreadable or truncated"
+        raise BadInputError(f"{name} refused: {reason}") from err
+    pending, seen = [payload], set()
+    while pending:  # iterative, each container once: a pickle may nest deeper than the recursion limit, or in a cycle
+        item = pending.pop()
+        if isinstance(item, dict | list | tuple):
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, list | tuple):
+            pending.extend(item)
+        elif isinstance(item, torch.Tensor) and item.numel() * item.element_size() > item.untyped_storage().nbytes():
+            raise BadInputError(f"{name} refused: a tensor of shape {tuple(item.shape)} is larger than its stored "
+                                f"{item.untyped_storage().nbytes():,} bytes")
+    return payload
 
 
 def load_checkpoint(path: str | Path) -> tuple[Params, dict[str, Any], Model]:
     """Read and validate a checkpoint: parameters, metadata, and the model they belong to."""
     path = Path(path)
     raw = read_bounded(path, MAX_CHECKPOINT_BYTES, "checkpoint")
-    try:
-        payload = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any unpickling failure means an unreadable or unsafe file
-        # torch names the weights_only option in every failure; a refused class or function is a GLOBAL
-        reason = "contains objects other than tensors" if "GLOBAL" in str(err) else "unreadable or truncated"
-        raise BadInputError(f"checkpoint {path.name} refused: {reason}") from err
+    payload = load_torch_file(raw, f"checkpoint {path.name}")
     if isinstance(payload, dict) and payload and all(isinstance(v, torch.Tensor) for v in payload.values()):
         raise BadInputError(f"{path.name} is a plain PyTorch state_dict, not an fdp-audit checkpoint; "
                             f"{EXTERNAL_MODEL_HINT}")

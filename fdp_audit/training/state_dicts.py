@@ -11,19 +11,60 @@ running statistics may be present and are ignored); the prefixes that wrappers a
 from __future__ import annotations
 
 import hashlib
-import io
+import json
+import math
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from fdp_audit.bounded_read import read_bounded
+from fdp_audit.bounded_read import bounded_json_integer, read_bounded
 from fdp_audit.errors import BadInputError
-from fdp_audit.training.checkpoint import MAX_CHECKPOINT_BYTES
+from fdp_audit.training.checkpoint import MAX_CHECKPOINT_BYTES, MAX_INFLATED_BYTES, load_torch_file
 from fdp_audit.training.models import Model, Params
 
 SUFFIXES = (".safetensors", ".pt", ".pth", ".bin")
 WRAPPER_PREFIXES = ("_module.", "module.")
+# bytes per element of the safetensors dtypes that torch reads
+SAFETENSORS_DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2, "F16": 2,
+                           "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+
+
+def check_safetensors_header(raw: bytes, name: str) -> None:
+    """Refuse a safetensors file whose header states a tensor it does not hold, before any tensor is made: the
+    file is an 8-byte little-endian header length N, N bytes of JSON ``{name: {"dtype", "shape",
+    "data_offsets": [begin, end]}}`` (and an optional ``__metadata__``), then the data; each tensor's
+    ``Π shape × dtype size`` must be ``end − begin`` within the data, and all of them at most
+    :data:`~fdp_audit.training.checkpoint.MAX_INFLATED_BYTES`."""
+    length = int.from_bytes(raw[:8], "little") if len(raw) >= 8 else -1
+    if not 2 <= length <= len(raw) - 8:
+        raise BadInputError(f"{name} is not a readable safetensors file (header length {length})")
+    try:
+        header = json.loads(raw[8:8 + length].decode("utf-8"), parse_int=bounded_json_integer)
+    except (UnicodeDecodeError, ValueError, RecursionError) as err:
+        raise BadInputError(f"{name} is not a readable safetensors file (its header is not JSON)") from err
+    if not isinstance(header, dict):
+        raise BadInputError(f"{name} is not a readable safetensors file (its header is not a mapping)")
+    data, total = len(raw) - 8 - length, 0
+    for key, entry in header.items():
+        if key == "__metadata__":
+            continue
+        where = f"{name}: tensor {key[:80]!r}"
+        if not isinstance(entry, dict) or set(entry) != {"dtype", "shape", "data_offsets"}:
+            raise BadInputError(f"{where} is not described by dtype, shape and data_offsets")
+        size, shape, offsets = SAFETENSORS_DTYPE_BYTES.get(entry["dtype"]), entry["shape"], entry["data_offsets"]
+        if size is None:
+            raise BadInputError(f"{where} has the unsupported dtype {str(entry['dtype'])[:20]!r}")
+        if not (isinstance(shape, list) and all(type(d) is int and d >= 0 for d in shape)
+                and isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)
+                and 0 <= offsets[0] <= offsets[1] <= data):
+            raise BadInputError(f"{where} has a malformed shape or offsets outside the file's {data:,} data bytes")
+        nbytes = math.prod(shape) * size
+        if nbytes != offsets[1] - offsets[0]:
+            raise BadInputError(f"{where} states {nbytes:,} bytes but holds {offsets[1] - offsets[0]:,}")
+        total += nbytes
+    if total > MAX_INFLATED_BYTES:
+        raise BadInputError(f"{name} states {total:,} bytes of tensors, more than the limit of {MAX_INFLATED_BYTES:,}")
 
 
 def read_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], str]:
@@ -35,16 +76,13 @@ def read_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], str]:
     if path.suffix.lower() == ".safetensors":
         from safetensors.torch import load
 
+        check_safetensors_header(raw, path.name)
         try:
             tensors = load(raw)
         except Exception as err:  # noqa: BLE001 - safetensors raises its own error types for any malformed header
             raise BadInputError(f"{path.name} is not a readable safetensors file") from err
     else:
-        try:
-            tensors = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
-        except Exception as err:  # noqa: BLE001 - any unpickling failure means an unreadable or unsafe file
-            reason = "contains objects other than tensors" if "GLOBAL" in str(err) else "unreadable or truncated"
-            raise BadInputError(f"state_dict {path.name} refused: {reason}") from err
+        tensors = load_torch_file(raw, f"state_dict {path.name}")
         if isinstance(tensors, dict) and {"format_version", "params", "metadata"} <= set(tensors):
             raise BadInputError(f"{path.name} is an fdp-audit checkpoint: audit it without --config")
     if not isinstance(tensors, dict) or not tensors or not all(

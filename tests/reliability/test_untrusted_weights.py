@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from fdp_audit.errors import BadInputError
+
 
 @pytest.fixture(scope="module")
 def dp_sgd_checkpoint(tmp_path_factory: pytest.TempPathFactory, small_config, write_yaml) -> Path:
@@ -47,3 +49,135 @@ def test_checkpoint_metadata_never_names_code(cli, one_line_error, dp_sgd_checkp
     result = cli("audit", edited, "--out", tmp_path / "records")  # the audit of its records runs none of it
     assert result.code == 0, result.err
     assert not marker.exists()
+
+
+def _stored_zip(records: dict[str, bytes], deflated: dict[str, tuple[bytes, int]]) -> bytes:
+    """A zip archive written by hand: ``records`` stored, ``deflated`` as (raw deflate stream, the size it states
+    once inflated). The CRCs are left 0: the archives are refused before anything is inflated or checked."""
+    import struct
+
+    body, directory = b"", b""
+    for name, (data, method, size) in ({k: (v, 0, len(v)) for k, v in records.items()}
+                                       | {k: (d, 8, n) for k, (d, n) in deflated.items()}).items():
+        encoded = name.encode()
+        directory += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, method, 0, 0, 0, len(data), size,
+                                 len(encoded), 0, 0, 0, 0, 0, len(body)) + encoded
+        body += struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, method, 0, 0, 0, len(data), size, len(encoded), 0)
+        body += encoded + data
+    count = len(records) + len(deflated)
+    return body + directory + struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, count, count, len(directory), len(body), 0)
+
+
+def _zip_bomb(payload: object, inflated: int) -> bytes:
+    """``torch.save(payload)`` with its first storage record replaced by a deflate stream of ``inflated`` zero
+    bytes: blocks of 16 MiB each ending in a full flush (byte-aligned, no reference back), so one block's bytes
+    repeat, then an empty final block. About a thousandth of ``inflated``."""
+    import io
+    import zipfile
+    import zlib
+
+    import torch
+
+    buffer = io.BytesIO()
+    torch.save(payload, buffer)
+    archive = zipfile.ZipFile(io.BytesIO(buffer.getvalue()))
+    records = {info.filename: archive.read(info.filename) for info in archive.infolist()}
+    name = next(n for n in records if n.endswith("/data/0"))
+    del records[name]
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    block = compressor.compress(bytes(16 << 20)) + compressor.flush(zlib.Z_FULL_FLUSH)
+    return _stored_zip(records, {name: (block * (inflated >> 24) + b"\x03\x00", inflated)})
+
+
+@pytest.fixture
+def no_torch_load(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``torch.load`` fails the test: a refusal must come before anything is inflated."""
+    import torch
+
+    def inflating(*args, **kwargs):
+        raise AssertionError("torch.load was called on a file that should have been refused first")
+
+    monkeypatch.setattr(torch, "load", inflating)
+
+
+def test_a_pt_zip_bomb_is_refused_before_it_is_inflated(cli, one_line_error, tmp_path: Path, write_yaml,
+                                                        small_config, no_torch_load) -> None:
+    """A 2 MB ``.pt`` whose ``data/0`` inflates to 2 GiB reached 2.5 GB of memory before being refused (a 6 MB one
+    was OOM-killed), as a checkpoint and as external weights: the size limit applied to compressed bytes only."""
+    import torch
+
+    bomb = tmp_path / "bomb.pt"
+    bomb.write_bytes(_zip_bomb({"weight": torch.zeros(1, 7), "bias": torch.zeros(1)}, 2 << 30))
+    assert bomb.stat().st_size < 3 << 20
+    (tmp_path / "model.py").write_text("from torch import nn\n\ndef make(n, k):\n    return nn.Linear(n, 1)\n")
+    module = {"kind": "module", "factory": "model.py:make"}
+    config = write_yaml(tmp_path / "c.yaml", small_config("dp_sgd", rows=60, model=module))
+    for argv in (["audit", bomb], ["audit", bomb, "--config", config]):
+        result = cli(*argv, "--out", tmp_path / "out")
+        line = one_line_error(result.err)
+        assert result.code == 2 and "inflates to" in line and "more than the limit" in line, line
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_tensor_larger_than_its_storage_is_refused(cli, one_line_error, dp_sgd_checkpoint: Path,
+                                                     tmp_path: Path) -> None:
+    """A pickle states each tensor's shape and strides: strides of 0 present a 4-byte storage as 2³⁸ elements,
+    which the finiteness check allocated (exit 3), under metadata describing a model of that size."""
+    import io
+    import json
+
+    import torch
+
+    from fdp_audit.training import checkpoint
+
+    _, metadata, _ = checkpoint.load_checkpoint(dp_sgd_checkpoint)
+    metadata["model"] = {**metadata["model"], "kind": "mlp", "hidden": [1 << 35]}
+    inputs = metadata["model"]["n_inputs"]
+    params = {"layer0.weight": torch.zeros(1, 1).expand(1 << 35, inputs), "layer0.bias": torch.zeros(1).expand(1 << 35),
+              "layer1.weight": torch.zeros(1, 1).expand(1, 1 << 35), "layer1.bias": torch.zeros(1)}
+    forged = tmp_path / "forged.pt"
+    torch.save({"format_version": 1, "params": params, "metadata": json.dumps(metadata)}, forged)
+    assert forged.stat().st_size < 1 << 20
+    result = cli("audit", forged, "--out", tmp_path / "out")
+    assert result.code == 2 and "forged.pt" in one_line_error(result.err) and not (tmp_path / "out").exists()
+    buffer = io.BytesIO()
+    torch.save({"w": torch.zeros(1).expand(1 << 40)}, buffer)
+    with pytest.raises(BadInputError, match=r"larger than its stored 4 bytes"):
+        checkpoint.load_torch_file(buffer.getvalue(), "release.pt")
+
+
+def _safetensors(header: dict, data: bytes) -> bytes:
+    import json
+
+    encoded = json.dumps(header).encode()
+    return len(encoded).to_bytes(8, "little") + encoded + data
+
+
+@pytest.mark.parametrize(("content", "expected"), [
+    (lambda: _safetensors({"weight": {"dtype": "F32", "shape": [1 << 30, 1 << 30], "data_offsets": [0, 8]}},
+                          bytes(8)), "states 4,611,686,018,427,387,904 bytes but holds 8"),
+    (lambda: _safetensors({"weight": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}}, bytes(8)),
+     "offsets outside the file's 8 data bytes"),
+    (lambda: _safetensors({"weight": {"dtype": "C1024", "shape": [1], "data_offsets": [0, 8]}}, bytes(8)),
+     "unsupported dtype 'C1024'"),
+    (lambda: (1 << 62).to_bytes(8, "little") + b"{}", "header length 4611686018427387904"),
+])
+def test_a_safetensors_header_is_checked_before_any_tensor_is_made(content, expected, tmp_path: Path) -> None:
+    from fdp_audit.training.state_dicts import read_state_dict
+
+    path = tmp_path / "w.safetensors"
+    path.write_bytes(content())
+    with pytest.raises(BadInputError, match=expected):
+        read_state_dict(path)
+
+
+def test_a_legacy_torch_file_is_refused(tmp_path: Path) -> None:
+    """torch's format before the zip archive sizes each storage by its pickle alone; nothing bounds it first."""
+    import torch
+
+    from fdp_audit.training.state_dicts import read_state_dict
+
+    path = tmp_path / "legacy.pt"
+    torch.save({"weight": torch.zeros(2)}, path, _use_new_zipfile_serialization=False)
+    with pytest.raises(BadInputError, match="legacy format"):
+        read_state_dict(path)

@@ -56,7 +56,7 @@ from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.training import streams
-from fdp_audit.training.checkpoint import MAX_CHECKPOINT_BYTES, load_checkpoint, save_checkpoint
+from fdp_audit.training.checkpoint import MAX_CHECKPOINT_BYTES, load_checkpoint, load_torch_file, save_checkpoint
 from fdp_audit.training.engine import BLOCK_KEY, CanaryBlock, TrainingProblem, accuracy, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Params
@@ -293,10 +293,7 @@ def read_release(path: Path, manifest: dict[str, Any]) -> Release:
     raw = read_bounded(path, MAX_CHECKPOINT_BYTES, "canary release")
     if hashlib.sha256(raw).hexdigest() != manifest["release_sha256"]:
         raise BadInputError("digest differs from the manifest's", "manifest.release_sha256")
-    try:
-        payload = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any unpickling failure is an unreadable or unsafe file
-        raise BadInputError(f"canary release {path.name} refused: unreadable or not tensors only") from err
+    payload = load_torch_file(raw, f"canary release {path.name}")
     keys = {"format_version", "final", "final_null", "updates", "updates_public", "updates_null"}
     if not isinstance(payload, dict) or set(payload) != keys or payload["format_version"] != RELEASE_VERSION:
         raise BadInputError(f"canary release {path.name} does not have the fdp-audit layout")
