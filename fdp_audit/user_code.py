@@ -7,19 +7,38 @@ while the file is imported and stays on it (last) afterwards, so that the file's
 work, at import time and inside the functions when they are called.
 
 Whatever the user's module raises at import time (``sys.exit`` included) is bad input naming its error.
+
+**Whose failure.** A call into the user's code can fail in their code, in a library it calls, or in fdp-audit's
+code that theirs calls back (the canary wrapper's ``forward``, an optimizer hook). :func:`raise_failure` reads
+the traceback: the innermost frame that is fdp-audit's or the user's decides. The user's is bad input
+(:class:`fdp_audit.errors.UserCodeError`, exit 2) carrying their traceback with fdp-audit's frames left out;
+fdp-audit's is a bug and is raised as it is (exit 3, its traceback with ``FDP_AUDIT_DEBUG=1``). Frames of the
+standard library and installed packages (torch, Opacus) decide nothing — except the folders of the user's own
+code loaded here, which count as theirs wherever they are installed — and fdp-audit's wrappers that only pass
+the user's arguments on to a library (:func:`passes_through`) count as that library.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import importlib.util
+import site
 import sys
+import sysconfig
+import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import CodeType
+from typing import Any, Literal, NoReturn, TypeVar
 
-from fdp_audit.errors import BadInputError
+from fdp_audit.errors import BadInputError, UserCodeError
+
+SHOWN_FRAMES = 40  # the innermost frames of the user's traceback that are printed (a deep recursion has thousands)
+_USER_FOLDERS: set[Path] = set()  # folders of the user's code loaded by load_function
+_PASSING_THROUGH: set[CodeType] = set()
+Function = TypeVar("Function", bound=Callable[..., Any])
 
 
 def failure(err: BaseException) -> str:
@@ -27,6 +46,104 @@ def failure(err: BaseException) -> str:
     if isinstance(err, SystemExit):
         return f"it called sys.exit({err.code!r})"
     return f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
+
+
+def raise_failure(err: BaseException, what: str, field: str) -> NoReturn:
+    """Raise what the failure ``err`` of a call into the user's code is (module docstring): a
+    :class:`UserCodeError` ``"{what}: {failure(err)}"`` with the user's traceback, or ``err`` itself when the
+    innermost frame that decides is fdp-audit's. Call it in the ``except`` block around the call.
+
+    Args:
+        err: the exception the call raised; its traceback starts at the frame that made the call.
+        what: what failed, for the one-line message (``"the training function failed on a trial (seed 3)"``).
+        field: the config field naming the user's code.
+
+    Raises:
+        UserCodeError: the failure is the user's code's (or a library's it called).
+        BaseException: ``err``, when it is fdp-audit's.
+    """
+    frames, origins = _frames_and_origins(err)
+    deciding = [origin for origin in origins if origin != "library"]
+    if deciding and deciding[-1] == "ours" and not isinstance(err, SystemExit):
+        raise err
+    raise UserCodeError(f"{what}: {failure(err)}", field, user_traceback(err, frames, origins)) from err
+
+
+def user_traceback(err: BaseException, frames: traceback.StackSummary, origins: list[str]) -> str:
+    """The traceback of ``err`` as Python prints it, from the first frame of the user's code on, fdp-audit's frames
+    left out (at most :data:`SHOWN_FRAMES`, the innermost); empty when no frame is the user's.
+
+    Args:
+        err: the exception.
+        frames: its traceback's frames below the caller's.
+        origins: whose code each frame runs (``ours``, ``user`` or ``library``).
+
+    Returns:
+        The traceback's text, without a final newline.
+    """
+    first = next((i for i, origin in enumerate(origins) if origin == "user"), None)
+    if first is None:  # nothing of theirs ran (a module not found): the line says it, or a SyntaxError's place
+        return "".join(traceback.format_exception_only(type(err), err)).rstrip("\n") \
+            if isinstance(err, SyntaxError) else ""
+    kept = [frame for frame, origin in zip(frames[first:], origins[first:], strict=True) if origin != "ours"]
+    hidden = max(0, len(kept) - SHOWN_FRAMES)
+    lines = ["Traceback of the user's code (most recent call last; fdp-audit's frames left out):\n"]
+    if hidden:
+        lines.append(f"  ... {hidden} outer frames left out\n")
+    lines += traceback.StackSummary.from_list(kept[hidden:]).format()
+    lines += traceback.format_exception_only(type(err), err)
+    return "".join(lines).rstrip("\n")
+
+
+def passes_through(function: Function) -> Function:
+    """Mark one of fdp-audit's wrappers that only hands the user's arguments on to a library (a cache around
+    Opacus's noise calibration): a failure raised through it is the library's, hence the caller's, not fdp-audit's."""
+    _PASSING_THROUGH.add(function.__code__)
+    return function
+
+
+def _frames_and_origins(err: BaseException) -> tuple[traceback.StackSummary, list[str]]:
+    """The frames of ``err``'s traceback below the caller's (its first), and whose code each one runs."""
+    codes, tb = [], err.__traceback__
+    while tb is not None:
+        codes.append(tb.tb_frame.f_code)
+        tb = tb.tb_next
+    frames = traceback.extract_tb(err.__traceback__)
+    return (traceback.StackSummary.from_list(frames[1:]),
+            [_origin(frame.filename, code) for frame, code in zip(frames[1:], codes[1:], strict=True)])
+
+
+def _origin(filename: str, code: CodeType) -> Literal["ours", "user", "library"]:
+    if code in _PASSING_THROUGH:
+        return "library"
+    return _file_origin(filename)
+
+
+@functools.lru_cache(maxsize=4096)
+def _file_origin(filename: str) -> Literal["ours", "user", "library"]:
+    if filename.startswith("<"):  # <frozen importlib._bootstrap>, <string>
+        return "library"
+    path = Path(filename).resolve()
+    ours, libraries = code_roots()
+    if any(path.is_relative_to(root) for root in ours):
+        return "ours"
+    if any(path.is_relative_to(root) for root in _USER_FOLDERS):
+        return "user"
+    return "library" if any(path.is_relative_to(root) for root in libraries) else "user"
+
+
+@functools.cache
+def code_roots() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
+    """The folders of fdp-audit's packages (``fdp_audit``, ``attacks``), and those of the standard library and the
+    installed packages: code elsewhere is the user's."""
+    ours = [Path(__file__).parent]
+    spec = importlib.util.find_spec("attacks")
+    ours += [Path(folder) for folder in (spec.submodule_search_locations or [])] if spec is not None else []
+    paths = sysconfig.get_paths()
+    libraries = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
+    libraries |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    return (tuple(folder.resolve() for folder in ours),
+            tuple(Path(folder).resolve() for folder in libraries if folder))
 
 
 def load_function(spec: str, field: str) -> Callable[..., Any]:
@@ -40,11 +157,28 @@ def load_function(spec: str, field: str) -> Callable[..., Any]:
     except BadInputError:
         raise
     except (Exception, SystemExit) as err:  # any failure of the user's module at import time is bad input
-        raise BadInputError(f"cannot import {location!r}: {failure(err)}", field) from err
+        raise UserCodeError(f"cannot import {location!r}: {failure(err)}", field,
+                            user_traceback(err, *_frames_and_origins(err))) from err
     function = getattr(module, name, None)
     if not callable(function):
         raise BadInputError(f"{location!r} has no function {name!r}", field)
+    _remember_user_code(module, location)
     return function
+
+
+def _remember_user_code(module: Any, location: str) -> None:
+    """Count the code of a loaded spec as the user's wherever it lies: a file's folder (its siblings), an
+    importable module's top-level package (or the module's file alone)."""
+    if location.endswith(".py"):
+        root = Path(module.__file__).parent
+    else:
+        top = sys.modules.get(location.partition(".")[0])
+        file = getattr(top, "__file__", None)
+        if not isinstance(file, str):
+            return
+        root = Path(file).parent if Path(file).name == "__init__.py" else Path(file)
+    _USER_FOLDERS.add(root.resolve())
+    _file_origin.cache_clear()
 
 
 def _import_file(location: Path, field: str):

@@ -20,9 +20,7 @@ import importlib.metadata
 import importlib.util
 import json
 import platform
-import site
 import sys
-import sysconfig
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -35,6 +33,7 @@ import fdp_audit
 from fdp_audit.audit.third_party import load_mechanism
 from fdp_audit.config import EXECUTION_FIELDS, Config
 from fdp_audit.data.prepare import PreparedData
+from fdp_audit.user_code import code_roots
 
 PACKAGES = (fdp_audit, attacks)
 
@@ -69,14 +68,10 @@ def third_party_digest(spec: str) -> str | None:
     return file_digest(Path(origin)) if origin and Path(origin).is_file() else None
 
 
-@functools.lru_cache(maxsize=1)
 def _library_roots() -> tuple[Path, ...]:
     """Folders of the standard library and of installed packages, and of the packages digested above."""
-    paths = sysconfig.get_paths()
-    roots = {paths[name] for name in ("stdlib", "platstdlib", "purelib", "platlib") if name in paths}
-    roots |= set(site.getsitepackages()) | {site.getusersitepackages()}
-    roots |= {str(Path(package.__file__).parent) for package in PACKAGES}
-    return tuple(Path(root).resolve() for root in roots if root)
+    ours, libraries = code_roots()
+    return ours + libraries
 
 
 @functools.cache

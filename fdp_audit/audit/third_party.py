@@ -51,7 +51,7 @@ from attacks import View
 from fdp_audit.errors import BadInputError
 from fdp_audit.training.engine import Canaries, TrainingProblem
 from fdp_audit.training.models import Params
-from fdp_audit.user_code import failure, load_function
+from fdp_audit.user_code import load_function, raise_failure
 
 FIELD = "mechanism.third_party"
 TRIALS_PER_CHUNK = 32  # trials whose outputs are stacked before the attacks score them
@@ -91,7 +91,7 @@ def call_mechanism(mechanism: ThirdPartyMechanism, problem: TrainingProblem, see
     try:
         return mechanism(problem, seed, canary)
     except (Exception, SystemExit) as err:
-        raise BadInputError(f"the mechanism failed on a trial (seed {seed}): {failure(err)}", FIELD) from err
+        raise_failure(err, f"the mechanism failed on a trial (seed {seed})", FIELD)
 
 
 def trial_seed(seed: int, index: int) -> int:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -48,7 +49,7 @@ from fdp_audit.errors import BadInputError
 from fdp_audit.threads import threads_for
 from fdp_audit.training.engine import Canaries, TrainingProblem
 from fdp_audit.training.modules import ModuleModel, build_module
-from fdp_audit.user_code import failure, load_function
+from fdp_audit.user_code import load_function, raise_failure
 
 FIELD = "mechanism.training"
 NOISE_COORDINATES = 15  # coordinates of the canary head that only noise reaches
@@ -72,10 +73,15 @@ class CanaryHead(nn.Module):
 
     def forward(self, flagged: torch.Tensor) -> torch.Tensor:
         logits, marked = flagged[..., :-1], flagged[..., -1:] > 0.5
-        tied = (self.weight[0] - self.weight[0].detach()) * self.scale
-        first = torch.zeros(logits.shape[-1], dtype=logits.dtype, device=logits.device)
-        first[0] = 1.0
-        return torch.where(marked, torch.zeros_like(logits) + first * tied, logits)
+        # c·w₀ as one product with c·e₀, neither an index nor a product after the sum: under a per-example vmap
+        # of an empty batch (Opacus's functorch path on an empty Poisson batch) torch's backward of either fails
+        tied = ((self.weight - self.weight.detach()) * self.scale * _first(len(self.weight), self.weight)).sum()
+        return torch.where(marked, torch.zeros_like(logits) + _first(logits.shape[-1], logits) * tied, logits)
+
+
+def _first(width: int, like: torch.Tensor) -> torch.Tensor:
+    """e₀ of R^width, of ``like``'s dtype and device."""
+    return (torch.arange(width, device=like.device) == 0).to(like.dtype)
 
 
 class AuditedModule(nn.Module):
@@ -90,10 +96,26 @@ class AuditedModule(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         logits = self.module(x)
-        marked = (x.reshape(x.shape[0], -1) == self.canary_input.to(x.device, x.dtype)).all(dim=1)
+        marked = self.canary_rows(x, logits.shape[:-1])
         self.marked += int(_unwrapped(marked).sum())
         head = getattr(self, HEAD_NAME)
-        return head(torch.cat([logits, marked[:, None].to(logits.dtype)], dim=-1))
+        return head(torch.cat([logits, marked[..., None].to(device=logits.device, dtype=logits.dtype)], dim=-1))
+
+    def canary_rows(self, x: object, batch: torch.Size) -> torch.Tensor:
+        """Which of the records in ``x`` are the canary, of shape ``batch`` (the logits' leading dimensions).
+
+        The records are whatever follows ``batch`` in ``x``'s shape — ``[B, d]`` for a table, ``[B, C, H, W]``
+        for images the loop reshaped, ``[d]`` for one example under a per-example ``vmap`` — compared entry by
+        entry with the canary's input. ``B = 0`` (an empty Poisson batch) gives no rows. An input that does not
+        hold records of the canary's size (the loop transformed it) has none marked; a run in which the canary
+        was never marked is refused after its trials (:func:`train_user_trials`)."""
+        size = self.canary_input.numel()
+        lead = len(batch)
+        if (not isinstance(x, torch.Tensor) or tuple(x.shape[:lead]) != tuple(batch)
+                or math.prod(x.shape[lead:]) != size):
+            return torch.zeros(batch, dtype=torch.bool)
+        records = x.reshape(*batch, size)
+        return (records == self.canary_input.to(x.device, x.dtype)).all(dim=-1)
 
     def __getattr__(self, name: str):
         try:
@@ -241,7 +263,7 @@ class UserTrainer:
 
     def canary_input(self) -> torch.Tensor:
         """The gradient canary's input: a point no record of S has (a constant row outside the data's range)."""
-        return torch.full((self.x.shape[1],), float(self.x.abs().max()) + 1.0)
+        return torch.full(self.x.shape[1:], float(self.x.abs().max()) + 1.0)
 
     def _call(self, module: nn.Module, dataset: TensorDataset, seed: int) -> object:
         work = len(dataset) * self.model.n_parameters
@@ -252,8 +274,7 @@ class UserTrainer:
         except BadInputError:
             raise
         except (Exception, SystemExit) as err:
-            raise BadInputError(f"the training function failed on a trial (seed {seed}): {failure(err)}",
-                                FIELD) from err
+            raise_failure(err, f"the training function failed on a trial (seed {seed})", FIELD)
 
     def _params(self, returned: object, given: nn.Module) -> dict[str, torch.Tensor]:
         module = unwrap(returned)

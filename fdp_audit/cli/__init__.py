@@ -3,7 +3,9 @@
 Each subcommand lives in its own module of this package and exposes ``register(subparsers)``, which adds
 its parser and sets ``handler`` to a function ``(args) -> int``. Exit codes: 0 success or pass,
 1 privacy violation (``audit``, ``gate``), 2 bad input (including a path that cannot be read or written),
-3 internal error. Neither shows a traceback: it is one line on stderr naming the field or file.
+3 internal error. Either is one line on stderr naming the field or file; a failure inside the user's own code
+(:class:`fdp_audit.errors.UserCodeError`) prints the user's traceback above it, and ``FDP_AUDIT_DEBUG=1`` prints
+fdp-audit's traceback above an internal error's line.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import importlib
 import logging
 import os
 import sys
+import traceback
 import warnings
 from collections.abc import Sequence
 
 from fdp_audit import __version__
-from fdp_audit.errors import BadInputError
+from fdp_audit.errors import BadInputError, UserCodeError
 
 EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 # One meaning for every command that takes --seed (train, audit): it replaces the config's seed.
@@ -95,13 +98,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _bad_input(err: BadInputError) -> int:
+    if isinstance(err, UserCodeError) and err.user_traceback:  # the user's own frames, above the one line
+        print(err.user_traceback, file=sys.stderr)
     print(f"fdp-audit: error: {err}", file=sys.stderr)
     return EXIT_BAD_INPUT
 
 
 def _internal_error(err: Exception) -> int:
     if os.environ.get("FDP_AUDIT_DEBUG"):
-        raise err
+        traceback.print_exception(err, file=sys.stderr)
     print(
         f"fdp-audit: internal error: {type(err).__name__}: {' '.join(str(err).split())[:500]} "
         "(set FDP_AUDIT_DEBUG=1 for a traceback)",

@@ -32,6 +32,7 @@ from typing import Any
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
+from fdp_audit.user_code import passes_through
 
 FIELD = "mechanism.integration"
 PROBE_INDEX = 90_000_000  # the trial index whose seed trains the probe, apart from every game's trials
@@ -57,6 +58,7 @@ def recording_engines() -> Iterator[EngineRecord]:
     record = EngineRecord()
     make_private, with_epsilon = PrivacyEngine.make_private, PrivacyEngine.make_private_with_epsilon
 
+    @passes_through
     def recorded_make_private(engine, *args, **kwargs):
         returned = make_private(engine, *args, **kwargs)
         optimizer = returned[1]
@@ -68,6 +70,7 @@ def recording_engines() -> Iterator[EngineRecord]:
         record.engines.append(engine)
         return returned
 
+    @passes_through
     def recorded_with_epsilon(engine, *args, **kwargs):
         engine._fdp_audit_target = {k: kwargs.get(k) for k in ("target_epsilon", "target_delta", "epochs")}
         try:
@@ -84,6 +87,7 @@ def recording_engines() -> Iterator[EngineRecord]:
 
 
 @functools.lru_cache(maxsize=64)
+@passes_through
 def _calibrated(calibrate: Callable[..., float], items: tuple) -> float:
     return calibrate(**dict(items))
 
@@ -97,6 +101,7 @@ def calibration_cached() -> Iterator[None]:
 
     calibrate = privacy_engine.get_noise_multiplier
 
+    @passes_through
     def cached(**kwargs) -> float:
         try:
             return _calibrated(calibrate, tuple(sorted(kwargs.items())))

@@ -36,7 +36,7 @@ from fdp_audit.threads import threads_for
 from fdp_audit.training import layer_plan, streams
 from fdp_audit.training.layer_plan import LayerPlan
 from fdp_audit.training.models import Model, Params
-from fdp_audit.user_code import failure, load_function
+from fdp_audit.user_code import load_function, raise_failure
 
 FIELD = "model.factory"
 
@@ -52,7 +52,7 @@ def build_module(factory: Callable[..., nn.Module], n_inputs: int, n_classes: in
     try:
         module = factory(n_inputs, n_classes) if takes >= 2 else factory()
     except (Exception, SystemExit) as err:
-        raise BadInputError(f"the model factory failed: {failure(err)}", field_name) from err
+        raise_failure(err, "the model factory failed", field_name)
     if not isinstance(module, nn.Module):
         raise BadInputError(f"the model factory returned a {type(module).__name__}, not a torch.nn.Module",
                             field_name)
@@ -157,7 +157,7 @@ def module_model(factory: Callable[..., nn.Module], n_inputs: int, n_classes: in
         with torch.no_grad(), threads_for(0):  # a few examples: intra-op threads would only wait on each other
             out = functional_call(module, params, (torch.zeros(2, n_inputs),))
     except (Exception, SystemExit) as err:
-        raise BadInputError(f"the module fails on a batch of inputs [2, {n_inputs}]: {failure(err)}", FIELD) from err
+        raise_failure(err, f"the module fails on a batch of inputs [2, {n_inputs}]", FIELD)
     widths = {n_classes, 1} if n_classes == 2 else {n_classes}
     if not isinstance(out, torch.Tensor) or out.dim() != 2 or out.shape[0] != 2 or out.shape[1] not in widths:
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__

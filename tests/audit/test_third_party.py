@@ -142,18 +142,21 @@ def test_shadow_models_run_the_third_party_function(verdict_only_audit, small_co
     ("exits_zero", r"failed on a trial \(seed \d+\): it called sys.exit\(0\)"),
     ("calls_raise", r"failed on a trial \(seed \d+\): RuntimeError: third-party mechanism called"),
 ])
-def test_a_mechanism_that_exits_or_raises_is_bad_input(cli, one_line_error, small_config, write_yaml,
-                                                        tmp_path: Path, function: str, message: str) -> None:
+def test_a_mechanism_that_exits_or_raises_is_bad_input(cli, small_config, write_yaml, tmp_path: Path,
+                                                        function: str, message: str) -> None:
     """The reproduced defect: sys.exit(0) inside the user's function ended the audit with exit 0 and no
-    results (a raise gave exit 3). The user's code failed: exit 2 with its error, nothing written."""
+    results (a raise gave exit 3). The user's code failed: exit 2 with its error on the last line, above it the
+    user's traceback (their function's frame, none of fdp-audit's), nothing written."""
     raw = small_config("dp_sgd", mechanism={"third_party": f"{EXAMPLES}:{function}", "sample_rate": 1.0,
                                             "steps": 2, "noise_multiplier": 2.0},
                        audit={"trials": 40, "games": ["attribute"], "attacks": ["prior", "likelihood"]})
     out = tmp_path / "out"
     result = cli("audit", write_yaml(tmp_path / "c.yaml", raw), "--out", out)
-    line = one_line_error(result.err)
+    *shown, line = result.err.strip().splitlines()
     assert result.code == 2 and line.startswith("fdp-audit: error: mechanism.third_party: ")
     assert re.search(message, line), line
+    assert shown[0].startswith("Traceback of the user's code") and f"{EXAMPLES}\", line" in shown[1]
+    assert f"in {function}" in shown[1] and not any("fdp_audit" in entry for entry in shown)
     assert not (out / "results.json").exists() and not (out / "report.html").exists()
 
 

@@ -4,6 +4,7 @@ and the shipped plain PyTorch loop passes its audit."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import pytest
@@ -90,18 +91,126 @@ def test_plain_pytorch_dp_sgd_passes(cli, tmp_path):
     assert "PASS" in result.out
 
 
-def test_failing_training_function_is_bad_input(cli, tmp_path):
+def _user_loop_config(tmp_path: Path, training: str) -> Path:
+    """A config auditing ``train.py:train`` (written here from ``training``) on a linear module."""
     (tmp_path / "model.py").write_text("from torch import nn\n\ndef make(n, k):\n    return nn.Linear(n, k)\n")
-    (tmp_path / "train.py").write_text("def train(module, dataset, seed):\n    raise RuntimeError('no GPU here')\n")
+    (tmp_path / "train.py").write_text(training)
     config = tmp_path / "c.yaml"
     config.write_text("data: {dataset: synthetic, protected: [protected], synthetic_rows: 200}\n"
                       "model: {factory: model.py:make}\n"
                       "mechanism: {name: dp_sgd, training: train.py:train, noise_multiplier: 1.0, sample_rate: 0.2,"
                       " steps: 5}\n"
                       "audit: {trials: 100, games: [distinguishing], attacks: [prior, iterates]}\n")
+    return config
+
+
+SGD_LOOP = """import torch
+from torch import nn
+
+def train(module, dataset, seed):
+    x, y = dataset[:]
+    optimizer = torch.optim.SGD(module.parameters(), lr=0.1)
+    loss = nn.functional.cross_entropy(module(x), y)
+    loss.backward()
+    optimizer.step()
+    return module
+"""
+
+
+def test_failing_training_function_shows_the_users_traceback(cli, tmp_path):
+    """Exit 2, the one-line error last, and above it the user's own frames (the line that raised), none of
+    fdp-audit's."""
+    config = _user_loop_config(tmp_path, "def train(module, dataset, seed):\n    helper()\n\n"
+                                         "def helper():\n    raise RuntimeError('no GPU here')\n")
     result = cli("audit", str(config), "--out", str(tmp_path / "out"))
     assert result.code == 2
-    assert "mechanism.training" in result.err and "no GPU here" in result.err and "Traceback" not in result.err
+    lines = result.err.strip().splitlines()
+    assert lines[-1].startswith("fdp-audit: error: mechanism.training: the training function failed on a trial")
+    assert lines[-1].endswith("RuntimeError: no GPU here")
+    shown = result.err[result.err.index("Traceback of the user's code"):]
+    assert f'{tmp_path / "train.py"}", line 2, in train' in shown and "line 5, in helper" in shown
+    assert "fdp_audit" not in shown.replace(lines[-1], "")
+
+
+def test_a_failure_of_fdp_audit_inside_the_users_loop_is_not_blamed_on_them(cli, tmp_path, monkeypatch):
+    """The canary wrapper's forward is fdp-audit's code, called back from the user's loop: its failure is an
+    internal error (exit 3) naming neither the user's field nor their code; FDP_AUDIT_DEBUG=1 prints fdp-audit's
+    traceback. (The bug is simulated by breaking a helper the wrapper's forward calls: the failing frame is
+    fdp-audit's.)"""
+    from fdp_audit.audit import user_training
+
+    monkeypatch.setattr(user_training, "_unwrapped", None)
+    config = _user_loop_config(tmp_path, SGD_LOOP)
+    result = cli("audit", str(config), "--out", str(tmp_path / "out"))
+    assert result.code == 3 and "mechanism.training" not in result.err and "Traceback" not in result.err
+    assert result.err.strip().splitlines()[-1].startswith("fdp-audit: internal error: TypeError:")
+    monkeypatch.setenv("FDP_AUDIT_DEBUG", "1")
+    result = cli("audit", str(config), "--out", str(tmp_path / "out"))
+    assert result.code == 3 and "Traceback (most recent call last)" in result.err
+    assert 'fdp_audit/audit/user_training.py", line' in result.err and ", in forward" in result.err
+
+
+@pytest.mark.parametrize("shape", [(0, 5), (3, 5), (5,), (0, 1, 1, 5), (3, 1, 1, 5)])
+def test_the_wrapper_takes_any_batch_and_record_shape(shape):
+    """Tables [B, d], images [B, C, H, W] (a loop that reshapes its records), one example [d] and empty
+    batches B = 0 (an empty Poisson batch): the logits pass through, the canary's rows are marked, and the
+    per-example gradients (torch.func, as Opacus's functorch path computes them) have the batch's shape."""
+    image = len(shape) == 4
+    module = nn.Sequential(nn.Flatten(-3) if image else nn.Identity(), nn.Linear(5, 2))
+    audited = AuditedModule(module, CANARY, head_scale(1.0, 10.0, 2))
+    x = torch.randn(shape)
+    canary_in = shape[0] == 3
+    if canary_in:
+        x[1] = CANARY.reshape(shape[1:])
+    out = audited(x)
+    expected = module(x)
+    if canary_in:
+        expected[1] = 0.0  # the canary's logits are zero in value
+    torch.testing.assert_close(out, expected)
+    assert audited.marked == canary_in
+    params = {k: v.detach() for k, v in audited.named_parameters()}
+    batch = x if len(shape) > 1 else x[None]
+    grads = vmap(grad(lambda p, xi: functional_call(audited, p, (xi[None],))[:, 0].sum()), in_dims=(None, 0))(
+        params, batch)
+    assert grads["fdp_audit_canary.weight"].shape == (len(batch), 16)
+
+
+def test_an_empty_poisson_batch_of_an_opacus_loop_is_trained_through():
+    """Regression: Opacus's Poisson sampler at p = 0.01 on n = 1,000 records draws an empty batch (seed 811: at
+    the 29th of 100 steps), which the wrapper could not reshape (``cannot reshape tensor of 0 elements``) and the
+    audit blamed on the user. Now every step is released, the empty one with noise only."""
+    opacus = pytest.importorskip("opacus")
+    from torch.utils.data import DataLoader
+
+    from fdp_audit.audit.user_training import UserTrainer
+    from fdp_audit.training.modules import ModuleModel
+
+    def factory(n_inputs, n_classes):
+        return nn.Sequential(nn.Linear(n_inputs, 6), nn.ReLU(), nn.Linear(6, n_classes))
+
+    empty = []
+
+    def train(module, dataset, seed):
+        loader = DataLoader(dataset, batch_size=10, generator=torch.Generator().manual_seed(seed))
+        optimizer = torch.optim.SGD(module.parameters(), lr=0.3)
+        module, optimizer, loader = opacus.PrivacyEngine(accountant="rdp").make_private(
+            module=module, optimizer=optimizer, data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0)
+        for x, y in loader:
+            empty.append(len(x) == 0)
+            optimizer.zero_grad()
+            nn.functional.cross_entropy(module(x), y).backward()
+            optimizer.step()
+        return module
+
+    generator = torch.Generator().manual_seed(0)
+    model = ModuleModel("module", 5, 2, factory=factory, module=factory(5, 2), logits=2)
+    trainer = UserTrainer(train, model, torch.randn(999, 5, generator=generator),
+                          torch.randint(0, 2, (999,), generator=generator), 1.0, 10.0, 10.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outcome = trainer.run(811, None, None, 1.0)
+    assert empty.index(True) == 28 and outcome.release.shape == (100, 16)
+    assert torch.isfinite(outcome.release).all()
 
 
 def test_canary_that_never_reaches_the_module_is_refused(tmp_path):
