@@ -1,15 +1,21 @@
-"""Progress of the long phases of a command (training the models of a game, the attacks, shadow models), on
-stderr: a tqdm bar on a terminal; in a CI log (stderr not a terminal) plain lines — at every tenth of the
-phase and when it ends, with the time taken — never a bar redrawn with carriage returns. Either appears only
-once a phase has run for :data:`QUIET_SECONDS`, so quick phases print nothing.
+"""Progress of the long phases of a command (training the models of a game, the attacks, shadow models, the gate's
+re-derivation of every limit, drawing a report, a reproduction), on stderr: a tqdm bar on a terminal; in a CI log
+(stderr not a terminal) plain lines — at every tenth of the phase and when it ends, with the time taken — never a
+bar redrawn with carriage returns. Nothing appears before a phase has run :data:`QUIET_SECONDS`, so a quick phase
+prints nothing, whichever style is chosen.
 
-``FDP_AUDIT_PROGRESS=0`` turns both off; ``lines`` forces the plain lines (from the first moment), ``bar`` the bar.
+A phase that reports no steps for a while (one long computation, or inner phases that are each quick) still says
+that it is running: once it has run :data:`QUIET_SECONDS`, and then every :data:`HEARTBEAT_SECONDS` in which no
+phase printed a line.
+
+``FDP_AUDIT_PROGRESS=0`` turns both off; ``lines`` forces the plain lines, ``bar`` the bar.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from types import TracebackType
 
@@ -17,6 +23,10 @@ from tqdm.auto import tqdm
 
 LINES_PER_PHASE = 10  # a CI line at every tenth of the phase
 QUIET_SECONDS = 3.0
+HEARTBEAT_SECONDS = 30.0
+
+_LOCK = threading.Lock()  # one line at a time from the phases and their heartbeats
+_last_line = [0.0]  # when any phase last printed a line (monotonic seconds)
 
 
 def progress_style() -> str:
@@ -30,41 +40,81 @@ def progress_style() -> str:
 
 
 class Phase:
-    """``with Phase("attribute game: training 200 models", total, "model-step") as phase: phase.update(n)``."""
+    """``with Phase("attribute game: training 200 models", total, "model-step") as phase: phase.update(n)``.
 
-    def __init__(self, description: str, total: int, unit: str = "step"):
+    ``note`` (set with :meth:`update`) is shown after the count: the training loss and ε spent, say."""
+
+    def __init__(self, description: str, total: int = 1, unit: str = "step"):
         self.description, self.total, self.unit = description, max(int(total), 1), unit
         self.style = progress_style()
-        forced = os.environ.get("FDP_AUDIT_PROGRESS", "").strip().lower() == "lines"
-        self.quiet_until = time.monotonic() + (0.0 if forced else QUIET_SECONDS)
-        self.done, self.next_line, self.spoke, self.finished = 0, 1, False, False
         self.start = time.monotonic()
+        self.done, self.next_line, self.spoke, self.finished, self.note = 0, 1, False, False, ""
         self.bar = (tqdm(total=self.total, desc=description, unit=unit, leave=False, delay=QUIET_SECONDS)
                     if self.style == "bar" else None)
+        self._stop = threading.Event()
+        self._heartbeat = None
+        if self.style != "off":
+            self._heartbeat = threading.Thread(target=self._beat, name="fdp-audit-progress", daemon=True)
+            self._heartbeat.start()
+
+    def _elapsed(self) -> float:
+        return time.monotonic() - self.start
 
     def _line(self, text: str) -> None:
-        if self.style == "lines" and time.monotonic() >= self.quiet_until:
+        if self.style != "lines" or self._elapsed() < QUIET_SECONDS:
+            return
+        with _LOCK:
             print(f"fdp-audit: {self.description}: {text}", file=sys.stderr, flush=True)
-            self.spoke = True
+            _last_line[0] = time.monotonic()
+        self.spoke = True
 
-    def update(self, n: int = 1) -> None:
+    def _count(self) -> str:
+        """``k of N units, note``: what is done, with the total beside it."""
+        parts = ([f"{self.done} of {self.total} {self.unit}s"] if self.total > 1 else []) + [self.note]
+        return ", ".join(part for part in parts if part)
+
+    def _beat(self) -> None:
+        """Say that the phase is running once it has run QUIET_SECONDS, then every HEARTBEAT_SECONDS without a
+        line from any phase; on a terminal, redraw the bar so that its clock moves."""
+        if self._stop.wait(QUIET_SECONDS):
+            return
+        while not self._stop.is_set():
+            if self.bar is not None:
+                self.bar.refresh()
+                if self._stop.wait(1.0):
+                    return
+                continue
+            if not self.spoke or time.monotonic() - _last_line[0] >= HEARTBEAT_SECONDS:
+                self._line(f"running ({', '.join(filter(None, [self._count(), f'{self._elapsed():.0f} s']))})")
+            if self._stop.wait(HEARTBEAT_SECONDS):
+                return
+
+    def update(self, n: int = 1, note: str | None = None) -> None:
         self.done = min(self.done + int(n), self.total)
+        if note is not None:
+            self.note = note
+            if self.bar is not None:
+                self.bar.set_postfix_str(note, refresh=False)
         if self.bar is not None:
             self.bar.update(int(n))
         if self.done * LINES_PER_PHASE >= self.next_line * self.total and self.done < self.total:
-            self._line(f"{self.done / self.total:.0%} ({time.monotonic() - self.start:.0f} s)")
+            self._line(f"{self.done / self.total:.0%} ({self._count()}; {self._elapsed():.0f} s)")
             while self.next_line * self.total <= self.done * LINES_PER_PHASE:
                 self.next_line += 1
 
     def finish(self, succeeded: bool = True) -> None:
-        """End the phase (once): close the bar, and in a log say how long it took if it said anything."""
+        """End the phase (once): stop its heartbeat, close the bar, and in a log say how long it took if it said
+        anything."""
         if self.finished:
             return
         self.finished = True
+        self._stop.set()
+        if self._heartbeat is not None and self._heartbeat is not threading.current_thread():
+            self._heartbeat.join()
         if self.bar is not None:
             self.bar.close()
         if succeeded and self.spoke:
-            self._line(f"done in {time.monotonic() - self.start:.1f} s")
+            self._line(f"done in {self._elapsed():.1f} s" + (f" ({self._count()})" if self._count() else ""))
 
     def __enter__(self) -> Phase:
         return self

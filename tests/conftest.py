@@ -19,6 +19,13 @@ import pytest
 import yaml
 
 
+@pytest.fixture(autouse=True)
+def _no_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No progress lines unless a test asks for them: a phase slowed past 3 s by a loaded machine would otherwise
+    print before the one-line error a test reads."""
+    monkeypatch.setenv("FDP_AUDIT_PROGRESS", "0")
+
+
 def small_config(name: str = "fdp_sgd", /, *, seed: int = 0, rows: int = 300, **sections: dict[str, Any]
                  ) -> dict[str, Any]:
     """A raw config dict for a tiny CPU run on the synthetic table (protected column ``protected``, a binary

@@ -45,6 +45,7 @@ from fdp_audit.audit.stats import (
 from fdp_audit.config import Config
 from fdp_audit.errors import BadInputError
 from fdp_audit.json_numbers import finite_or_none
+from fdp_audit.phases import Phase
 from fdp_audit.training.mechanisms import MECHANISMS
 
 NOT_JUDGED = "NOT JUDGED"  # comparisons without power, or none: never a pass
@@ -441,11 +442,13 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
         raise BadInputError("must be a list", "results.comparisons")
     level = level_per_comparison(alpha, len(comparisons))
     judged = []
-    for i, row in enumerate(comparisons):
-        if not isinstance(row, dict) or not isinstance(row.get("id"), str):
-            raise BadInputError("each comparison needs an id", f"results.comparisons[{i}]")
-        judged.append({"id": row["id"], "kind": row.get("kind"),
-                       **judge_comparison(row, level, f"results.comparisons[{i}]")})
+    with Phase(f"judging {len(comparisons)} comparisons", len(comparisons), "comparison") as progress:
+        for i, row in enumerate(comparisons):
+            if not isinstance(row, dict) or not isinstance(row.get("id"), str):
+                raise BadInputError("each comparison needs an id", f"results.comparisons[{i}]")
+            judged.append({"id": row["id"], "kind": row.get("kind"),
+                           **judge_comparison(row, level, f"results.comparisons[{i}]")})
+            progress.update()
     violations = [j for j in judged if j["violated"]]
     unjudged = [Powerless(j["id"], j["trials_needed"], KINDS[j["kind"]].power_required, KINDS[j["kind"]].no_power)
                 for j in judged if not j["judged"]]
@@ -479,7 +482,6 @@ def restate_limits(results: dict[str, Any]) -> None:
     the results state, refusing results whose stored numbers differ: ``gate`` never judges against a stored
     bound. What this cannot catch — an edit of the configuration itself, or of the raw counts — is what the
     checksum and, with a key, the MAC are for (:mod:`fdp_audit.audit.results`)."""
-    from fdp_audit.audit.claim import mechanism_section
     from fdp_audit.config import config_from_dict
 
     stated = results["reproducibility"].get("config")
@@ -489,6 +491,13 @@ def restate_limits(results: dict[str, Any]) -> None:
         config = config_from_dict(stated)
     except BadInputError as err:
         raise BadInputError(f"not a valid configuration: {err}", "results.reproducibility.config") from err
+    with Phase("re-deriving every limit from the stated configuration"):
+        _restate(results, config)
+
+
+def _restate(results: dict[str, Any], config: Config) -> None:
+    from fdp_audit.audit.claim import mechanism_section
+
     expected = finite_or_none(mechanism_section(config))
     shown = results["mechanism"]
     for key, value in expected.items():

@@ -118,12 +118,12 @@ def journal_key(config: Config, versions: dict[str, str], data: PreparedData) ->
 
 
 def versions() -> dict[str, str]:
-    """The versions of the package and of the libraries a trial's numbers depend on (scikit-learn's from its
-    installed metadata: importing it takes seconds that a process needing no shadow classifier would waste)."""
-    import dp_accounting
+    """The versions of the package and of the libraries a trial's numbers depend on. scikit-learn's and
+    dp_accounting's come from their installed metadata: importing scikit-learn takes seconds that a process
+    needing no shadow classifier would waste, and dp_accounting has no ``__version__``."""
     import scipy
 
     return {"fdp_audit": fdp_audit.__version__, "python": platform.python_version(), "torch": torch.__version__,
             "numpy": np.__version__, "scipy": scipy.__version__,
             "scikit-learn": importlib.metadata.version("scikit-learn"),
-            "dp_accounting": getattr(dp_accounting, "__version__", "unknown")}
+            "dp_accounting": importlib.metadata.version("dp-accounting")}

@@ -58,6 +58,8 @@ class Regression:
     gone: list[str] = field(default_factory=list)  # comparisons only the baseline has
     # accounted parameters that differ: the bounds moved too, so margins are not like for like
     mechanism_changes: list[str] = field(default_factory=list)
+    # settings of the audited configuration that differ (config_changes): rates from other settings
+    config_changes: list[str] = field(default_factory=list)
 
     @property
     def regressed(self) -> list[Change]:
@@ -106,7 +108,8 @@ def compare(current: dict[str, Any], baseline: dict[str, Any], alpha: float,
         changes.append(Change(**change))
     return Regression(float(alpha), tolerance, changes, new=[key for key in now if key not in before],
                       gone=[key for key in before if key not in now],
-                      mechanism_changes=_mechanism_changes(current, baseline))
+                      mechanism_changes=_mechanism_changes(current, baseline),
+                      config_changes=config_changes(current, baseline))
 
 
 ACCOUNTED = ("name", "noise_multiplier", "sample_rate", "steps", "clip_norm", "delta", "epsilon")
@@ -115,8 +118,48 @@ ACCOUNTED = ("name", "noise_multiplier", "sample_rate", "steps", "clip_norm", "d
 def _mechanism_changes(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
     """``"key: before → now"`` for every accounted mechanism parameter that differs between the audits."""
     now, before = current.get("mechanism") or {}, baseline.get("mechanism") or {}
-    def shown(value: Any) -> str:
-        return format(value, ".4g") if isinstance(value, float) else str(value)
-
-    return [f"{key}: {shown(before.get(key))} → {shown(now.get(key))}" for key in ACCOUNTED
+    return [f"{key}: {_shown(before.get(key))} → {_shown(now.get(key))}" for key in ACCOUNTED
             if now.get(key) != before.get(key)]
+
+
+# settings that change neither what is trained nor what is attacked: where the run went and how it was executed,
+# its title, how many trials, at what level, from which seed (the rise test needs independent trials, not the
+# same ones), and where the data file lay (its rows are compared by the dataset fingerprint instead)
+SAME_SETTING = frozenset({"name", "seed", "device", "report", "audit.trials", "audit.alpha", "audit.executor",
+                          "audit.scheduler", "audit.workers", "audit.max_models_per_chunk", "data.path"})
+
+
+def _settings(config: Any, prefix: str = "") -> dict[str, Any]:
+    """The configuration's settings by dotted name; a section is one name when it is null or not a mapping."""
+    if not isinstance(config, dict):
+        return {prefix: config}
+    flat: dict[str, Any] = {}
+    for key, value in config.items():
+        name = f"{prefix}.{key}" if prefix else str(key)
+        if name in SAME_SETTING:
+            continue
+        flat |= _settings(value, name) if isinstance(value, dict) else {name: value}
+    return flat
+
+
+def config_changes(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
+    """``"setting: before → now"`` for every setting of the audited configuration (``reproducibility.config``)
+    that differs between the two audits, apart from :data:`SAME_SETTING`, and the data's fingerprint when both
+    state one: a success rate measured under other settings is no baseline for this one."""
+    def reproducibility(results: dict[str, Any]) -> dict[str, Any]:
+        section = results.get("reproducibility")
+        return section if isinstance(section, dict) else {}
+
+    now, before = reproducibility(current), reproducibility(baseline)
+    settings_now, settings_before = _settings(now.get("config") or {}), _settings(before.get("config") or {})
+    changes = [f"{name}: {_shown(settings_before.get(name))} → {_shown(settings_now.get(name))}"
+               for name in sorted(settings_now.keys() | settings_before.keys())
+               if settings_now.get(name) != settings_before.get(name)]
+    fingerprints = now.get("dataset_fingerprint"), before.get("dataset_fingerprint")
+    if all(isinstance(f, str) for f in fingerprints) and fingerprints[0] != fingerprints[1]:
+        changes.append(f"data rows (fingerprint): {fingerprints[1][:12]} → {fingerprints[0][:12]}")
+    return changes
+
+
+def _shown(value: Any) -> str:
+    return format(value, ".4g") if isinstance(value, float) else str(value)

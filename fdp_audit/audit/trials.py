@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from attacks import Attack, View
-from fdp_audit.audit.games import Game, Setup
+from fdp_audit.audit.games import TRIAL_BLOCK, Game, Setup
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.audit.user_training import train_user_trials, user_trainer
@@ -146,11 +146,13 @@ class TrialTask:
         chunk = np.asarray(chunk, dtype=np.int64)
         canaries = game.canaries(config, workspace.setup, chunk)
         parts: list[dict[str, np.ndarray]] = []
+        trials = chunk - game.stream_block * TRIAL_BLOCK
+        phase = f"{game.name} game, trials {trials.min() + 1}–{trials.max() + 1} of {config.audit.trials}"
         for model_indices, view in trained_views(config, workspace.setup.problem, torch.as_tensor(chunk), canaries,
                                                  game.records_iterates, torch.device(self.device), self.max_chunk,
-                                                 f"{game.name} game"):
+                                                 phase):
             part = {}
-            with Phase(f"{game.name} game: {len(attacks)} attacks on {len(model_indices)} models",
+            with Phase(f"{phase}: {len(attacks)} attacks on {len(model_indices)} models",
                        len(attacks) * len(model_indices), "model-attack") as progress:
                 for name, attack in attacks.items():
                     part |= game.score({name: attack}, view)

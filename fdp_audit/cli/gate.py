@@ -24,6 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-regression", type=float, metavar="T",
                         help="with --baseline: fail when an attack's success rate rose by more than T since the "
                         "baseline, at confidence 1 − α (default: report only)")
+    parser.add_argument("--allow-config-change", action="store_true",
+                        help="with --baseline: compare with a baseline that audited other settings (data, model, "
+                        "mechanism, games, attacks); refused otherwise, since its rates measure something else")
     parser.set_defaults(handler=run)
 
 
@@ -33,10 +36,12 @@ def run(args: argparse.Namespace) -> int:
     from fdp_audit.audit.regression import compare
     from fdp_audit.audit.results import read_results
     from fdp_audit.errors import BadInputError
-    from fdp_audit.report.markdown import gate_summary
+    from fdp_audit.report.markdown import gate_summary, rise_words
 
-    if args.max_regression is not None and not args.baseline:
-        raise BadInputError("needs --baseline", "--max-regression")
+    for flag, value in (("--max-regression", args.max_regression is not None),
+                        ("--allow-config-change", args.allow_config_change)):
+        if value and not args.baseline:
+            raise BadInputError("needs --baseline", flag)
     results = read_results(args.results)
     restate_limits(results)
     alpha = args.alpha if args.alpha is not None else results["verdict"].get("alpha", 0.05)
@@ -51,6 +56,11 @@ def run(args: argparse.Namespace) -> int:
         except BadInputError as err:  # the message names the field; the user also needs to know which file
             raise BadInputError(str(err), f"--baseline {args.baseline}") from None
         regression = compare(results, baseline, alpha, args.max_regression)
+        if regression.config_changes and not args.allow_config_change:
+            shown = "; ".join(regression.config_changes[:3]) + (
+                f" and {len(regression.config_changes) - 3} more" if len(regression.config_changes) > 3 else "")
+            raise BadInputError(f"{args.baseline} audited other settings ({shown}); its success rates are no "
+                                "baseline for these. Pass --allow-config-change to compare them anyway", "--baseline")
     cases = list(judged)
     if regression is not None and regression.tolerance is not None:
         # one JUnit case per tested rise, failed when the rise exceeds the tolerance
@@ -70,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         line = f"since the baseline: {len(regression.changes)} comparisons matched, {len(regression.regressed)} " \
                f"regressed ({rule})"
         if worst is not None and worst.rise_lower_bound is not None:
-            line += f"; largest rise in success rate {worst.id}: at least {worst.rise_lower_bound:+.4g}"
+            line += "; largest rise in success rate: " + rise_words(worst, 1 - alpha)
         print(("REGRESSION: " if regression.regressed else "") + line)
     if verdict["status"] == "VIOLATION" or (regression is not None and regression.regressed):
         return EXIT_VIOLATION

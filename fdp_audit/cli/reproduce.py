@@ -22,6 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fdp_audit.phases import Phase
     from fdp_audit.reproduce import REPRODUCTIONS, run_reproduction
 
     names = list(dict.fromkeys(args.names)) or list(REPRODUCTIONS)
@@ -30,6 +31,7 @@ def run(args: argparse.Namespace) -> int:
             run_reproduction(name, Path(args.out), args.quick)
     for name in names:
         start = time.monotonic()
-        summary = run_reproduction(name, Path(args.out), args.quick)
+        with Phase(f"reproduce {name}{' --quick' * args.quick}"):
+            summary = run_reproduction(name, Path(args.out), args.quick)
         print(f"{name}: {summary['summary']} [{time.monotonic() - start:.0f} s] → {summary['markdown']}")
     return EXIT_OK

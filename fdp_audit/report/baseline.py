@@ -40,6 +40,9 @@ def baseline_section(results: dict[str, Any], baseline: dict[str, Any]) -> Secti
     section = Section("baseline", "Change since the baseline", texts.BASELINE)
     section.facts.append(("baseline audit created", Cell(created.text() if created else number(None))))
     section.facts.append(("comparisons matched", Cell(str(len(regression.changes)), {}, "num")))
+    if regression.config_changes:
+        section.facts.append(("baseline audited other settings (its rates measure something else)",
+                              Cell("; ".join(regression.config_changes))))
     if regression.mechanism_changes:
         section.facts.append(("accounted mechanism changed (bounds moved too)",
                               Cell("; ".join(regression.mechanism_changes))))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fdp_audit.audit.regression import Regression
+from fdp_audit.audit.regression import Change, Regression
 from fdp_audit.report.format import number, signed
 from fdp_audit.report.summary import game_label, margin_key
 
@@ -45,6 +45,21 @@ def gate_summary(verdict: dict[str, Any], judged: list[dict[str, Any]], comparis
     return "\n".join(lines) + "\n"
 
 
+def rise_words(change: Change, confidence: float) -> str:
+    """A success rate's change since the baseline in words: the rates, their difference, and what the confidence
+    bound on the rise shows (a rise not above 0 is not significant, whatever the difference of the rates)."""
+    measured = f"{change.id} {number(change.rate_before)} → {number(change.rate_now)}"
+    if change.rate_before is not None and change.rate_now is not None:
+        measured += f" ({signed(change.rate_now - change.rate_before)})"
+    rise = change.rise_lower_bound
+    if rise is None:
+        return measured
+    if rise > 0:
+        return f"{measured}, a rise of at least {number(rise)} at confidence {number(confidence)}"
+    return (f"{measured}, not a significant rise: at confidence {number(confidence)} the rise is only known to be "
+            f"above {number(rise)}")
+
+
 def regression_summary(regression: Regression) -> list[str]:
     """The baseline part: one row per matched comparison, worst change first."""
     if regression.tolerance is None:
@@ -65,6 +80,9 @@ def regression_summary(regression: Regression) -> list[str]:
         flag = "**REGRESSED**" if c.regressed else ""
         lines.append(f"| `{_cell(c.id)}` | {_signed(c.margin_before)} → {_signed(c.margin_now)} | "
                      f"{_signed(c.margin_change)} | {rates} | {rise} | {eps} | {flag} |")
+    if regression.config_changes:
+        lines += ["", "The baseline audited other settings (compared anyway, --allow-config-change): "
+                  + "; ".join(_cell(change) for change in regression.config_changes)]
     if regression.mechanism_changes:
         lines += ["", "The accounted mechanism changed, so the bounds moved too: "
                   + "; ".join(_cell(change) for change in regression.mechanism_changes)]

@@ -17,6 +17,7 @@ from fdp_audit.atomic_io import atomic_write_text
 from fdp_audit.audit.results import MAX_RESULTS_BYTES
 from fdp_audit.bounded_read import bounded_json_integer, read_bounded
 from fdp_audit.errors import BadInputError
+from fdp_audit.phases import Phase
 from fdp_audit.report.baseline import baseline_section
 from fdp_audit.report.sections import build_view
 
@@ -35,8 +36,9 @@ def render_report(results: dict[str, Any], baseline: dict[str, Any] | None = Non
     """The HTML report of one audit's results (the results.json contract), with a section comparing it with
     ``baseline`` (an earlier audit's results) when given; bad input raises
     :class:`~fdp_audit.errors.BadInputError` naming the field."""
-    extra = [baseline_section(results, baseline)] if baseline is not None else []
-    return _ENV.get_template("report.html.j2").render(view=build_view(results, extra))
+    with Phase("drawing the report"):
+        extra = [baseline_section(results, baseline)] if baseline is not None else []
+        return _ENV.get_template("report.html.j2").render(view=build_view(results, extra))
 
 
 def write_report(results: dict[str, Any], path: str | os.PathLike, baseline: dict[str, Any] | None = None) -> Path:

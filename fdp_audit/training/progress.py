@@ -1,5 +1,5 @@
-"""The ``fdp-audit train`` progress bar (docs/files.md): step, current training loss and the privacy
-spent so far.
+"""The ``fdp-audit train`` progress (docs/files.md): step, current training loss and the privacy spent so far, as a
+bar on a terminal and as plain lines in a log (:class:`fdp_audit.phases.Phase`).
 
 ε spent after t private steps is the ε(δ) of the same mechanism run for t steps. Accounting every step
 would cost more than training, so ε is computed on a grid of :data:`EPSILON_GRID_POINTS` step counts
@@ -19,11 +19,11 @@ import math
 from dataclasses import dataclass
 
 import torch
-from tqdm.auto import tqdm
 
 from fdp_audit.accounting.pld import Segment, gaussian_step_pld, resolve_discretization
 from fdp_audit.config import MechanismConfig
 from fdp_audit.errors import BadInputError
+from fdp_audit.phases import Phase
 from fdp_audit.training.engine import TrainingProblem, predict_logits
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Params, example_loss
@@ -73,10 +73,10 @@ def epsilon_curve(mech: MechanismConfig, noise_multiplier: float, final_epsilon:
 
 
 class TrainingProgress:
-    """A tqdm bar over every optimiser step of one model (public pre-training first), used as the engine's
+    """Progress over every optimiser step of one model (public pre-training first), used as the engine's
     ``on_step`` hook."""
 
-    def __init__(self, problem: TrainingProblem, name: str, curve: EpsilonCurve, disable: bool = False):
+    def __init__(self, problem: TrainingProblem, name: str, curve: EpsilonCurve):
         self.problem = problem
         self.pretrain = problem.hyper.public_pretrain_steps
         self.curve = curve
@@ -85,19 +85,18 @@ class TrainingProgress:
         self.x, self.y = problem.x[rows], problem.y[rows]
         total = self.pretrain + problem.hyper.steps
         self.loss_every = max(1, int(total * LOSS_EVERY_FRACTION))
-        self.bar = tqdm(total=total, desc=f"training {name}", unit="step", disable=disable)
+        self.phase = Phase(f"training {name}", total, "step")
         self.loss = math.nan
 
     def __call__(self, done: int, params: Params) -> None:
-        if done == 1 or done % self.loss_every == 0 or done == self.bar.total:
+        if done == 1 or done % self.loss_every == 0 or done == self.phase.total:
             self.loss = self.training_loss(params)
             if not math.isfinite(self.loss):  # stop now rather than train on to the end-of-run check
-                self.bar.close()
+                self.phase.finish(succeeded=False)
                 raise BadInputError(f"training diverged: the training loss is {self.loss} after {done} steps; lower "
                                     f"the learning rate ({self.problem.hyper.optimizer.lr:g})",
                                     "mechanism.optimizer.lr")
-        self.bar.set_postfix_str(f"loss={self.loss:.4f} ε≤{self.epsilon(done):.3g}", refresh=False)
-        self.bar.update(1)
+        self.phase.update(1, f"loss {self.loss:.4f}, ε ≤ {self.epsilon(done):.3g} spent")
 
     def epsilon(self, done: int) -> float:
         return self.curve.upper_bound(done - self.pretrain)
@@ -109,5 +108,5 @@ class TrainingProgress:
             logits = predict_logits(self.problem.model, model0, self.x)[0]
             return float(example_loss(logits, self.y).mean())
 
-    def close(self) -> None:
-        self.bar.close()
+    def close(self, succeeded: bool = True) -> None:
+        self.phase.finish(succeeded)

@@ -133,9 +133,12 @@ def train_one(config: Config, data: PreparedData, seed: int | None = None, progr
         on_step = TrainingProgress(problem, mech.name, curve)
     try:
         (chunk,) = list(train_models(problem, seed, [0], device=device, on_step=on_step))
-    finally:
+    except BaseException:
         if on_step is not None:
-            on_step.close()
+            on_step.close(succeeded=False)
+        raise
+    if on_step is not None:
+        on_step.close()
     params = {k: v[0].detach().cpu() for k, v in chunk.params.items()}
     acc = accuracy(problem.model, {k: v[None] for k, v in params.items()}, torch.as_tensor(data.test.x),
                    torch.as_tensor(data.test.y))

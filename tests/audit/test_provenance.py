@@ -20,3 +20,14 @@ def test_a_module_loaded_after_an_earlier_answer_is_still_found(tmp_path: Path) 
         after = user_modules()
     assert module not in before and module in after
     assert np not in after and sys.modules["fdp_audit.audit.provenance"] not in after
+
+
+def test_every_version_is_known() -> None:
+    """dp_accounting has no ``__version__``: the reproducibility section said "unknown"."""
+    import importlib.metadata
+
+    from fdp_audit.audit.provenance import versions
+
+    found = versions()
+    assert found["dp_accounting"] == importlib.metadata.version("dp-accounting")
+    assert all(value and value != "unknown" for value in found.values()), found

@@ -265,3 +265,46 @@ def test_an_hmac_key_makes_results_tamper_evident(cli, one_line_error, tmp_path:
     assert result.code == 2 and "results.mac: MAC mismatch" in one_line_error(result.err)
     monkeypatch.setenv("FDP_AUDIT_HMAC_KEY", "another")
     assert cli("gate", signed).code == 2
+
+
+@pytest.fixture
+def progress_shown(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Progress as a CI log shows it, from the first moment: these commands' phases take seconds only on real
+    audits."""
+    from fdp_audit import phases
+
+    monkeypatch.setenv("FDP_AUDIT_PROGRESS", "lines")
+    monkeypatch.setattr(phases, "QUIET_SECONDS", 0.0)
+
+
+def test_gate_and_report_show_progress_in_a_ci_log(cli, passing: Path, tmp_path: Path, progress_shown) -> None:
+    """``gate`` and ``report`` sat 8–13 s silent on the demo's results."""
+    gated = cli("gate", passing)
+    assert gated.code == 0 and "\r" not in gated.err
+    for phase in ("re-deriving every limit from the stated configuration", "judging 2 comparisons"):
+        assert f"fdp-audit: {phase}: done in " in gated.err, gated.err
+    from fdp_audit.audit.gate import judge
+
+    judged = results(110)
+    judged["verdict"] = judge(judged["comparisons"], 0.05)[0]
+    reported = cli("report", write_results(tmp_path / "judged.json", judged), "-o", tmp_path / "report.html")
+    assert reported.code == 0 and "fdp-audit: drawing the report: done in " in reported.err, reported.err
+
+
+def test_reproduce_shows_progress_in_a_ci_log(cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              progress_shown) -> None:
+    """``reproduce gate_proof --quick`` ran 220 s without a line: a reproduction says it is running."""
+    import time
+
+    import fdp_audit.reproduce
+
+    def reproduction(name: str, out: Path, quick: bool) -> dict[str, str]:
+        time.sleep(0.2)
+        return {"summary": "done", "markdown": str(out / f"{name}.md")}
+
+    monkeypatch.setattr(fdp_audit.reproduce, "run_reproduction", reproduction)
+    result = cli("reproduce", "label_dp", "--quick", "--out", tmp_path)
+    assert result.code == 0
+    lines = result.err.splitlines()
+    assert lines[0].startswith("fdp-audit: reproduce label_dp --quick: running (")
+    assert lines[-1].startswith("fdp-audit: reproduce label_dp --quick: done in ")

@@ -3,6 +3,7 @@ failing only on a significant rise when ``--max-regression`` asks; a Markdown su
 
 from __future__ import annotations
 
+import copy
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -55,7 +56,18 @@ def test_baseline_is_reported_without_failing_by_default(cli, risen, baseline):
     assert result.code == 0
     assert result.out.startswith("PASS")
     assert "since the baseline: 2 comparisons matched, 0 regressed (report only)" in result.out
-    assert "largest rise in success rate distinguishing-attribute/iterates: at least +0.09" in result.out
+    # the rates, their difference and the confidence bound on the rise, never a bare signed bound
+    assert ("largest rise in success rate: distinguishing-attribute/iterates 0.55 → 0.75 (+0.2), a rise of at least "
+            "0.09") in result.out
+
+
+def test_a_rise_that_is_not_significant_says_so(cli, baseline, tmp_path):
+    """The baseline line said "largest rise … at least −0.1587" while the rate rose from 0.637 to 0.781."""
+    slightly = write_results(tmp_path / "slightly.json", results(iterates=230))
+    result = cli("gate", slightly, "--baseline", baseline)
+    assert result.code == 0
+    assert ("distinguishing-attribute/iterates 0.55 → 0.575 (+0.025), not a significant rise: at confidence 0.95 "
+            "the rise is only known to be above -0.") in result.out
 
 
 def test_a_significant_rise_fails_with_max_regression(cli, risen, baseline, tmp_path):
@@ -96,11 +108,41 @@ def test_markdown_without_baseline_lists_comparisons_closest_first(cli, risen, t
     assert "Since the baseline" not in markdown.read_text(encoding="utf-8")
 
 
-def test_a_changed_mechanism_is_named(cli, tmp_path, baseline):
+def test_a_baseline_of_other_settings_is_refused_unless_allowed(cli, tmp_path, baseline, one_line_error):
+    """A baseline that audited another noise multiplier was accepted with a note: its success rates measure
+    another mechanism. It is bad input unless --allow-config-change, and then the change is named."""
     other = write_results(tmp_path / "other.json", results(iterates=220, noise=0.5))
     markdown = tmp_path / "summary.md"
-    assert cli("gate", other, "--baseline", baseline, "--markdown", markdown).code == 0
-    assert "noise_multiplier: 1 → 0.5" in markdown.read_text(encoding="utf-8")
+    refused = cli("gate", other, "--baseline", baseline, "--markdown", markdown)
+    assert refused.code == 2 and not markdown.exists()
+    line = one_line_error(refused.err)
+    assert "--baseline" in line and "mechanism.noise_multiplier: 1 → 0.5" in line and "--allow-config-change" in line
+    assert cli("gate", other, "--baseline", baseline, "--markdown", markdown, "--allow-config-change").code == 0
+    summary = markdown.read_text(encoding="utf-8")
+    assert "noise_multiplier: 1 → 0.5" in summary and "other settings" in summary
+
+
+def test_settings_that_leave_the_rates_comparable_are_no_change(baseline, tmp_path):
+    """More trials, another seed, level, executor, title or data path: the same setting, measured again."""
+    from fdp_audit.audit.regression import config_changes
+    from fdp_audit.audit.results import read_results
+
+    before = read_results(baseline)
+    now = copy.deepcopy(before)
+    config = now["reproducibility"]["config"]
+    config["seed"] += 1
+    config["audit"] |= {"trials": 10 * config["audit"]["trials"], "alpha": 0.01, "workers": 4}
+    config["report"]["title"] = "another title"
+    config["data"]["path"] = "/elsewhere/data.csv"
+    assert config_changes(now, before) == []
+    config["audit"]["attacks"] = ["prior"]
+    assert config_changes(now, before) == [f"audit.attacks: {before['reproducibility']['config']['audit']['attacks']}"
+                                           " → ['prior']"]
+
+
+def test_allow_config_change_needs_a_baseline(cli, risen, one_line_error):
+    result = cli("gate", risen, "--allow-config-change")
+    assert result.code == 2 and "--allow-config-change" in one_line_error(result.err)
 
 
 def test_max_regression_needs_a_baseline(cli, risen, one_line_error):

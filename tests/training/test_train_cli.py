@@ -1,4 +1,4 @@
-"""`fdp-audit train` (docs/files.md): the per-step progress bar (step, loss, ε spent so far), its ε(t)
+"""`fdp-audit train` (docs/files.md): the per-step progress (step, loss, ε spent so far), its ε(t)
 curve against the accountant, and bit-for-bit reproducibility of a seeded run through the command line."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from fdp_audit import phases
 from fdp_audit.config import MechanismConfig, config_from_dict
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.training.checkpoint import load_checkpoint
@@ -41,14 +42,22 @@ def test_epsilon_curve_is_constant_without_private_steps(name, expected):
     assert [curve.upper_bound(t) for t in (0, 1, 40)] == [0.0, expected, expected]
 
 
-def test_progress_bar_shows_step_loss_and_epsilon(cli, small_config, write_yaml, tmp_path: Path):
+def test_progress_in_a_log_is_plain_lines_with_step_loss_and_epsilon(cli, small_config, write_yaml, tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch):
+    """stderr is not a terminal here: plain lines (no tqdm bar, no carriage return), and its last line the steps
+    done of the total, the training loss and the ε spent. A run under 3 s shows nothing; the quiet time is
+    lowered so that this short run shows its lines."""
+    monkeypatch.delenv("FDP_AUDIT_PROGRESS", raising=False)
+    monkeypatch.setattr(phases, "QUIET_SECONDS", 0.0)
     config = write_yaml(tmp_path / "tiny.yaml", small_config("fdp_sgd", rows=200, mechanism={"steps": 25}))
     result = cli("train", config, "--out", tmp_path / "model.pt")
-    assert result.code == 0
-    final = re.findall(r"(\d+)/25 \[[^]]*loss=(\d+\.\d+) ε≤([0-9.]+)\]", result.err)[-1]
+    assert result.code == 0 and "\r" not in result.err
+    final = re.fullmatch(r"fdp-audit: training fdp_sgd: done in [0-9.]+ s \((\d+) of 25 steps, loss (\d+\.\d+), "
+                         r"ε ≤ ([0-9.]+) spent\)", result.err.splitlines()[-1])
     _, metadata, _ = load_checkpoint(tmp_path / "model.pt")
-    assert final[0] == "25" and 0 < float(final[1]) < 1
-    assert float(final[2]) == pytest.approx(metadata["epsilon"], rel=1e-2)  # shown with 3 digits
+    assert final and final[1] == "25" and 0 < float(final[2]) < 1
+    assert float(final[3]) == pytest.approx(metadata["epsilon"], rel=1e-2)  # shown with 3 digits
+    assert len(result.err.splitlines()) <= 11  # a line per tenth and one at the end
 
 
 def test_progress_does_not_change_the_model(small_config):
