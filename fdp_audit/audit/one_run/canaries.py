@@ -42,8 +42,8 @@ import torch
 from torch.utils.data import TensorDataset
 
 from fdp_audit.atomic_io import atomic_write_bytes, atomic_write_text
-from fdp_audit.audit.one_run.evaluation import judge_guesses, mechanism_claim, section_comparisons
-from fdp_audit.audit.one_run.guesser import Release, candidate_pattern, score_guesses, threat_scores
+from fdp_audit.audit.one_run.evaluation import judge_scores, mechanism_claim, section_comparisons
+from fdp_audit.audit.one_run.guesser import Release, candidate_pattern, threat_scores
 from fdp_audit.audit.one_run.records import (
     canary_records,
     candidate_columns,
@@ -340,18 +340,17 @@ def audit_with_canaries(checkpoint: Path, manifest_path: Path, alpha: float, fam
     secrets = np.asarray(manifest["secrets"])
     if manifest["kind"] == "gradient":
         release = read_release(manifest_path.with_name(manifest["release"]), manifest)
-        threat = {name: score_guesses(scores, secrets)
-                  for name, scores in threat_scores(release, candidate_pattern(game, k)).items()}
+        threat = threat_scores(release, candidate_pattern(game, k))
     else:
-        threat = {"final_model": score_guesses(_record_release_scores(checkpoint, manifest, external), secrets)}
+        threat = {"final_model": _record_release_scores(checkpoint, manifest, external)}
     name = MECHANISMS[metadata["mechanism"]].claimed_as  # faulty ones claim a correct one
     parameters = {"mechanism": name, "noise_multiplier": metadata["noise_multiplier"],
                   "sample_rate": metadata["sample_rate"], "steps": metadata["steps"], "delta": metadata["delta"],
                   "relation": relation_of(game)}
     claim = mechanism_claim(name, parameters["noise_multiplier"], parameters["sample_rate"], parameters["steps"],
                             parameters["delta"], parameters["relation"])
-    section = judge_guesses(threat, claim, alpha, family_search)
-    section.update({"game": game, "k": k, "canaries": manifest["count"], "kind": manifest["kind"],
+    section = judge_scores(threat, secrets, claim, alpha, family_search)
+    section.update({"game": game, "kind": manifest["kind"],
                     "magnitude": manifest.get("magnitude"), "claim_parameters": parameters})
     return section
 

@@ -17,9 +17,12 @@ accountant in the relation the game needs). Beside it, at the same per-compariso
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+import numpy as np
 
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
 from fdp_audit.audit.one_run.analysis import (
@@ -31,7 +34,7 @@ from fdp_audit.audit.one_run.analysis import (
     gdp_family,
     steinke_epsilon,
 )
-from fdp_audit.audit.one_run.guesser import Guesses
+from fdp_audit.audit.one_run.guesser import Guesses, score_guesses
 from fdp_audit.training.mechanisms import MECHANISMS
 
 MIN_FAMILY_NOISE = 0.25  # the family search stops at z = 0.25 (PLDs of smaller z are slow and ε there is huge)
@@ -71,6 +74,33 @@ def mechanism_claim(name: str, noise_multiplier: float, sample_rate: float, step
                     start=1.0 / noise_multiplier, limit=MIN_FAMILY_NOISE ** -1)
     return Claim(f"{name} z={noise_multiplier:.4g} p={sample_rate:g} T={steps} ({relation})",
                  curve_inverse_power(accountant.curve()), float(accountant.epsilon(delta)), delta, family)
+
+
+def judge_scores(scores_by_threat: Mapping[str, np.ndarray], secrets: np.ndarray, claim: Claim, alpha: float,
+                 family_search: bool = True) -> dict[str, Any]:
+    """The one-run section of results.json from the auditor's candidate scores: the entry point of every one-run
+    audit (gradient canaries of the built-in engine or of the user's loop, record canaries, generative canaries).
+
+    Args:
+        scores_by_threat: per threat model, ``[M, k]`` scores of each canary's k candidate secrets (larger means
+            more likely; a function of the release only, never of the secrets).
+        secrets: ``[M]`` the true candidate index of each canary.
+        claim: what is audited (:func:`mechanism_claim`).
+        alpha: the level of the verdict (its false-alarm probability on a mechanism that keeps the claim).
+        family_search: also compute the empirical ε in the claimed mechanism's family (PLD searches: seconds).
+
+    Returns:
+        The section: ``status`` (PASS or VIOLATION), ``explanation``, the rows of comparisons, the ε lower bounds,
+        ``canaries`` and ``k``.
+    """
+    secrets = np.asarray(secrets)
+    guesses = {name: score_guesses(np.asarray(scores, dtype=float), secrets)
+               for name, scores in scores_by_threat.items()}
+    section = judge_guesses(guesses, claim, alpha, family_search)
+    shapes = {np.shape(scores) for scores in scores_by_threat.values()}
+    (m, k), = shapes
+    section.update({"canaries": int(m), "k": int(k)})
+    return section
 
 
 def judge_guesses(guesses_by_threat: dict[str, Guesses], claim: Claim, alpha: float,

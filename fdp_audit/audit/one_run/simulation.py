@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdp_audit.audit.one_run.evaluation import Claim, judge_guesses
-from fdp_audit.audit.one_run.guesser import Release, candidate_pattern, score_guesses, threat_scores
+from fdp_audit.audit.one_run.evaluation import Claim, judge_scores
+from fdp_audit.audit.one_run.guesser import Release, candidate_pattern, threat_scores
 
 
 def simulate_release(rng: np.random.Generator, m: int, game: str, k: int, noise_multiplier: float,
@@ -36,6 +36,4 @@ def simulated_audit(rng: np.random.Generator, m: int, game: str, k: int, noise_m
                     family_search: bool = False) -> dict:
     """Simulate one training and judge it against ``claim`` (the results section of a real one-run audit)."""
     release, secrets = simulate_release(rng, m, game, k, noise_multiplier, sample_rate, steps, updates)
-    threat = {name: score_guesses(scores, secrets)
-              for name, scores in threat_scores(release, candidate_pattern(game, k)).items()}
-    return judge_guesses(threat, claim, alpha, family_search)
+    return judge_scores(threat_scores(release, candidate_pattern(game, k)), secrets, claim, alpha, family_search)

@@ -14,7 +14,7 @@ The auditor (:mod:`fdp_audit.audit.one_run.guesser`) reads the noise scale off t
 candidates of every canary (Poisson-mixture likelihood of the updates; and the updates at the steps where the
 canary's public coordinate moved), guesses the most confident ones and abstains on the rest; the counts are tested
 against the claimed trade-off curve in the replace-one relation with the one-run f-DP analysis
-(:func:`fdp_audit.audit.one_run.evaluation.judge_guesses`). The comparisons go to results.json in the gate's
+(:func:`fdp_audit.audit.one_run.evaluation.judge_scores`). The comparisons go to results.json in the gate's
 ``one_run`` form, so ``fdp-audit gate`` judges them again: VIOLATION when some guess count rejects the claim.
 
 What it sees: the private step's sampling, clipping, noise and normalisation, and whether the public gradient
@@ -30,8 +30,8 @@ from typing import Any
 import torch
 
 from fdp_audit.audit.one_run.canaries import canary_block, draw_secrets
-from fdp_audit.audit.one_run.evaluation import judge_guesses, mechanism_claim, section_comparisons
-from fdp_audit.audit.one_run.guesser import Release, candidate_pattern, score_guesses, threat_scores
+from fdp_audit.audit.one_run.evaluation import judge_scores, mechanism_claim, section_comparisons
+from fdp_audit.audit.one_run.guesser import Release, candidate_pattern, threat_scores
 from fdp_audit.errors import BadInputError
 from fdp_audit.generative.training.trainer import DiffusionSetup, LabelledImages, train_diffusion
 from fdp_audit.training.mechanisms import MECHANISMS
@@ -79,13 +79,12 @@ def audit_generative(mechanism: str, data: LabelledImages, setup: DiffusionSetup
     release = Release(updates[:, :m].sum(0), updates[:, 2 * m:].sum(0), updates[:, :m], updates[:, 2 * m:],
                       updates[:, m:2 * m] if has_public else None)
     pattern = candidate_pattern(GAME, k)
-    threat = {name: score_guesses(scores, secrets) for name, scores in threat_scores(release, pattern).items()}
     claimed = entry.claimed_as  # a known-faulty mechanism claims the correct one's guarantee
     parameters = {"mechanism": claimed, "noise_multiplier": plan.noise_multiplier,
                   "sample_rate": trained.sample_rate, "steps": plan.steps, "delta": plan.delta, "relation": "replace"}
     claim = mechanism_claim(claimed, plan.noise_multiplier, trained.sample_rate, plan.steps, plan.delta, "replace")
-    section = judge_guesses(threat, claim, plan.alpha, family_search=False)
-    section.update({"game": GAME, "k": k, "canaries": m, "kind": "gradient", "mechanism": mechanism,
+    section = judge_scores(threat_scores(release, pattern), secrets, claim, plan.alpha, family_search=False)
+    section.update({"game": GAME, "kind": "gradient", "mechanism": mechanism,
                     "magnitude": plan.magnitude_factor * setup.clip_norm, "claim_parameters": parameters,
                     "plan": asdict(plan), "train_seconds": trained.seconds})
     return section, section_comparisons(section, parameters)
