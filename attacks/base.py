@@ -13,7 +13,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, get_args
 
 import torch
 
@@ -21,7 +21,10 @@ from fdp_audit.errors import BadInputError
 from fdp_audit.training.interface import Canaries, Model, Params, TrainingProblem
 
 ThreatModel = Literal["prior", "black_box", "white_box", "iterates"]
+THREAT_MODELS: tuple[str, ...] = get_args(ThreatModel)
+FINAL_MODEL: frozenset[str] = frozenset({"black_box", "white_box"})  # the threat models that see only the model
 AttributeKind = Literal["categorical", "continuous", "subspace"]
+ATTRIBUTE_KINDS: tuple[str, ...] = get_args(AttributeKind)
 
 
 # (problem, seed, model indices, canaries) -> the trained models' parameters, chunk by chunk
@@ -179,18 +182,50 @@ class AttackOutput:
 
 
 class Attack(ABC):
-    """Base class: subclasses set ``name``, ``threat_model`` and ``supports`` (the protected-attribute kinds
-    they attack) and implement ``infer``."""
+    """Base class of every attack (docs/extending.md): subclasses set ``name``, ``title``, ``threat_model`` and
+    ``supports`` (the protected-attribute kinds they attack), declare what they need, and implement ``infer``;
+    :func:`attacks.register_attack` makes them configurable in ``audit.attacks``.
+
+    What an attack declares decides where it plays: a game admits it when the game's attribute kind is in
+    ``supports`` and their canaries agree (:func:`fdp_audit.audit.games.game_attacks`); the checkpoint audit
+    attacks a checkpoint's real records with every categorical attack under the prior or a final-model threat
+    model that needs no canary and nothing of :class:`Knowledge` beyond the target and accepts a target per
+    trial."""
 
     name: ClassVar[str]
+    title: ClassVar[str]  # what the attack does, in a few words, for the report
     threat_model: ClassVar[ThreatModel]
     supports: ClassVar[frozenset[AttributeKind]] = frozenset({"categorical"})
     needs_gradient_canary: ClassVar[bool] = False
     needs_input_canary: ClassVar[bool] = False  # plays the membership game's crafted input canary only
+    needs: ClassVar[tuple[str, ...]] = ()  # the Knowledge fields it needs besides the target and its prior
+    per_trial: ClassVar[bool] = True  # it accepts knowledge with one target per trial
 
     def fit(self, knowledge: Knowledge) -> Attack:
+        """Learn what the attack needs from what the adversary knows.
+
+        Args:
+            knowledge: the target, its prior and whatever else the threat model gives the adversary.
+
+        Returns:
+            The attack itself, fitted.
+
+        Raises:
+            BadInputError: ``knowledge`` lacks a field the attack ``needs``.
+        """
+        knowledge.require(self.name, *self.needs)
         self.knowledge = knowledge
         return self
 
     @abstractmethod
-    def infer(self, view: View) -> AttackOutput: ...
+    def infer(self, view: View) -> AttackOutput:
+        """Score every trial at once.
+
+        Args:
+            view: what the adversary sees of each trial's run (``[R, ...]``): final parameters and, under the
+                ``iterates`` threat model, the released updates.
+
+        Returns:
+            Candidate scores ``[R, V]`` (categorical attacks) or estimates ``[R, k]`` of the protected
+            coordinates (continuous attacks).
+        """

@@ -13,6 +13,7 @@ from fdp_audit.training.interface import example_loss, flatten
 
 class GradientNormAttack(Attack):
     name = "gradient"
+    title = "smallest loss gradient of the final model"
     threat_model = "white_box"
 
     def infer(self, view: View) -> AttackOutput:

@@ -33,13 +33,15 @@ STEP_TOLERANCE = 1e-12
 
 class GradientMatchingReconstruction(Attack):
     name = "gradient_matching"
+    title = "informed gradient-matching reconstruction"
     threat_model = "white_box"
     supports = frozenset({"continuous"})
+    needs = ("rest_x", "rest_y")
 
     def fit(self, knowledge: Knowledge) -> GradientMatchingReconstruction:
-        knowledge.require(self.name, "rest_x", "rest_y")
+        super().fit(knowledge)
         knowledge.protected_index()
-        return super().fit(knowledge)
+        return self
 
     def infer(self, view: View) -> AttackOutput:
         k = self.knowledge

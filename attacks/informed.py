@@ -53,11 +53,9 @@ def candidate_gradients(knowledge: Knowledge, params: Params) -> torch.Tensor:
 
 class InformedGradientAttack(Attack):
     name = "informed_gradient"
+    title = "informed match of the gradient residual"
     threat_model = "white_box"
-
-    def fit(self, knowledge: Knowledge) -> InformedGradientAttack:
-        knowledge.require(self.name, "rest_x", "rest_y")
-        return super().fit(knowledge)
+    needs = ("rest_x", "rest_y")
 
     def infer(self, view: View) -> AttackOutput:
         k = self.knowledge

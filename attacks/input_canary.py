@@ -42,6 +42,7 @@ def _presence_scores(statistic: torch.Tensor) -> AttackOutput:
 
 class CanaryLogitAttack(Attack):
     name = "canary_logit"
+    title = "change of the canary's logit"
     threat_model = "black_box"
     needs_input_canary = True
 
@@ -58,12 +59,14 @@ class CanaryLogitAttack(Attack):
 
 class NoiseScaleAttack(Attack):
     name = "noise_scale"
+    title = "model's response on the noise-only inputs"
     threat_model = "black_box"
     needs_input_canary = True
+    needs = ("noise_inputs",)
 
     def infer(self, view: View) -> AttackOutput:
         k = self.knowledge
-        k.require(self.name, "noise_inputs")
+        assert k.noise_inputs is not None
         reference = k.candidates[0].float().to(_device(view))
         probes = reference.repeat(len(k.noise_inputs) + 1, 1)
         rows = torch.arange(1, len(probes), device=probes.device)

@@ -91,14 +91,14 @@ class _GradientCanaryAttack(Attack):
     device, whichever it is."""
 
     needs_gradient_canary = True
+    needs = ("noise_coordinates",)
 
     def _noise_model(self, view: View) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Per trial: the mean m_t of the noise coordinates ``[R, T]``, the pooled leave-one-out coefficient
         β̂ ``[R]`` of a noise coordinate on the mean of the others, and the scale σ̂ ``[R]`` of what that
         regression leaves, all in units of C."""
         k = self.knowledge
-        k.require(self.name, "noise_coordinates")
-        assert view.noisy_private_sums is not None
+        assert view.noisy_private_sums is not None and k.noise_coordinates is not None
         noise = view.noisy_private_sums[:, :, list(k.noise_coordinates)].cpu().double() / k.clip_norm
         others = (noise.sum(dim=2, keepdim=True) - noise) / max(noise.shape[2] - 1, 1)
         beta = (noise * others).sum(dim=(1, 2)) / others.square().sum(dim=(1, 2)).clamp_min(1e-300)
@@ -146,6 +146,7 @@ class _GradientCanaryAttack(Attack):
 
 class IteratesAttack(_GradientCanaryAttack):
     name = "iterates"
+    title = "likelihood ratio of the canary on the released updates"
     threat_model = "iterates"
 
     def infer(self, view: View) -> AttackOutput:
@@ -161,6 +162,7 @@ class IteratesAttack(_GradientCanaryAttack):
 
 class PublicAlignedIteratesAttack(_GradientCanaryAttack):
     name = "iterates_public_aligned"
+    title = "likelihood ratio on the released updates, at the canary's public steps"
     threat_model = "iterates"
 
     def infer(self, view: View) -> AttackOutput:

@@ -56,11 +56,13 @@ MIN_NOISE = 1e-12  # σ̂² floor: a noiseless release still gives finite scores
 
 class IteratesGradientMatching(Attack):
     name = "gradient_matching_iterates"
+    title = "gradient matching on the released updates"
     threat_model = "iterates"
     supports = frozenset({"subspace"})
+    needs = ("procedure", "protected_subspace", "clip_norm")
 
     def fit(self, knowledge: Knowledge) -> IteratesGradientMatching:
-        knowledge.require(self.name, "procedure", "protected_subspace", "clip_norm")
+        super().fit(knowledge)
         procedure = knowledge.procedure
         assert procedure is not None
         hyper = procedure.hyper
@@ -74,7 +76,7 @@ class IteratesGradientMatching(Attack):
         if procedure.public_loss is not None and procedure.public_loss.pad_width:
             raise BadInputError(f"attack {self.name!r} cannot replay a public loss with fresh padding noise",
                                 "mechanism.public_loss")
-        return super().fit(knowledge)
+        return self
 
     def infer(self, view: View) -> AttackOutput:
         if view.noisy_private_sums is None or view.public_gradients is None or view.params is None:

@@ -14,6 +14,7 @@ from fdp_audit.training.interface import example_loss, predict_logits
 
 class LikelihoodAttack(Attack):
     name = "likelihood"
+    title = "likelihood of the label under the model's predictions"
     threat_model = "black_box"
 
     def infer(self, view: View) -> AttackOutput:

@@ -12,6 +12,7 @@ from attacks.base import Attack, AttackOutput, View
 
 class PriorAttack(Attack):
     name = "prior"
+    title = "the prior's best guess, without the model"
     threat_model = "prior"
     supports = frozenset({"categorical", "continuous", "subspace"})
 

@@ -27,16 +27,18 @@ FIRST_LAYER_KINDS = ("logistic", "mlp")
 
 class ClosedFormReconstruction(Attack):
     name = "reconstruction"
+    title = "informed closed-form reconstruction"
     threat_model = "white_box"
     supports = frozenset({"continuous"})
+    needs = ("rest_x", "rest_y")
 
     def fit(self, knowledge: Knowledge) -> ClosedFormReconstruction:
         if knowledge.model.kind not in FIRST_LAYER_KINDS:
             raise BadInputError(f"attack {self.name!r} needs a linear first layer, not a {knowledge.model.kind}",
                                 "model.kind")
-        knowledge.require(self.name, "rest_x", "rest_y")
+        super().fit(knowledge)
         knowledge.protected_index()
-        return super().fit(knowledge)
+        return self
 
     def infer(self, view: View) -> AttackOutput:
         assert view.params is not None

@@ -43,10 +43,13 @@ def output_features(model: Model, params: Params, candidates: torch.Tensor) -> n
 
 class ShadowModelAttack(Attack):
     name = "shadow"
+    title = "meta-classifier on shadow models"
     threat_model = "black_box"
+    needs = ("shadow_problem",)
+    per_trial = False
 
     def fit(self, knowledge: Knowledge) -> ShadowModelAttack:
-        knowledge.require(self.name, "shadow_problem")
+        super().fit(knowledge)
         if knowledge.per_trial:
             raise BadInputError(f"attack {self.name!r} trains shadow models for one target, not one per trial",
                                 "audit.attacks")
@@ -74,7 +77,7 @@ class ShadowModelAttack(Attack):
 
         self.classifier = make_pipeline(StandardScaler(), LogisticRegression(max_iter=5000))
         self.classifier.fit(features, inserted.numpy())
-        return super().fit(knowledge)
+        return self
 
     def infer(self, view: View) -> AttackOutput:
         k = self.knowledge

@@ -36,7 +36,7 @@ import torch
 from scipy.optimize import minimize_scalar
 from scipy.special import log_softmax
 
-from attacks import ATTACKS, Knowledge, View
+from attacks import ATTACKS, Knowledge, View, checkpoint_attacks
 from fdp_audit.audit.gate import INFORMATIONAL, comparison_status, judge
 from fdp_audit.audit.stats import clopper_pearson
 from fdp_audit.config import Config, ReportConfig, config_from_dict
@@ -50,7 +50,6 @@ from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model, Params
 from fdp_audit.training.run import accountant
 
-FINAL_MODEL_ATTACKS = ("prior", "likelihood", "gradient")
 CALIBRATION_SHARE = 1 / 3
 GRADIENT_FLOATS_PER_CHUNK = 1 << 24  # per-candidate gradients materialised at once (64 MiB)
 
@@ -286,14 +285,15 @@ def checkpoint_section(checkpoint: Checkpoint, data: PreparedData, alpha: float,
     candidates = x[:, None, :].repeat(1, categories, 1)
     candidates[:, :, group.start:group.stop] = torch.eye(categories, dtype=x.dtype)
     prior = attribute_prior(data, group, checkpoint.config.seed)
+    attacks = checkpoint_attacks()
     scores = record_scores(checkpoint.model, checkpoint.params, candidates, y,
-                           torch.as_tensor(prior.probabilities, dtype=torch.float32), FINAL_MODEL_ATTACKS)
+                           torch.as_tensor(prior.probabilities, dtype=torch.float32), attacks)
     balls = prior.probabilities.max(axis=1)
     bounds = np.asarray(accountant(checkpoint.config.mechanism).bound(balls), dtype=float)
     ball, bound, n = float(balls.mean()), float(bounds.mean()), len(balls)
     correct = {name: s.argmax(axis=1) == truth.numpy() for name, s in scores.items()}
     rows, comparisons = [], []
-    for name in FINAL_MODEL_ATTACKS:
+    for name in attacks:
         successes = int(correct[name].sum())
         low, high = clopper_pearson(successes, n, alpha)
         rows.append({"attack": name, "threat_model": ATTACKS[name].threat_model, "trials": n,

@@ -1,53 +1,54 @@
 """The game sections of the report (docs/statistics.md, docs/games.md, docs/files.md): attribute inference on record
-and on gradient
-canaries, reconstruction, and the distinguishing and simulator games, each a table of stored results plus
-its plot. Each section's title and lead say which game it is; the explanation of a kind is shown once.
+and on gradient canaries, reconstruction, and the distinguishing and simulator games, each a table of stored results
+plus its plot. Which layout draws a section, and its title and lead, come from the registered game that writes it
+(:func:`fdp_audit.audit.games.report_view`); the explanation of a kind is shown once.
 
-A game kind this module has no layout for (a newer results.json) is shown by :func:`_other_game`: its
-scalar facts and one row per attack, so nothing judged disappears from the page.
+A game that is not registered (a newer results.json), or whose layout is ``table``, is shown by :func:`_other_game`:
+its scalar facts and one row per attack, so nothing judged disappears from the page.
 """
 
 from __future__ import annotations
 
 import re
 
+from fdp_audit.audit.games import ReportView, report_view
 from fdp_audit.report import figures, texts
 from fdp_audit.report.format import number, signed
 from fdp_audit.report.generative import panels_svg
 from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, numbers, scalar, span, status, text
 from fdp_audit.report.svg import inline_svg
 
-IMAGE_GAMES = {"image_gradient_canary": ("gradient canaries", texts.IMAGE_GRADIENT_CANARY_LEAD),
-               "image_record_canary": ("record canaries", texts.IMAGE_RECORD_CANARY_LEAD)}
 SECRET, RIGHT, WRONG = "#c2410c", "#15803d", "#b91c1c"  # frames of the example canaries
-DISTINGUISHING_GAMES = {"distinguishing": "Distinguishing game", "simulator": "Simulator game",
-                        "membership": "Membership game (final model)"}
-_GRADIENT_CANARY = re.compile(r"gradient \((\w+) trials\)")
-# the games laid out as reconstructions within ρ, with their section titles
-RECONSTRUCTION_GAMES = {"reconstruction": "Reconstruction",
-                        "image_reconstruction": "Reconstruction of an image's protected part"}
 # more rows than this are detail: folded into <details>, the figure carries the picture
 _LONG_TABLE = 8
 
 
+def section_view(game: Node) -> ReportView | None:
+    """The registered view of a stored game section (None: no game registered here writes it)."""
+    canary = game.present("canary")
+    return report_view(game["game"].text(), canary.text() if canary else None)
+
+
 def game_sections(games: list[Node], accounting: Node | None) -> dict[str, list[Section]]:
-    """One section per game, grouped by kind in the report's reading order (``other``: kinds without a
-    layout of their own)."""
+    """One section per game, grouped by kind in the report's reading order (``other``: games laid out as a
+    table of their facts)."""
     by_kind: dict[str, list[Section]] = {"attribute": [], "reconstruction": [], "distinguishing": [], "other": []}
     seen: dict[str, int] = {}
     for game in games:
         kind = game["game"].text()
         index = seen[kind] = seen.get(kind, -1) + 1
-        if kind == "attribute":
-            by_kind["attribute"].append(_attribute(game, index))
-        elif kind in IMAGE_GAMES:
-            by_kind["attribute"].append(_image_game(game, kind, index))
-        elif kind in RECONSTRUCTION_GAMES:
-            by_kind["reconstruction"].append(_reconstruction(game, kind, index))
-        elif kind in DISTINGUISHING_GAMES:
-            by_kind["distinguishing"].append(_distinguishing(game, kind, index, accounting))
+        view = section_view(game)
+        section_id = _numbered(kind.replace("_", "-"), index)
+        if view is None or view.layout == "table":
+            by_kind["other"].append(_other_game(game, kind, index, view))
+        elif view.layout == "attribute":
+            by_kind["attribute"].append(_attribute_section(game, section_id, view.title, view.lead))
+        elif view.layout == "image":
+            by_kind["attribute"].append(_image_game(game, section_id, view))
+        elif view.layout == "reconstruction":
+            by_kind["reconstruction"].append(_reconstruction(game, section_id, view))
         else:
-            by_kind["other"].append(_other_game(game, kind, index))
+            by_kind["distinguishing"].append(_distinguishing(game, section_id, view, accounting))
     return by_kind
 
 
@@ -70,34 +71,6 @@ def _rate_status(row: Node) -> Cell:
                 "the excess is within chance")
         cell = Cell(cell.text, cell.fields, cell.css, note)
     return cell
-
-
-def canary_label(game: Node) -> str:
-    """The canary of an attribute game in a few words: record canaries, or gradient canaries of a game."""
-    canary = game.present("canary")
-    found = _GRADIENT_CANARY.fullmatch(canary.text()) if canary else None
-    if found:
-        return f"gradient canaries ({found.group(1)} game)"
-    return f"{canary.text() if canary else 'record'} canaries"
-
-
-def _canary(game: Node) -> tuple[str, str]:
-    """(title, lead) of an attribute game from the canary it used."""
-    canary = game.present("canary")
-    found = _GRADIENT_CANARY.fullmatch(canary.text()) if canary else None
-    lead = ""
-    if found:
-        lead = texts.gradient_canary_lead(found.group(1))
-    elif canary is None or canary.text() == "record":
-        lead = texts.RECORD_CANARY_LEAD
-    elif canary.text() == "crafted input":
-        lead = texts.INPUT_CANARY_LEAD
-    return f"Attribute inference · {canary_label(game)}", lead
-
-
-def _attribute(game: Node, index: int) -> Section:
-    title, lead = _canary(game)
-    return _attribute_section(game, _numbered("attribute", index), title, lead)
 
 
 def _attribute_section(game: Node, section_id: str, title: str, lead: str) -> Section:
@@ -148,18 +121,17 @@ def _attribute_section(game: Node, section_id: str, title: str, lead: str) -> Se
     )
 
 
-def _image_game(game: Node, kind: str, index: int) -> Section:
+def _image_game(game: Node, section_id: str, view: ReportView) -> Section:
     """An image game: the attribute layout (argmax successes over every trial against 1 − f(Ball)), the
     Bayes-optimal success where the game states it, and its example canaries drawn as inline SVG."""
-    canary, lead = IMAGE_GAMES[kind]
-    section = _attribute_section(game, _numbered(kind.replace("_", "-"), index), f"Image game · {canary}", lead)
+    section = _attribute_section(game, section_id, view.title, view.lead)
     optimal = game.present("optimal_success")
     if optimal is not None:
         section.facts.append(("Bayes-optimal success (known p and σ)", num(optimal)))
     examples = game.present("examples")
     if examples is not None:
         figure_id = f"fig-{section.id}"
-        label = f"{canary}: example trials"
+        label = f"{view.short}: example trials"
         svg = inline_svg(examples_svg(examples, label), figure_id, label)
         first = examples["trials"].get(0)
         attacks = ", ".join(name for name, _ in first["picks"].items()) if first is not None else "none"
@@ -194,9 +166,8 @@ def _candidate(node: Node, count: int) -> int:
     return value
 
 
-def _reconstruction(game: Node, kind: str, index: int) -> Section:
-    section_id = _numbered(kind.replace("_", "-"), index)
-    section = Section(section_id, RECONSTRUCTION_GAMES[kind], texts.RECONSTRUCTION, lead=texts.RECONSTRUCTION_LEAD,
+def _reconstruction(game: Node, section_id: str, view: ReportView) -> Section:
+    section = Section(section_id, view.title, texts.RECONSTRUCTION, lead=view.lead,
                       facts=[("trials", num(game["trials"]))])
     prior = game.present("prior")
     if prior:
@@ -252,14 +223,13 @@ def _reconstruction(game: Node, kind: str, index: int) -> Section:
     return section
 
 
-def _distinguishing(game: Node, kind: str, index: int, accounting: Node | None) -> Section:
-    section_id = _numbered(kind, index)
+def _distinguishing(game: Node, section_id: str, view: ReportView, accounting: Node | None) -> Section:
     relation = game["relation"].choice("replace", "add_remove")
     section = Section(
         section_id,
-        f"{DISTINGUISHING_GAMES[kind]} ({relation.replace('_', '/')})",
+        f"{view.title} ({relation.replace('_', '/')})",
         texts.DISTINGUISHING,
-        lead=texts.distinguishing_lead(kind, relation),
+        lead=view.lead,
         facts=[("trials", num(game["trials"])), ("neighbour relation", text(game["relation"]))],
     )
     rows = []
@@ -356,11 +326,12 @@ def _distinguishing(game: Node, kind: str, index: int, accounting: Node | None) 
     return section
 
 
-def _other_game(game: Node, kind: str, index: int) -> Section:
-    """A game kind without a layout of its own: its scalar facts and one row per attack of scalar values."""
+def _other_game(game: Node, kind: str, index: int, view: ReportView | None) -> Section:
+    """A game laid out as a table, or not registered here: its scalar facts and one row per attack of scalar
+    values."""
     section_id = _numbered(re.sub(r"[^a-z0-9-]+", "-", kind.lower()).strip("-") or "game", index)
-    title = kind.replace("_", " ").replace("-", " ").capitalize()
-    section = Section(section_id, title, texts.OTHER_GAME)
+    title = view.title if view is not None else kind.replace("_", " ").replace("-", " ").capitalize()
+    section = Section(section_id, title, texts.OTHER_GAME, lead=view.lead if view is not None else "")
     for key, child in game.items():
         cell = scalar(child) if key != "game" else None
         if cell is not None:

@@ -16,7 +16,7 @@ from markupsafe import Markup
 from fdp_audit.errors import BadInputError
 from fdp_audit.report import figures, texts
 from fdp_audit.report.format import number, signed
-from fdp_audit.report.games import DISTINGUISHING_GAMES, canary_label, game_sections
+from fdp_audit.report.games import game_sections, section_view
 from fdp_audit.report.generative import generative_section
 from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, scalar, span, status, text
 from fdp_audit.report.one_run import one_run_section
@@ -198,7 +198,7 @@ def _accounting(node: Node, games: list[Node]) -> Section:
         trade_points = [
             (f"{g['game'].value}: {a['attack']}", g["relation"].value, a["points"])
             for g in games
-            if g["game"].value in DISTINGUISHING_GAMES
+            if (view := section_view(g)) is not None and view.layout == "distinguishing"
             for a in g["attacks"].sequence()
             if a.get("points")
         ]
@@ -220,7 +220,8 @@ def _strongest(game: Node) -> tuple[str, dict[str, Any]]:
     point per game keeps the trade-off plot's legend short."""
     attacks = [a for a in game["attacks"].sequence() if a.get("status") != "info"] or game["attacks"].sequence()
     best = max(attacks, key=lambda a: a.get("lower_bound") or 0.0)
-    return f"attribute, {canary_label(game)}: {best['attack']}", best
+    view = section_view(game)
+    return f"{view.short if view is not None else 'attribute'}: {best['attack']}", best
 
 
 def _delta_value(key: str) -> float:

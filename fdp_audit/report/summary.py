@@ -14,33 +14,28 @@ from typing import Any
 
 from matplotlib.ticker import MaxNLocator
 
+from attacks.base import FINAL_MODEL  # threat models that see only the final model: the weakest evidence
+from fdp_audit.audit.games import comparison_view
 from fdp_audit.audit.gate import judge
 from fdp_audit.errors import BadInputError
 from fdp_audit.report.format import number, signed
 from fdp_audit.report.model import Node
 
-# threat models that see only the final model: the weakest evidence a PASS can rest on
-FINAL_MODEL = {"black_box", "white_box"}
-GRADIENT_GAMES = {"distinguishing": "distinguishing", "simulator": "simulator"}
 # the gate's assumption-free ε beside the family ε of an epsilon comparison
 EPSILON_ASSUMPTION_FREE = "epsilon_lower_bound_cp"
 
 
 def game_label(game: str, kind: str, relation: str | None = None) -> str:
-    """Which game a comparison belongs to, in the words of the report's section titles."""
+    """Which game a comparison belongs to, in the words of the report's section titles (the registered game's
+    :class:`~fdp_audit.audit.games.ReportView`)."""
     if kind == "one_run":
         return "One-run audit"
-    if game == "attribute":
-        return "Attribute inference · record canaries"
-    if game == "reconstruction":
-        return "Reconstruction"
-    if game == "membership":
-        return "Membership game · crafted input canary (add/remove, final model)"
-    if kind == "rate" and game in GRADIENT_GAMES:
-        return f"Attribute inference · gradient canaries ({game} game)"
-    if game in GRADIENT_GAMES:
-        return f"{game.capitalize()} game" + (f" ({relation.replace('_', '/')})" if relation else "")
-    return game.replace("_", " ").capitalize()
+    view = comparison_view(game, kind)
+    if view is None:
+        return game.replace("_", " ").capitalize()
+    if view.layout == "distinguishing" and relation:
+        return f"{view.title} ({relation.replace('_', '/')})"
+    return view.title
 
 
 @dataclass(frozen=True)

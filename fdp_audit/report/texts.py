@@ -107,66 +107,11 @@ REPRODUCIBILITY = Help(
     "Rerunning the command with the same versions and data fingerprint reproduces these results.",
 )
 
-# which game a section is: one line under its title (the kind's explanation is shown once, above)
-RECORD_CANARY_LEAD = (
-    "Canaries are ordinary training records whose protected value is drawn from the prior; each trial trains a "
-    "model with one canary, and the attacks see only the trained model (black-box or white-box)."
-)
-
-INPUT_CANARY_LEAD = (
-    "The membership game's canary is a crafted record on an input column no other record has a value in, with a "
-    "label the initial model gets badly wrong; a hidden bit decides whether it is trained on (n or n + 1 "
-    "records), and the attacks query only the final model. The bit is the secret (Ball = ½)."
-)
-
-
-IMAGE_GRADIENT_CANARY_LEAD = (
-    "An image game: the canary's protected part (what its public image does not show) is one of K known "
-    "candidates sharing that public image, each hidden as a gradient canary on parameters the model never reads; "
-    "only the secret's is in the private population. The attacks observe every update (threat model: iterates) "
-    "and guess by the argmax of their scores, judged on every trial."
-)
-
-IMAGE_RECORD_CANARY_LEAD = (
-    "An image game: the canary is a real image whose protected part (what its public image does not show) is one "
-    "of K known candidates sharing that public image, inserted as an ordinary record; the attacks see the trained "
-    "model and guess by the argmax of their scores, judged on every trial."
-)
-
 IMAGE_EXAMPLES_CAPTION = (
     "Example trials, one per row: the public image (drawn at full resolution), the K candidates (the secret "
     "framed in orange), then each attack's pick ({attacks}; framed green when right, red when wrong). One grey "
     "scale for every image of the game."
 )
-
-
-def gradient_canary_lead(game: str) -> str:
-    return (
-        f"Canaries are crafted gradients inserted into the noisy updates of the {game} game's trials, the secret "
-        "choosing their sign; the attacks observe every update (threat model: iterates), the adversary the "
-        f"accounting assumes. The same trials give the {game} game's ε lower bound below."
-    )
-
-
-RECONSTRUCTION_LEAD = (
-    "Each trial draws the canary's continuous protected features from the prior; the attack reconstructs them "
-    "from the model and succeeds when it lands within ρ."
-)
-
-
-def distinguishing_lead(game: str, relation: str) -> str:
-    if game == "membership":
-        return ("A hidden bit chooses whether the crafted canary is trained on; the attacks query only the final "
-                f"model. Judged against the claimed curve f of the {relation.replace('_', '/')} relation.")
-    if game == "simulator":
-        worlds = ("the mechanism trained with the canary, or the simulator of Algorithm 2 (FDP paper), whose "
-                  "public batches see a neighbour with the same Ψ(x) and whose private batches omit the canary")
-    else:
-        worlds = "the canary x₀ or its neighbour x₁, with the same Ψ(x) and opposite private gradients"
-    return (f"A hidden bit chooses {worlds}; the attacks observe every update. Judged against the claimed curve f "
-            f"of the {relation.replace('_', '/')} relation.")
-
-
 OTHER_GAME = Help(
     "A game this version of the report has no dedicated layout for; its stored facts and attack rows are shown "
     "as recorded.",

@@ -9,7 +9,16 @@ import pytest
 import torch
 from scipy.special import expit
 
-from attacks import ATTACKS, Knowledge, View
+from attacks import (
+    ATTACKS,
+    Attack,
+    AttackOutput,
+    Knowledge,
+    View,
+    checkpoint_attacks,
+    register_attack,
+    unregister_attack,
+)
 from fdp_audit.audit.checkpoint_audit import (
     attribute_prior,
     checkpoint_data,
@@ -121,3 +130,31 @@ def test_section_numbers_follow_their_definitions(checkpoint) -> None:
     gated, comparisons = checkpoint_section(checkpoint, data, alpha=0.05, gate=True)
     assert [c["id"] for c in comparisons] == ["checkpoint/likelihood", "checkpoint/gradient"]
     assert all(c["bound"] == section["estimated_bound"] and c["trials"] == section["records"] for c in comparisons)
+
+
+class ConstantAttack(Attack):
+    """A final-model attack defined only here: it prefers the last candidate value, whatever the model."""
+
+    name = "constant_last"
+    title = "the last candidate value"
+    threat_model = "black_box"
+
+    def infer(self, view: View) -> AttackOutput:
+        k = self.knowledge
+        trials, values = (k.candidates.shape[0], k.candidates.shape[1]) if k.per_trial else (1, len(k.prior))
+        return AttackOutput(torch.arange(values, dtype=torch.float64).expand(trials, values))
+
+
+def test_a_registered_final_model_attack_is_run_on_the_checkpoint_with_no_other_edit(checkpoint) -> None:
+    """One register_attack line makes the checkpoint audit attack the real records with it too; attacks that
+    need more knowledge (shadow models, the other records) or a canary are left out by what they declare."""
+    assert checkpoint_attacks() == ("prior", "likelihood", "gradient")
+    register_attack(ConstantAttack)
+    try:
+        assert checkpoint_attacks() == ("prior", "likelihood", "gradient", "constant_last")
+        section, _ = checkpoint_section(checkpoint, checkpoint_data(checkpoint), alpha=0.05, gate=False)
+    finally:
+        unregister_attack(ConstantAttack.name)
+    row = {a["attack"]: a for a in section["attacks"]}["constant_last"]
+    truth = checkpoint_data(checkpoint).train.x[:, secret_attribute(checkpoint_data(checkpoint)).stop - 1]
+    assert row["successes"] == int(truth.sum()) and row["threat_model"] == "black_box"

@@ -58,12 +58,12 @@ def test_registry_refuses_a_second_executor_under_a_taken_name_and_unknown_names
     with pytest.raises(ValueError):
         register_executor(Other)
     assert EXECUTORS["local"] is not Other
-    with pytest.raises(KeyError):
+    with pytest.raises(BadInputError, match="unknown executor 'no-such-executor' .known: local, dask."):
         make_executor("no-such-executor")
 
 
 @pytest.mark.parametrize(("audit", "message"), [
-    ({"executor": "spark"}, "audit.executor: unknown executor 'spark' (known: dask, local)"),
+    ({"executor": "spark"}, "audit.executor: unknown executor 'spark' (known: local, dask)"),
     ({"scheduler": "tcp://host:8786"}, "audit.scheduler: does not apply to audit.executor 'local'"),
     ({"workers": 4}, "audit.workers: does not apply to audit.executor 'local'"),
 ])

@@ -15,6 +15,7 @@ from fdp_audit.audit.games.base import (
     Judgements,
     PlannedComparison,
     RateComparison,
+    ReportView,
     Setup,
     game_attacks,
 )
@@ -25,37 +26,96 @@ from fdp_audit.audit.games.images import ImageGradientCanaryGame, ImageRecordCan
 from fdp_audit.audit.games.membership import MembershipGame
 from fdp_audit.audit.games.reconstruction import ReconstructionGame, ReconstructionRecord
 from fdp_audit.config import Config
-from fdp_audit.errors import BadInputError
+from fdp_audit.registry import Has, Registry, Rule, Unique
 
-GAMES: dict[str, type[Game]] = {}
+GAMES: Registry[type[Game]] = Registry("game", "audit.games", (
+    Has("stream_block", int, low=0, high=(1 << 62) // TRIAL_BLOCK),  # model indices are 64-bit integers
+    Unique("stream_block"),  # no two games share a trial's model
+    Has("report", ReportView),
+    Has("attribute_report", ReportView, optional=True),
+    Has("canary", str),
+    Rule(lambda game, others: game.attribute_report is None or all(
+        other.attribute_report is None or other.canary != game.canary for other in others.values()),
+         "its canary must tell its attribute section apart from every other game's"),
+))
 
 
 def register_game(cls: type[Game]) -> type[Game]:
-    """Make ``cls`` configurable by its ``name`` in ``audit.games``; usable as a class decorator. Its
-    ``stream_block`` must be one no other registered game uses, so that no two games share a trial's model."""
-    if cls.name in GAMES and GAMES[cls.name] is not cls:
-        raise ValueError(f"a game named {cls.name!r} is already registered")
-    taken = {game.stream_block: name for name, game in GAMES.items() if name != cls.name}
-    if cls.stream_block in taken:
-        raise ValueError(f"game {cls.name!r}: stream block {cls.stream_block} is {taken[cls.stream_block]!r}'s")
-    if not 0 <= cls.stream_block < (1 << 62) // TRIAL_BLOCK:  # model indices are 64-bit integers
-        raise ValueError(f"game {cls.name!r}: stream block {cls.stream_block} is out of range")
-    GAMES[cls.name] = cls
-    return cls
+    """Make a game configurable by its ``name`` in ``audit.games``; usable as a class decorator.
+
+    Args:
+        cls: a :class:`Game` subclass with a ``stream_block`` no other registered game uses (so that no two
+            games share a trial's model) and a :class:`ReportView` saying how the report shows it.
+
+    Returns:
+        ``cls`` itself.
+
+    Raises:
+        ValueError: the name or stream block is taken, or its metadata is missing or malformed.
+    """
+    return GAMES.register(cls)
 
 
 def unregister_game(name: str) -> None:
-    """Remove a registered game (a game defined for one test)."""
-    GAMES.pop(name, None)
+    """Remove a registered game (a game defined for one test).
+
+    Args:
+        name: the game's ``name``; an unknown name is ignored.
+    """
+    GAMES.unregister(name)
 
 
 def configured_games(config: Config) -> list[Game]:
-    """The games ``audit.games`` names, in its order; an unknown name is bad input."""
-    unknown = [name for name in config.audit.games if name not in GAMES]
-    if unknown:
-        raise BadInputError(f"unknown game(s) {', '.join(map(repr, unknown))} (known: {', '.join(GAMES)})",
-                            "audit.games")
-    return [GAMES[name]() for name in config.audit.games]
+    """The games ``audit.games`` names, in its order.
+
+    Args:
+        config: the audit's configuration.
+
+    Returns:
+        One instance of each named game.
+
+    Raises:
+        BadInputError: a name is not a registered game (field ``audit.games``).
+    """
+    return [cls() for cls in GAMES.lookup(config.audit.games)]
+
+
+def report_view(section: str, canary: str | None = None) -> ReportView | None:
+    """How the report shows a section of ``results.json``'s ``games``.
+
+    Args:
+        section: the section's ``game``: a registered game's name, or ``attribute`` for the attribute view of
+            any game's trials.
+        canary: the section's ``canary``, which tells the attribute views of different games apart (``record``
+            when absent).
+
+    Returns:
+        The view of the game that writes such a section, or None for a game not registered here (a newer
+        results.json): the report then shows its facts and attack rows as a table.
+    """
+    if section == "attribute":
+        for game in GAMES.values():
+            if game.attribute_report is not None and game.canary == (canary or "record"):
+                return game.attribute_report
+    game = GAMES.get(section)
+    return None if game is None else game.report
+
+
+def comparison_view(game: str, kind: str) -> ReportView | None:
+    """The view of the section that shows a comparison of ``results.json``.
+
+    Args:
+        game: the comparison's ``game``.
+        kind: its ``kind``: a ``rate`` comparison of a game with an attribute view is shown there, any other
+            in the game's own section.
+
+    Returns:
+        The view, or None when ``game`` is not a registered game.
+    """
+    entry = GAMES.get(game)
+    if entry is None:
+        return None
+    return entry.attribute_report if kind == "rate" and entry.attribute_report is not None else entry.report
 
 
 def selection_level(config: Config) -> float:
@@ -79,5 +139,5 @@ register_game(ImageReconstructionGame)
 __all__ = ["GAMES", "TRIAL_BLOCK", "AttributeGame", "Claim", "Comparison", "DistinguishingGame", "EpsilonComparison",
            "Game", "GameRecord", "ImageGradientCanaryGame", "ImageReconstructionGame", "ImageRecordCanaryGame",
            "Judged", "Judgements", "MembershipGame", "PlannedComparison", "RateComparison", "ReconstructionGame",
-           "ReconstructionRecord", "Setup", "SimulatorGame", "configured_games", "game_attacks", "register_game",
-           "selection_level", "unregister_game"]
+           "ReconstructionRecord", "ReportView", "Setup", "SimulatorGame", "comparison_view", "configured_games",
+           "game_attacks", "register_game", "report_view", "selection_level", "unregister_game"]

@@ -65,6 +65,11 @@ def record_canaries(setup: AttributeSetup, secrets: np.ndarray) -> Canaries:
 class AttributeGame(base.Game[GameRecord]):
     name = "attribute"
     stream_block = 1
+    report = base.ReportView(
+        "attribute", "Attribute inference · record canaries",
+        "Canaries are ordinary training records whose protected value is drawn from the prior; each trial trains a "
+        "model with one canary, and the attacks see only the trained model (black-box or white-box).",
+        label="attribute, record canaries")
 
     def setup(self, config: Config, data: PreparedData) -> AttributeSetup:
         psi = data.feature_split
@@ -115,7 +120,7 @@ class AttributeGame(base.Game[GameRecord]):
     def sections(self, record: GameRecord, judgements: base.Judgements, claim: base.Claim,
                  alpha: float) -> list[dict[str, Any]]:
         fallback = float(claim.add_remove.bound(float(record.prior.max())))
-        return [attribute_section(record, judgements, self.name, "record", fallback, alpha)]
+        return [attribute_section(record, judgements, self.name, self.canary, fallback, alpha)]
 
     def stated_ball(self, row: dict[str, Any], config: Config, where: str) -> float:
         return max(config.audit.target_prior)

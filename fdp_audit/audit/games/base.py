@@ -15,7 +15,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, Literal, TypeVar, get_args
 
 import numpy as np
 import torch
@@ -182,16 +182,53 @@ class Setup:
     knowledge: Knowledge
 
 
+Layout = Literal["attribute", "image", "reconstruction", "distinguishing", "table"]
+LAYOUTS: tuple[str, ...] = get_args(Layout)
+
+
+@dataclass(frozen=True)
+class ReportView:
+    """How the report shows one section a game writes into ``results.json``'s ``games`` (docs/files.md).
+
+    ``layout`` is the report's drawing of it: ``attribute`` (each attack's success against Theorem 4's
+    ``1 − f(Ball)``), ``image`` (the same with the game's example canaries), ``reconstruction`` (success within
+    each radius ρ against ``1 − f(Ball(ρ))``), ``distinguishing`` (ROC and ε lower bound, the title followed by
+    the section's neighbouring relation) or ``table`` (its scalar facts and one row per attack). ``title`` heads
+    the section and names the game wherever the report lists comparisons; ``lead`` is one paragraph under the
+    title saying which game it is; ``label`` is a short name for legends (the title when empty)."""
+
+    layout: Layout
+    title: str
+    lead: str = ""
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if self.layout not in LAYOUTS:
+            raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        if not self.title.strip():
+            raise ValueError("a report view needs a title")
+
+    @property
+    def short(self) -> str:
+        """The label, or the title when no shorter label is given."""
+        return self.label or self.title
+
+
 Record = TypeVar("Record")
 
 
 class Game(ABC, Generic[Record]):
-    """One audit game. Subclasses set :attr:`name`, :attr:`stream_block` (unique among registered games) and
-    what their attacks need, and implement the methods below; :func:`fdp_audit.audit.games.register_game` makes
-    them configurable in ``audit.games``."""
+    """One audit game. Subclasses set :attr:`name`, :attr:`stream_block` (unique among registered games), how
+    the report shows them (:attr:`report`) and what their attacks need, and implement the methods below;
+    :func:`fdp_audit.audit.games.register_game` makes them configurable in ``audit.games``."""
 
     name: ClassVar[str]
     stream_block: ClassVar[int]  # the game's trial t is model stream_block · TRIAL_BLOCK + t
+    report: ClassVar[ReportView]  # its own section of results.json (``"game": name``)
+    # a game whose trials are also judged as attribute inference writes that view as a section of its own,
+    # ``"game": "attribute"``, told apart from other games' by ``canary``
+    attribute_report: ClassVar[ReportView | None] = None
+    canary: ClassVar[str] = "record"  # the canary in words, as its attribute section names it
     attribute_kind: ClassVar[AttributeKind] = "categorical"
     gradient_canary: ClassVar[bool] = False  # whose attacks read the released iterates of a gradient canary
     input_canary: ClassVar[bool] = False  # whose attacks read the membership game's crafted input canary

@@ -117,11 +117,6 @@ class GradientCanaryGame(base.Game[GameRecord]):
     def relation(self, claim: base.Claim) -> MechanismAccountant:
         return claim.relation(self.epsilon_relation)
 
-    @property
-    def canary_description(self) -> str:
-        """How the report names the canary of the game's attribute view."""
-        return f"gradient ({self.name} trials)"
-
     def setup(self, config: Config, data: PreparedData) -> GradientCanarySetup:
         if config.mechanism.training is not None:
             return self._user_training_setup(config, data)
@@ -230,7 +225,7 @@ class GradientCanaryGame(base.Game[GameRecord]):
         lower bound) of the same trials."""
         fallback = float(claim.add_remove.bound(float(record.prior.max())))
         sections = [attribute_section(record, judgements, f"{self.name}-attribute",
-                                      self.canary_description, fallback, alpha)]
+                                      self.canary, fallback, alpha)]
         optimum = bayes_optimal_success(self.relation(claim))
         distinguishers = []
         for attack in record.scores:
@@ -259,10 +254,26 @@ class GradientCanaryGame(base.Game[GameRecord]):
                                  accountant("replace" if self.epsilon_relation == "replace" else "add-remove"))
 
 
+def _gradient_canary_view(game: str) -> base.ReportView:
+    """The attribute view of a gradient-canary game's trials."""
+    return base.ReportView(
+        "attribute", f"Attribute inference · gradient canaries ({game} game)",
+        f"Canaries are crafted gradients inserted into the noisy updates of the {game} game's trials, the secret "
+        "choosing their sign; the attacks observe every update (threat model: iterates), the adversary the "
+        f"accounting assumes. The same trials give the {game} game's ε lower bound below.",
+        label=f"attribute, gradient canaries ({game} game)")
+
+
 class DistinguishingGame(GradientCanaryGame):
     name = "distinguishing"
     stream_block = 0
     epsilon_relation = "replace"
+    canary = "gradient (distinguishing trials)"
+    report = base.ReportView(
+        "distinguishing", "Distinguishing game",
+        "A hidden bit chooses the canary x₀ or its neighbour x₁, with the same Ψ(x) and opposite private gradients; "
+        "the attacks observe every update. Judged against the claimed curve f of the replace relation.")
+    attribute_report = _gradient_canary_view(name)
     candidate_names = ("x0 (s=-1)", "x1 (s=+1)")
     candidate_signs = (-1.0, 1.0)
 
@@ -292,6 +303,13 @@ class SimulatorGame(GradientCanaryGame):
     name = "simulator"
     stream_block = 2
     epsilon_relation = "add_remove"
+    canary = "gradient (simulator trials)"
+    report = base.ReportView(
+        "distinguishing", "Simulator game",
+        "A hidden bit chooses the mechanism trained with the canary, or the simulator of Algorithm 2 (FDP paper), "
+        "whose public batches see a neighbour with the same Ψ(x) and whose private batches omit the canary; the "
+        "attacks observe every update. Judged against the claimed curve f of the add/remove relation.")
+    attribute_report = _gradient_canary_view(name)
     candidate_names = ("simulator", "real")
     candidate_signs = (0.0, 1.0)
 

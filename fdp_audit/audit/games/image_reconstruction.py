@@ -98,6 +98,8 @@ class ImageReconstructionSetup(base.Setup):
 class ImageReconstructionGame(ReconstructionGame):
     name = "image_reconstruction"
     stream_block = 8
+    report = base.ReportView("reconstruction", "Reconstruction of an image's protected part",
+                             ReconstructionGame.report.lead)
     attribute_kind = "subspace"
 
     @property

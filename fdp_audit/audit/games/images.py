@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
@@ -60,8 +60,6 @@ class ImageGameRecord(GameRecord):
 class ImageGame(base.Game[ImageGameRecord]):
     """K candidates sharing a public image, the secret from ``audit.target_prior``, each attack's argmax guess
     judged on every trial against ``1 − f(Ball)`` under the add/remove claim (module docstring)."""
-
-    canary: ClassVar[str]  # how the report names the canary
 
     def secrets(self, config: Config, setup: base.Setup, indices: np.ndarray) -> np.ndarray:
         return base.prior_secrets(config.seed, indices, config.audit.target_prior)
@@ -128,6 +126,13 @@ class ImageGradientCanaryGame(ImageGame):
     gradient_canary = True
     needs_attack = True
     canary = "gradient (canary block)"
+    report = base.ReportView(
+        "image", "Image game · gradient canaries",
+        "An image game: the canary's protected part (what its public image does not show) is one of K known "
+        "candidates sharing that public image, each hidden as a gradient canary on parameters the model never reads; "
+        "only the secret's is in the private population. The attacks observe every update (threat model: iterates) "
+        "and guess by the argmax of their scores, judged on every trial.",
+        label="gradient canaries")
 
     def setup(self, config: Config, data: PreparedData) -> GradientBlockSetup:
         if config.mechanism.third_party is not None or config.mechanism.training is not None:
@@ -170,7 +175,12 @@ class ImageRecordSetup(AttributeSetup):
 class ImageRecordCanaryGame(ImageGame):
     name = "image_record_canary"
     stream_block = 26
-    canary = "record"
+    report = base.ReportView(
+        "image", "Image game · record canaries",
+        "An image game: the canary is a real image whose protected part (what its public image does not show) is one "
+        "of K known candidates sharing that public image, inserted as an ordinary record; the attacks see the trained "
+        "model and guess by the argmax of their scores, judged on every trial.",
+        label="record canaries")
 
     def setup(self, config: Config, data: PreparedData) -> ImageRecordSetup:
         psi = image_map(data, self.name)

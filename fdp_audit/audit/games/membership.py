@@ -109,17 +109,23 @@ class MembershipSetup(base.Setup):
 
 class MembershipGame(GradientCanaryGame):
     name = "membership"
-    input_canary = True
     stream_block = 4
     epsilon_relation = "add_remove"
     gradient_canary = False
     input_canary = True
     candidate_names = ("absent", "present")
     candidate_signs = (0.0, 1.0)
-
-    @property
-    def canary_description(self) -> str:
-        return "crafted input"
+    canary = "crafted input"
+    report = base.ReportView(
+        "distinguishing", "Membership game (final model)",
+        "A hidden bit chooses whether the crafted canary is trained on; the attacks query only the final model. "
+        "Judged against the claimed curve f of the add/remove relation.")
+    attribute_report = base.ReportView(
+        "attribute", "Attribute inference · crafted input canaries",
+        "The membership game's canary is a crafted record on an input column no other record has a value in, with a "
+        "label the initial model gets badly wrong; a hidden bit decides whether it is trained on (n or n + 1 "
+        "records), and the attacks query only the final model. The bit is the secret (Ball = ½).",
+        label="attribute, crafted input canaries")
 
     def in_private(self, bit: torch.Tensor) -> torch.Tensor:
         return bit.bool()

@@ -107,6 +107,10 @@ def _continuous_canary(data: PreparedData) -> ContinuousCanary:
 class ReconstructionGame(base.Game[ReconstructionRecord]):
     name = "reconstruction"
     stream_block = 3
+    report = base.ReportView(
+        "reconstruction", "Reconstruction",
+        "Each trial draws the canary's continuous protected features from the prior; the attack reconstructs them "
+        "from the model and succeeds when it lands within ρ.")
     attribute_kind = "continuous"
     needs_attack = True
 

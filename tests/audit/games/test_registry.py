@@ -25,6 +25,7 @@ from fdp_audit.audit.games import (
     Judgements,
     PlannedComparison,
     RateComparison,
+    ReportView,
     Setup,
     register_game,
     unregister_game,
@@ -51,6 +52,7 @@ class CoinGame(Game[GameRecord]):
 
     name = "coin"
     stream_block = 90
+    report = ReportView("table", "Coin game", "A fair coin picks which of two records is the canary.")
 
     def setup(self, config: Config, data: PreparedData) -> CoinSetup:
         record = torch.as_tensor(data.population.x[0])
@@ -178,7 +180,7 @@ def test_registry_refuses_a_taken_name_or_stream_block(coin_game) -> None:
 
     with pytest.raises(ValueError, match="already registered"):
         register_game(Impostor)
-    with pytest.raises(ValueError, match="stream block 90"):
+    with pytest.raises(ValueError, match="stream_block 90"):
         register_game(SameStreams)
     assert GAMES["coin"] is CoinGame
 

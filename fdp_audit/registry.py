@@ -1,0 +1,203 @@
+"""One registry pattern for every extensible kind (docs/extending.md, docs/design.md).
+
+A :class:`Registry` maps names to entries of one kind: mechanisms, attacks, games, public maps Ψ, data sets,
+executors, integrations, reproductions and command-line commands each have one. An entry carries its own name
+(its ``name`` attribute) and its metadata (a game's report title, lead and layout; an attack's threat model and
+title; a data set's needs), so whatever reads the registry reads the entry and names none of them. Registering
+runs the registry's declarative checks of the entry (:class:`Has`, :class:`Unique`, :class:`Rule`); looking an
+unknown name up is a one-line :class:`~fdp_audit.errors.BadInputError` naming the configuration field and the
+known names.
+
+Each kind's package exposes a public ``register_<kind>`` function (usable as a class decorator where entries
+are classes) and the registry itself, a read-only mapping::
+
+    from fdp_audit.audit.games import GAMES, register_game
+
+    @register_game
+    class MyGame(Game): ...
+
+    GAMES["my_game"]          # the class; GAMES["typo"] is bad input naming audit.games
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from fdp_audit.errors import BadInputError
+
+T = TypeVar("T")
+
+
+class Check:
+    """A declarative check of an entry, run by :meth:`Registry.register`."""
+
+    def problem(self, entry: Any, others: Mapping[str, Any]) -> str | None:
+        """What is wrong with ``entry`` among the ``others`` already registered, or None.
+
+        Args:
+            entry: the entry being registered.
+            others: the registered entries other than one of the same name.
+
+        Returns:
+            A short sentence saying what is wrong, or None when the entry passes.
+        """
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class Has(Check):
+    """The entry has the attribute ``attribute`` of type ``kind`` (a bool is not an int), non-empty when a
+    string, one of ``choices`` when given, and within ``[low, high)`` when given."""
+
+    attribute: str
+    kind: type | tuple[type, ...]
+    choices: Collection[Any] | None = None
+    low: float | None = None
+    high: float | None = None
+    optional: bool = False  # None is allowed
+
+    def problem(self, entry: Any, others: Mapping[str, Any]) -> str | None:
+        value = getattr(entry, self.attribute, None)
+        if value is None:
+            return None if self.optional else f"needs {self.attribute}"
+        kinds = self.kind if isinstance(self.kind, tuple) else (self.kind,)
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            names = " or ".join(k.__name__ for k in kinds)
+            return f"{self.attribute} must be {names}, got {value!r}"
+        if isinstance(value, str) and not value.strip():
+            return f"{self.attribute} must not be empty"
+        if self.choices is not None and value not in self.choices:
+            return f"{self.attribute} must be one of {', '.join(map(repr, self.choices))}, got {value!r}"
+        if (self.low is not None and value < self.low) or (self.high is not None and value >= self.high):
+            return f"{self.attribute} {value!r} is out of range [{self.low}, {self.high})"
+        return None
+
+
+@dataclass(frozen=True)
+class Unique(Check):
+    """No other registered entry has the same value of ``attribute`` (None values are not compared)."""
+
+    attribute: str
+
+    def problem(self, entry: Any, others: Mapping[str, Any]) -> str | None:
+        value = getattr(entry, self.attribute, None)
+        if value is None:
+            return None
+        for name, other in others.items():
+            if getattr(other, self.attribute, None) == value:
+                return f"{self.attribute} {value!r} is {name!r}'s"
+        return None
+
+
+@dataclass(frozen=True)
+class Rule(Check):
+    """``holds(entry, others)`` is true; ``message`` says what it demands."""
+
+    holds: Callable[[Any, Mapping[str, Any]], bool]
+    message: str
+
+    def problem(self, entry: Any, others: Mapping[str, Any]) -> str | None:
+        return None if self.holds(entry, others) else self.message
+
+
+class Registry(Mapping[str, T], Generic[T]):
+    """Entries of one extensible kind by name, in registration order.
+
+    A read-only mapping for its readers (``name in registry``, ``registry.items()``, ``list(registry)``);
+    ``registry[name]`` of an unknown name raises a :class:`~fdp_audit.errors.BadInputError` that names
+    ``field`` and the known names. Entries change only through :meth:`register` and :meth:`unregister`.
+    """
+
+    def __init__(self, kind: str, field: str | None = None, checks: Sequence[Check] = ()):
+        """Args:
+            kind: what an entry is, in words (``game``, ``attack``), for messages.
+            field: the configuration field (or command-line argument) that names entries, for bad input.
+            checks: declarative checks every entry must pass when registered, besides a non-empty ``name``.
+        """
+        self.kind = kind
+        self.field = field
+        self.checks = (Has("name", str), *checks)
+        self._entries: dict[str, T] = {}
+
+    def register(self, entry: T) -> T:
+        """Add ``entry`` under its ``name``; registering the same entry again changes nothing.
+
+        Args:
+            entry: an object (often a class) with a ``name`` attribute and the metadata the checks ask for.
+
+        Returns:
+            ``entry`` itself, so that ``register`` works as a class decorator.
+
+        Raises:
+            ValueError: the name is another entry's, or a check fails; the message names the kind and entry.
+        """
+        name = getattr(entry, "name", None)
+        if isinstance(name, str) and self._entries.get(name) is entry:
+            return entry
+        if isinstance(name, str) and name in self._entries:
+            raise ValueError(f"a {self.kind} named {name!r} is already registered")
+        for check in self.checks:
+            problem = check.problem(entry, self._entries)
+            if problem is not None:
+                raise ValueError(f"{self.kind} {name!r}: {problem}")
+        self._entries[name] = entry
+        return entry
+
+    def unregister(self, name: str) -> None:
+        """Remove the entry ``name`` (an entry defined for one test, or a plugin replaced); an unknown name is
+        ignored.
+
+        Args:
+            name: the entry's name.
+        """
+        self._entries.pop(name, None)
+
+    def __getitem__(self, name: str) -> T:
+        try:
+            return self._entries[name]
+        except (KeyError, TypeError):
+            raise BadInputError(f"unknown {self.kind} {name!r} (known: {', '.join(self._entries)})",
+                                self.field) from None
+
+    def lookup(self, names: Sequence[str], field: str | None = None) -> list[T]:
+        """The entries of ``names`` in their order; every unknown name in one error.
+
+        Args:
+            names: entry names, as a configuration lists them.
+            field: the field that lists them, when not the registry's own.
+
+        Returns:
+            The entries, one per name.
+
+        Raises:
+            BadInputError: some names are unknown; the message lists them and the known names.
+        """
+        unknown = [name for name in names if name not in self]
+        if unknown:
+            plural = "" if len(unknown) == 1 else "s"
+            raise BadInputError(f"unknown {self.kind}{plural} {', '.join(map(repr, unknown))} "
+                                f"(known: {', '.join(self._entries)})", field or self.field)
+        return [self._entries[name] for name in names]
+
+    def get(self, name: str, default: Any = None) -> Any:
+        try:
+            return self._entries.get(name, default)
+        except TypeError:
+            return default
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            return name in self._entries
+        except TypeError:
+            return False
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(self._entries))
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __repr__(self) -> str:
+        return f"Registry({self.kind!r}: {', '.join(self._entries)})"
