@@ -15,7 +15,7 @@ import re
 import reprlib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -88,9 +88,7 @@ MAX_BLUR_SIGMA = 256.0
 
 @dataclass(frozen=True)
 class DataConfig:
-    dataset: Literal[
-        "adult", "german", "diabetes", "digits", "fashion_mnist", "synthetic", "csv", "purchase", "criteo"
-    ] = "adult"
+    dataset: str = "adult"  # a registered data set (docs/data.md): adult, german, diabetes, digits, fashion_mnist, …
     protected: tuple[str, ...] = ("marital-status", "relationship")
     public: tuple[str, ...] | None = None
     label: str | None = None
@@ -105,8 +103,8 @@ class DataConfig:
     synthetic_prior: tuple[float, ...] = (0.5, 0.5)
     synthetic_prior_kind: Literal["categorical", "gaussian", "box"] = "categorical"
     synthetic_public_features: int = field(default=5, metadata=_range(1, MAX_SYNTHETIC_FEATURES))
-    # Ψ (docs/accounting.md, docs/images.md); see data/prepare.py
-    public_map: Literal["columns", "label_only", "blur", "downsample"] = "columns"
+    # Ψ, a registered kind (docs/accounting.md, docs/images.md): columns, label_only, blur, downsample, …
+    public_map: str = "columns"
     # public_map: blur; beyond a few hundred pixels a blur of any image this suite reads is constant
     blur_sigma: float = field(default=1.0, metadata=_range(0, MAX_BLUR_SIGMA, True))
     blur_tolerance: float = field(default=0.1, metadata=_range(0, 1, False, True))  # blur: protected if s ≤ τ·s_max
@@ -487,10 +485,6 @@ def _check_consistency(config: Config) -> None:
     levels = config.audit.ball_levels
     if not levels or any(not 0 < level < 1 for level in levels) or len(set(levels)) != len(levels):
         raise BadInputError("must list distinct probabilities strictly between 0 and 1", "audit.ball_levels")
-    if data.public_map == "label_only" and data.label_public:
-        raise BadInputError("public_map 'label_only' protects the label; set label_public: false", "data.label_public")
-    if data.dataset in ("csv", "purchase", "criteo") and not data.path:
-        raise BadInputError(f"dataset '{data.dataset}' needs a path", "data.path")
 
 
 def config_from_dict(raw: Any) -> Config:
@@ -575,8 +569,17 @@ def load_config(path: str | Path) -> Config:
     return config
 
 
-def config_reference_markdown() -> str:
-    """The configuration reference (README), generated from the schema so that it cannot drift."""
+def config_reference_markdown(registered: Mapping[str, Iterable[str]] | None = None) -> str:
+    """The configuration reference (docs/configuration.md), generated from the schema so that it cannot drift.
+
+    Args:
+        registered: for a field whose values are the names of a registry's entries (``data.dataset``), the
+            names registered, listed as its type.
+
+    Returns:
+        A markdown table: every dotted key, its type and its default.
+    """
+    registered = registered or {}
     lines = ["| key | type | default |", "|---|---|---|"]
 
     def walk(cls: type, prefix: str) -> None:
@@ -590,6 +593,8 @@ def config_reference_markdown() -> str:
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             shown = "null" if default is None else json_like(default)
             kind = _type_name(Literal[tuple(f.metadata["choices"])]) if "choices" in f.metadata else _type_name(tp)
+            if f"{prefix}{f.name}" in registered:
+                kind = "a registered name: " + ", ".join(map(repr, registered[f"{prefix}{f.name}"]))
             lines.append(f"| `{prefix}{f.name}` | {kind.replace('|', '/')} | `{shown}` |")
 
     walk(Config, "")

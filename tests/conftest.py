@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -118,6 +119,25 @@ def module_from_file(path: Path, source: str, name: str) -> Any:
         yield module
     finally:
         del sys.modules[name]
+
+
+EXTENDING = Path(__file__).resolve().parents[1] / "docs" / "extending.md"
+
+
+def recipe_source(kind: str) -> str:
+    """The Python block that follows ``<!-- recipe: KIND -->`` in docs/extending.md, as written there."""
+    found = re.search(rf"<!-- recipe: {kind} -->\s*```python\n(.*?)```", EXTENDING.read_text(encoding="utf-8"),
+                      flags=re.S)
+    assert found is not None, f"docs/extending.md has no {kind} recipe"
+    return found.group(1)
+
+
+@contextlib.contextmanager
+def recipe(kind: str, folder: Path) -> Any:
+    """docs/extending.md's recipe for ``kind`` imported as the module ``recipe_<kind>`` (its registration runs), in
+    ``sys.modules`` for the block only; the caller unregisters what it registered."""
+    with module_from_file(folder / f"recipe_{kind}.py", recipe_source(kind), f"recipe_{kind}") as module:
+        yield module
 
 
 def sigkill_audit_after_first_chunk(arguments: list[str], out: Path) -> int:

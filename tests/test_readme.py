@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fdp_audit.config import config_reference_markdown
+from fdp_audit.reference import configuration_markdown
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -18,7 +18,7 @@ def test_config_reference_is_current():
     text = README.read_text(encoding="utf-8")
     start = text.index("<!-- config-reference:start -->") + len("<!-- config-reference:start -->")
     end = text.index("<!-- config-reference:end -->")
-    assert text[start:end].strip() == config_reference_markdown().strip()
+    assert text[start:end].strip() == configuration_markdown().strip()
 
 
 def test_readme_shows_the_two_commands_first():

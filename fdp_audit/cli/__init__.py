@@ -1,11 +1,11 @@
 """The ``fdp-audit`` command line (docs/files.md).
 
-Each subcommand lives in its own module of this package and exposes ``register(subparsers)``, which adds
-its parser and sets ``handler`` to a function ``(args) -> int``. Exit codes: 0 success or pass,
-1 privacy violation (``audit``, ``gate``), 2 bad input (including a path that cannot be read or written),
-3 internal error. Either is one line on stderr naming the field or file; a failure inside the user's own code
-(:class:`fdp_audit.errors.UserCodeError`) prints the user's traceback above it, and ``FDP_AUDIT_DEBUG=1`` prints
-fdp-audit's traceback above an internal error's line.
+Each subcommand lives in its own module of this package, registered below with :func:`register_command`, and
+exposes ``register(subparsers)``, which adds its parser and sets ``handler`` to a function ``(args) -> int``.
+Exit codes: 0 success or pass, 1 privacy violation (``audit``, ``gate``), 2 bad input (including a path that
+cannot be read or written), 3 internal error. Either is one line on stderr naming the field or file; a failure
+inside the user's own code (:class:`fdp_audit.errors.UserCodeError`) prints the user's traceback above it, and
+``FDP_AUDIT_DEBUG=1`` prints fdp-audit's traceback above an internal error's line.
 """
 
 from __future__ import annotations
@@ -18,27 +18,46 @@ import sys
 import traceback
 import warnings
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from fdp_audit import __version__
 from fdp_audit.errors import BadInputError, UserCodeError
+from fdp_audit.registry import Registry, Rule
 
 EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 # One meaning for every command that takes --seed (train, audit): it replaces the config's seed.
 SEED_HELP = ("replace the config's seed, from which the data (split or synthetic table), every model's random "
              "streams and the audit's trials all derive")
 
-SUBCOMMANDS = (
-    "demo",
-    "train",
-    "account",
-    "calibrate",
-    "audit",
-    "gate",
-    "profile",
-    "report",
-    "corrdp",
-    "reproduce",
-)
+
+
+@dataclass(frozen=True)
+class Command:
+    """A subcommand of ``fdp-audit``: ``module`` exposes ``register(subparsers)``, imported when the parser is
+    built (its own heavy imports wait for its handler, so that ``--help`` starts fast)."""
+
+    name: str
+    module: str
+
+
+COMMANDS: Registry[Command] = Registry("command", "COMMAND", (
+    Rule(lambda entry, _: entry.module.replace(".", "").replace("_", "").isalnum(), "module must be a dotted name"),
+))
+
+
+def register_command(entry: Command) -> Command:
+    """Add a subcommand to ``fdp-audit``, listed in ``--help`` in registration order.
+
+    Args:
+        entry: the command's name and the module that registers its parser.
+
+    Returns:
+        ``entry`` itself.
+
+    Raises:
+        ValueError: the name is taken or the module is not a dotted name.
+    """
+    return COMMANDS.register(entry)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -56,8 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"fdp-audit {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=OneLineParser)
-    for name in SUBCOMMANDS:
-        importlib.import_module(f"fdp_audit.cli.{name}").register(subparsers)
+    for command in COMMANDS.values():
+        importlib.import_module(command.module).register(subparsers)
     return parser
 
 
@@ -113,3 +132,7 @@ def _internal_error(err: Exception) -> int:
         file=sys.stderr,
     )
     return EXIT_INTERNAL
+
+
+for _name in ("demo", "train", "account", "calibrate", "audit", "gate", "profile", "report", "corrdp", "reproduce"):
+    register_command(Command(_name, f"fdp_audit.cli.{_name}"))

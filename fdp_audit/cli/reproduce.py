@@ -26,9 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from fdp_audit.reproduce import REPRODUCTIONS, run_reproduction
 
     names = list(dict.fromkeys(args.names)) or list(REPRODUCTIONS)
-    for name in names:  # refuse an unknown name before any work starts
-        if name not in REPRODUCTIONS:
-            run_reproduction(name, Path(args.out), args.quick)
+    REPRODUCTIONS.lookup(names)  # refuse an unknown name before any work starts
     for name in names:
         start = time.monotonic()
         with Phase(f"reproduce {name}{' --quick' * args.quick}"):

@@ -141,21 +141,3 @@ def load_diabetes_table() -> Table:
     columns["high-progression"] = np.where(bunch.target > np.median(bunch.target), "yes", "no").astype(object)
     kinds["high-progression"] = "categorical"
     return Table("diabetes", columns, kinds)
-
-
-DEFAULT_LABELS = {
-    "adult": "income", "german": "credit-risk", "digits": "digit", "diabetes": "high-progression"
-}
-
-
-def load_bundled(name: str, split: str = "train", drop_missing: bool = True) -> Table:
-    """Load a bundled data set by name."""
-    if name == "adult":
-        return load_adult(split, drop_missing)
-    if name == "german":
-        return load_german()
-    if name == "digits":
-        return load_digits_table()
-    if name == "diabetes":
-        return load_diabetes_table()
-    raise BadInputError(f"unknown bundled data set {name!r}", "data.dataset")

@@ -224,6 +224,3 @@ class BlurMap(ImageMap):
     def spec(self) -> dict[str, Any]:
         return {"kind": "blur", "height": self.height, "width": self.width, "sigma": self.sigma,
                 "tolerance": self.tolerance, "label_public": self.label_public}
-
-
-IMAGE_MAPS: dict[str, type[ImageMap]] = {"blur": BlurMap, "downsample": DownsampleMap}

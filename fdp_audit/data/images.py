@@ -7,7 +7,7 @@
   installs them (:data:`FASHION_MNIST_DIR`), or from the folder ``data.path`` names.
 
 Nothing is downloaded: a missing file is a :class:`~fdp_audit.errors.BadInputError` naming ``data.path``.
-New image sets are one :func:`register_image_dataset` call.
+A new image set is a loader and one :func:`fdp_audit.data.catalog.register_dataset` line.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import gzip
 import hashlib
 import math
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -74,37 +73,6 @@ class ImageSet:
         digest.update(np.ascontiguousarray(self.images, dtype="<f4").tobytes())
         digest.update(np.ascontiguousarray(self.labels, dtype="<i8").tobytes())
         return digest.hexdigest()
-
-
-@dataclass(frozen=True)
-class ImageDatasetInfo:
-    """A registered image data set: ``load(path, split)`` returns the split (``path`` None: the default
-    location); ``splits`` are the splits it has (a set without ``test`` is split by the caller)."""
-
-    name: str
-    load: Callable[[str | None, str], ImageSet]
-    splits: tuple[str, ...]
-    description: str
-
-
-IMAGE_DATASETS: dict[str, ImageDatasetInfo] = {}
-
-
-def register_image_dataset(info: ImageDatasetInfo) -> ImageDatasetInfo:
-    if info.name in IMAGE_DATASETS:
-        raise ValueError(f"an image data set named {info.name!r} is already registered")
-    IMAGE_DATASETS[info.name] = info
-    return info
-
-
-def load_images(name: str, split: str = "train", path: str | None = None) -> ImageSet:
-    """The split ``split`` of the registered image data set ``name``."""
-    if name not in IMAGE_DATASETS:
-        raise BadInputError(f"unknown image data set {name!r} (known: {', '.join(IMAGE_DATASETS)})", "data.dataset")
-    info = IMAGE_DATASETS[name]
-    if split not in info.splits:
-        raise BadInputError(f"{name} has no {split!r} split (splits: {', '.join(info.splits)})", "data")
-    return info.load(path, split)
 
 
 def read_idx(path: Path) -> np.ndarray:
@@ -167,9 +135,3 @@ def load_digits_images(path: str | None = None, split: str = "train") -> ImageSe
     bunch = load_digits()
     return ImageSet("digits", (bunch.images / 16.0).astype(np.float32), bunch.target.astype(np.int64),
                     tuple(str(d) for d in range(10)))
-
-
-register_image_dataset(ImageDatasetInfo("digits", load_digits_images, ("train",),
-                                        "scikit-learn's 8×8 digits (1,797 images, 10 classes)"))
-register_image_dataset(ImageDatasetInfo("fashion_mnist", load_fashion_mnist, ("train", "test"),
-                                        "Fashion-MNIST 28×28 (60,000 + 10,000 images, 10 classes), IDX files"))

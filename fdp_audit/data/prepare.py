@@ -9,11 +9,10 @@ import numpy as np
 import torch
 
 from fdp_audit.config import DataConfig
-from fdp_audit.data import datasets, formats, synthetic
+from fdp_audit.data.catalog import DATASETS, build_public_map, load_images, read_as_images
 from fdp_audit.data.encoding import ColumnGroup, EncodedData, TableEncoder
-from fdp_audit.data.features import FeatureMap, FeatureSplit, LabelOnlyMap
-from fdp_audit.data.image_psi import BlurMap, DownsampleMap
-from fdp_audit.data.images import IMAGE_DATASETS, ImageSet, load_images
+from fdp_audit.data.features import FeatureMap, FeatureSplit
+from fdp_audit.data.images import ImageSet
 from fdp_audit.data.table import Table, split_rows
 from fdp_audit.errors import BadInputError
 
@@ -47,42 +46,30 @@ class PreparedData:
         return (torch.as_tensor(self.train.x, device=device), torch.as_tensor(self.train.y, device=device))
 
 
-def load_table(config: DataConfig, seed: int) -> tuple[Table, Table | None]:
-    """The raw table named by the config, and a separate test table where the data set has one."""
-    if config.dataset in ("adult",):
-        return (datasets.load_adult("train", config.drop_missing),
-                datasets.load_adult("test", config.drop_missing))
-    if config.dataset in ("german", "digits", "diabetes"):
-        return datasets.load_bundled(config.dataset), None
-    if config.dataset == "synthetic":
-        return synthetic.synthetic_table(config, seed), None
-    if config.dataset == "csv":
-        return formats.load_csv(config.path, config.numeric, config.categorical), None
-    if config.dataset == "purchase":
-        return formats.load_purchase(config.path), None
-    if config.dataset == "criteo":
-        return formats.load_criteo(config.path), None
-    raise BadInputError(f"unknown data set {config.dataset!r}", "data.dataset")
-
-
-IMAGE_PUBLIC_MAPS = ("blur", "downsample")
-
-
-def uses_images(config: DataConfig) -> bool:
-    """Whether the data set is read as images (pixels in [0, 1], not standardised, so that an image Ψ acts on
-    intensities): every image data set, except ``digits`` under a tabular Ψ, which keeps its table form."""
-    return config.dataset in IMAGE_DATASETS and (config.dataset != "digits" or config.public_map in IMAGE_PUBLIC_MAPS)
-
-
 def prepare_data(config: DataConfig, seed: int) -> PreparedData:
-    """Load, split (deterministically by ``seed``), encode, and build Ψ."""
-    if uses_images(config):
+    """Load the registered data set (:data:`fdp_audit.data.catalog.DATASETS`), split it (deterministically by
+    ``seed``), encode it, and build Ψ (:data:`fdp_audit.data.catalog.PUBLIC_MAPS`).
+
+    Args:
+        config: the ``data`` section.
+        seed: the configuration's seed.
+
+    Returns:
+        The encoded splits and Ψ.
+
+    Raises:
+        BadInputError: the data set or map is unknown, the data lack a configured column, or the configuration
+            gives the data set or the map what it cannot take.
+    """
+    entry = DATASETS[config.dataset]
+    if entry.needs_path and not config.path:
+        raise BadInputError(f"dataset {entry.name!r} needs a path", "data.path")
+    if read_as_images(config):
         return prepare_images(config, seed)
-    table, test_table = load_table(config, seed)
-    label = config.label or datasets.DEFAULT_LABELS.get(config.dataset) or synthetic.SYNTHETIC_LABEL
-    # a CSV data set holds only the columns its spec names: a label in the file but not in the spec is absent
-    listed = "; list it in data.categorical (a CSV holds only the columns data.numeric and data.categorical name)"
-    hint = listed if config.dataset == "csv" else ""
+    assert entry.table is not None  # a data set without a table loader is read as images
+    table, test_table = entry.table(config, seed)
+    label = config.label or entry.label
+    hint = entry.column_hint
     if label not in table.columns:
         raise BadInputError(f"label column {label!r} not in data (columns: {', '.join(table.columns)}){hint}",
                             "data.label")
@@ -115,7 +102,7 @@ def prepare_data(config: DataConfig, seed: int) -> PreparedData:
     train = encoder.transform(train_table)
     population = encoder.transform(population_table)
     test = encoder.transform(test_table) if test_table is not None else population
-    return PreparedData(train, population, test, public_map(config, encoder), table.name)
+    return PreparedData(train, population, test, build_public_map(config, encoder.groups), table.name)
 
 
 def _subsample(count: int, max_rows: int | None, seed: int, unit: str) -> np.ndarray | None:
@@ -140,7 +127,7 @@ def prepare_images(config: DataConfig, seed: int) -> PreparedData:
     if config.label not in (None, "label"):
         raise BadInputError(f"image data sets have one label, 'label'; got {config.label!r}", "data.label")
     train = load_images(config.dataset, "train", config.path)
-    test = load_images(config.dataset, "test", config.path) if "test" in IMAGE_DATASETS[config.dataset].splits else None
+    test = load_images(config.dataset, "test", config.path) if "test" in DATASETS[config.dataset].image_splits else None
     keep = _subsample(train.n_images, config.max_rows, seed, "images")
     if keep is not None:
         train = train.take(keep)
@@ -149,36 +136,5 @@ def prepare_images(config: DataConfig, seed: int) -> PreparedData:
     encoded = _encode_images(train.take(train_rows), groups)
     population = _encode_images(train.take(population_rows), groups)
     test_encoded = population if test is None else _encode_images(test, groups)
-    return PreparedData(encoded, population, test_encoded, image_public_map(config, train.height, train.width, groups),
-                        train.name)
-
-
-def image_public_map(config: DataConfig, height: int, width: int, groups: tuple[ColumnGroup, ...]) -> FeatureMap:
-    """Ψ for images: a blur or a downsampling (docs/images.md), or a tabular map over the pixel columns."""
-    if config.public_map in ("columns", "label_only"):
-        if config.public_map == "columns":
-            return FeatureSplit(groups, tuple(config.protected), config.label_public)
-        if config.protected:
-            raise BadInputError("public_map 'label_only' defines the protected part itself; set data.protected: []",
-                                "data.protected")
-        return LabelOnlyMap()
-    if config.protected:
-        raise BadInputError(f"public_map {config.public_map!r} defines the protected part itself; set "
-                            "data.protected: []", "data.protected")
-    if config.public_map == "blur":
-        return BlurMap(height, width, config.label_public, config.blur_sigma, config.blur_tolerance)
-    return DownsampleMap(height, width, config.label_public, config.downsample_factor)
-
-
-def public_map(config: DataConfig, encoder: TableEncoder) -> FeatureMap:
-    """Ψ of docs/accounting.md for a table: the columns not listed as protected (``columns``), or Ψ(x, y) = x
-    with the label protected (``label_only``, label DP). Image maps need an image data set."""
-    if config.public_map == "columns":
-        return FeatureSplit(encoder.groups, tuple(config.protected), config.label_public)
-    if config.protected:
-        raise BadInputError(f"public_map {config.public_map!r} defines the protected part itself; set "
-                            "data.protected: []", "data.protected")
-    if config.public_map == "label_only":
-        return LabelOnlyMap()
-    raise BadInputError(f"public_map {config.public_map!r} needs an image data set "
-                        f"({', '.join(IMAGE_DATASETS)}), not {config.dataset!r}", "data.public_map")
+    return PreparedData(encoded, population, test_encoded,
+                        build_public_map(config, groups, (train.height, train.width)), train.name)

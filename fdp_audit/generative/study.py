@@ -23,8 +23,9 @@ from fdp_audit.audit.claim import mechanism_section
 from fdp_audit.audit.gate import judge
 from fdp_audit.audit.results import write_results
 from fdp_audit.config import Config, config_from_dict
-from fdp_audit.data.image_psi import IMAGE_MAPS, ImageMap
-from fdp_audit.data.images import IMAGE_DATASETS, ImageSet, load_images
+from fdp_audit.data.catalog import DATASETS, load_images
+from fdp_audit.data.image_psi import BlurMap, DownsampleMap, ImageMap
+from fdp_audit.data.images import ImageSet
 from fdp_audit.generative.audit.one_run import AuditPlan, audit_generative
 from fdp_audit.generative.denoiser.unet import TinyUNet
 from fdp_audit.generative.experiment import ExperimentPlan, run_experiment
@@ -38,7 +39,7 @@ AUDITED = ("fdp_sgd", "fdp_sgd_shared_batch", "dp_sgd_half_noise")
 @dataclass(frozen=True)
 class StudyData:
     """Where the images come from and what is public: the registered image set, its folder (None: the default),
-    the number of test images held out when the set has no test split, and Ψ (``IMAGE_MAPS`` kind and its
+    the number of test images held out when the set has no test split, and Ψ (``blur`` or ``downsample`` and its
     parameter: σ of the blur or the downsampling factor)."""
 
     dataset: str = "digits"
@@ -51,8 +52,8 @@ class StudyData:
 
 def public_map(data: StudyData, height: int, width: int) -> ImageMap:
     if data.psi == "blur":
-        return IMAGE_MAPS["blur"](height, width, sigma=float(data.psi_parameter))
-    return IMAGE_MAPS[data.psi](height, width, factor=int(data.psi_parameter))
+        return BlurMap(height, width, sigma=float(data.psi_parameter))
+    return DownsampleMap(height, width, factor=int(data.psi_parameter))
 
 
 def _scaled(images: np.ndarray) -> torch.Tensor:
@@ -64,7 +65,7 @@ def load_study_images(data: StudyData, seed: int = 0) -> tuple[LabelledImages, t
     """Training images with their public completions Ψ̃(x) (Ψ applied to the [0, 1] images, rendered at full
     resolution), and the held-out test images and labels."""
     train = load_images(data.dataset, "train", data.path)
-    if "test" in IMAGE_DATASETS[data.dataset].splits:
+    if "test" in DATASETS[data.dataset].image_splits:
         test = load_images(data.dataset, "test", data.path)
     else:  # a set without a test split (digits) is split here, stratified by class
         train, test = _split(train, data.test_fraction, seed)

@@ -26,13 +26,14 @@ Choices made here (documented in the JSON):
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from fdp_audit.config import Config, ProfileConfig
-from fdp_audit.data.datasets import DEFAULT_LABELS, load_bundled
+from fdp_audit.data.catalog import DATASETS
 from fdp_audit.errors import BadInputError
 from fdp_audit.profiles import neighbours as neighbour_sets
 from fdp_audit.profiles import third_party
@@ -54,7 +55,6 @@ SCATTER_NEIGHBOURS, SCATTER_SAMPLES = 50, 20
 DIFFPRIVLIB_MAX_ROWS = 2000
 MC_ROWS, MC_SAMPLES = 5, 20_000
 CURVE_ROW_QUANTILES = (0.01, 0.25, 0.5, 0.75, 0.95)  # of ‖Δ_i‖ > 0: neighbours in the per-neighbour figure
-BUNDLED = ("adult", "german", "diabetes", "digits")
 
 
 @dataclass(frozen=True)
@@ -135,13 +135,13 @@ def unit_mechanism(name: MechanismName) -> LaplaceOutputPerturbation | GaussianO
 
 def _load_design(config: Config, settings: ProfileConfig, rows: int | None) -> tuple[Design, str]:
     """The profile design of ``settings.columns`` on the first ``rows`` complete rows (None: all)."""
-    dataset = config.data.dataset
-    if dataset not in BUNDLED:
-        raise BadInputError(
-            f"privacy profiles run on a bundled data set ({', '.join(BUNDLED)}), got {dataset!r}", "data.dataset"
-        )
-    label = config.data.label or DEFAULT_LABELS[dataset]
-    table = load_bundled(dataset, drop_missing=False)
+    entry = DATASETS[config.data.dataset]
+    if not entry.bundled or entry.table is None:
+        bundled = [name for name, other in DATASETS.items() if other.bundled and other.table is not None]
+        raise BadInputError(f"privacy profiles run on a bundled data set ({', '.join(bundled)}), got {entry.name!r}",
+                            "data.dataset")
+    label = config.data.label or entry.label
+    table, _ = entry.table(dataclasses.replace(config.data, drop_missing=False), config.seed)
     return design_from_table(table, settings.columns, label, rows), label
 
 

@@ -16,12 +16,10 @@ import torch
 from fdp_audit.atomic_io import atomic_write_json, atomic_write_text
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
+from fdp_audit.reproduce import Summary
 from fdp_audit.training.engine import accuracy, train_models
 from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.run import accountant, build_problem, noise_multiplier, resolve_device, with_mechanism
-
-Summary = dict[str, Any]
-
 
 UTILITY_MECHANISMS = ("nonprivate", "public_only", "dp_sgd", "fdp_sgd", "fdp_dpsgd")
 

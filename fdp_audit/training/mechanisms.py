@@ -10,7 +10,9 @@ is set explicitly."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, get_args
+
+from fdp_audit.registry import Has, Registry, Rule
 
 Accounting = Literal["nonprivate", "public_only", "subsampled_gaussian"]
 ENGINE = "fdp-audit train"
@@ -65,19 +67,30 @@ class Mechanism:
         return self.claims or self.name
 
 
-MECHANISMS: dict[str, Mechanism] = {}
+MECHANISMS: Registry[Mechanism] = Registry("mechanism", "mechanism.name", (
+    Has("recipe", Recipe),
+    Has("description", str),
+    Has("accounting", str, choices=get_args(Accounting)),
+    Rule(lambda entry, others: entry.claims is None or (
+        entry.claims in others and not others[entry.claims].faulty
+        and others[entry.claims].accounting == entry.accounting),
+         "must claim a registered correct mechanism accounted alike"),
+))
 
 
 def register_mechanism(mechanism: Mechanism) -> Mechanism:
-    """Add a row; a faulty mechanism must claim a registered correct one and share its accounting."""
-    if mechanism.name in MECHANISMS:
-        raise ValueError(f"mechanism {mechanism.name!r} is already registered")
-    if mechanism.claims is not None:
-        claimed = MECHANISMS.get(mechanism.claims)
-        if claimed is None or claimed.faulty or claimed.accounting != mechanism.accounting:
-            raise ValueError(f"{mechanism.name!r} must claim a registered correct mechanism accounted alike")
-    MECHANISMS[mechanism.name] = mechanism
-    return mechanism
+    """Make a mechanism nameable in ``mechanism.name``.
+
+    Args:
+        mechanism: the entry; a known-faulty one must claim a registered correct mechanism accounted alike.
+
+    Returns:
+        ``mechanism`` itself.
+
+    Raises:
+        ValueError: the name is taken or the entry is malformed.
+    """
+    return MECHANISMS.register(mechanism)
 
 
 def faulty_mechanisms() -> frozenset[str]:

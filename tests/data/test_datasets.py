@@ -68,12 +68,6 @@ def test_digits_and_diabetes_shapes():
     assert set(diabetes.columns["high-progression"]) == {"yes", "no"}
 
 
-def test_load_bundled_dispatch_and_unknown_name():
-    assert datasets.load_bundled("german").n_rows == 1_000
-    with pytest.raises(BadInputError, match="data.dataset"):
-        datasets.load_bundled("mnist")
-
-
 @pytest.mark.parametrize("name", sorted(datasets.SHA256))
 def test_bundled_checksums_match_record(name):
     raw = gzip.decompress(resources.files("fdp_audit.data").joinpath("files", f"{name}.gz").read_bytes())

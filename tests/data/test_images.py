@@ -11,6 +11,7 @@ import pytest
 
 from fdp_audit.config import DataConfig
 from fdp_audit.data import images
+from fdp_audit.data.catalog import load_images
 from fdp_audit.data.image_psi import BlurMap, DownsampleMap
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
@@ -42,7 +43,7 @@ def _fashion_folder(tmp_path, n_train: int = 12, n_test: int = 5, compress: bool
 def test_fashion_mnist_is_read_from_idx_files_in_a_folder(tmp_path, compress):
     content = _fashion_folder(tmp_path, compress=compress)
     for split in ("train", "test"):
-        loaded = images.load_images("fashion_mnist", split, str(tmp_path))
+        loaded = load_images("fashion_mnist", split, str(tmp_path))
         pixels, labels = content[split]
         np.testing.assert_array_equal(loaded.images, pixels.astype(np.float32) / 255)
         np.testing.assert_array_equal(loaded.labels, labels)
@@ -75,7 +76,7 @@ def test_a_corrupt_gzip_file_is_bad_input(tmp_path):
 def test_missing_fashion_mnist_files_name_data_path(tmp_path):
     with pytest.raises(BadInputError, match=r"train-images-idx3-ubyte\(\.gz\) not found in .*dataset-fashion-mnist"
                        ) as err:
-        images.load_images("fashion_mnist", "train", str(tmp_path))
+        load_images("fashion_mnist", "train", str(tmp_path))
     assert err.value.field == "data.path"
 
 
@@ -84,27 +85,18 @@ def test_labels_that_are_not_fashion_mnist_classes_are_refused(tmp_path):
     stem = images.FASHION_MNIST_FILES["train"][1]
     (tmp_path / f"{stem}.gz").write_bytes(gzip.compress(_idx_bytes(np.full(12, 11, np.uint8))))
     with pytest.raises(BadInputError, match="labels 0–9"):
-        images.load_images("fashion_mnist", "train", str(tmp_path))
+        load_images("fashion_mnist", "train", str(tmp_path))
 
 
 def test_digits_are_scaled_to_the_unit_interval():
-    digits = images.load_images("digits")
+    digits = load_images("digits")
     assert digits.images.shape == (1_797, 8, 8) and digits.images.min() == 0 and digits.images.max() == 1
     assert digits.classes == tuple("0123456789")
 
 
-def test_the_registry_refuses_unknown_names_splits_and_duplicates():
-    with pytest.raises(BadInputError, match="unknown image data set"):
-        images.load_images("cifar")
-    with pytest.raises(BadInputError, match="no 'test' split"):
-        images.load_images("digits", "test")
-    with pytest.raises(ValueError, match="already registered"):
-        images.register_image_dataset(images.IMAGE_DATASETS["digits"])
-
-
 @pytest.mark.skipif(not images.FASHION_MNIST_DIR.is_dir(), reason="Debian's dataset-fashion-mnist is not installed")
 def test_the_installed_fashion_mnist_has_its_published_shape_and_balanced_classes():
-    train, test = images.load_images("fashion_mnist", "train"), images.load_images("fashion_mnist", "test")
+    train, test = load_images("fashion_mnist", "train"), load_images("fashion_mnist", "test")
     assert train.images.shape == (60_000, 28, 28) and test.images.shape == (10_000, 28, 28)
     assert np.bincount(train.labels).tolist() == [6_000] * 10 and np.bincount(test.labels).tolist() == [1_000] * 10
 

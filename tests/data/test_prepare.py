@@ -116,7 +116,7 @@ def test_purchase_file_through_prepare(tmp_path):
 
 def test_label_only_map_is_label_dp():
     """public_map label_only: Ψ(x, y) = x, the label is protected; the audit games refuse it by name."""
-    data = prepare_data(DataConfig(dataset="digits", protected=(), public_map="label_only"), 0)
+    data = prepare_data(DataConfig(dataset="digits", protected=(), public_map="label_only", label_public=False), 0)
     x, y = data.tensors()
     view = data.feature_split(x[:5], y[:5])
     assert torch.equal(view.features, x[:5]) and view.labels is None
@@ -136,7 +136,8 @@ def test_blur_map_blurs_square_images_and_keeps_the_label():
 
 
 @pytest.mark.parametrize(("overrides", "field"), [
-    ({"dataset": "digits", "public_map": "label_only"}, "data.protected"),  # digits has no default protected
+    # digits has no default protected column
+    ({"dataset": "digits", "public_map": "label_only", "label_public": False}, "data.protected"),
     ({"dataset": "adult", "protected": (), "public_map": "blur"}, "data.public_map"),  # not images
 ])
 def test_non_column_maps_refuse_what_they_cannot_mean(overrides, field):

@@ -4,6 +4,7 @@ accounting and are never selected by accident; the public loss can only be given
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import typing
 
@@ -36,13 +37,16 @@ def test_the_faulty_set_is_read_from_the_registry():
 
 
 @pytest.fixture
-def registered(monkeypatch):
-    """Register rows for one test only (the registry is a module-level dict)."""
+def registered():
+    """Register rows for one test only."""
+    rows: list[str] = []
+
     def add(row: Mechanism) -> Mechanism:
-        monkeypatch.setitem(MECHANISMS, row.name, row)  # teardown removes the row again
-        del MECHANISMS[row.name]
+        rows.append(row.name)
         return register_mechanism(row)
-    return add
+    yield add
+    for name in rows:
+        MECHANISMS.unregister(name)
 
 
 def test_one_registry_row_is_a_new_mechanism_for_the_config_the_accountant_and_the_trainer(registered, small_config):
@@ -73,11 +77,13 @@ def test_unregistered_names_are_bad_input_and_rows_are_checked_on_registration()
         config_from_dict({"mechanism": {"name": "dp_sgd_typo"}})
     assert caught.value.field == "mechanism.name"
     with pytest.raises(ValueError, match="already registered"):
-        register_mechanism(MECHANISMS["dp_sgd"])
+        register_mechanism(dataclasses.replace(MECHANISMS["dp_sgd"], description="DP-SGD again."))
     with pytest.raises(ValueError, match="correct mechanism"):
-        register_mechanism(Mechanism("claims_a_fault", Recipe("full", "none"), "", claims="dp_sgd_no_clip"))
+        register_mechanism(Mechanism("claims_a_fault", Recipe("full", "none"), "A fault's fault.",
+                                     claims="dp_sgd_no_clip"))
     with pytest.raises(ValueError, match="correct mechanism"):
-        register_mechanism(Mechanism("claims_nothing_known", Recipe("full", "none"), "", claims="no_such"))
+        register_mechanism(Mechanism("claims_nothing_known", Recipe("full", "none"), "Claims nothing.",
+                                     claims="no_such"))
 
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTED_FAULTS))

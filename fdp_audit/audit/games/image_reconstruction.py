@@ -41,9 +41,9 @@ from fdp_audit.accounting.ball import ball_gaussian, gaussian_radius
 from fdp_audit.audit.games import base
 from fdp_audit.audit.games.reconstruction import ReconstructionGame, ReconstructionRecord, secret_values
 from fdp_audit.config import Config, DataConfig
+from fdp_audit.data.catalog import build_public_map, load_images
 from fdp_audit.data.image_psi import ImageMap
-from fdp_audit.data.images import load_images
-from fdp_audit.data.prepare import PreparedData, image_public_map
+from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.training import streams
 from fdp_audit.training.engine import Canaries
@@ -76,7 +76,7 @@ def image_map(data: PreparedData) -> ImageMap:
 def stated_dimension(data: DataConfig) -> int:
     """m, the protected dimension the configuration's image Ψ has (from the image size alone)."""
     images = load_images(data.dataset, "train", data.path)
-    psi = image_public_map(data, images.height, images.width, ())
+    psi = build_public_map(data, (), (images.height, images.width))
     if not isinstance(psi, ImageMap):
         raise BadInputError("the image_reconstruction game needs an image Ψ", "data.public_map")
     return psi.protected_dimension
