@@ -122,13 +122,28 @@ class Knowledge:
             object.__setattr__(self, "procedure", replace(self.procedure, hyper=hyper))
 
     def require(self, attack: str, *fields: str) -> None:
-        """Refuse, as bad input, an attack whose knowledge lacks what it needs."""
+        """Refuse, as bad input, an attack whose knowledge lacks what it needs.
+
+        Args:
+            attack: the attack's name, for the message.
+            *fields: the fields it needs.
+
+        Raises:
+            BadInputError: a field is None (field ``audit.attacks``).
+        """
         missing = [name for name in fields if getattr(self, name) is None]
         if missing:
             raise BadInputError(f"attack {attack!r} needs {', '.join(missing)} in its knowledge", "audit.attacks")
 
     def protected_index(self) -> torch.Tensor:
-        """The protected coordinates of a continuous target as an index tensor ``[k]``, checked."""
+        """The protected coordinates of a continuous target, checked.
+
+        Returns:
+            An index tensor ``[k]`` of distinct coordinates of the model input.
+
+        Raises:
+            BadInputError: none are given, or they repeat or fall outside the input.
+        """
         self.require("reconstruction", "protected_coordinates")
         index = torch.as_tensor(self.protected_coordinates, dtype=torch.long)
         d = self.candidates.shape[-1]
@@ -138,12 +153,25 @@ class Knowledge:
         return index
 
     def templates(self, trials: int) -> torch.Tensor:
-        """The continuous target's template row (prior's centre in the protected coordinates) in every
-        trial, ``[R, d]`` in float64."""
+        """The continuous target's template row (the prior's centre in the protected coordinates) in every trial.
+
+        Args:
+            trials: R.
+
+        Returns:
+            ``[R, d]`` float64.
+        """
         return self.candidates[..., 0, :].double().expand(trials, -1)
 
     def prior_centre(self, trials: int) -> torch.Tensor:
-        """The prior's centre in every trial, ``[R, k]``."""
+        """The prior's centre of the protected coordinates in every trial.
+
+        Args:
+            trials: R.
+
+        Returns:
+            ``[R, k]`` float64.
+        """
         return self.templates(trials)[:, self.protected_index()]
 
     @property
@@ -152,7 +180,14 @@ class Knowledge:
         return self.candidates.dim() == 3
 
     def labels(self, trials: int) -> torch.Tensor:
-        """The target's label in every trial, ``[R]``."""
+        """The target's label in every trial.
+
+        Args:
+            trials: R.
+
+        Returns:
+            ``[R]`` int64.
+        """
         return torch.as_tensor(self.label, dtype=torch.long).expand(trials)
 
 

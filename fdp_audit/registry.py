@@ -111,7 +111,9 @@ class Registry(Mapping[str, T], Generic[T]):
     """
 
     def __init__(self, kind: str, field: str | None = None, checks: Sequence[Check] = ()):
-        """Args:
+        """An empty registry.
+
+        Args:
             kind: what an entry is, in words (``game``, ``attack``), for messages.
             field: the configuration field (or command-line argument) that names entries, for bad input.
             checks: declarative checks every entry must pass when registered, besides a non-empty ``name``.
@@ -182,6 +184,15 @@ class Registry(Mapping[str, T], Generic[T]):
         return [self._entries[name] for name in names]
 
     def get(self, name: str, default: Any = None) -> Any:
+        """The entry ``name``, or ``default`` when there is none (no error: for readers that fall back).
+
+        Args:
+            name: an entry's name.
+            default: what to return for an unknown name.
+
+        Returns:
+            The entry or ``default``.
+        """
         try:
             return self._entries.get(name, default)
         except TypeError:

@@ -25,8 +25,16 @@ class Executor(ABC):
 
     @abstractmethod
     def map_unordered(self, task: ChunkTask, chunks: Sequence[np.ndarray]) -> Iterator[tuple[int, Result]]:
-        """Yield ``(position, task(chunks[position]))`` once for every chunk, in the order the chunks finish.
-        A chunk lost with its worker is run again; the caller sees each position exactly once."""
+        """Run the task on every chunk, wherever the executor runs it.
+
+        Args:
+            task: a picklable callable whose result depends on its chunk alone.
+            chunks: the chunks of trial indices.
+
+        Returns:
+            An iterator of ``(position, task(chunks[position]))``, once for every chunk, in the order the chunks
+            finish: a chunk lost with its worker is run again, and the caller sees each position exactly once.
+        """
 
     def close(self) -> None:
         """Release what the executor started (worker processes, a cluster); the in-process one has nothing."""

@@ -94,7 +94,11 @@ def register_mechanism(mechanism: Mechanism) -> Mechanism:
 
 
 def faulty_mechanisms() -> frozenset[str]:
-    """The names of the known-faulty mechanisms registered so far."""
+    """The known-faulty mechanisms registered so far.
+
+    Returns:
+        Their names.
+    """
     return frozenset(name for name, entry in MECHANISMS.items() if entry.faulty)
 
 

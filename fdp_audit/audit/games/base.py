@@ -243,12 +243,29 @@ class Game(ABC, Generic[Record]):
         return self.gradient_canary
 
     def trial_indices(self, trials: int) -> np.ndarray:
-        """The model indices of trials 0 … trials − 1 (module docstring)."""
+        """The model indices of the game's first trials (module docstring).
+
+        Args:
+            trials: how many.
+
+        Returns:
+            ``stream_block · TRIAL_BLOCK + t`` for t = 0 … trials − 1, int64.
+        """
         return np.arange(trials, dtype=np.int64) + self.stream_block * TRIAL_BLOCK
 
     def attacks(self, names: tuple[str, ...]) -> dict[str, Attack]:
-        """The configured attacks this game admits, unfitted (unknown names are bad input); a game that
-        ``needs_attack`` refuses, as bad input naming the ones it admits, a list with none besides the prior."""
+        """The configured attacks this game admits (:func:`game_attacks`), unfitted.
+
+        Args:
+            names: ``audit.attacks``.
+
+        Returns:
+            Name → a new instance of each admitted attack, in the configured order.
+
+        Raises:
+            BadInputError: a name is unknown, or the game ``needs_attack`` and none besides the prior is admitted
+                (the message names the ones it admits).
+        """
         canaries = (self.gradient_canary, self.input_canary)
         chosen = game_attacks(names, self.attribute_kind, *canaries)
         if self.needs_attack and len(chosen) <= ("prior" in chosen):
@@ -259,57 +276,167 @@ class Game(ABC, Generic[Record]):
 
     @abstractmethod
     def setup(self, config: Config, data: PreparedData) -> Setup:
-        """Build the problem, the adversary's knowledge and what the canaries need; refuse data the game cannot
-        play with :class:`BadInputError`."""
+        """What the game builds once per process (each worker of a distributed executor builds its own).
+
+        Args:
+            config: the audit's configuration.
+            data: its prepared data and Ψ.
+
+        Returns:
+            The training problem, the adversary's knowledge and whatever the canaries need.
+
+        Raises:
+            BadInputError: the game cannot be played on these data or with this mechanism.
+        """
 
     @abstractmethod
     def secrets(self, config: Config, setup: Setup, indices: np.ndarray) -> np.ndarray:
-        """Each trial's secret from the known prior, one integer per trial (what the journal stores and checks;
-        a continuous secret is stored as its digest)."""
+        """Each trial's secret from the known prior, drawn from the GAME stream of the trial's index alone.
+
+        Args:
+            config: the audit's configuration (its seed).
+            setup: what :meth:`setup` built.
+            indices: the trials' model indices.
+
+        Returns:
+            One integer per trial (what the journal stores and checks; a continuous secret is stored as its
+            digest).
+        """
 
     @abstractmethod
     def canaries(self, config: Config, setup: Setup, indices: np.ndarray) -> Canaries | CanaryBlock:
-        """The canaries of the given trials, one row per model, with the secrets :meth:`secrets` draws for them:
-        canary records, or a block of gradient canaries on parameters the model never reads."""
+        """The canaries of the given trials, with the secrets :meth:`secrets` draws for them.
+
+        Args:
+            config: the audit's configuration.
+            setup: what :meth:`setup` built.
+            indices: the trials' model indices.
+
+        Returns:
+            One canary row per model: canary records, or a block of gradient canaries on parameters the model
+            never reads.
+        """
 
     @abstractmethod
     def score(self, attacks: dict[str, Attack], view: View) -> dict[str, np.ndarray]:
-        """Every attack's numbers for a chunk of trials (``[R, width]`` float64 each)."""
+        """Every attack's numbers for a chunk of trials.
+
+        Args:
+            attacks: the fitted attacks, by name.
+            view: what the adversary sees of the chunk's R trained models.
+
+        Returns:
+            Name → ``[R, width]`` float64 (:meth:`score_width`).
+        """
 
     def score_width(self, setup: Setup) -> int:
-        """How many numbers each attack gives per trial (checked on journaled trials)."""
+        """How many numbers each attack gives per trial (checked on journaled trials).
+
+        Args:
+            setup: what :meth:`setup` built.
+
+        Returns:
+            The width; by default the number of candidates.
+        """
         return int(setup.knowledge.candidates.shape[-2])
 
     @abstractmethod
     def record(self, config: Config, setup: Setup, secrets: np.ndarray, scores: dict[str, np.ndarray],
                threat_models: dict[str, str]) -> Record:
-        """The played game from every trial's secret and scores (in trial order)."""
+        """The played game.
+
+        Args:
+            config: the audit's configuration.
+            setup: what :meth:`setup` built.
+            secrets: every trial's secret, in trial order.
+            scores: every attack's scores of every trial, in trial order.
+            threat_models: each attack's threat model.
+
+        Returns:
+            The game's record, from which :meth:`comparisons` and :meth:`sections` read.
+        """
 
     @abstractmethod
     def comparisons(self, record: Record, claim: Claim) -> list[Comparison]:
-        """What the gate judges, from the played trials."""
+        """What the gate judges, from the played trials.
+
+        Args:
+            record: the played game.
+            claim: the privacy claim under audit.
+
+        Returns:
+            Typed comparisons (:class:`RateComparison`, :class:`EpsilonComparison`).
+        """
 
     @abstractmethod
     def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[PlannedComparison]:
-        """The comparisons :meth:`comparisons` will make, without outcomes."""
+        """The comparisons :meth:`comparisons` will make, without outcomes, so that an audit that cannot fail is
+        refused before it trains.
+
+        Args:
+            config: the audit's configuration.
+            data: its prepared data.
+            claim: the privacy claim under audit.
+
+        Returns:
+            Each comparison's limits with the trials it is judged on.
+        """
 
     @abstractmethod
     def sections(self, record: Record, judgements: Judgements, claim: Claim, alpha: float) -> list[dict[str, Any]]:
-        """The game's sections of ``results.json`` (``games``), with each judged comparison's status."""
+        """The game's sections of ``results.json``'s ``games``, laid out by the report as :attr:`report` (and
+        :attr:`attribute_report`) say.
+
+        Args:
+            record: the played game.
+            judgements: the gate's evaluation of every comparison.
+            claim: the privacy claim under audit.
+            alpha: the verdict's level.
+
+        Returns:
+            JSON-able sections, each with ``"game"`` and each judged comparison's status.
+        """
 
     def tightness_rows(self, record: Record, judgements: Judgements, claim: Claim) -> list[dict[str, Any]]:
-        """Rows of the results' ``tightness`` section: how close an attack comes to the optimum of this game."""
+        """How close an attack comes to the optimum of this game.
+
+        Args:
+            record: the played game.
+            judgements: the gate's evaluation of every comparison.
+            claim: the privacy claim under audit.
+
+        Returns:
+            Rows of the results' ``tightness`` section; none by default.
+        """
         return []
 
     @abstractmethod
     def stated_ball(self, row: dict[str, Any], config: Config, where: str) -> float:
-        """The Ball a stored rate comparison of this game must state under ``config``, from which the gate
-        re-derives its limit (bad input, naming ``where``, when the row lacks what Ball depends on)."""
+        """The Ball a stored rate comparison of this game must state, from which the gate re-derives its limit.
+
+        Args:
+            row: the stored comparison.
+            config: the configuration the results state.
+            where: the row's place in the results, for errors.
+
+        Returns:
+            Ball.
+
+        Raises:
+            BadInputError: the row lacks what Ball depends on (naming ``where``).
+        """
 
     @abstractmethod
     def stated_limit(self, ball: float, accountant: Callable[[str], MechanismAccountant]) -> float:
-        """The limit of a rate comparison at ``ball`` under the stated claim (``accountant(relation)``, with
-        relation ``add-remove`` or ``replace``)."""
+        """The limit of a rate comparison under the stated claim.
+
+        Args:
+            ball: the comparison's Ball.
+            accountant: the stated claim's accountant of a relation (``add-remove`` or ``replace``).
+
+        Returns:
+            The limit, Theorem 4's ``1 − f(Ball)`` or a binary game's smaller one.
+        """
 
 
 def game_attacks(names: tuple[str, ...], kind: AttributeKind, gradient_canary: bool = False,
@@ -318,10 +445,7 @@ def game_attacks(names: tuple[str, ...], kind: AttributeKind, gradient_canary: b
     prior, needing a gradient canary, or the membership game's crafted input canary, exactly when the game has
     one. Unknown names are bad input."""
     chosen = {}
-    for name in names:
-        if name not in ATTACKS:
-            raise BadInputError(f"unknown attack {name!r} (known: {', '.join(ATTACKS)})", "audit.attacks")
-        cls = ATTACKS[name]
+    for name, cls in zip(names, ATTACKS.lookup(names), strict=True):
         if kind in cls.supports and (name == "prior" or (cls.needs_gradient_canary == gradient_canary
                                                          and cls.needs_input_canary == input_canary)):
             chosen[name] = cls()
