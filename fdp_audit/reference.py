@@ -32,7 +32,7 @@ CONFIGURATION_MARKERS = ("<!-- config-reference:start -->", "<!-- config-referen
 
 # (section title, module, public names in the order the page lists them)
 API: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("Registries", "fdp_audit.registry", ("Registry", "Check", "Has", "Unique", "Rule")),
+    ("Registries", "fdp_audit.registry", ("Registry", "Check", "Has", "Unique", "Rule", "load_plugins")),
     ("Mechanisms", "fdp_audit.training.mechanisms",
      ("Mechanism", "Recipe", "MECHANISMS", "register_mechanism", "faulty_mechanisms")),
     ("Attacks", "attacks", ("Attack", "Knowledge", "View", "AttackOutput", "ATTACKS", "register_attack",

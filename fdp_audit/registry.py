@@ -17,6 +17,13 @@ are classes) and the registry itself, a read-only mapping::
     class MyGame(Game): ...
 
     GAMES["my_game"]          # the class; GAMES["typo"] is bad input naming audit.games
+
+An installed package extends the suite without an import by the user: an entry point in the group
+:data:`PLUGIN_GROUP` names a module that registers its entries when imported, and :func:`load_plugins` (which the
+command line calls before it builds its parser) imports every one::
+
+    [project.entry-points."fdp_audit.plugins"]
+    my_attacks = "my_package.fdp_plugin"
 """
 
 from __future__ import annotations
@@ -212,3 +219,34 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def __repr__(self) -> str:
         return f"Registry({self.kind!r}: {', '.join(self._entries)})"
+
+
+PLUGIN_GROUP = "fdp_audit.plugins"
+
+
+def load_plugins(group: str = PLUGIN_GROUP) -> list[str]:
+    """Import every installed plugin: the modules that entry points of ``group`` name, each registering its
+    entries (attacks, games, commands …) when imported.
+
+    Args:
+        group: the entry-point group.
+
+    Returns:
+        The names of the entry points loaded, in the order found.
+
+    Raises:
+        BadInputError: a plugin failed to import, or to register (the message names it and its error).
+    """
+    from importlib.metadata import entry_points
+
+    from fdp_audit.user_code import failure
+
+    loaded = []
+    for point in entry_points(group=group):
+        try:
+            point.load()
+        except Exception as err:  # noqa: BLE001 - whatever an installed plugin raises is its failure, not ours
+            raise BadInputError(f"plugin {point.name!r} ({point.value}) failed to load: {failure(err)}",
+                                group) from err
+        loaded.append(point.name)
+    return loaded

@@ -1,14 +1,17 @@
 """The one registry pattern (fdp_audit/registry.py): entries by name with declarative checks, bad input naming the
-field and the known names."""
+field and the known names, and installed plugins that register entries before the command line parses."""
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
+from fdp_audit.cli import COMMANDS
 from fdp_audit.errors import BadInputError
-from fdp_audit.registry import Has, Registry, Rule, Unique
+from fdp_audit.registry import PLUGIN_GROUP, Has, Registry, Rule, Unique, load_plugins
 
 
 @dataclass(frozen=True)
@@ -77,3 +80,40 @@ def test_unknown_names_are_one_line_of_bad_input_naming_the_field_and_the_known_
     with pytest.raises(BadInputError, match="unknown widget"):
         widgets[["unhashable"]]  # type: ignore[index]
     assert widgets.get(["unhashable"]) is None  # type: ignore[arg-type]
+
+
+def plugin_distribution(folder: Path, module: str, source: str) -> None:
+    """An installed distribution on ``folder`` whose entry point in fdp_audit.plugins names ``module``."""
+    (folder / f"{module}.py").write_text(source)
+    info = folder / "fdp_audit_test_plugin-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: fdp-audit-test-plugin\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[{PLUGIN_GROUP}]\ntest_plugin = {module}\n")
+
+
+def test_an_installed_plugin_registers_its_entries_before_the_command_line_parses(tmp_path, monkeypatch, cli):
+    plugin_distribution(tmp_path, "fdp_test_plugin", '''
+from fdp_audit.cli import EXIT_OK, Command, register_command
+
+def register(subparsers):
+    subparsers.add_parser("hello", help="say hello").set_defaults(handler=lambda args: print("hello") or EXIT_OK)
+
+register_command(Command("hello", __name__))
+''')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        result = cli("hello")
+        assert result.code == 0 and result.out == "hello\n"
+        assert load_plugins() == ["test_plugin"]  # loading again registers nothing twice
+    finally:
+        COMMANDS.unregister("hello")
+        sys.modules.pop("fdp_test_plugin", None)
+
+
+def test_a_plugin_that_fails_to_load_is_one_line_of_bad_input(tmp_path, monkeypatch, cli, one_line_error):
+    plugin_distribution(tmp_path, "fdp_broken_plugin", "raise RuntimeError('no GPU here')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    result = cli("--version")
+    assert result.code == 2
+    assert one_line_error(result.err) == ("fdp-audit: error: fdp_audit.plugins: plugin 'test_plugin' "
+                                          "(fdp_broken_plugin) failed to load: RuntimeError: no GPU here")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from fdp_audit import __version__
 from fdp_audit.errors import BadInputError, UserCodeError
-from fdp_audit.registry import Registry, Rule
+from fdp_audit.registry import Registry, Rule, load_plugins
 
 EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 # One meaning for every command that takes --seed (train, audit): it replaces the config's seed.
@@ -96,6 +96,7 @@ def quiet_libraries() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     quiet_libraries()
     try:
+        load_plugins()
         parser = build_parser()
         args = parser.parse_args(argv)
         if not getattr(args, "handler", None):
