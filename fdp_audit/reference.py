@@ -41,7 +41,7 @@ API: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                                         "configured_games", "report_view", "comparison_view")),
     ("Data sets and public maps", "fdp_audit.data.catalog",
      ("DataSet", "PublicMapKind", "DATASETS", "PUBLIC_MAPS", "register_dataset", "register_public_map",
-      "build_public_map", "load_images", "read_as_images")),
+      "build_public_map", "checked_public_map", "load_images", "read_as_images")),
     ("Executors", "fdp_audit.execution", ("Executor", "EXECUTORS", "register_executor", "make_executor",
                                           "executor_for")),
     ("Reproductions", "fdp_audit.reproduce", ("Reproduction", "REPRODUCTIONS", "register_reproduction",

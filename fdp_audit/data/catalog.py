@@ -151,9 +151,36 @@ def load_images(name: str, split: str = "train", path: str | None = None) -> Ima
     return entry.images(path, split)
 
 
+def checked_public_map(config: DataConfig, images: bool) -> PublicMapKind:
+    """The configured kind of Ψ, checked against what it needs before any data are read.
+
+    Args:
+        config: the ``data`` section.
+        images: whether the records are images (:func:`read_as_images`).
+
+    Returns:
+        The registered kind.
+
+    Raises:
+        BadInputError: the map is unknown, or the configuration gives it what it cannot take.
+    """
+    kind = PUBLIC_MAPS[config.public_map]
+    if kind.protects_label and config.label_public:
+        raise BadInputError(f"public_map {kind.name!r} protects the label; set label_public: false",
+                            "data.label_public")
+    if kind.defines_protected and config.protected:
+        raise BadInputError(f"public_map {kind.name!r} defines the protected part itself; set data.protected: []",
+                            "data.protected")
+    if kind.images_only and not images:
+        image_sets = ", ".join(name for name, entry in DATASETS.items() if entry.images is not None)
+        raise BadInputError(f"public_map {kind.name!r} needs an image data set ({image_sets}), not "
+                            f"{config.dataset!r}", "data.public_map")
+    return kind
+
+
 def build_public_map(config: DataConfig, groups: tuple[ColumnGroup, ...],
                      image_shape: tuple[int, int] | None = None) -> FeatureMap:
-    """Ψ of docs/accounting.md and docs/images.md for the configured data, checked against what it needs.
+    """Ψ of docs/accounting.md and docs/images.md for the configured data.
 
     Args:
         config: the ``data`` section (``public_map`` and the map's parameters).
@@ -166,18 +193,7 @@ def build_public_map(config: DataConfig, groups: tuple[ColumnGroup, ...],
     Raises:
         BadInputError: the map is unknown, or the configuration gives it what it cannot take.
     """
-    kind = PUBLIC_MAPS[config.public_map]
-    if kind.protects_label and config.label_public:
-        raise BadInputError(f"public_map {kind.name!r} protects the label; set label_public: false",
-                            "data.label_public")
-    if kind.defines_protected and config.protected:
-        raise BadInputError(f"public_map {kind.name!r} defines the protected part itself; set data.protected: []",
-                            "data.protected")
-    if kind.images_only and image_shape is None:
-        image_sets = ", ".join(name for name, entry in DATASETS.items() if entry.images is not None)
-        raise BadInputError(f"public_map {kind.name!r} needs an image data set ({image_sets}), not "
-                            f"{config.dataset!r}", "data.public_map")
-    return kind.build(config, groups, image_shape)
+    return checked_public_map(config, image_shape is not None).build(config, groups, image_shape)
 
 
 def _adult(config: DataConfig, seed: int) -> tuple[Table, Table | None]:

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from fdp_audit.config import DataConfig
-from fdp_audit.data.catalog import DATASETS, build_public_map, load_images, read_as_images
+from fdp_audit.data.catalog import DATASETS, build_public_map, checked_public_map, load_images, read_as_images
 from fdp_audit.data.encoding import ColumnGroup, EncodedData, TableEncoder
 from fdp_audit.data.features import FeatureMap, FeatureSplit
 from fdp_audit.data.images import ImageSet
@@ -64,7 +64,9 @@ def prepare_data(config: DataConfig, seed: int) -> PreparedData:
     entry = DATASETS[config.dataset]
     if entry.needs_path and not config.path:
         raise BadInputError(f"dataset {entry.name!r} needs a path", "data.path")
-    if read_as_images(config):
+    images = read_as_images(config)
+    checked_public_map(config, images)  # before any data are read
+    if images:
         return prepare_images(config, seed)
     assert entry.table is not None  # a data set without a table loader is read as images
     table, test_table = entry.table(config, seed)
