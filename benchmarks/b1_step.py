@@ -35,9 +35,9 @@ from benchmarks.timing import (
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.features import FeatureSplit
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import ghost
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model
 from fdp_audit.training.public_losses import build_public_loss
 

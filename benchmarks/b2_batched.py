@@ -33,9 +33,9 @@ from benchmarks.timing import (
 )
 from fdp_audit.config import DataConfig
 from fdp_audit.data.prepare import prepare_data
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import engine, glm, streams
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model
 
 MODELS = 256

@@ -42,9 +42,9 @@ from fdp_audit.audit.user_training import UserTrainer
 from fdp_audit.config import DataConfig, OptimizerConfig
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.integrations.opacus import calibration_cached
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.threads import threads_for
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model
 from fdp_audit.training.modules import build_module_model
 

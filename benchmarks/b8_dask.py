@@ -49,12 +49,12 @@ from benchmarks.timing import Record, interleaved, quartiles
 from fdp_audit.audit.games import GAMES
 from fdp_audit.audit.runner import run_audit
 from fdp_audit.audit.trials import DEFAULT_CHUNK, TrialTask, play_game
+from fdp_audit.claim import noise_multiplier
 from fdp_audit.cli.demo import demo_config
 from fdp_audit.config import Config, config_from_dict
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.execution import DaskExecutor, Executor, InProcessExecutor, split_chunks
 from fdp_audit.execution.dask import run_environment
-from fdp_audit.training.run import noise_multiplier
 
 HEADLINE_TRIALS = 1000
 WORKERS = 2

@@ -18,9 +18,9 @@ from benchmarks.image_step import opacus_training
 from benchmarks.timing import CPU_CLOCK, Record, interleaved, ratio_record, torch_threads
 from fdp_audit.config import DataConfig, OptimizerConfig
 from fdp_audit.data.prepare import prepare_data
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
-from fdp_audit.training.mechanisms import MECHANISMS
 
 MODELS, SEQUENTIAL = 64, 8
 CHANNELS, BATCH, STEPS, LR = (8, 16), 64, 20, 0.1

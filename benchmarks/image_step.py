@@ -24,9 +24,9 @@ from benchmarks import timing
 from benchmarks.b1_step import _per_step
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.image_psi import DownsampleMap
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training.cnn import GroupNormCNN, cnn_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.public_losses import build_public_loss
 
 SIDE, CHANNELS, N_CLASSES, FACTOR = 28, (16, 32), 10, 4

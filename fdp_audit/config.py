@@ -24,7 +24,7 @@ import yaml
 
 from fdp_audit.bounded_read import read_bounded
 from fdp_audit.errors import BadInputError
-from fdp_audit.training.mechanisms import ENGINE, MECHANISMS
+from fdp_audit.mechanisms import ENGINE, MECHANISMS
 from fdp_audit.user_code import resolve_file_spec
 
 MAX_CONFIG_BYTES = 1_000_000
@@ -465,7 +465,7 @@ def _check_consistency(config: Config) -> None:
             raise BadInputError(f"{rows} rows × {columns} columns exceed the limit of {MAX_SYNTHETIC_CELLS:,} "
                                 "generated cells", f"{section}.synthetic_rows")
     if mech.noise_multiplier is None and mech.target_epsilon is None and mech.integration == "none" and \
-            row.accounting == "subsampled_gaussian":
+            row.releases.needs_noise_multiplier:
         raise BadInputError("give noise_multiplier or target_epsilon", "mechanism.noise_multiplier")
     if data.public is not None:
         overlap = sorted(set(data.public) & set(data.protected))

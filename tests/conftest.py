@@ -31,7 +31,7 @@ def small_config(name: str = "fdp_sgd", /, *, seed: int = 0, rows: int = 300, **
                  ) -> dict[str, Any]:
     """A raw config dict for a tiny CPU run on the synthetic table (protected column ``protected``, a binary
     prior, public ``public-0..4``). Keyword sections (``mechanism=``, ``audit=`` …) update the defaults."""
-    from fdp_audit.training.mechanisms import faulty_mechanisms
+    from fdp_audit.mechanisms import faulty_mechanisms
 
     raw: dict[str, Any] = {
         "name": "tiny",

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+from fdp_audit.training.mechanisms import MECHANISMS
+
 from attacks import ATTACKS, checkpoint_attacks, unregister_attack
 from fdp_audit.audit.runner import run_audit
 from fdp_audit.cli import COMMANDS, build_parser
@@ -14,7 +16,6 @@ from fdp_audit.config import DataConfig, config_from_dict
 from fdp_audit.data.catalog import DATASETS, PUBLIC_MAPS
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.reproduce import REPRODUCTIONS
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.run import accountant, train_one
 from tests.conftest import recipe
 

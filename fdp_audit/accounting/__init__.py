@@ -4,85 +4,57 @@ Ball helpers and the Theorem 4 bound, and noise calibration.
 
 Typical use::
 
-    from fdp_audit.accounting import MechanismSpec, MechanismAccountant, ball_discrete
+    from fdp_audit.accounting import MechanismSpec, SubsampledGaussianEvent, accountant_for, ball_discrete
 
-    acc = MechanismAccountant(MechanismSpec("fdp_sgd", noise_multiplier=1.0, sample_rate=1 / 16, steps=100))
+    acc = accountant_for(MechanismSpec("fdp_sgd", SubsampledGaussianEvent.claimed(1.0, 1 / 16, 100)))
     acc.epsilon(1e-5)                      # 4.376
     acc.bound(ball_discrete([0.5, 0.5]))   # 1 - f(0.5) = 0.7783
+
+The names below load on first use (PEP 562), so that importing one light module of the package (the privacy events
+that the mechanism registry and the configuration read) does not load dp_accounting and SciPy.
 """
 
-from fdp_audit.accounting._validate import InvalidParameterError
-from fdp_audit.accounting.ball import (
-    BallEstimate,
-    ball_discrete,
-    ball_gaussian,
-    ball_monte_carlo,
-    ball_uniform_box,
-    circle_rectangle_area,
-)
-from fdp_audit.accounting.bound import mean_theorem4_bound, theorem4_bound, theorem4_bound_from_estimate
-from fdp_audit.accounting.calibration import calibrate_noise_multiplier, max_steps_for_budget
-from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
-from fdp_audit.accounting.pld import (
-    DIRECTIONS,
-    RELATIONS,
-    Direction,
-    Relation,
-    Segment,
-    build_pld,
-    composed_pld,
-    schedule_curves,
-    tradeoff_curves,
-)
-from fdp_audit.accounting.tradeoff import (
-    TradeoffCurve,
-    compose_gaussian,
-    delta_from_tradeoff,
-    eps_delta_tradeoff,
-    epsilon_from_tradeoff,
-    gaussian_delta,
-    gaussian_epsilon,
-    gaussian_power,
-    gaussian_tradeoff,
-    gdp_clt_mu_approximation,
-    replacement_from_insertion,
-    tradeoff_from_profile,
-)
+from __future__ import annotations
 
-__all__ = [
-    "DIRECTIONS",
-    "RELATIONS",
-    "BallEstimate",
-    "Direction",
-    "InvalidParameterError",
-    "MechanismAccountant",
-    "MechanismSpec",
-    "Relation",
-    "Segment",
-    "TradeoffCurve",
-    "ball_discrete",
-    "ball_gaussian",
-    "ball_monte_carlo",
-    "ball_uniform_box",
-    "build_pld",
-    "calibrate_noise_multiplier",
-    "circle_rectangle_area",
-    "compose_gaussian",
-    "composed_pld",
-    "delta_from_tradeoff",
-    "eps_delta_tradeoff",
-    "epsilon_from_tradeoff",
-    "gaussian_delta",
-    "gaussian_epsilon",
-    "gaussian_power",
-    "gaussian_tradeoff",
-    "gdp_clt_mu_approximation",
-    "max_steps_for_budget",
-    "mean_theorem4_bound",
-    "replacement_from_insertion",
-    "schedule_curves",
-    "theorem4_bound",
-    "theorem4_bound_from_estimate",
-    "tradeoff_curves",
-    "tradeoff_from_profile",
-]
+import importlib
+from typing import Any
+
+# submodule → the public names it provides
+_PROVIDERS: dict[str, tuple[str, ...]] = {
+    "parameters": ("InvalidParameterError",),
+    "ball": (
+        "BallEstimate", "ball_discrete", "ball_gaussian", "ball_monte_carlo", "ball_uniform_box",
+        "circle_rectangle_area",
+    ),
+    "bound": ("mean_theorem4_bound", "theorem4_bound", "theorem4_bound_from_estimate"),
+    "calibration": ("calibrate_noise_multiplier", "max_steps_for_budget"),
+    "events": (
+        "NonPrivateEvent", "PrivacyEvent", "PublicOnlyEvent", "RELATIONS", "Relation", "Segment",
+        "SubsampledGaussianEvent",
+    ),
+    "mechanism": (
+        "ClosedFormAccountant", "MechanismAccountant", "MechanismSpec", "PldAccountant", "accountant_for",
+        "register_accountant",
+    ),
+    "pld": ("DIRECTIONS", "Direction", "build_pld", "composed_pld", "schedule_curves", "tradeoff_curves"),
+    "tradeoff": (
+        "TradeoffCurve", "compose_gaussian", "delta_from_tradeoff", "eps_delta_tradeoff", "epsilon_from_tradeoff",
+        "gaussian_delta", "gaussian_epsilon", "gaussian_power", "gaussian_tradeoff", "gdp_clt_mu_approximation",
+        "replacement_from_insertion", "tradeoff_from_profile",
+    ),
+}
+_MODULE_OF = {name: module for module, names in _PROVIDERS.items() for name in names}
+
+__all__ = sorted(_MODULE_OF)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _MODULE_OF:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_MODULE_OF[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -1,156 +1,173 @@
-"""The accounting object of a training mechanism (docs/training.md; FDP paper Theorem 5).
+"""The accountants of what a mechanism releases (docs/accounting.md, docs/training.md; FDP paper Theorem 5).
 
-A :class:`MechanismSpec` names a mechanism and its privacy parameters; :class:`MechanismAccountant`
-turns it into the trade-off function f (vectorised callable), ε(δ), δ(ε) and the Theorem 4 bound.
+A :class:`MechanismSpec` is a claim: the name of the mechanism whose guarantee is claimed, what it releases (a
+:class:`~fdp_audit.accounting.events.PrivacyEvent`) and the neighbouring relation. :func:`accountant_for` turns
+it into a :class:`MechanismAccountant` -- the trade-off function f (vectorised callable), ε(δ), δ(ε) and the
+Theorem 4 bound -- choosing the first registered accountant that ``supports`` the event:
 
-How each mechanism is accounted:
+* :class:`ClosedFormAccountant` -- :class:`~fdp_audit.accounting.events.NonPrivateEvent` (f ≡ 0, ε = ∞ for every
+  δ < 1) and :class:`~fdp_audit.accounting.events.PublicOnlyEvent` (training on ``ℓ_pub∘Ψ`` only, never reading
+  private features: (0, 0)-FDP, ``f(α) = 1 - α``).
+* :class:`PldAccountant` -- :class:`~fdp_audit.accounting.events.SubsampledGaussianEvent`: the composed
+  Poisson-subsampled Gaussian PLD of :mod:`fdp_audit.accounting.pld` (DP-SGD, Algorithm 1, public pre-training
+  then DP-SGD, and CorrDP-SGD's sensitive-feature neighbours, whose caller passes the effective noise multiplier
+  ``σ / Δ_2`` at sample rate 1). Public-only steps cost nothing and are not part of the schedule.
 
-* ``nonprivate`` -- f ≡ 0 (ε = ∞ for every δ < 1).
-* ``public_only`` -- trains on ``ℓ_pub∘Ψ`` only, never reads private features: (0, 0)-FDP,
-  ``f(α) = 1 - α``.
-* ``dp_sgd``, ``fdp_sgd`` (Algorithm 1, Theorem 5), ``fdp_dpsgd`` (public pre-training, then
-  DP-SGD) -- the composed Poisson-subsampled Gaussian PLD of :mod:`fdp_audit.accounting.pld`.
-  Public-only steps (``public_pretrain_steps``, or interleaved public steps, Remark 2) cost nothing
-  and are not part of the schedule.
-* ``corrdp_sgd`` -- a Gaussian mechanism for a *sensitive*-feature neighbour; the caller passes the
-  effective noise multiplier ``σ / Δ_2`` (sample rate 1 for full-batch GD). Insensitive-feature
-  neighbours, whose noise is scaled by the TV correlation, are accounted by :mod:`fdp_audit.corrdp`.
-* known-faulty mechanisms (``fdp_sgd_shared_batch``, ``dp_sgd_half_noise``, ``dp_sgd_no_clip``,
-  ``fdp_sgd_leaky_public``, ``dp_sgd_wrong_rate``) -- accounted *as they claim*, i.e. exactly like
-  the correct mechanism with the claimed z and p. That is the point: the audit has to catch the gap
-  between the claim and what the code does.
-
-Which of these applies is the ``accounting`` and ``claims`` of the mechanism's row in the registry
-(:mod:`fdp_audit.training.mechanisms`).
+Known-faulty mechanisms are accounted *as they claim*: their registry row releases the event of the correct
+mechanism they imitate (:mod:`fdp_audit.mechanisms`). That is the point: the audit has to catch the gap between
+the claim and what the code does. :func:`register_accountant` adds an accountant for a new kind of event.
 """
 
 from __future__ import annotations
 
+import functools
 import math
-from dataclasses import dataclass
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
 
 from fdp_audit.accounting import _validate
 from fdp_audit.accounting.bound import theorem4_bound
+from fdp_audit.accounting.events import (
+    NonPrivateEvent,
+    PrivacyEvent,
+    PublicOnlyEvent,
+    Relation,
+    Schedule,
+    SubsampledGaussianEvent,
+    check_relation,
+)
 from fdp_audit.accounting.pld import (
     DEFAULT_DISCRETIZATION,
     Direction,
-    Relation,
-    Schedule,
-    Segment,
     check_direction,
-    check_relation,
     composed_pld,
     resolve_discretization,
     schedule_curves,
 )
 from fdp_audit.accounting.tradeoff import TradeoffCurve, gdp_clt_mu_approximation
-from fdp_audit.training.mechanisms import MECHANISMS, Mechanism
 
 
 @dataclass(frozen=True)
 class MechanismSpec:
-    """A mechanism and its *claimed* privacy parameters.
-
-    For the Gaussian mechanisms either give ``noise_multiplier``, ``sample_rate`` and ``steps`` (a
-    constant schedule) or ``schedule``, a sequence of :class:`~fdp_audit.accounting.pld.Segment`
-    ``(z_t, p_t, count)``. ``nonprivate`` and ``public_only`` need no parameters.
+    """A claimed mechanism: ``name``, what the claim is called (the mechanism whose guarantee is claimed), ``event``,
+    what it releases under the claimed parameters, and the neighbouring ``relation`` it is accounted under.
     ``public_pretrain_steps`` is recorded for reports; it does not change the accounting.
     """
 
     name: str
-    noise_multiplier: float | None = None
-    sample_rate: float | None = None
-    steps: int = 0
-    public_pretrain_steps: int = 0
+    event: PrivacyEvent
     relation: Relation = "add-remove"
-    schedule: Schedule | None = None
+    public_pretrain_steps: int = field(default=0, compare=False)  # the same claim for every accountant
 
     def __post_init__(self) -> None:
-        if self.name not in MECHANISMS:
-            raise _validate.InvalidParameterError(
-                f"unknown mechanism {self.name!r}; expected one of {', '.join(MECHANISMS)}", "mechanism"
-            )
+        if not isinstance(self.event, PrivacyEvent):
+            raise _validate.InvalidParameterError(f"must be a PrivacyEvent, got {self.event!r}", "event")
         check_relation(self.relation)
         _validate.step_count(self.public_pretrain_steps, "public_pretrain_steps", minimum=0)
-        if self.schedule is not None:
-            object.__setattr__(self, "schedule", tuple(self.schedule))
-        if self.is_gaussian:
-            self.segments()  # validates z, p, T (or the schedule) now rather than at first use
 
-    @property
-    def mechanism(self) -> Mechanism:
-        """The mechanism's row in the registry."""
-        return MECHANISMS[self.name]
+    @classmethod
+    def gaussian(cls, name: str, noise_multiplier: float, sample_rate: float, steps: int,
+                 relation: Relation = "add-remove", public_pretrain_steps: int = 0) -> MechanismSpec:
+        """A claim of ``steps`` Poisson-subsampled Gaussian steps at noise multiplier ``noise_multiplier`` and
+        sampling rate ``sample_rate`` (DP-SGD and Algorithm 1 alike, FDP paper Theorem 5).
+
+        Args:
+            name: what the claim is called (the mechanism whose guarantee is claimed).
+            noise_multiplier: z > 0.
+            sample_rate: p in (0, 1].
+            steps: T >= 1.
+            relation: the neighbouring relation.
+            public_pretrain_steps: recorded for reports.
+
+        Returns:
+            The spec.
+        """
+        event = SubsampledGaussianEvent.claimed(noise_multiplier, sample_rate, steps)
+        return cls(name, event, relation, public_pretrain_steps)
 
     @property
     def is_gaussian(self) -> bool:
-        return self.mechanism.accounting == "subsampled_gaussian"
-
-    @property
-    def claimed_as(self) -> str:
-        """The correct mechanism whose guarantee this one claims (itself unless known-faulty)."""
-        return self.mechanism.claimed_as
+        """Whether it releases composed Poisson-subsampled Gaussian steps."""
+        return isinstance(self.event, SubsampledGaussianEvent)
 
     def segments(self) -> Schedule:
-        """The private steps as a schedule of segments (empty for non-Gaussian mechanisms)."""
-        if not self.is_gaussian:
-            return ()
-        if self.schedule is not None:
-            if not self.schedule or not all(isinstance(s, Segment) for s in self.schedule):
-                raise _validate.InvalidParameterError("must be a non-empty sequence of Segment", "schedule")
-            return self.schedule
-        if self.noise_multiplier is None or self.sample_rate is None:
-            raise _validate.InvalidParameterError(
-                f"mechanism {self.name!r} needs noise_multiplier, sample_rate and steps", "noise_multiplier"
-            )
-        return (Segment(self.noise_multiplier, self.sample_rate, self.steps),)
+        """The private steps as a schedule of segments (empty for events that are not Gaussian)."""
+        return self.event.schedule if isinstance(self.event, SubsampledGaussianEvent) else ()
+
+    def _constant(self, field: str) -> float | int | None:
+        segment = self.event.constant if isinstance(self.event, SubsampledGaussianEvent) else None
+        return None if segment is None else getattr(segment, field)
+
+    @property
+    def noise_multiplier(self) -> float | None:
+        """z of a constant Gaussian schedule; None otherwise."""
+        return self._constant("noise_multiplier")
+
+    @property
+    def sample_rate(self) -> float | None:
+        """p of a constant Gaussian schedule; None otherwise."""
+        return self._constant("sample_rate")
+
+    @property
+    def steps(self) -> int:
+        """T of a constant Gaussian schedule; 0 otherwise."""
+        return self._constant("steps") or 0
 
     @property
     def total_steps(self) -> int:
+        """The number of private steps."""
         return sum(s.steps for s in self.segments())
 
 
-class MechanismAccountant:
-    """f, ε(δ), δ(ε) and the Theorem 4 bound of a mechanism (pessimistic PLD, docs/accounting.md, docs/training.md).
+class MechanismAccountant(ABC):
+    """f, ε(δ), δ(ε) and the Theorem 4 bound of a claimed mechanism (docs/accounting.md, docs/training.md). Built
+    by :func:`accountant_for`, which picks the subclass that :meth:`supports` the claim's event.
 
-    ``discretization`` None means the PLD grid of
-    :func:`~fdp_audit.accounting.pld.resolve_discretization` (1e-4 in all usual settings).
-
-    ``direction`` selects the curve (see :mod:`fdp_audit.accounting.pld`): ``"symmetric"`` (default,
-    the lower convex envelope of both directions, conservative), ``"remove"`` (Theorem 5's
-    ``T(N(0,1)^T, mixture^T)``, the simulator direction of Theorem 4) or ``"add"``. ε(δ) and δ(ε) are
-    the usual DP quantities, maximised over both directions (dp_accounting's convention), which is
-    also what Theorem 2 gives for the symmetric curve.
+    ``direction`` selects the curve (see :mod:`fdp_audit.accounting.pld`): ``"symmetric"`` (default, the lower
+    convex envelope of both directions, conservative), ``"remove"`` (Theorem 5's ``T(N(0,1)^T, mixture^T)``, the
+    simulator direction of Theorem 4) or ``"add"``. ε(δ) and δ(ε) are the usual DP quantities, maximised over
+    both directions (dp_accounting's convention), which is also what Theorem 2 gives for the symmetric curve.
     """
+
+    discretization: float = DEFAULT_DISCRETIZATION  # the PLD loss grid, where there is one
 
     def __init__(self, spec: MechanismSpec, discretization: float | None = None):
         self.spec = spec
-        # The loss grid: docs/training.md's 1e-4 unless the per-step loss is too small for it (pld module).
-        segments = spec.segments()
-        self.discretization = (
-            resolve_discretization(segments, discretization) if segments else DEFAULT_DISCRETIZATION
-        )
+
+    @classmethod
+    @abstractmethod
+    def supports(cls, event: PrivacyEvent) -> bool:
+        """Whether this accountant accounts ``event``.
+
+        Args:
+            event: what a mechanism releases.
+
+        Returns:
+            True when :meth:`curve`, :meth:`epsilon` and :meth:`delta` are exact (or pessimistic) for it.
+        """
 
     def __repr__(self) -> str:
-        return f"MechanismAccountant({self.spec!r})"
+        return f"{type(self).__name__}({self.spec!r})"
 
     @property
     def relation(self) -> Relation:
         return self.spec.relation
 
+    @abstractmethod
     def curve(self, direction: Direction = "symmetric", pessimistic: bool = True) -> TradeoffCurve:
-        """The trade-off curve; ``pessimistic=False`` gives the optimistic PLD's curve (an upper bound
-        on the true f, used only for the tightness band)."""
-        check_direction(direction)
-        if self.spec.mechanism.accounting == "nonprivate":
-            return TradeoffCurve.no_privacy()
-        if self.spec.mechanism.accounting == "public_only":
-            return TradeoffCurve.perfect_privacy()
-        curves = schedule_curves(self.spec.segments(), self.relation, pessimistic, self.discretization)
-        return curves[direction]
+        """The trade-off curve; ``pessimistic=False`` gives the optimistic curve (an upper bound on the true f,
+        used only for the tightness band)."""
+
+    @abstractmethod
+    def _epsilon(self, deltas: np.ndarray) -> np.ndarray:
+        """ε(δ) at every entry of ``deltas`` (checked to lie in (0, 1))."""
+
+    @abstractmethod
+    def _delta(self, epsilons: np.ndarray) -> np.ndarray:
+        """δ(ε) at every entry of ``epsilons`` (checked to be >= 0)."""
 
     def f(self, alpha: npt.ArrayLike, direction: Direction = "symmetric") -> float | np.ndarray:
         """``f(α)``, vectorised over α ∈ [0, 1]."""
@@ -170,42 +187,121 @@ class MechanismAccountant:
     def epsilon(self, delta: npt.ArrayLike) -> float | np.ndarray:
         """Smallest ε with δ(ε) <= δ (dp_accounting's ``get_epsilon_for_delta``; +inf when no finite
         ε exists)."""
-        d = _validate.deltas(delta)
-        if self.spec.mechanism.accounting == "nonprivate":
-            out = np.full(d.shape, math.inf)
-        elif self.spec.mechanism.accounting == "public_only":
-            out = np.zeros(d.shape)
-        else:
-            pld = composed_pld(self.spec.segments(), self.relation, True, self.discretization)
-            out = np.array([pld.get_epsilon_for_delta(float(x)) for x in d.ravel()]).reshape(d.shape)
+        out = self._epsilon(_validate.deltas(delta))
         return float(out) if np.ndim(delta) == 0 else out
 
     def delta(self, epsilon: npt.ArrayLike) -> float | np.ndarray:
-        """δ(ε), the maximum over both directions of the hockey-stick divergence, vectorised over
-        ε >= 0. Read off the symmetric curve (its conjugate, exact for the discrete pair and equal to
-        dp_accounting's ``get_delta_for_epsilon`` to ~1e-12, which loops in Python over the PMF)."""
-        e = _validate.epsilons(epsilon)
-        if self.spec.mechanism.accounting == "nonprivate":
-            out = np.ones(e.shape)
-        elif self.spec.mechanism.accounting == "public_only":
-            out = np.zeros(e.shape)
-        else:
-            flat = e.ravel()
-            order = np.argsort(flat)
-            ascending = np.asarray(self.curve().delta(flat[order]), dtype=float)
-            # δ is non-increasing in ε; enforce it against rounding with the conservative running
-            # maximum from the right.
-            values = np.empty_like(flat)
-            values[order] = np.maximum.accumulate(ascending[::-1])[::-1]
-            out = values.reshape(e.shape)
+        """δ(ε), the maximum over both directions of the hockey-stick divergence, vectorised over ε >= 0."""
+        out = self._delta(_validate.epsilons(epsilon))
         return float(out) if np.ndim(epsilon) == 0 else out
 
     def gdp_clt_mu(self) -> float | None:
-        """APPROXIMATION for labelled comparisons only (docs/accounting.md): ``μ ≈ p sqrt(T (e^{1/z²} - 1))``,
-        composed over segments as ``sqrt(Σ μ_t²)``; None for non-Gaussian mechanisms."""
-        segments = self.spec.segments()
-        if not segments:
-            return None
-        return math.sqrt(
-            sum(gdp_clt_mu_approximation(s.noise_multiplier, s.sample_rate, s.steps) ** 2 for s in segments)
-        )
+        """APPROXIMATION for labelled comparisons only (docs/accounting.md): the μ of a Gaussian trade-off
+        close to f, or None when there is none."""
+        return None
+
+
+class ClosedFormAccountant(MechanismAccountant):
+    """No privacy (f ≡ 0) and perfect privacy of the private features (f(α) = 1 − α), in closed form."""
+
+    @classmethod
+    def supports(cls, event: PrivacyEvent) -> bool:
+        return isinstance(event, NonPrivateEvent | PublicOnlyEvent)
+
+    @property
+    def _private(self) -> bool:
+        return isinstance(self.spec.event, NonPrivateEvent)
+
+    def curve(self, direction: Direction = "symmetric", pessimistic: bool = True) -> TradeoffCurve:
+        check_direction(direction)
+        return TradeoffCurve.no_privacy() if self._private else TradeoffCurve.perfect_privacy()
+
+    def _epsilon(self, deltas: np.ndarray) -> np.ndarray:
+        return np.full(deltas.shape, math.inf) if self._private else np.zeros(deltas.shape)
+
+    def _delta(self, epsilons: np.ndarray) -> np.ndarray:
+        return np.ones(epsilons.shape) if self._private else np.zeros(epsilons.shape)
+
+
+class PldAccountant(MechanismAccountant):
+    """The composed Poisson-subsampled Gaussian mechanism by its pessimistic PLD (docs/accounting.md).
+
+    ``discretization`` None means the PLD grid of :func:`~fdp_audit.accounting.pld.resolve_discretization` (1e-4
+    in all usual settings)."""
+
+    def __init__(self, spec: MechanismSpec, discretization: float | None = None):
+        super().__init__(spec)
+        # The loss grid: docs/training.md's 1e-4 unless the per-step loss is too small for it (pld module).
+        self.discretization = resolve_discretization(spec.segments(), discretization)
+
+    @classmethod
+    def supports(cls, event: PrivacyEvent) -> bool:
+        return isinstance(event, SubsampledGaussianEvent)
+
+    def curve(self, direction: Direction = "symmetric", pessimistic: bool = True) -> TradeoffCurve:
+        check_direction(direction)
+        curves = schedule_curves(self.spec.segments(), self.relation, pessimistic, self.discretization)
+        return curves[direction]
+
+    def _epsilon(self, deltas: np.ndarray) -> np.ndarray:
+        pld = composed_pld(self.spec.segments(), self.relation, True, self.discretization)
+        return np.array([pld.get_epsilon_for_delta(float(x)) for x in deltas.ravel()]).reshape(deltas.shape)
+
+    def _delta(self, epsilons: np.ndarray) -> np.ndarray:
+        """Read off the symmetric curve (its conjugate, exact for the discrete pair and equal to dp_accounting's
+        ``get_delta_for_epsilon`` to ~1e-12, which loops in Python over the PMF)."""
+        flat = epsilons.ravel()
+        order = np.argsort(flat)
+        ascending = np.asarray(self.curve().delta(flat[order]), dtype=float)
+        # δ is non-increasing in ε; enforce it against rounding with the conservative running maximum from the right.
+        values = np.empty_like(flat)
+        values[order] = np.maximum.accumulate(ascending[::-1])[::-1]
+        return values.reshape(epsilons.shape)
+
+    def gdp_clt_mu(self) -> float | None:
+        """``μ ≈ p sqrt(T (e^{1/z²} - 1))``, composed over segments as ``sqrt(Σ μ_t²)``."""
+        return math.sqrt(sum(gdp_clt_mu_approximation(s.noise_multiplier, s.sample_rate, s.steps) ** 2
+                             for s in self.spec.segments()))
+
+
+ACCOUNTANTS: list[type[MechanismAccountant]] = [ClosedFormAccountant, PldAccountant]
+
+
+def register_accountant(accountant: type[MechanismAccountant]) -> type[MechanismAccountant]:
+    """Account a new kind of privacy event: ``accountant`` is asked before the ones registered earlier.
+
+    Args:
+        accountant: a :class:`MechanismAccountant` subclass implementing :meth:`MechanismAccountant.supports`.
+
+    Returns:
+        ``accountant`` (usable as a class decorator).
+    """
+    if not (isinstance(accountant, type) and issubclass(accountant, MechanismAccountant)):
+        raise TypeError(f"{accountant!r} is not a MechanismAccountant subclass")
+    if accountant not in ACCOUNTANTS:
+        ACCOUNTANTS.insert(0, accountant)
+        accountant_for.cache_clear()
+    return accountant
+
+
+@functools.lru_cache(maxsize=64)
+def accountant_for(spec: MechanismSpec, discretization: float | None = None) -> MechanismAccountant:
+    """The accountant of a claimed mechanism, chosen by what it releases (the first registered accountant that
+    supports ``spec.event``). One per process for each claim: a claim re-derived from what a results file states
+    (the gate, the report) gets the accountant its audit used.
+
+    Args:
+        spec: the claim.
+        discretization: the PLD loss grid of a Gaussian claim; None chooses it
+            (:func:`~fdp_audit.accounting.pld.resolve_discretization`).
+
+    Returns:
+        The accountant.
+
+    Raises:
+        InvalidParameterError: no registered accountant supports the event.
+    """
+    for accountant in ACCOUNTANTS:
+        if accountant.supports(spec.event):
+            return accountant(spec, discretization)
+    raise _validate.InvalidParameterError(f"no accountant supports {spec.event!r}", "event")

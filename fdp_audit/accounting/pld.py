@@ -55,7 +55,6 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -65,11 +64,10 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import signal
 
 from fdp_audit.accounting import _validate
+from fdp_audit.accounting.events import Relation, Schedule, Segment, check_relation
 from fdp_audit.accounting.tradeoff import TradeoffCurve
 
-Relation = Literal["add-remove", "replace"]
 Direction = Literal["symmetric", "remove", "add"]
-RELATIONS: tuple[Relation, ...] = ("add-remove", "replace")
 DIRECTIONS: tuple[Direction, ...] = ("symmetric", "remove", "add")
 
 DEFAULT_DISCRETIZATION = 1e-4  # docs/training.md; refined for tiny per-step losses, see resolve_discretization
@@ -85,31 +83,6 @@ _NEIGHBOURING = {
     "add-remove": privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
     "replace": privacy_accountant.NeighboringRelation.REPLACE_ONE,
 }
-
-
-@dataclass(frozen=True)
-class Segment:
-    """``steps`` steps of the Gaussian mechanism with noise multiplier ``noise_multiplier`` (noise std
-    divided by the clip norm) on a Poisson sample of rate ``sample_rate``."""
-
-    noise_multiplier: float
-    sample_rate: float
-    steps: int
-
-    def __post_init__(self) -> None:
-        z = _validate.positive_finite(self.noise_multiplier, "noise_multiplier")
-        object.__setattr__(self, "noise_multiplier", z)
-        object.__setattr__(self, "sample_rate", _validate.rate(self.sample_rate, "sample_rate"))
-        object.__setattr__(self, "steps", _validate.step_count(self.steps, "steps"))
-
-
-Schedule = tuple[Segment, ...]
-
-
-def check_relation(relation: str) -> Relation:
-    if relation not in RELATIONS:
-        raise _validate.InvalidParameterError(f"must be one of {', '.join(RELATIONS)}, got {relation!r}", "relation")
-    return relation  # type: ignore[return-value]
 
 
 def check_direction(direction: str) -> Direction:

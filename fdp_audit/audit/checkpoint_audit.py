@@ -39,16 +39,16 @@ from scipy.special import log_softmax
 from attacks import ATTACKS, Knowledge, View, checkpoint_attacks
 from fdp_audit.audit.gate import INFORMATIONAL, comparison_status, judge
 from fdp_audit.audit.stats import clopper_pearson
+from fdp_audit.claim import Claim, noise_multiplier
 from fdp_audit.config import Config, ReportConfig, config_from_dict
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.json_numbers import finite_or_none
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training.checkpoint import load_checkpoint
 from fdp_audit.training.engine import accuracy
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model, Params
-from fdp_audit.training.run import accountant
 
 CALIBRATION_SHARE = 1 / 3
 GRADIENT_FLOATS_PER_CHUNK = 1 << 24  # per-candidate gradients materialised at once (64 MiB)
@@ -142,7 +142,6 @@ def read_external_checkpoint(path: str | Path, config: Config) -> Checkpoint:
     """External weights (:mod:`fdp_audit.training.state_dicts`) audited as a checkpoint: the model is the
     config's factory, the claim and the data are the config's. The file only provides tensors."""
     from fdp_audit.training.architectures import build_model
-    from fdp_audit.training.run import noise_multiplier
     from fdp_audit.training.state_dicts import external_metadata, module_params, read_state_dict
 
     path = Path(path)
@@ -275,9 +274,10 @@ def record_scores(model: Model, params: Params, candidates: torch.Tensor, labels
     return {name: np.concatenate(parts) for name, parts in scores.items()}
 
 
-def checkpoint_section(checkpoint: Checkpoint, data: PreparedData, alpha: float, gate: bool
-                       ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The ``checkpoint_audit`` section of results.json and, when ``gate``, its comparisons for the verdict."""
+def checkpoint_section(checkpoint: Checkpoint, data: PreparedData, alpha: float, gate: bool,
+                       claim: Claim | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The ``checkpoint_audit`` section of results.json and, when ``gate``, its comparisons for the verdict, with
+    bounds from ``claim`` (by default the checkpoint configuration's)."""
     group = secret_attribute(data)
     categories = group.stop - group.start
     x, y = data.tensors()
@@ -289,7 +289,8 @@ def checkpoint_section(checkpoint: Checkpoint, data: PreparedData, alpha: float,
     scores = record_scores(checkpoint.model, checkpoint.params, candidates, y,
                            torch.as_tensor(prior.probabilities, dtype=torch.float32), attacks)
     balls = prior.probabilities.max(axis=1)
-    bounds = np.asarray(accountant(checkpoint.config.mechanism).bound(balls), dtype=float)
+    claim = claim or Claim.from_config(checkpoint.config)
+    bounds = np.asarray(claim.add_remove.bound(balls), dtype=float)
     ball, bound, n = float(balls.mean()), float(bounds.mean()), len(balls)
     correct = {name: s.argmax(axis=1) == truth.numpy() for name, s in scores.items()}
     rows, comparisons = [], []
@@ -323,13 +324,13 @@ def run_checkpoint_audit(checkpoint: Checkpoint, alpha: float, gate_on_estimated
     """results.json of a checkpoint audit: the verdict (INFORMATIONAL unless the estimated comparisons are
     gated, then judged as any audit's), the checkpoint's mechanism and accounting, the attacks on its records
     and its test accuracy."""
-    from fdp_audit.audit.claim import mechanism_section
     from fdp_audit.audit.provenance import versions
     from fdp_audit.audit.runner import accounting_section
 
     config = checkpoint.config
+    claim = Claim.from_config(config)
     data = checkpoint_data(checkpoint)
-    section, comparisons = checkpoint_section(checkpoint, data, alpha, gate_on_estimated)
+    section, comparisons = checkpoint_section(checkpoint, data, alpha, gate_on_estimated, claim)
     verdict, judged = judge(comparisons, alpha)
     if not gate_on_estimated:  # nothing was gated: informational, which is not a pass
         verdict |= {"status": INFORMATIONAL,
@@ -344,13 +345,13 @@ def run_checkpoint_audit(checkpoint: Checkpoint, alpha: float, gate_on_estimated
     params = {k: v[None] for k, v in checkpoint.params.items()}
     test_accuracy = float(accuracy(checkpoint.model, params, torch.as_tensor(data.test.x),
                                    torch.as_tensor(data.test.y))[0])
-    mechanism = mechanism_section(config)
+    mechanism = claim.section()
     return finite_or_none({
         "schema_version": 1, "kind": "audit", "title": config.report.title or f"{config.name} (checkpoint audit)",
         "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "verdict": verdict,
         "mechanism": mechanism,
-        "accounting": accounting_section(config),
+        "accounting": accounting_section(claim),
         "checkpoint_audit": section,
         "utility": {"metric": "test accuracy", "models_per_mechanism": 1,
                     "rows": [{"mechanism": config.mechanism.name, "accuracy": test_accuracy, "std": None,

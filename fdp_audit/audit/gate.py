@@ -30,7 +30,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
+from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec, accountant_for
 from fdp_audit.audit.games import GAMES
 from fdp_audit.audit.stats import (
     RocCounts,
@@ -42,11 +42,12 @@ from fdp_audit.audit.stats import (
     lower_confidence_bound,
     tightness,
 )
+from fdp_audit.claim import Claim
 from fdp_audit.config import Config
 from fdp_audit.errors import BadInputError
 from fdp_audit.json_numbers import finite_or_none
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.phases import Phase
-from fdp_audit.training.mechanisms import MECHANISMS
 
 NOT_JUDGED = "NOT JUDGED"  # comparisons without power, or none: never a pass
 INFORMATIONAL = "INFORMATIONAL"  # an audit that gates nothing (a checkpoint audit's estimated bounds)
@@ -134,14 +135,13 @@ def claimed_accountant(row: dict, where: str) -> MechanismAccountant:
     if not isinstance(claim, dict) or claim.get("mechanism") not in tuple(MECHANISMS):  # an unhashable name too
         raise BadInputError(f"must name the claimed mechanism, one of {', '.join(MECHANISMS)}",
                             f"{where}.claim.mechanism")
-    name = claim["mechanism"]
-    if MECHANISMS[name].accounting == "subsampled_gaussian":
+    row = MECHANISMS[claim["mechanism"]]
+    if row.releases.needs_noise_multiplier:
         _number(claim, "noise_multiplier", f"{where}.claim", 0)
         _number(claim, "sample_rate", f"{where}.claim", 0, 1)
         _int(claim, "steps", f"{where}.claim")
-    spec = MechanismSpec(name, claim.get("noise_multiplier"), claim.get("sample_rate"), claim.get("steps", 0),
-                         relation=RELATIONS[relation])
-    return MechanismAccountant(spec)
+    event = row.claimed_event(claim.get("noise_multiplier"), claim.get("sample_rate"), claim.get("steps", 0))
+    return accountant_for(MechanismSpec(row.claimed_as, event, RELATIONS[relation]))
 
 
 def _judge_epsilon(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
@@ -205,22 +205,6 @@ def _epsilon_trials_needed(row: dict[str, Any], level: float, where: str) -> int
     return high
 
 
-class StatedClaim:
-    """The privacy claim a results file states (its configuration's mechanism), with its accountants: what
-    the gate recomputes every comparison's limit from, rather than trusting a stored number."""
-
-    def __init__(self, config: Config):
-        self.config = config
-        self._accountants: dict[str, MechanismAccountant] = {}
-
-    def accountant(self, relation: str = "add-remove") -> MechanismAccountant:
-        from fdp_audit.training.run import accountant
-
-        if relation not in self._accountants:
-            self._accountants[relation] = accountant(self.config.mechanism, relation)
-        return self._accountants[relation]
-
-
 @dataclass(frozen=True)
 class RateLimit:
     """How a game's rate comparisons are limited: the Ball the configuration fixes (None: estimated from data
@@ -228,7 +212,7 @@ class RateLimit:
     must equal it, otherwise it may only be lower."""
 
     ball: Callable[[dict[str, Any], Config, str], float] | None
-    limit: Callable[[float, StatedClaim], float]
+    limit: Callable[[float, Claim], float]
     exact: bool = True
 
 
@@ -252,7 +236,7 @@ def rate_limit(game: Any) -> RateLimit | None:
 RESTATE_TOLERANCE = 1e-7  # absolute for probabilities, relative above 1: below any statistical resolution
 
 
-def _restate_rate(row: dict[str, Any], claim: StatedClaim, where: str) -> None:
+def _restate_rate(row: dict[str, Any], claim: Claim, config: Config, where: str) -> None:
     """The bound must be the one the stated mechanism gives at the Ball the game's configuration fixes
     (:data:`RATE_LIMITS`)."""
     game = row.get("game")
@@ -261,7 +245,7 @@ def _restate_rate(row: dict[str, Any], claim: StatedClaim, where: str) -> None:
         raise BadInputError(f"cannot re-derive the bound of game {game!r} from the stated mechanism", f"{where}.game")
     stated_ball, bound = _number(row, "ball", where, 0, 1), _number(row, "bound", where, 0, 1)
     if rule.ball is not None:
-        ball = rule.ball(row, claim.config, where)
+        ball = rule.ball(row, config, where)
         if abs(ball - stated_ball) > RESTATE_TOLERANCE:
             raise BadInputError(f"Ball {stated_ball:.6g} is not the {ball:.6g} of the stated configuration",
                                 f"{where}.ball")
@@ -271,21 +255,21 @@ def _restate_rate(row: dict[str, Any], claim: StatedClaim, where: str) -> None:
                             f"{stated_ball:.6g}", f"{where}.bound")
 
 
-def _restate_epsilon(row: dict[str, Any], claim: StatedClaim, where: str) -> None:
+def _restate_epsilon(row: dict[str, Any], claim: Claim, config: Config, where: str) -> None:
     """The claim an ε comparison states (which the judge re-derives f and ε from) must be the stated
     mechanism's, at its δ, under the game's neighbouring relation."""
     delta = _number(row, "delta", where, 0, 1)
-    if abs(delta - claim.config.mechanism.delta) > RESTATE_TOLERANCE * delta:
-        raise BadInputError(f"δ {delta:g} is not the stated mechanism's {claim.config.mechanism.delta:g}",
+    if abs(delta - claim.delta) > RESTATE_TOLERANCE * delta:
+        raise BadInputError(f"δ {delta:g} is not the stated mechanism's {claim.delta:g}",
                             f"{where}.delta")
     game = row.get("game")
     relation = GAMES[game].epsilon_relation if isinstance(game, str) and game in GAMES else None
     if relation is not None and row.get("relation") != relation:
         raise BadInputError(f"the {game} game's relation is {relation!r}", f"{where}.relation")
-    spec = claim.accountant().spec
+    spec = claim.add_remove.spec
     stated = row.get("claim")
-    if not isinstance(stated, dict) or stated.get("mechanism") != spec.claimed_as:
-        raise BadInputError(f"must claim the stated mechanism {spec.claimed_as!r}", f"{where}.claim.mechanism")
+    if not isinstance(stated, dict) or stated.get("mechanism") != spec.name:
+        raise BadInputError(f"must claim the stated mechanism {spec.name!r}", f"{where}.claim.mechanism")
     if spec.is_gaussian:
         for key, value in (("noise_multiplier", spec.noise_multiplier), ("sample_rate", spec.sample_rate),
                            ("steps", spec.steps)):
@@ -305,16 +289,13 @@ def _one_run_can_fail(row: dict[str, Any], level: float, where: str) -> bool:
     return _evaluate_one_run({**row, "correct": row.get("guesses")}, level, where)["violated"]
 
 
-def _restate_one_run(row: dict[str, Any], claim: StatedClaim, where: str) -> None:
+def _restate_one_run(row: dict[str, Any], claim: Claim, config: Config, where: str) -> None:
     """The claim a one-run comparison is tested against must be the stated mechanism's (a faulty mechanism
     claims the correct one it imitates)."""
-    from fdp_audit.training.run import noise_multiplier
-
-    mech = claim.config.mechanism
-    if row.get("mechanism") != MECHANISMS[mech.name].claimed_as:
+    if row.get("mechanism") != claim.claimed_as:
         raise BadInputError(f"claim {row.get('mechanism')!r} is not the stated mechanism's", f"{where}.mechanism")
-    for key, value in (("noise_multiplier", noise_multiplier(mech)), ("sample_rate", mech.sample_rate),
-                       ("steps", mech.steps), ("delta", mech.delta)):
+    for key, value in (("noise_multiplier", claim.noise_multiplier), ("sample_rate", claim.sample_rate),
+                       ("steps", claim.steps), ("delta", claim.delta)):
         stated = _number(row, key, where)
         if abs(stated - value) > RESTATE_TOLERANCE * max(1.0, abs(value)):
             raise BadInputError(f"{stated:g} is not the stated mechanism's {value:g}", f"{where}.{key}")
@@ -344,7 +325,8 @@ class ComparisonKind:
     ``power_required``, one comparison of the kind that cannot fail makes the whole verdict NOT JUDGED;
     otherwise such a comparison is only reported as not judged (the success rate of the same binary game's
     trials is judged beside an ε comparison; small one-run guess counts cannot reject any claim).
-    ``restate`` checks the comparison's limit against the one the stated mechanism gives, raising
+    ``restate`` checks the comparison's limit against the one the stated claim (and the configuration that
+    states it) gives, raising
     :class:`BadInputError` when they differ."""
 
     evaluate: Callable[[dict[str, Any], float, str], dict[str, Any]]
@@ -352,7 +334,7 @@ class ComparisonKind:
     trials_needed: Callable[[dict[str, Any], float, str], int | None]
     no_power: str  # why, when no number of trials is enough
     power_required: bool
-    restate: Callable[[dict[str, Any], StatedClaim, str], None]
+    restate: Callable[[dict[str, Any], Claim, Config, str], None]
     violation: Callable[[dict[str, Any]], str]  # the verdict's explanation when this comparison is the worst
 
 
@@ -477,11 +459,18 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
     return verdict, judged
 
 
-def restate_limits(results: dict[str, Any]) -> None:
-    """Re-derive every comparison's limit (and the mechanism section a report shows) from the configuration
-    the results state, refusing results whose stored numbers differ: ``gate`` never judges against a stored
-    bound. What this cannot catch — an edit of the configuration itself, or of the raw counts — is what the
-    checksum and, with a key, the MAC are for (:mod:`fdp_audit.audit.results`)."""
+def stated_claim(results: dict[str, Any]) -> tuple[Config, Claim]:
+    """The configuration a results file states and its claim, from which the gate re-derives every limit.
+
+    Args:
+        results: a results dictionary (as :func:`fdp_audit.audit.results.read_results` returns it).
+
+    Returns:
+        The validated configuration and its claim.
+
+    Raises:
+        BadInputError: the results state no configuration, or an invalid one.
+    """
     from fdp_audit.config import config_from_dict
 
     stated = results["reproducibility"].get("config")
@@ -491,14 +480,32 @@ def restate_limits(results: dict[str, Any]) -> None:
         config = config_from_dict(stated)
     except BadInputError as err:
         raise BadInputError(f"not a valid configuration: {err}", "results.reproducibility.config") from err
+    return config, Claim.from_config(config)
+
+
+def restate_limits(results: dict[str, Any]) -> Claim:
+    """Re-derive every comparison's limit (and the mechanism section a report shows) from the configuration
+    the results state, refusing results whose stored numbers differ: ``gate`` never judges against a stored
+    bound. What this cannot catch — an edit of the configuration itself, or of the raw counts — is what the
+    checksum and, with a key, the MAC are for (:mod:`fdp_audit.audit.results`).
+
+    Args:
+        results: a results dictionary.
+
+    Returns:
+        The claim the results state (:func:`stated_claim`).
+
+    Raises:
+        BadInputError: a stored number differs from the one the stated claim gives.
+    """
+    config, claim = stated_claim(results)
     with Phase("re-deriving every limit from the stated configuration"):
-        _restate(results, config)
+        _restate(results, config, claim)
+    return claim
 
 
-def _restate(results: dict[str, Any], config: Config) -> None:
-    from fdp_audit.audit.claim import mechanism_section
-
-    expected = finite_or_none(mechanism_section(config))
+def _restate(results: dict[str, Any], config: Config, claim: Claim) -> None:
+    expected = finite_or_none(claim.section())
     shown = results["mechanism"]
     for key, value in expected.items():
         got = shown.get(key)
@@ -509,12 +516,11 @@ def _restate(results: dict[str, Any], config: Config) -> None:
     comparisons = results.get("comparisons", [])
     if not isinstance(comparisons, list):
         raise BadInputError("must be a list", "results.comparisons")
-    claim = StatedClaim(config)
     for i, row in enumerate(comparisons):
         where = f"results.comparisons[{i}]"
         if not isinstance(row, dict):
             raise BadInputError("must be a mapping", where)
-        comparison_kind(row, where).restate(row, claim, where)
+        comparison_kind(row, where).restate(row, claim, config, where)
 
 
 def comparison_status(judged: dict[str, Any]) -> str:

@@ -13,9 +13,7 @@ import numpy as np
 import torch
 
 from fdp_audit.accounting.tradeoff import gaussian_tradeoff
-from fdp_audit.audit.claim import mechanism_section
 from fdp_audit.audit.games import (
-    Claim,
     Comparison,
     Game,
     Judged,
@@ -30,14 +28,15 @@ from fdp_audit.audit.provenance import journal_key, user_source_digests, version
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.audit.trials import DEFAULT_CHUNK, play_game
 from fdp_audit.audit.user_training import train_user_trials, user_trainer
+from fdp_audit.claim import Claim
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.execution import Executor, executor_for
 from fdp_audit.json_numbers import finite_or_none
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training.engine import Canaries, accuracy, train_models
-from fdp_audit.training.mechanisms import MECHANISMS
-from fdp_audit.training.run import accountant, build_problem, noise_multiplier, resolve_device, with_mechanism
+from fdp_audit.training.run import build_problem, resolve_device, with_mechanism
 
 DELTAS = (1e-3, 1e-5, 1e-6)
 # The per-bound level at which ε comparisons select their test when the audit's is not given: α = 0.05 over
@@ -54,9 +53,10 @@ def rdp_epsilon(z: float, p: float, steps: int, delta: float) -> float:
     return float(acct.get_epsilon(delta))
 
 
-def accounting_section(config: Config) -> dict[str, Any]:
-    mech = config.mechanism
-    add_remove, replace_one = accountant(mech), accountant(mech, "replace")
+def accounting_section(claim: Claim) -> dict[str, Any]:
+    """The ``accounting`` section of ``results.json``: ε at the usual δ under both relations, the claimed curve
+    (with its optimistic companion and, for Gaussian claims, the GDP approximation) and the RDP ε beside them."""
+    add_remove, replace_one = claim.add_remove, claim.replace_one
     alpha = np.unique(np.concatenate([np.geomspace(1e-6, 1.0, 120), np.linspace(0.0, 1.0, 41)]))
     section: dict[str, Any] = {
         "epsilon": {f"{d:g}": float(add_remove.epsilon(d)) for d in DELTAS},
@@ -67,15 +67,16 @@ def accounting_section(config: Config) -> dict[str, Any]:
     }
     mu = add_remove.gdp_clt_mu()
     if mu is not None:
-        z = noise_multiplier(mech)
         section["gdp_mu_approx"] = mu
         section["curve"]["f_gdp_approx"] = np.asarray(gaussian_tradeoff(alpha, mu)).tolist()
-        section["epsilon_rdp"] = {f"{d:g}": rdp_epsilon(z, mech.sample_rate, mech.steps, d) for d in DELTAS}
+        section["epsilon_rdp"] = {f"{d:g}": rdp_epsilon(claim.noise_multiplier, claim.sample_rate, claim.steps, d)
+                                  for d in DELTAS}
     return section
 
 
-def utility_section(config: Config, data: PreparedData, models: int = 3) -> dict[str, Any]:
-    """Test accuracy of the configured mechanism beside public-only and non-private training."""
+def utility_section(config: Config, data: PreparedData, claim: Claim, models: int = 3) -> dict[str, Any]:
+    """Test accuracy of the configured mechanism (whose claim is ``claim``) beside DP-SGD, public-only and
+    non-private training."""
     device = resolve_device(config.device)
     x_test, y_test = torch.as_tensor(data.test.x, device=device), torch.as_tensor(data.test.y, device=device)
     rows = []
@@ -101,9 +102,9 @@ def utility_section(config: Config, data: PreparedData, models: int = 3) -> dict
                                                              progress=f"utility baseline {name}")]
         acc = torch.cat([accuracy(problem.model, {k: v.to(device) for k, v in p.items()}, x_test, y_test)
                          for p in params])
-        eps = accountant(cfg.mechanism).epsilon(cfg.mechanism.delta)
+        eps = claim.epsilon if cfg.mechanism.name == config.mechanism.name else Claim.from_config(cfg).epsilon
         rows.append({"mechanism": name, "accuracy": float(acc.mean()), "std": float(acc.std()) if models > 1 else None,
-                     "epsilon": float(eps), "faulty": MECHANISMS[cfg.mechanism.name].faulty})
+                     "epsilon": eps, "faulty": MECHANISMS[cfg.mechanism.name].faulty})
     return {"metric": "test accuracy", "models_per_mechanism": models, "rows": rows}
 
 
@@ -115,11 +116,11 @@ def audit_trials_needed(planned: PlannedComparison, judged_trials: int) -> int:
     return trials
 
 
-def judge_games(records: list[tuple[Game, Any]], claim: Claim, alpha: float
+def judge_games(records: list[tuple[Game, Any]], claim: Claim, alpha: float, selection_level: float
                 ) -> tuple[dict[str, Any], list[Comparison], Judgements]:
-    """Every played game's comparisons, judged together (Bonferroni over all of them): the verdict, the
-    comparisons in order, and their judgements."""
-    comparisons = [c for game, record in records for c in game.comparisons(record, claim)]
+    """Every played game's comparisons, judged together (Bonferroni over all of them) against ``claim``: the
+    verdict, the comparisons in order, and their judgements."""
+    comparisons = [c for game, record in records for c in game.comparisons(record, claim, selection_level)]
     verdict, judged = judge([c.row() for c in comparisons], alpha)
     return verdict, comparisons, Judgements(Judged(c, j, comparison_status(j))
                                              for c, j in zip(comparisons, judged, strict=True))
@@ -156,13 +157,14 @@ class PlayedGames:
 
 
 def play_games(config: Config, data: PreparedData, journal: Journal, executor: Executor,
-               device: torch.device | str = "cpu") -> PlayedGames:
+               device: torch.device | str = "cpu", claim: Claim | None = None) -> PlayedGames:
     """Refuse an audit whose comparisons cannot fail before anything is trained, then play every configured game
-    (:func:`fdp_audit.audit.trials.play_game`) and judge all their comparisons together."""
-    mech, audit = config.mechanism, config.audit
+    (:func:`fdp_audit.audit.trials.play_game`) and judge all their comparisons together against ``claim`` (by
+    default the configuration's)."""
+    audit = config.audit
+    claim = claim or Claim.from_config(config)
     chunk = audit.max_models_per_chunk or DEFAULT_CHUNK
     games = configured_games(config)
-    claim = Claim(accountant(mech), accountant(mech, "replace"), mech.delta, selection_level(config))
     planned = {p.comparison.id: p for game in games for p in game.planned(config, data, claim)}
     found = [replace(p, trials_needed=None if p.trials_needed is None
                      else audit_trials_needed(planned[p.id], p.trials_needed))
@@ -171,7 +173,7 @@ def play_games(config: Config, data: PreparedData, journal: Journal, executor: E
     if refusal is not None:  # before anything is trained
         raise BadInputError(refusal, "audit.trials")
     records = [(game, play_game(game, config, data, journal, executor, device, chunk)) for game in games]
-    verdict, comparisons, judgements = judge_games(records, claim, audit.alpha)
+    verdict, comparisons, judgements = judge_games(records, claim, audit.alpha, selection_level(config))
     if not comparisons:  # the games refuse their own misconfigurations first
         raise BadInputError("no configured attack can be judged in the configured games (only the prior?)",
                             "audit.attacks")
@@ -187,13 +189,12 @@ def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Exe
         from fdp_audit.integrations.opacus import claimed_config
 
         config, engine = claimed_config(config, data)
-    mech, audit = config.mechanism, config.audit
+    audit, claim = config.audit, Claim.from_config(config)
     device = resolve_device(config.device)
-    user_code = mech.third_party is not None or mech.training is not None
-    sources = user_source_digests if user_code else None
+    sources = user_source_digests if claim.user_code is not None else None
     journal = (Journal(None, "") if out_dir is None
                else Journal(out_dir / "journal.jsonl", journal_key(config, versions(), data), sources))
-    played = play_games(config, data, journal, executor, device)
+    played = play_games(config, data, journal, executor, device, claim)
     if journal.reused:
         counts = ", ".join(f"{game} {count}" for game, count in journal.reused.items())
         print(f"fdp-audit: reused {sum(journal.reused.values())} trials from {journal.path} ({counts})",
@@ -202,12 +203,12 @@ def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Exe
         "schema_version": 1, "kind": "audit", "title": config.report.title or config.name,
         "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "verdict": played.verdict,
-        "mechanism": mechanism_section(config),
-        "accounting": accounting_section(config),
+        "mechanism": claim.section(),
+        "accounting": accounting_section(claim),
         "games": played.sections(audit.alpha),
         "tightness": {"rows": [row for game, record in played.records
                                for row in game.tightness_rows(record, played.judgements, played.claim)]},
-        "utility": utility_section(config, data),
+        "utility": utility_section(config, data, claim),
         "comparisons": [c.row() for c in played.comparisons],
         "reproducibility": {
             "versions": versions(), "seed": config.seed, "config": config.to_dict(),

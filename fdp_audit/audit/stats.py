@@ -22,13 +22,13 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.stats import beta, binom, norm
 from statsmodels.stats.proportion import proportion_confint
 
-from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
+from fdp_audit.accounting.mechanism import MechanismSpec, accountant_for
 from fdp_audit.accounting.pld import build_pld, resolve_discretization, tradeoff_curves
 from fdp_audit.accounting.tradeoff import TradeoffCurve, TradeoffFunction, gaussian_epsilon, gaussian_tradeoff
 
@@ -245,9 +245,8 @@ def _family_curve(spec: MechanismSpec, log2_ratio: float) -> TradeoffCurve:
     search does not evict the claim's curves): a search visits ~9 grid points, the first ones shared by every
     comparison of one claim, and repeated audits of one mechanism land near the same boundary."""
     if log2_ratio == 0:
-        return MechanismAccountant(spec).curve()
-    scaled = MechanismSpec(spec.name, spec.noise_multiplier * 2.0 ** log2_ratio, spec.sample_rate, spec.steps,
-                           relation=spec.relation)
+        return accountant_for(spec).curve()
+    scaled = replace(spec, event=spec.event.with_noise_scaled(2.0 ** log2_ratio))
     schedule = scaled.segments()
     return tradeoff_curves(build_pld(schedule, scaled.relation, True, resolve_discretization(schedule)))["symmetric"]
 

@@ -33,15 +33,15 @@ from typing import Any
 import torch
 from scipy.stats import norm
 
-from fdp_audit.audit.games import Claim, DistinguishingGame, SimulatorGame, selection_level
+from fdp_audit.audit.games import DistinguishingGame, SimulatorGame, selection_level
 from fdp_audit.audit.games.gradient_canary import bayes_optimal_success
 from fdp_audit.audit.gate import judge
 from fdp_audit.audit.stats import clopper_pearson, tightness
 from fdp_audit.audit.trials import play_game
+from fdp_audit.claim import Claim
 from fdp_audit.config import Config, config_from_dict
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
-from fdp_audit.training.run import accountant, noise_multiplier
 
 EPSILONS = (1.0, 2.0, 4.0, 8.0)
 TARGET_SHARE = 0.9
@@ -78,25 +78,25 @@ def trials_for_half_width(optimum: float, half_width: float, confidence: float =
 def tightness_row(config: Config, trials: int | None = None, half_width: float = 0.1, confidence: float = 0.95,
                   alpha: float = 0.05) -> dict[str, Any]:
     """One ε: play the distinguishing and simulator games and compare the iterates attack with the optimum."""
-    mech = config.mechanism
-    add_remove, replace_one = accountant(mech), accountant(mech, "replace")
+    mech, claim = config.mechanism, Claim.from_config(config)
+    add_remove, replace_one = claim.add_remove, claim.replace_one
     optimum, bound = bayes_optimal_success(replace_one), float(add_remove.bound(0.5))
     trials = trials_for_half_width(optimum, half_width, confidence) if trials is None else trials
     data = prepare_data(config.data, config.seed)
     config = config.with_overrides({"audit.trials": trials})
     device = torch.device(config.device if config.device != "auto" else "cpu")
-    claim = Claim(add_remove, replace_one, mech.delta, selection_level(config))
     played = [(game, play_game(game, config, data, device=device, max_chunk=CHUNK))
               for game in (DistinguishingGame(), SimulatorGame())]
-    comparisons = [c.row() for game, record in played for c in game.epsilon_comparisons(record, claim)
+    level = selection_level(config)
+    comparisons = [c.row() for game, record in played for c in game.epsilon_comparisons(record, claim, level)
                    if c.attack == "iterates"]
     distinguishing = played[0][1]
     successes = int((distinguishing.scores["iterates"].argmax(axis=1) == distinguishing.labels).sum())
     low, high = clopper_pearson(successes, trials, 1 - confidence)
     _, (replace_game, simulator_game) = judge(comparisons, alpha)
     return {
-        "mechanism": mech.name, "epsilon": float(add_remove.epsilon(mech.delta)), "delta": mech.delta,
-        "noise_multiplier": noise_multiplier(mech),
+        "mechanism": mech.name, "epsilon": claim.epsilon, "delta": mech.delta,
+        "noise_multiplier": claim.noise_multiplier,
         "sample_rate": mech.sample_rate, "steps": mech.steps, "trials": trials, "successes": successes,
         "attack_rate": successes / trials, "optimal_success": optimum, "bound": bound,
         "attack_advantage_share": tightness(successes / trials, 0.5, optimum),

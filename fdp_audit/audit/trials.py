@@ -24,13 +24,13 @@ from fdp_audit.audit.games import TRIAL_BLOCK, Game, Setup
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.audit.user_training import train_user_trials, user_trainer
+from fdp_audit.claim import adopt_noise_multiplier, noise_multiplier
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.execution import Executor, InProcessExecutor, split_chunks
 from fdp_audit.phases import Phase
 from fdp_audit.training.engine import Canaries, CanaryBlock, TrainingProblem, train_models
-from fdp_audit.training.run import adopt_noise_multiplier, noise_multiplier
 
 DEFAULT_CHUNK = 128  # trials per chunk handed to the executor, unless audit.max_models_per_chunk says otherwise
 CACHED_WORKSPACES = 2  # per process: a worker serving chunks of a few games keeps each game's problem

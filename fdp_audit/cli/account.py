@@ -12,13 +12,13 @@ import contextlib
 import json
 import math
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fdp_audit.accounting import InvalidParameterError, MechanismAccountant, MechanismSpec
-from fdp_audit.accounting.pld import RELATIONS
+from fdp_audit.accounting.events import RELATIONS
 from fdp_audit.errors import BadInputError
-from fdp_audit.json_numbers import json_float
-from fdp_audit.training.mechanisms import MECHANISMS
+
+if TYPE_CHECKING:
+    from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
 
 DEFAULT_DELTAS = (1e-3, 1e-5, 1e-6)
 DEFAULT_EPSILONS = (1.0, 2.0, 4.0, 8.0)
@@ -48,15 +48,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    spec, checkpoint_delta = _mechanism(args)
+    accountant, checkpoint_delta = _accountant(args)
     deltas = _values(args.delta, _default_deltas(checkpoint_delta), "--delta", lambda d: 0 < d < 1, "(0, 1)")
     epsilons = _values(args.epsilon, DEFAULT_EPSILONS, "--epsilon", lambda e: e >= 0, "[0, inf)")
     alphas = _values(args.alpha, DEFAULT_ALPHAS, "--alpha", lambda a: 0 <= a <= 1, "[0, 1]")
     balls = _values(args.ball, DEFAULT_BALLS, "--ball", lambda b: 0 <= b <= 1, "[0, 1]")
 
-    accountant = MechanismAccountant(spec)
     with flag_names(_FLAG_FIELDS):
-        result = _report(accountant, spec, deltas, epsilons, alphas, balls, args.checkpoint)
+        result = _report(accountant, accountant.spec, deltas, epsilons, alphas, balls, args.checkpoint)
     if args.json:
         print(json.dumps(result, allow_nan=False))
     else:
@@ -73,6 +72,8 @@ def _report(
     balls: list[float],
     checkpoint: str | None,
 ) -> dict[str, Any]:
+    from fdp_audit.json_numbers import json_float
+
     return {
         "epsilon": {_key(d): json_float(accountant.epsilon(d)) for d in deltas},
         "delta": {_key(e): json_float(accountant.delta(e)) for e in epsilons},
@@ -95,6 +96,8 @@ def _report(
 @contextlib.contextmanager
 def flag_names(fields: dict[str, str]) -> Iterator[None]:
     """Re-raise the accounting library's parameter errors under the command-line flag's name."""
+    from fdp_audit.accounting import InvalidParameterError
+
     try:
         yield
     except InvalidParameterError as err:
@@ -105,7 +108,10 @@ def flag_names(fields: dict[str, str]) -> Iterator[None]:
         raise
 
 
-def _mechanism(args: argparse.Namespace) -> tuple[MechanismSpec, float | None]:
+def _accountant(args: argparse.Namespace) -> tuple[MechanismAccountant, float | None]:
+    """The claim the flags (or the checkpoint's metadata) state, and the checkpoint's δ."""
+    from fdp_audit.accounting.mechanism import MechanismSpec, accountant_for
+
     explicit = {
         "--noise-multiplier": args.noise_multiplier,
         "--sample-rate": args.sample_rate,
@@ -115,14 +121,15 @@ def _mechanism(args: argparse.Namespace) -> tuple[MechanismSpec, float | None]:
         given = [flag for flag, value in explicit.items() if value is not None]
         if given:
             raise BadInputError(f"cannot be combined with {', '.join(given)}", field="--checkpoint")
-        return _from_checkpoint(args.checkpoint, args.relation)
+        spec, delta = _from_checkpoint(args.checkpoint, args.relation)
+        return accountant_for(spec), delta
     for flag, value in explicit.items():
         if value is None:
             raise BadInputError("is required (or give --checkpoint PATH)", field=flag)
     _check_parameters(args.noise_multiplier, args.sample_rate, args.steps, _FLAG_FIELDS)
     # DP-SGD and Algorithm 1 have the same curve (Theorem 5); the name only labels the output.
-    spec = MechanismSpec("fdp_sgd", args.noise_multiplier, args.sample_rate, args.steps, relation=args.relation)
-    return spec, None
+    spec = MechanismSpec.gaussian("fdp_sgd", args.noise_multiplier, args.sample_rate, args.steps, args.relation)
+    return accountant_for(spec), None
 
 
 def _check_parameters(z: float, p: float, steps: int, fields: dict[str, str]) -> None:
@@ -136,6 +143,9 @@ def _check_parameters(z: float, p: float, steps: int, fields: dict[str, str]) ->
 
 
 def _from_checkpoint(path: str, relation: str) -> tuple[MechanismSpec, float | None]:
+    from fdp_audit.accounting.mechanism import MechanismSpec
+    from fdp_audit.mechanisms import MECHANISMS
+
     try:
         from fdp_audit.training.checkpoint import read_privacy_metadata
     except ImportError as err:
@@ -149,21 +159,16 @@ def _from_checkpoint(path: str, relation: str) -> tuple[MechanismSpec, float | N
         raise BadInputError(f"{path}: unknown mechanism {name!r} in the privacy metadata", field="--checkpoint")
     fields = {key: f"{path}: {key}" for key in _FLAG_FIELDS}
     try:
-        if MECHANISMS[name].accounting != "subsampled_gaussian":
-            spec = MechanismSpec(name, relation=relation)
+        row = MECHANISMS[name]
+        if not row.releases.needs_noise_multiplier:
+            spec = MechanismSpec(name, row.claimed_event(None, None, 0), relation)
         else:
             z, p, steps = meta.get("noise_multiplier"), meta.get("sample_rate"), meta.get("steps")
             if z is None or p is None or steps is None:
                 raise BadInputError("privacy metadata lacks noise_multiplier, sample_rate or steps", field=path)
             _check_parameters(float(z), float(p), steps, fields)
-            spec = MechanismSpec(
-                name,
-                float(z),
-                float(p),
-                int(steps),
-                public_pretrain_steps=int(meta.get("public_pretrain_steps", 0) or 0),
-                relation=relation,
-            )
+            spec = MechanismSpec(name, row.claimed_event(float(z), float(p), int(steps)), relation,
+                                 int(meta.get("public_pretrain_steps", 0) or 0))
         delta = meta.get("delta")
         if delta is not None and not (0 < float(delta) < 1):
             raise BadInputError(f"must be in (0, 1), got {delta!r}", field=f"{path}: delta")

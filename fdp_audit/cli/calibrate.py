@@ -11,13 +11,7 @@ import argparse
 import json
 import math
 
-from fdp_audit.accounting import (
-    MechanismAccountant,
-    MechanismSpec,
-    calibrate_noise_multiplier,
-    max_steps_for_budget,
-)
-from fdp_audit.accounting.pld import RELATIONS
+from fdp_audit.accounting.events import RELATIONS
 from fdp_audit.cli.account import flag_names
 from fdp_audit.errors import BadInputError
 
@@ -54,6 +48,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fdp_audit.accounting.calibration import calibrate_noise_multiplier, max_steps_for_budget
+
     _check(args)
     parameters = {
         "epsilon": args.epsilon,
@@ -118,4 +114,6 @@ def _achieved(z: float, p: float, steps: int, delta: float, relation: str) -> fl
     """ε(δ) of the answer, for the user to see that it meets the budget (None for T = 0)."""
     if steps < 1:
         return None
-    return float(MechanismAccountant(MechanismSpec("dp_sgd", z, p, steps, relation=relation)).epsilon(delta))
+    from fdp_audit.accounting.mechanism import MechanismSpec, accountant_for
+
+    return float(accountant_for(MechanismSpec.gaussian("dp_sgd", z, p, steps, relation)).epsilon(delta))

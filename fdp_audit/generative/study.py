@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from fdp_audit.audit.claim import mechanism_section
 from fdp_audit.audit.gate import judge
 from fdp_audit.audit.results import write_results
+from fdp_audit.claim import Claim
 from fdp_audit.config import Config, config_from_dict
 from fdp_audit.data.catalog import DATASETS, load_images
 from fdp_audit.data.image_psi import BlurMap, DownsampleMap, ImageMap
@@ -30,8 +30,8 @@ from fdp_audit.generative.audit.one_run import AuditPlan, audit_generative
 from fdp_audit.generative.denoiser.unet import TinyUNet
 from fdp_audit.generative.experiment import ExperimentPlan, run_experiment
 from fdp_audit.generative.training.trainer import DiffusionSetup, LabelledImages
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.report.render import write_report
-from fdp_audit.training.mechanisms import MECHANISMS
 
 AUDITED = ("fdp_sgd", "fdp_sgd_shared_batch", "dp_sgd_half_noise")
 
@@ -112,7 +112,7 @@ def audit_results(section: dict[str, Any], comparisons: list[dict[str, Any]], co
     verdict, _ = judge(comparisons, alpha)
     return {"schema_version": 1, "kind": "audit", "title": title,
             "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "verdict": verdict,
-            "mechanism": mechanism_section(config), "one_run": section, "comparisons": comparisons,
+            "mechanism": Claim.from_config(config).section(), "one_run": section, "comparisons": comparisons,
             "reproducibility": {**reproducibility, "config": config.to_dict()}}
 
 

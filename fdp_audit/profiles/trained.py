@@ -36,6 +36,7 @@ import torch
 from matplotlib.figure import Figure
 
 from fdp_audit import __version__
+from fdp_audit.claim import Claim, noise_multiplier
 from fdp_audit.config import Config, ProfileConfig
 from fdp_audit.data.encoding import ColumnGroup, EncodedData
 from fdp_audit.data.features import FeatureSplit
@@ -48,7 +49,7 @@ from fdp_audit.profiles.monte_carlo import LABEL, MonteCarloLoss, default_cutoff
 from fdp_audit.profiles.neighbours import Neighbours, exact_neighbour_models, worst_case_points
 from fdp_audit.profiles.profile import spread_positions
 from fdp_audit.training.engine import TrainingProblem, flatten, train_models
-from fdp_audit.training.run import accountant, build_problem, noise_multiplier, resolve_device, with_mechanism
+from fdp_audit.training.run import build_problem, resolve_device, with_mechanism
 
 TRAINED_MECHANISMS = ("dp_sgd", "fdp_sgd")
 SCHEMA_VERSION = 1
@@ -194,7 +195,8 @@ def run_trained_profile(config: Config, design: Design, label: str, neighbours: 
         raise BadInputError("fdp_sgd bounds replacing a record's protected part, not removing the record; use "
                             "neighbour: replace", "profile.neighbour")
     relation = "add-remove" if neighbours.kind == "remove" else "replace"
-    claimed = float(accountant(mech, relation).epsilon(mech.delta))
+    claimed = float(Claim.from_config(config.with_overrides({"mechanism.name": settings.mechanism}))
+                    .accountant(relation).epsilon(mech.delta))
     norms = _erm_offsets(settings, design, neighbours)
     order = np.argsort(norms, kind="stable")
     moved = order[norms[order] > 0]

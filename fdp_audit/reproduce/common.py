@@ -14,12 +14,13 @@ from typing import Any
 import torch
 
 from fdp_audit.atomic_io import atomic_write_json, atomic_write_text
+from fdp_audit.claim import Claim, noise_multiplier
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.reproduce import Summary
 from fdp_audit.training.engine import accuracy, train_models
-from fdp_audit.training.mechanisms import MECHANISMS
-from fdp_audit.training.run import accountant, build_problem, noise_multiplier, resolve_device, with_mechanism
+from fdp_audit.training.run import build_problem, resolve_device, with_mechanism
 
 UTILITY_MECHANISMS = ("nonprivate", "public_only", "dp_sgd", "fdp_sgd", "fdp_dpsgd")
 
@@ -80,8 +81,8 @@ def accuracy_grid(config: Config, data: PreparedData, epsilons: Sequence[float],
 
 
 def claimed_epsilon(config: Config) -> float:
-    mech = config.mechanism
-    return float(accountant(mech).epsilon(mech.delta))
+    """ε at the configured δ of the configured mechanism's claim."""
+    return Claim.from_config(config).epsilon
 
 
 def grid_table(cells: Sequence[AccuracyCell], epsilons: Sequence[float]) -> str:

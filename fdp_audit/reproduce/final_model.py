@@ -12,15 +12,15 @@ from typing import Any
 
 import torch
 
-from fdp_audit.audit.games import Claim, MembershipGame, selection_level
+from fdp_audit.audit.games import MembershipGame, selection_level
 from fdp_audit.audit.games.categorical import judged_rule
 from fdp_audit.audit.games.gradient_canary import bayes_optimal_success
 from fdp_audit.audit.gate import comparison_status, judge
 from fdp_audit.audit.trials import play_game
+from fdp_audit.claim import Claim
 from fdp_audit.config import Config, config_from_dict
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.reproduce.common import Summary, markdown_table, write_reproduction
-from fdp_audit.training.run import accountant, noise_multiplier
 
 EPSILONS = (1.0, 2.0, 4.0, 8.0)
 SCHEDULES = ((1.0, 4), (0.5, 8))  # (p, T)
@@ -44,19 +44,18 @@ def final_model_config(epsilon: float, sample_rate: float, steps: int, trials: i
 
 def final_model_row(config: Config) -> dict[str, Any]:
     """One claim: play the membership game and compare ``canary_logit`` with the claim."""
-    mech = config.mechanism
-    add_remove = accountant(mech)
+    mech, claim = config.mechanism, Claim.from_config(config)
     data = prepare_data(config.data, config.seed)
     device = torch.device(config.device if config.device != "auto" else "cpu")
     game = MembershipGame()
     record = play_game(game, config, data, device=device, max_chunk=CHUNK)
     _, successes, evaluated = judged_rule(record, "canary_logit")
-    claim = Claim(add_remove, accountant(mech, "replace"), mech.delta, selection_level(config))
-    _, (judged,) = judge([c.row() for c in game.epsilon_comparisons(record, claim)], ALPHA)
-    return {"epsilon": float(add_remove.epsilon(mech.delta)), "noise_multiplier": noise_multiplier(mech),
+    rows = [c.row() for c in game.epsilon_comparisons(record, claim, selection_level(config))]
+    _, (judged,) = judge(rows, ALPHA)
+    return {"epsilon": claim.epsilon, "noise_multiplier": claim.noise_multiplier,
             "sample_rate": mech.sample_rate, "steps": mech.steps, "trials": config.audit.trials,
             "successes": successes, "evaluated": evaluated, "rate": successes / evaluated,
-            "optimal_success": bayes_optimal_success(add_remove), "status": comparison_status(judged),
+            "optimal_success": bayes_optimal_success(claim.add_remove), "status": comparison_status(judged),
             "epsilon_lower_bound": judged["epsilon_lower_bound"], "epsilon_ratio": judged["epsilon_ratio"],
             "epsilon_lower_bound_cp": judged["epsilon_lower_bound_cp"], "epsilon_ratio_cp": judged["epsilon_ratio_cp"]}
 

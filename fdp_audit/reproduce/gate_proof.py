@@ -15,18 +15,19 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fdp_audit.audit.games import Claim, Game, configured_games
+from fdp_audit.audit.games import Game, configured_games
 from fdp_audit.audit.gate import judge
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.provenance import journal_key, versions
 from fdp_audit.audit.results import write_results
 from fdp_audit.audit.runner import DEFAULT_SELECTION_LEVEL, run_audit
 from fdp_audit.audit.trials import DEFAULT_CHUNK, play_game
+from fdp_audit.claim import Claim
 from fdp_audit.config import Config, load_config
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.reproduce import CONFIGS
 from fdp_audit.reproduce.common import Summary, markdown_table, write_reproduction
-from fdp_audit.training.run import accountant, resolve_device
+from fdp_audit.training.run import resolve_device
 
 FAULTY = CONFIGS / "faulty"
 QUICK_TRIALS, QUICK_ROWS = 100, 2000
@@ -35,11 +36,11 @@ QUICK_TRIALS, QUICK_ROWS = 100, 2000
 def fewest_trials(config: Config, records: list[tuple[Game, Any]]) -> dict[str, Any]:
     """Judge every even prefix of the played games; the smallest trial count caught from there on, and the
     smallest caught at all (``None``: never)."""
-    mech = config.mechanism
-    claim = Claim(accountant(mech), accountant(mech, "replace"), mech.delta, DEFAULT_SELECTION_LEVEL)
+    claim = Claim.from_config(config)
     caught = []
     for n in range(2, config.audit.trials + 1, 2):
-        comparisons = [c.row() for game, record in records for c in game.comparisons(record.head(n), claim)]
+        comparisons = [c.row() for game, record in records for c in game.comparisons(record.head(n), claim,
+                                                                                          DEFAULT_SELECTION_LEVEL)]
         caught.append((n, judge(comparisons, config.audit.alpha)[0]["status"] == "VIOLATION"))
     first = next((n for n, hit in caught if hit), None)
     steady = None

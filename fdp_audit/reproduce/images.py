@@ -39,10 +39,12 @@ from fdp_audit.atomic_io import atomic_write_bytes
 from fdp_audit.audit.games import ImageGradientCanaryGame, ImageRecordCanaryGame
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.runner import play_games
+from fdp_audit.claim import noise_multiplier
 from fdp_audit.config import Config, config_from_dict, load_config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.execution import InProcessExecutor
+from fdp_audit.mechanisms import faulty_mechanisms
 from fdp_audit.report.games import examples_svg
 from fdp_audit.report.model import Node
 from fdp_audit.report.texts import IMAGE_EXAMPLES_CAPTION
@@ -50,8 +52,7 @@ from fdp_audit.reproduce import CONFIGS
 from fdp_audit.reproduce.common import AccuracyCell, Summary, accuracy_grid, cell, markdown_table
 from fdp_audit.reproduce.utility import compare_mechanisms
 from fdp_audit.training.engine import train_models
-from fdp_audit.training.mechanisms import faulty_mechanisms
-from fdp_audit.training.run import build_problem, noise_multiplier, resolve_device
+from fdp_audit.training.run import build_problem, resolve_device
 
 DIGITS_CONFIG, FASHION_CONFIG = CONFIGS / "images_digits.yaml", CONFIGS / "images_fashion_mnist.yaml"
 RECONSTRUCTION_CONFIG = CONFIGS / "images_reconstruction.yaml"

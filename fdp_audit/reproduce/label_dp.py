@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from torch.func import grad, vmap
 
+from fdp_audit.claim import noise_multiplier
 from fdp_audit.config import load_config
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.reproduce import CONFIGS
@@ -36,7 +37,7 @@ from fdp_audit.reproduce.common import (
 from fdp_audit.training.architectures import build_model
 from fdp_audit.training.engine import train_models
 from fdp_audit.training.models import Model, Params, example_loss, label_free_loss
-from fdp_audit.training.run import build_problem, noise_multiplier, with_mechanism
+from fdp_audit.training.run import build_problem, with_mechanism
 
 CONFIG = CONFIGS / "label_dp.yaml"
 EPSILONS, SEEDS = (1.0, 2.0, 4.0), 3

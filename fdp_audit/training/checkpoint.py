@@ -22,8 +22,8 @@ from fdp_audit.atomic_io import atomic_write_bytes
 from fdp_audit.bounded_read import bounded_json_integer, read_bounded
 from fdp_audit.config import EXTERNAL_MODEL_HINT
 from fdp_audit.errors import BadInputError
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training.cnn import cnn_model, cnn_size
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model, Params
 
 FORMAT_VERSION = 1

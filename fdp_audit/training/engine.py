@@ -72,10 +72,10 @@ from torch.func import grad, vmap
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.features import FeatureMap, PublicView
 from fdp_audit.errors import BadInputError
+from fdp_audit.mechanisms import Recipe
 from fdp_audit.phases import Phase
 from fdp_audit.threads import threads_for
 from fdp_audit.training import conv_ghost, ghost, glm, streams
-from fdp_audit.training.mechanisms import Recipe
 from fdp_audit.training.memory import kept_host_memory, worker_memory_headroom
 from fdp_audit.training.models import Model, Params, example_loss, label_free_loss
 from fdp_audit.training.modules import ModelsMap, ModuleModel

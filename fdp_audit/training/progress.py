@@ -23,9 +23,9 @@ import torch
 from fdp_audit.accounting.pld import Segment, gaussian_step_pld, resolve_discretization
 from fdp_audit.config import MechanismConfig
 from fdp_audit.errors import BadInputError
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.phases import Phase
 from fdp_audit.training.engine import TrainingProblem, predict_logits
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Params, example_loss
 
 EPSILON_GRID_POINTS = 8
@@ -51,7 +51,7 @@ def epsilon_curve(mech: MechanismConfig, noise_multiplier: float, final_epsilon:
                   points: int = EPSILON_GRID_POINTS) -> EpsilonCurve:
     """ε(δ) of the mechanism (as it claims: faulty variants are accounted like the mechanism they claim to
     be) after a grid of step counts, ending with ``final_epsilon``, the accountant's ε(T) (from
-    :func:`fdp_audit.training.run.accountant`). Without private steps (nonprivate, public_only) ε does
+    :class:`fdp_audit.claim.Claim`). Without private steps (nonprivate, public_only) ε does
     not grow: the curve is the constant ``final_epsilon``."""
     total = mech.steps
     if not MECHANISMS[mech.name].recipe.private:

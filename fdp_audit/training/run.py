@@ -10,14 +10,13 @@ from typing import Any
 import torch
 
 from fdp_audit import __version__
-from fdp_audit.accounting.calibration import calibrate_noise_multiplier
-from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
-from fdp_audit.config import Config, MechanismConfig
+from fdp_audit.claim import Claim, noise_multiplier
+from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
+from fdp_audit.mechanisms import ENGINE, MECHANISMS
 from fdp_audit.training.architectures import build_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, accuracy, train_models
-from fdp_audit.training.mechanisms import ENGINE, MECHANISMS
 from fdp_audit.training.models import Params
 from fdp_audit.training.progress import TrainingProgress, epsilon_curve
 from fdp_audit.training.public_losses import build_public_loss
@@ -29,42 +28,6 @@ def resolve_device(name: str) -> torch.device:
             raise BadInputError("CUDA requested but not available", "device")
         return torch.device("cuda")
     return torch.device("cpu")
-
-
-# per process, by (ε, δ, p, T): a calibration costs seconds of accounting and an audit asks for it many times
-_CALIBRATED: dict[tuple[float, float, float, int], float] = {}
-
-
-def _calibration_key(mech: MechanismConfig) -> tuple[float, float, float, int]:
-    return (mech.target_epsilon, mech.delta, mech.sample_rate, mech.steps)
-
-
-def noise_multiplier(mech: MechanismConfig) -> float:
-    """The configured z, or the z calibrated to ``target_epsilon`` at ``delta`` (docs/files.md ``calibrate``)."""
-    if mech.target_epsilon is not None:
-        key = _calibration_key(mech)
-        if key not in _CALIBRATED:
-            _CALIBRATED[key] = calibrate_noise_multiplier(*key)
-        return _CALIBRATED[key]
-    if mech.noise_multiplier is None:
-        return 0.0
-    return mech.noise_multiplier
-
-
-def adopt_noise_multiplier(mech: MechanismConfig, z: float) -> None:
-    """Take ``z`` as this process's calibration of ``mech`` (nothing to take without a ``target_epsilon``): a
-    worker given the driver's z skips seconds of accounting that would give it the same number, as it runs the
-    driver's code (:mod:`fdp_audit.execution.dask` checks that before a chunk runs)."""
-    if mech.target_epsilon is not None:
-        _CALIBRATED[_calibration_key(mech)] = z
-
-
-def accountant(mech: MechanismConfig, relation: str = "add-remove") -> MechanismAccountant:
-    """The mechanism's claimed privacy (faulty mechanisms are accounted as they claim)."""
-    if MECHANISMS[mech.name].accounting != "subsampled_gaussian":
-        return MechanismAccountant(MechanismSpec(mech.name))
-    return MechanismAccountant(MechanismSpec(mech.name, noise_multiplier(mech), mech.sample_rate, mech.steps,
-                                             mech.public_pretrain_steps, relation))
 
 
 def build_problem(config: Config, data: PreparedData) -> TrainingProblem:
@@ -101,10 +64,12 @@ class TrainedModel:
     test_accuracy: float
 
 
-def checkpoint_metadata(config: Config, data: PreparedData, problem: TrainingProblem, seed: int) -> dict[str, Any]:
+def checkpoint_metadata(config: Config, data: PreparedData, problem: TrainingProblem, seed: int,
+                        claim: Claim | None = None) -> dict[str, Any]:
+    """What a checkpoint records beside the weights (docs/files.md): the claim (``claim``, by default the
+    configuration's), the data's fingerprint, the seed, the configuration and the model's shape."""
     mech, model = config.mechanism, problem.model
-    acct = accountant(mech)
-    epsilon = float(acct.epsilon(mech.delta))
+    epsilon = (claim or Claim.from_config(config)).epsilon
     return {
         "format_version": 1, "package_version": __version__, "python": platform.python_version(),
         "torch": torch.__version__, "mechanism": mech.name, "faulty": mech.faulty,
@@ -126,10 +91,11 @@ def train_one(config: Config, data: PreparedData, seed: int | None = None, progr
     seed = config.seed if seed is None else seed
     device = resolve_device(config.device)
     problem = build_problem(config, data)
+    claim = Claim.from_config(config)
     on_step = None
     if progress:
         mech = config.mechanism
-        curve = epsilon_curve(mech, problem.hyper.noise_multiplier, float(accountant(mech).epsilon(mech.delta)))
+        curve = epsilon_curve(mech, problem.hyper.noise_multiplier, claim.epsilon)
         on_step = TrainingProgress(problem, mech.name, curve)
     try:
         (chunk,) = list(train_models(problem, seed, [0], device=device, on_step=on_step))
@@ -142,4 +108,4 @@ def train_one(config: Config, data: PreparedData, seed: int | None = None, progr
     params = {k: v[0].detach().cpu() for k, v in chunk.params.items()}
     acc = accuracy(problem.model, {k: v[None] for k, v in params.items()}, torch.as_tensor(data.test.x),
                    torch.as_tensor(data.test.y))
-    return TrainedModel(params, checkpoint_metadata(config, data, problem, seed), float(acc[0]))
+    return TrainedModel(params, checkpoint_metadata(config, data, problem, seed, claim), float(acc[0]))

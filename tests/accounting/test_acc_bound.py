@@ -13,6 +13,7 @@ from fdp_audit.accounting import (
     InvalidParameterError,
     MechanismAccountant,
     MechanismSpec,
+    accountant_for,
     gaussian_tradeoff,
     mean_theorem4_bound,
     theorem4_bound,
@@ -29,7 +30,7 @@ PROPERTY = settings(max_examples=10, deadline=None)
 
 
 def _accountant(z: float, p: float, steps: int, relation: str = "add-remove") -> MechanismAccountant:
-    return MechanismAccountant(MechanismSpec("dp_sgd", z, p, steps, relation=relation))
+    return accountant_for(MechanismSpec.gaussian("dp_sgd", z, p, steps, relation=relation))
 
 
 @PROPERTY

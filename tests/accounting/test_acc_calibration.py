@@ -6,8 +6,8 @@ import pytest
 
 from fdp_audit.accounting import (
     InvalidParameterError,
-    MechanismAccountant,
     MechanismSpec,
+    accountant_for,
     calibrate_noise_multiplier,
     gaussian_epsilon,
     max_steps_for_budget,
@@ -15,7 +15,7 @@ from fdp_audit.accounting import (
 
 
 def _epsilon(z: float, p: float, steps: int, delta: float) -> float:
-    return MechanismAccountant(MechanismSpec("dp_sgd", z, p, steps)).epsilon(delta)
+    return accountant_for(MechanismSpec.gaussian("dp_sgd", z, p, steps)).epsilon(delta)
 
 
 def test_calibrated_noise_meets_the_budget_tightly():

@@ -1,4 +1,5 @@
-"""The accounting object of each mechanism (docs/training.md) and numerical edge cases."""
+"""The accountant of each kind of privacy event, chosen by the event (docs/accounting.md), and numerical edge
+cases."""
 
 from __future__ import annotations
 
@@ -8,19 +9,29 @@ import numpy as np
 import pytest
 
 from fdp_audit.accounting import (
+    ClosedFormAccountant,
     InvalidParameterError,
     MechanismAccountant,
     MechanismSpec,
+    NonPrivateEvent,
+    PldAccountant,
+    PrivacyEvent,
+    PublicOnlyEvent,
     Segment,
+    SubsampledGaussianEvent,
+    TradeoffCurve,
+    accountant_for,
     gdp_clt_mu_approximation,
+    register_accountant,
 )
-from fdp_audit.training.mechanisms import MECHANISMS, faulty_mechanisms
+from fdp_audit.accounting import mechanism as accounting_mechanism
+from fdp_audit.mechanisms import MECHANISMS, faulty_mechanisms
 
 ALPHA = np.array([0.0, 1e-6, 1e-3, 0.1, 0.5, 1.0])
 
 
 def test_nonprivate_has_no_privacy():
-    acc = MechanismAccountant(MechanismSpec("nonprivate"))
+    acc = accountant_for(MechanismSpec("nonprivate", NonPrivateEvent()))
     np.testing.assert_array_equal(acc.f(ALPHA), 0.0)
     assert acc.epsilon(1e-5) == math.inf
     assert acc.delta(10.0) == 1.0
@@ -29,7 +40,7 @@ def test_nonprivate_has_no_privacy():
 
 
 def test_public_only_is_zero_zero_fdp():
-    acc = MechanismAccountant(MechanismSpec("public_only"))
+    acc = accountant_for(MechanismSpec("public_only", PublicOnlyEvent()))
     np.testing.assert_allclose(acc.f(ALPHA), 1 - ALPHA)
     assert acc.epsilon(1e-5) == 0.0 and acc.delta(0.0) == 0.0
     assert acc.bound(0.3) == pytest.approx(0.3)  # the adversary learns nothing beyond the prior
@@ -37,24 +48,57 @@ def test_public_only_is_zero_zero_fdp():
 
 @pytest.mark.parametrize("faulty", sorted(faulty_mechanisms()))
 def test_faulty_mechanisms_are_accounted_as_they_claim(faulty):
-    spec = MechanismSpec(faulty, 1.0, 0.05, 50)
-    claimed = MechanismSpec(spec.claimed_as, 1.0, 0.05, 50)
+    row = MECHANISMS[faulty]
+    claimed = MECHANISMS[row.claimed_as]
     assert claimed.name in ("dp_sgd", "fdp_sgd")
-    a, b = MechanismAccountant(spec), MechanismAccountant(claimed)
+    assert row.claimed_event(1.0, 0.05, 50) == claimed.claimed_event(1.0, 0.05, 50)
+    a = accountant_for(MechanismSpec(faulty, row.claimed_event(1.0, 0.05, 50)))
+    b = accountant_for(MechanismSpec(claimed.name, claimed.claimed_event(1.0, 0.05, 50)))
     assert a.epsilon(1e-5) == b.epsilon(1e-5)
     np.testing.assert_array_equal(a.f(ALPHA), b.f(ALPHA))
 
 
+def test_the_accountant_is_chosen_by_the_event_not_the_name():
+    assert isinstance(accountant_for(MechanismSpec("dp_sgd", NonPrivateEvent())), ClosedFormAccountant)
+    assert isinstance(accountant_for(MechanismSpec("nonprivate", SubsampledGaussianEvent.claimed(1.0, 0.1, 10))),
+                      PldAccountant)
+    spec = MechanismSpec.gaussian("dp_sgd", 1.0, 0.1, 10)
+    assert accountant_for(spec) is accountant_for(MechanismSpec.gaussian("dp_sgd", 1.0, 0.1, 10))  # built once
+    with pytest.raises(TypeError):
+        MechanismAccountant(spec)  # abstract: accountant_for picks the one that supports the event
+
+
+def test_a_new_kind_of_event_is_accounted_by_the_accountant_registered_for_it(monkeypatch):
+    class HalfPrivacyEvent(PrivacyEvent):
+        """f(α) = (1 − α) / 2, a made-up event."""
+
+    class HalfAccountant(ClosedFormAccountant):
+        @classmethod
+        def supports(cls, event):
+            return isinstance(event, HalfPrivacyEvent)
+
+        def curve(self, direction="symmetric", pessimistic=True):
+            return TradeoffCurve(np.array([0.0, 1.0]), np.array([0.5, 1.0]))  # power 1 − f
+
+    spec = MechanismSpec("half", HalfPrivacyEvent())
+    with pytest.raises(InvalidParameterError, match="no accountant supports"):
+        accountant_for(spec)
+    monkeypatch.setattr(accounting_mechanism, "ACCOUNTANTS", list(accounting_mechanism.ACCOUNTANTS))
+    register_accountant(HalfAccountant)
+    assert accountant_for(spec).f(0.0) == pytest.approx(0.5)
+    accountant_for.cache_clear()
+
+
 def test_gaussian_mechanisms_share_the_subsampled_gaussian_accounting():
-    reference = MechanismAccountant(MechanismSpec("dp_sgd", 1.0, 0.05, 50))
+    reference = accountant_for(MechanismSpec.gaussian("dp_sgd", 1.0, 0.05, 50))
     for name in ("fdp_sgd", "fdp_dpsgd", "corrdp_sgd"):
-        acc = MechanismAccountant(MechanismSpec(name, 1.0, 0.05, 50, public_pretrain_steps=500))
+        acc = accountant_for(MechanismSpec.gaussian(name, 1.0, 0.05, 50, public_pretrain_steps=500))
         assert acc.epsilon(1e-5) == reference.epsilon(1e-5)  # public steps cost nothing (Remark 2)
     assert set(MECHANISMS) >= {"nonprivate", "public_only", "dp_sgd", "fdp_sgd", "fdp_dpsgd", *faulty_mechanisms()}
 
 
 def test_accountant_is_vectorised_and_consistent():
-    acc = MechanismAccountant(MechanismSpec("fdp_sgd", 1.0, 1 / 16, 100))
+    acc = accountant_for(MechanismSpec.gaussian("fdp_sgd", 1.0, 1 / 16, 100))
     deltas = np.array([1e-3, 1e-5, 1e-8])
     eps = acc.epsilon(deltas)
     assert eps.shape == (3,) and np.all(np.diff(eps) > 0)
@@ -67,8 +111,8 @@ def test_accountant_is_vectorised_and_consistent():
 
 
 def test_spec_validation():
-    with pytest.raises(InvalidParameterError, match="unknown mechanism"):
-        MechanismSpec("dp_sgd_v2", 1.0, 0.1, 10)
+    with pytest.raises(InvalidParameterError, match="PrivacyEvent"):
+        MechanismSpec("dp_sgd", "subsampled_gaussian")
     cases = [
         (dict(noise_multiplier=0.0), "noise_multiplier"),
         (dict(noise_multiplier=-1.0), "noise_multiplier"),
@@ -83,11 +127,11 @@ def test_spec_validation():
     for override, field in cases:
         kwargs = dict(name="dp_sgd", noise_multiplier=1.0, sample_rate=0.1, steps=10) | override
         with pytest.raises(InvalidParameterError) as info:
-            MechanismSpec(**kwargs)
+            MechanismSpec.gaussian(**kwargs)
         assert info.value.field == field
     with pytest.raises(InvalidParameterError):
-        MechanismSpec("fdp_sgd")  # a Gaussian mechanism needs its parameters
-    acc = MechanismAccountant(MechanismSpec("dp_sgd", 1.0, 0.1, 10))
+        MECHANISMS["fdp_sgd"].claimed_event(None, None, 10)  # a Gaussian mechanism needs its parameters
+    acc = accountant_for(MechanismSpec.gaussian("dp_sgd", 1.0, 0.1, 10))
     for bad in (0.0, 1.0, -1.0):
         with pytest.raises(InvalidParameterError):
             acc.epsilon(bad)
@@ -100,15 +144,15 @@ def test_spec_validation():
 
 
 def test_schedule_spec():
-    spec = MechanismSpec("fdp_sgd", schedule=[Segment(2.0, 0.1, 10), Segment(1.0, 0.1, 5)])
-    assert spec.total_steps == 15 and isinstance(spec.schedule, tuple)
+    spec = MechanismSpec("fdp_sgd", SubsampledGaussianEvent([Segment(2.0, 0.1, 10), Segment(1.0, 0.1, 5)]))
+    assert spec.total_steps == 15 and isinstance(spec.event.schedule, tuple)
 
 
 def test_edge_cases_give_finite_monotone_answers():
     """p = 1, T = 1, z from 0.3 to 100, δ down to 1e-12, ε up to 50: finite, monotone answers."""
     strongest = []
     for z in (0.3, 0.5, 1.0, 10.0, 100.0):
-        acc = MechanismAccountant(MechanismSpec("dp_sgd", z, 1.0, 1))
+        acc = accountant_for(MechanismSpec.gaussian("dp_sgd", z, 1.0, 1))
         eps = acc.epsilon(np.array([1e-3, 1e-6, 1e-12]))
         assert np.all(np.isfinite(eps)) and np.all(np.diff(eps) >= 0)
         delta = acc.delta(np.array([0.0, 1.0, 10.0, 50.0]))
@@ -120,5 +164,5 @@ def test_edge_cases_give_finite_monotone_answers():
 
 
 def test_edge_cases_with_sampling():
-    eps = [MechanismAccountant(MechanismSpec("dp_sgd", z, 0.01, 10)).epsilon(1e-12) for z in (0.5, 2.0, 100.0)]
+    eps = [accountant_for(MechanismSpec.gaussian("dp_sgd", z, 0.01, 10)).epsilon(1e-12) for z in (0.5, 2.0, 100.0)]
     assert np.all(np.isfinite(eps)) and np.all(np.diff(eps) < 0)

@@ -15,7 +15,8 @@ from scipy.stats import binom, norm
 
 from attacks import Knowledge, View
 from attacks.iterates import IteratesAttack, PublicAlignedIteratesAttack, mixture_log_likelihood
-from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
+from fdp_audit.accounting import accountant_for
+from fdp_audit.accounting.mechanism import MechanismSpec
 from fdp_audit.training.models import Model
 
 PRIVATE, PUBLIC = 1, 2  # canary coordinates in a 20-parameter model
@@ -69,7 +70,7 @@ def test_near_optimal_under_poisson_sampling() -> None:
     realise at least 0.9 of the optimal advantage (docs/games.md) and cannot beat the optimum: with 20,000 trials the
     standard error is 0.003, so both checks (≥ 0.740, ≤ optimum + 0.012) have failure probability < 1e-4."""
     z, p, steps, trials = 1.0, 0.25, 10, 20_000
-    replace_one = MechanismAccountant(MechanismSpec("dp_sgd", z, p, steps, relation="replace"))
+    replace_one = accountant_for(MechanismSpec.gaussian("dp_sgd", z, p, steps, relation="replace"))
     optimum = 0.5 + 0.5 * float(replace_one.delta(0.0))
     bits, sums, _ = release(seed=1, trials=trials, steps=steps, z=z, p=p)
     guess = IteratesAttack().fit(knowledge()).infer(View(noisy_private_sums=sums)).guess.numpy()

@@ -18,8 +18,8 @@ from fdp_audit.config import Config
 
 @pytest.fixture
 def verdict_only_audit(monkeypatch: pytest.MonkeyPatch) -> Callable[..., dict[str, Any]]:
-    monkeypatch.setattr(runner, "accounting_section", lambda config: {})
-    monkeypatch.setattr(runner, "utility_section", lambda config, data: {})
+    monkeypatch.setattr(runner, "accounting_section", lambda claim: {})
+    monkeypatch.setattr(runner, "utility_section", lambda config, data, claim: {})
 
     def run(config: Config, out_dir: Path | None = None) -> dict[str, Any]:
         return runner.run_audit(config, out_dir)

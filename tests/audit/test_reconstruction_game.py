@@ -10,15 +10,15 @@ import pytest
 from scipy.stats import binom, chi2
 
 from fdp_audit.accounting.ball import ball_uniform_box
-from fdp_audit.audit.games import Claim, ReconstructionGame
+from fdp_audit.audit.games import ReconstructionGame
 from fdp_audit.audit.games.reconstruction import secret_values
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.trials import play_game
+from fdp_audit.claim import Claim
 from fdp_audit.config import config_from_dict
 from fdp_audit.data.features import LabelOnlyMap
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
-from fdp_audit.training.run import accountant
 
 TRIALS = 120
 RHO = (0.5, 1.0, 2.0)
@@ -58,11 +58,10 @@ def test_record_ball_and_bound(nonprivate) -> None:
     assert record.truth.shape == (TRIALS, 2) and set(record.estimates) == {"prior", "reconstruction",
                                                                           "gradient_matching"}
     np.testing.assert_allclose(record.ball, chi2.cdf(np.square(RHO), 2), rtol=1e-12)  # F_{χ²_2}(ρ²/s²)
-    np.testing.assert_allclose(record.bound, accountant(config.mechanism).bound(record.ball))
-    assert np.all(record.bound == 1.0)  # non-private: f ≡ 0
-    mech = config.mechanism
-    claim = Claim(accountant(mech), accountant(mech, "replace"), mech.delta, 0.05)
-    rows = [c.row() for c in ReconstructionGame().comparisons(record, claim)]
+    claim = Claim.of(config.mechanism)
+    np.testing.assert_allclose(record.bounds(claim), claim.add_remove.bound(record.ball))
+    assert np.all(record.bounds(claim) == 1.0)  # non-private: f ≡ 0
+    rows = [c.row() for c in ReconstructionGame().comparisons(record, claim, 0.05)]
     assert len(rows) == 2 * len(RHO) and {r["kind"] for r in rows} == {"rate"}
     assert rows[0]["id"] == "reconstruction/reconstruction/rho=0.5"
 

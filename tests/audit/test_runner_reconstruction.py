@@ -59,7 +59,7 @@ def test_reconstruction_game_catches_a_model_trained_without_noise(monkeypatch) 
     1 − f(Ball(0.5)), so the gate must say VIOLATION."""
     from fdp_audit.audit import runner
 
-    monkeypatch.setattr(runner, "utility_section", lambda config, data: {})
+    monkeypatch.setattr(runner, "utility_section", lambda config, data, claim: {})
     examples = Path(__file__).parent / "third_party_mechanisms.py"
     config = config_from_dict({
         "seed": 3, "device": "cpu",

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from scipy.stats import beta, binom, norm
 
+from fdp_audit.accounting import NonPrivateEvent
 from fdp_audit.accounting.mechanism import MechanismSpec
 from fdp_audit.accounting.tradeoff import gaussian_tradeoff
 from fdp_audit.audit.stats import (
@@ -133,7 +134,7 @@ def gaussian_game(rng: np.random.Generator, mu: float, n: int) -> tuple[np.ndarr
 
 def gaussian_claim(mu: float) -> MechanismSpec:
     """One full-batch Gaussian step with z = 1/μ (add/remove): exactly G_μ."""
-    return MechanismSpec("dp_sgd", 1 / mu, 1.0, 1)
+    return MechanismSpec.gaussian("dp_sgd", 1 / mu, 1.0, 1)
 
 
 def split_audit(scores: np.ndarray, labels: np.ndarray, level: float) -> RocCounts:
@@ -229,7 +230,7 @@ def test_family_epsilon_full_batch_equals_the_gdp_family(fp: int, fn: int) -> No
     over z' and the μ-GDP bisection (used for claims without a noise multiplier) agree, up to the z grid."""
     counts = counts_of(fp, fn, 300)
     pld = family_epsilon(gaussian_claim(1.5), counts, 0.05, 1e-5)
-    gdp = family_epsilon(MechanismSpec("nonprivate"), counts, 0.05, 1e-5)
+    gdp = family_epsilon(MechanismSpec("nonprivate", NonPrivateEvent()), counts, 0.05, 1e-5)
     assert "μ-GDP" in gdp.family and gdp.parameter > 0 and not pld.capped
     assert gdp.epsilon == pytest.approx(gaussian_epsilon(gdp.parameter, 1e-5), abs=1e-9)
     assert 1 / pld.parameter == pytest.approx(gdp.parameter, rel=0.025)

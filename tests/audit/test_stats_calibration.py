@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 from scipy.stats import binom
 
-from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
+from fdp_audit.accounting import NonPrivateEvent, accountant_for
+from fdp_audit.accounting.mechanism import MechanismSpec
 from fdp_audit.accounting.tradeoff import gaussian_epsilon
 from fdp_audit.audit.stats import (
     curve_rejected,
@@ -37,7 +38,7 @@ def audit(scores: np.ndarray, labels: np.ndarray, claim: MechanismSpec,
     selection, evaluation = threshold_split(len(labels))
     test = select_test(scores[selection], labels[selection], ALPHA / 2)
     counts = roc_counts(test.orientation * scores[evaluation], labels[evaluation], np.array([test.threshold]))
-    rejected = curve_rejected(counts, MechanismAccountant(claim).curve(), ALPHA)
+    rejected = curve_rejected(counts, accountant_for(claim).curve(), ALPHA)
     found = family_epsilon(family or claim, counts, ALPHA, DELTA).epsilon
     return rejected, found, epsilon_lower_bound(counts, DELTA, ALPHA)[0]
 
@@ -47,14 +48,14 @@ def test_null_scores_reject_nothing_and_certify_no_leakage() -> None:
     """Both worlds identical (true ε = 0): any claim is true, so rejecting the claim, or a positive ε lower
     bound of either kind, is a false alarm; each happens in at most α of 200 audits of 600 trials."""
     rng = np.random.default_rng(11)
-    claim = MechanismSpec("dp_sgd", 1.0, 1.0, 1)  # G_1
+    claim = MechanismSpec.gaussian("dp_sgd", 1.0, 1.0, 1)  # G_1
     outcomes = [audit(rng.standard_normal(600), rng.random(600) < 0.5, claim) for _ in range(AUDITS)]
     rejected, family, cp = (np.array(x) for x in zip(*outcomes, strict=True))
     assert rejected.sum() <= ALLOWED and (family > 0).sum() <= ALLOWED and (cp > 0).sum() <= ALLOWED
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("mu", "family"), [(1.0, None), (2.0, MechanismSpec("nonprivate"))])
+@pytest.mark.parametrize(("mu", "family"), [(1.0, None), (2.0, MechanismSpec("nonprivate", NonPrivateEvent()))])
 def test_gaussian_scores_true_claim_is_rarely_rejected(mu: float, family: MechanismSpec | None) -> None:
     """Exact μ-GDP scores against the true claim G_μ (one Gaussian step with z = 1/μ), 200 audits of 2,000
     trials: the claim is rejected, and the family or Clopper–Pearson ε exceeds the true ε(δ), in at most α of
@@ -62,7 +63,7 @@ def test_gaussian_scores_true_claim_is_rarely_rejected(mu: float, family: Mechan
     the claim's own (noise multiplier z′, PLD bisection); at μ = 2 the μ-GDP family (closed-form curves), the
     same family at p = 1, which keeps the test fast."""
     rng = np.random.default_rng(12)
-    claim, truth = MechanismSpec("dp_sgd", 1 / mu, 1.0, 1), gaussian_epsilon(DELTA, mu)
+    claim, truth = MechanismSpec.gaussian("dp_sgd", 1 / mu, 1.0, 1), gaussian_epsilon(DELTA, mu)
     outcomes = []
     for _ in range(AUDITS):
         labels = rng.random(2_000) < 0.5

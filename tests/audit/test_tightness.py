@@ -16,8 +16,8 @@ from fdp_audit.audit.tightness import (
     tightness_row,
     trials_for_half_width,
 )
+from fdp_audit.claim import Claim
 from fdp_audit.config import config_from_dict
-from fdp_audit.training.run import accountant
 
 
 @pytest.mark.parametrize(("z", "steps"), [(2.0, 2), (1.0, 1), (4.0, 10)])
@@ -26,9 +26,9 @@ def test_optimum_is_the_gaussian_closed_form_at_full_batch(z: float, steps: int)
     Theorem 4 is exact there (bound = optimum, tightness 1); PLD discretisation error stays below 1e-3."""
     mech = config_from_dict({"mechanism": {"name": "fdp_sgd", "noise_multiplier": z, "sample_rate": 1.0,
                                            "steps": steps}}).mechanism
-    optimum = bayes_optimal_success(accountant(mech, "replace"))
+    optimum = bayes_optimal_success(Claim.of(mech).replace_one)
     assert optimum == pytest.approx(norm.cdf(math.sqrt(steps) / z), abs=1e-3)
-    assert tightness(optimum, 0.5, float(accountant(mech).bound(0.5))) == pytest.approx(1.0, abs=5e-3)
+    assert tightness(optimum, 0.5, float(Claim.of(mech).add_remove.bound(0.5))) == pytest.approx(1.0, abs=5e-3)
 
 
 @pytest.mark.parametrize("optimum", [0.5952, 0.6549, 0.7264, 0.8067])

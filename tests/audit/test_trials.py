@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from fdp_audit import claim as run
 from fdp_audit.audit import trials
 from fdp_audit.audit.games import GAMES
 from fdp_audit.config import config_from_dict
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
-from fdp_audit.training import run
 from tests.conftest import small_config
 
 

@@ -13,8 +13,8 @@ import torch
 from torch.func import grad, vmap
 
 from fdp_audit.audit.third_party import MechanismOutput
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training.engine import Canaries, TrainingProblem, train_models
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import example_loss
 
 

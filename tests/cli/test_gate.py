@@ -10,19 +10,18 @@ from typing import Any
 
 import pytest
 
-from fdp_audit.audit.claim import mechanism_section
 from fdp_audit.audit.results import SCHEMA_VERSION, write_results
 from fdp_audit.audit.stats import lower_confidence_bound
+from fdp_audit.claim import Claim
 from fdp_audit.config import config_from_dict
 from fdp_audit.json_numbers import finite_or_none
-from fdp_audit.training.run import accountant
 
 # The stated claim: DP-SGD at p = 1, T = 1, z = 4, whose Theorem 4 bound at Ball = ½ is Φ(1/4) ≈ 0.599.
 CONFIG = config_from_dict({
     "data": {"dataset": "synthetic", "protected": ["protected"]},
     "mechanism": {"name": "dp_sgd", "noise_multiplier": 4.0, "sample_rate": 1.0, "steps": 1, "delta": 1e-5},
     "audit": {"target_prior": [0.5, 0.5], "games": ["attribute", "distinguishing"]}})
-TRIALS, BOUND = 200, float(accountant(CONFIG.mechanism).bound(0.5))
+TRIALS, BOUND = 200, float(Claim.of(CONFIG.mechanism).add_remove.bound(0.5))
 # 200 trials against a bound of 0.6: the smallest count whose one-sided lower bound beats the bound at level
 # 0.05/2 (the stored α over two comparisons), but not at 0.001/2.
 BORDERLINE = next(k for k in range(TRIALS) if lower_confidence_bound(k, TRIALS, 0.025) > BOUND)
@@ -37,7 +36,7 @@ def results(successes: int, alpha: float = 0.05, stored_status: str = "PASS") ->
     ]
     return {"schema_version": SCHEMA_VERSION, "kind": "audit", "created": "2024-01-01T00:00:00Z",
             "verdict": {"status": stored_status, "alpha": alpha},
-            "mechanism": finite_or_none(mechanism_section(CONFIG)),
+            "mechanism": finite_or_none(Claim.from_config(CONFIG).section()),
             "reproducibility": {"seed": 0, "config": CONFIG.to_dict()}, "comparisons": comparisons}
 
 
@@ -234,7 +233,7 @@ def test_a_checkpoint_bound_may_not_exceed_one_minus_f_of_its_mean_ball(cli, one
     Ball) (1 − f is concave): below it is accepted, above it refused."""
     data = results(110)
     mean_ball = 0.7
-    limit = float(accountant(CONFIG.mechanism).bound(mean_ball))
+    limit = float(Claim.of(CONFIG.mechanism).add_remove.bound(mean_ball))
     data["comparisons"] = [{"id": "checkpoint/likelihood", "kind": "rate", "game": "checkpoint", "trials": 2000,
                             "successes": 1000, "ball": mean_ball, "bound": limit - 0.01}]
     assert cli("gate", write_results(tmp_path / "ok.json", data)).code == 0

@@ -10,12 +10,11 @@ from typing import Any
 
 import pytest
 
-from fdp_audit.audit.claim import mechanism_section
 from fdp_audit.audit.gate import judge
 from fdp_audit.audit.results import SCHEMA_VERSION, write_results
+from fdp_audit.claim import Claim
 from fdp_audit.config import config_from_dict
 from fdp_audit.json_numbers import finite_or_none
-from fdp_audit.training.run import accountant
 
 TRIALS = 400
 
@@ -27,7 +26,7 @@ def results(iterates: int, likelihood: int = 220, noise: float = 1.0) -> dict[st
         "data": {"dataset": "synthetic", "protected": ["protected"]},
         "mechanism": {"name": "dp_sgd", "noise_multiplier": noise, "sample_rate": 1.0, "steps": 1},
         "audit": {"target_prior": [0.5, 0.5]}})
-    bound = float(accountant(config.mechanism).bound(0.5))
+    bound = float(Claim.of(config.mechanism).add_remove.bound(0.5))
     comparisons = [
         {"id": "attribute/likelihood", "kind": "rate", "game": "attribute", "attack": "likelihood",
          "trials": TRIALS, "successes": likelihood, "ball": 0.5, "bound": bound},
@@ -36,7 +35,7 @@ def results(iterates: int, likelihood: int = 220, noise: float = 1.0) -> dict[st
     ]
     verdict, _ = judge(comparisons, 0.05)
     return {"schema_version": SCHEMA_VERSION, "kind": "audit", "created": "2024-01-01T00:00:00Z",
-            "verdict": verdict, "mechanism": finite_or_none(mechanism_section(config)),
+            "verdict": verdict, "mechanism": finite_or_none(Claim.from_config(config).section()),
             "reproducibility": {"seed": 0, "config": config.to_dict()}, "comparisons": comparisons}
 
 

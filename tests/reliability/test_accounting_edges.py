@@ -14,7 +14,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from fdp_audit.accounting import MechanismAccountant, MechanismSpec
+from fdp_audit.accounting import MechanismSpec, accountant_for
 
 Z_GRID = (0.3, 0.5, 1.0, 3.0, 10.0, 100.0)
 DELTA, EPSILON = 1e-12, 50.0
@@ -34,7 +34,7 @@ def test_one_full_batch_step_matches_the_gaussian_mechanism(z: float) -> None:
     """p = 1, T = 1 is one Gaussian mechanism: the pessimistic PLD is an upper bound within 1% + 1e-3 of the exact
     ε(1e-12), from ε ≈ 0.07 (z = 100) to ε ≈ 28 (z = 0.3)."""
     exact = gaussian_epsilon(DELTA, 1 / z)
-    got = float(MechanismAccountant(MechanismSpec("fdp_sgd", z, 1.0, 1)).epsilon(DELTA))
+    got = float(accountant_for(MechanismSpec.gaussian("fdp_sgd", z, 1.0, 1)).epsilon(DELTA))
     assert exact <= got <= exact * 1.01 + 1e-3
 
 
@@ -42,7 +42,7 @@ def test_one_full_batch_step_matches_the_gaussian_mechanism(z: float) -> None:
 def test_finite_and_monotone_in_the_noise(p: float, steps: int) -> None:
     eps, delta = [], []
     for z in (0.3, 1.0, 10.0, 100.0):
-        acc = MechanismAccountant(MechanismSpec("fdp_sgd", z, p, steps))
+        acc = accountant_for(MechanismSpec.gaussian("fdp_sgd", z, p, steps))
         eps.append(float(acc.epsilon(DELTA)))
         delta.append(float(acc.delta(EPSILON)))
     assert np.all(np.isfinite(eps)) and np.all(np.asarray(eps) >= 0)
@@ -51,8 +51,11 @@ def test_finite_and_monotone_in_the_noise(p: float, steps: int) -> None:
 
 
 def test_monotone_in_steps_and_rate() -> None:
-    by_steps = [float(MechanismAccountant(MechanismSpec("fdp_sgd", 1.0, 0.01, t)).epsilon(DELTA)) for t in (1, 10, 100)]
-    by_rate = [float(MechanismAccountant(MechanismSpec("fdp_sgd", 1.0, p, 10)).epsilon(DELTA)) for p in (0.01, 0.1, 1)]
+    def epsilon(p: float, steps: int) -> float:
+        return float(accountant_for(MechanismSpec.gaussian("fdp_sgd", 1.0, p, steps)).epsilon(DELTA))
+
+    by_steps = [epsilon(0.01, t) for t in (1, 10, 100)]
+    by_rate = [epsilon(p, 10) for p in (0.01, 0.1, 1)]
     assert np.all(np.diff(by_steps) > 0) and np.all(np.diff(by_rate) > 0)
 
 

@@ -19,13 +19,14 @@ import pytest
 import torch
 
 from fdp_audit.audit.checkpoint_audit import read_checkpoint
+from fdp_audit.claim import Claim
 from fdp_audit.cli import main
 from fdp_audit.config import load_config
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.training.checkpoint import FORMAT_VERSION, load_checkpoint, save_checkpoint
 from fdp_audit.training.cnn import cnn_model
-from fdp_audit.training.run import accountant, train_one
+from fdp_audit.training.run import train_one
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +74,7 @@ def test_train_writes_a_checkpoint_with_its_privacy_metadata(trained, good) -> N
     for key in ("sample_rate", "steps", "clip_norm", "delta", "public_batch_size", "public_pretrain_steps"):
         assert metadata[key] == getattr(mech, key), key
     assert metadata["noise_multiplier"] == mech.noise_multiplier
-    assert metadata["epsilon"] == pytest.approx(float(accountant(mech).epsilon(mech.delta)))
+    assert metadata["epsilon"] == pytest.approx(float(Claim.of(mech).add_remove.epsilon(mech.delta)))
     assert metadata["dataset"] == "synthetic" and metadata["dataset_fingerprint"] == data.fingerprint
     assert metadata["seed"] == config.seed and metadata["format_version"] == FORMAT_VERSION
     assert metadata["psi"] == data.feature_split.spec()

@@ -10,10 +10,10 @@ from torch.func import grad, vmap
 
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.image_psi import BlurMap, DownsampleMap
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import conv_ghost, engine, ghost, streams
 from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.engine import Canaries, Hyperparameters, TrainingProblem, train_models
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model, example_loss
 from fdp_audit.training.public_losses import build_public_loss
 

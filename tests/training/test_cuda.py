@@ -14,9 +14,9 @@ from fdp_audit.config import OptimizerConfig, config_from_dict
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.features import FeatureSplit
 from fdp_audit.data.image_psi import BlurMap
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model
 from fdp_audit.training.modules import build_module_model
 from fdp_audit.training.public_losses import build_public_loss

@@ -16,10 +16,10 @@ from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.features import FeatureSplit
 from fdp_audit.data.image_psi import BlurMap
 from fdp_audit.errors import BadInputError
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import engine, ghost, streams
 from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.engine import Canaries, Hyperparameters, TrainingProblem, train_models
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model, example_loss
 from fdp_audit.training.public_losses import build_public_loss
 

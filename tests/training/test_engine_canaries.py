@@ -11,9 +11,9 @@ from scipy import stats
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.features import FeatureSplit
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import engine, ghost, streams
 from fdp_audit.training.engine import Canaries, Hyperparameters, TrainingProblem, train_models
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model, example_loss
 from fdp_audit.training.public_losses import build_public_loss
 

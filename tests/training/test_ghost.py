@@ -10,9 +10,9 @@ from torch.func import grad, vmap
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.encoding import ColumnGroup, EncodedData
 from fdp_audit.data.features import FeatureSplit, LabelOnlyMap
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import engine, ghost
 from fdp_audit.training.engine import Canaries, Hyperparameters, TrainingProblem, train_models
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model, example_loss, label_free_loss
 from fdp_audit.training.public_losses import build_public_loss
 

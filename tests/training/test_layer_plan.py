@@ -15,11 +15,11 @@ from fdp_audit.config import OptimizerConfig, load_config
 from fdp_audit.data.image_psi import DownsampleMap
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import conv_ghost, engine, layer_plan, modules
 from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
 from fdp_audit.training.layer_plan import AlongDim, Channelwise, Conv, GroupNorm, LayerNorm, Linear
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.modules import ModuleModel, build_module_model
 from fdp_audit.training.public_losses import build_public_loss
 from fdp_audit.training.run import build_problem

@@ -11,15 +11,16 @@ import typing
 import pytest
 import torch
 
-from fdp_audit.accounting.mechanism import MechanismSpec
+from fdp_audit.accounting.events import SubsampledGaussianEvent
+from fdp_audit.claim import Claim
 from fdp_audit.config import MechanismConfig, config_from_dict
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.features import FeatureSplit, PublicView
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
-from fdp_audit.training.mechanisms import MECHANISMS, Mechanism, Recipe, faulty_mechanisms, register_mechanism
+from fdp_audit.mechanisms import MECHANISMS, Mechanism, Recipe, faulty_mechanisms, register_mechanism
 from fdp_audit.training.public_losses import PublicLoss
-from fdp_audit.training.run import accountant, train_one, with_mechanism
+from fdp_audit.training.run import train_one, with_mechanism
 
 # What each faulty recipe changes against the correct mechanism it claims to be (docs/training.md).
 DOCUMENTED_FAULTS = {
@@ -33,7 +34,7 @@ DOCUMENTED_FAULTS = {
 
 def test_the_faulty_set_is_read_from_the_registry():
     assert faulty_mechanisms() == set(DOCUMENTED_FAULTS)
-    assert all(MechanismSpec(name, 1.0, 0.01, 10).is_gaussian for name in faulty_mechanisms())
+    assert all(MECHANISMS[name].releases is SubsampledGaussianEvent for name in faulty_mechanisms())
 
 
 @pytest.fixture
@@ -53,7 +54,7 @@ def test_one_registry_row_is_a_new_mechanism_for_the_config_the_accountant_and_t
     registered(Mechanism("dp_sgd_renamed", Recipe("full", "none"), "DP-SGD under another name."))
     config = config_from_dict(small_config("dp_sgd_renamed"))
     reference = with_mechanism(config, "dp_sgd")
-    assert accountant(config.mechanism).epsilon(1e-5) == accountant(reference.mechanism).epsilon(1e-5)
+    assert Claim.of(config.mechanism).epsilon == Claim.of(reference.mechanism).epsilon
     data = prepare_data(config.data, config.seed)
     trained, expected = train_one(config, data), train_one(reference, data)
     assert all(torch.equal(trained.params[key], expected.params[key]) for key in expected.params)
@@ -67,9 +68,8 @@ def test_a_registered_faulty_row_is_refused_without_the_flag_and_accounted_as_it
     with pytest.raises(BadInputError, match="known-faulty"):
         config_from_dict(small_config("dp_sgd_tenth_noise", mechanism={"faulty": False}))
     config = config_from_dict(small_config("dp_sgd_tenth_noise"))
-    assert MechanismSpec("dp_sgd_tenth_noise", 1.0, 0.1, 20).claimed_as == "dp_sgd"
-    assert accountant(config.mechanism).epsilon(1e-5) == accountant(with_mechanism(config, "dp_sgd").mechanism
-                                                                     ).epsilon(1e-5)
+    assert Claim.of(config.mechanism).claimed_as == "dp_sgd"
+    assert Claim.of(config.mechanism).epsilon == Claim.of(with_mechanism(config, "dp_sgd").mechanism).epsilon
 
 
 def test_unregistered_names_are_bad_input_and_rows_are_checked_on_registration():
@@ -94,7 +94,7 @@ def test_each_faulty_recipe_differs_from_its_claim_in_exactly_the_documented_way
                    if getattr(recipe, field) != getattr(correct, field)}
     assert differences == fault
     assert MECHANISMS[name].faulty and MECHANISMS[name].description.startswith("FAULTY")
-    assert MechanismSpec(name, 1.0, 0.01, 10).claimed_as == claimed
+    assert MECHANISMS[name].claimed_as == claimed
 
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTED_FAULTS))
@@ -102,7 +102,7 @@ def test_faulty_mechanisms_are_accounted_as_they_claim(name):
     claimed = DOCUMENTED_FAULTS[name][0]
     mech = MechanismConfig(name=name, faulty=True, noise_multiplier=1.1, sample_rate=0.02, steps=50)
     correct = MechanismConfig(name=claimed, noise_multiplier=1.1, sample_rate=0.02, steps=50)
-    assert accountant(mech).epsilon(1e-5) == accountant(correct).epsilon(1e-5)
+    assert Claim.of(mech).add_remove.epsilon(1e-5) == Claim.of(correct).add_remove.epsilon(1e-5)
 
 
 @pytest.mark.parametrize("name", sorted(DOCUMENTED_FAULTS))

@@ -10,9 +10,9 @@ import torch
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.features import FeatureSplit
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import streams
 from fdp_audit.training.engine import Canaries, Hyperparameters, Iterates, TrainingProblem, train_models
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Model
 from fdp_audit.training.public_losses import build_public_loss
 

@@ -11,11 +11,12 @@ import pytest
 import torch
 
 from fdp_audit import phases
+from fdp_audit.claim import Claim
 from fdp_audit.config import MechanismConfig, config_from_dict
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.training.checkpoint import load_checkpoint
 from fdp_audit.training.progress import epsilon_curve
-from fdp_audit.training.run import accountant, train_one
+from fdp_audit.training.run import train_one
 
 
 @pytest.mark.parametrize(("steps", "points"), [(120, 4), (5, 8), (1, 8)])
@@ -24,21 +25,21 @@ def test_epsilon_curve_matches_the_accountant_at_every_grid_point(steps, points)
     accountant truncates tails once for t steps, the curve once per composition), ends with the given ε(T),
     and its upper bound is non-decreasing and never below the true ε(t)."""
     mech = MechanismConfig(name="fdp_sgd", noise_multiplier=1.0, sample_rate=0.02, steps=steps)
-    final = float(accountant(mech).epsilon(mech.delta))
+    final = float(Claim.of(mech).add_remove.epsilon(mech.delta))
     curve = epsilon_curve(mech, 1.0, final, points)
     assert curve.steps[-1] == steps and curve.epsilons[-1] == final and len(curve.steps) <= points
     for t, eps in zip(curve.steps, curve.epsilons):
-        assert eps == pytest.approx(float(accountant(replace(mech, steps=t)).epsilon(mech.delta)), rel=5e-3)
+        assert eps == pytest.approx(Claim.of(replace(mech, steps=t)).epsilon, rel=5e-3)
     bounds = [curve.upper_bound(t) for t in range(steps + 1)]
     assert bounds[0] == 0.0 and bounds == sorted(bounds)
     for t in {1, steps // 2, steps} - {0}:
-        assert bounds[t] >= float(accountant(replace(mech, steps=t)).epsilon(mech.delta)) * (1 - 5e-3)
+        assert bounds[t] >= Claim.of(replace(mech, steps=t)).epsilon * (1 - 5e-3)
 
 
 @pytest.mark.parametrize(("name", "expected"), [("nonprivate", float("inf")), ("public_only", 0.0)])
 def test_epsilon_curve_is_constant_without_private_steps(name, expected):
     mech = MechanismConfig(name=name, steps=40)
-    curve = epsilon_curve(mech, 0.0, float(accountant(mech).epsilon(mech.delta)))
+    curve = epsilon_curve(mech, 0.0, float(Claim.of(mech).add_remove.epsilon(mech.delta)))
     assert [curve.upper_bound(t) for t in (0, 1, 40)] == [0.0, expected, expected]
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 from fdp_audit.audit.games.attribute import AttributeGame
 from fdp_audit.audit.games.base import (
     TRIAL_BLOCK,
-    Claim,
     Comparison,
     EpsilonComparison,
     Game,
@@ -136,7 +135,7 @@ register_game(ImageGradientCanaryGame)
 register_game(ImageRecordCanaryGame)
 register_game(ImageReconstructionGame)
 
-__all__ = ["GAMES", "TRIAL_BLOCK", "AttributeGame", "Claim", "Comparison", "DistinguishingGame", "EpsilonComparison",
+__all__ = ["GAMES", "TRIAL_BLOCK", "AttributeGame", "Comparison", "DistinguishingGame", "EpsilonComparison",
            "Game", "GameRecord", "ImageGradientCanaryGame", "ImageReconstructionGame", "ImageRecordCanaryGame",
            "Judged", "Judgements", "MembershipGame", "PlannedComparison", "RateComparison", "ReconstructionGame",
            "ReconstructionRecord", "ReportView", "Setup", "SimulatorGame", "comparison_view", "configured_games",

@@ -18,6 +18,7 @@ from fdp_audit.audit.games import base
 from fdp_audit.audit.games.categorical import GameRecord, attribute_section, candidate_scores, rate_comparisons
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.audit.user_training import train_user_trials, user_trainer
+from fdp_audit.claim import Claim
 from fdp_audit.config import Config
 from fdp_audit.data.features import CandidateMap
 from fdp_audit.data.prepare import PreparedData
@@ -106,10 +107,10 @@ class AttributeGame(base.Game[GameRecord]):
         return GameRecord(self.name, secrets, scores, np.asarray(config.audit.target_prior, dtype=float),
                           threat_models, setup.candidate_names)
 
-    def comparisons(self, record: GameRecord, claim: base.Claim) -> list[base.RateComparison]:
+    def comparisons(self, record: GameRecord, claim: Claim, selection_level: float) -> list[base.RateComparison]:
         return rate_comparisons(record, float(claim.add_remove.bound(record.prior.max())), self.name)
 
-    def planned(self, config: Config, data: PreparedData, claim: base.Claim) -> list[base.PlannedComparison]:
+    def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[base.PlannedComparison]:
         ball = max(config.audit.target_prior)
         trials = base.judged_on_half(config.audit.trials)
         return [base.PlannedComparison(base.RateComparison(self.name, self.name, name, attack.threat_model, trials, 0,
@@ -117,7 +118,7 @@ class AttributeGame(base.Game[GameRecord]):
                                        base.judged_on_half)
                 for name, attack in self.attacks(config.audit.attacks).items() if name != "prior"]
 
-    def sections(self, record: GameRecord, judgements: base.Judgements, claim: base.Claim,
+    def sections(self, record: GameRecord, judgements: base.Judgements, claim: Claim,
                  alpha: float) -> list[dict[str, Any]]:
         fallback = float(claim.add_remove.bound(float(record.prior.max())))
         return [attribute_section(record, judgements, self.name, self.canary, fallback, alpha)]

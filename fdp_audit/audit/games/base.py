@@ -25,6 +25,7 @@ from attacks.base import AttributeKind
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
 from fdp_audit.audit.decision import DecisionRule, selection_split
 from fdp_audit.audit.stats import threshold_split
+from fdp_audit.claim import Claim
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
@@ -32,21 +33,6 @@ from fdp_audit.training import streams
 from fdp_audit.training.engine import Canaries, CanaryBlock, TrainingProblem
 
 TRIAL_BLOCK = 10_000_000  # model indices per game: above the 10^6 trials a configuration allows
-
-
-@dataclass(frozen=True)
-class Claim:
-    """The privacy claim under audit: its accountants under add/remove and replace-one neighbours, its δ, and
-    the per-bound level at which ε comparisons select their test (only power depends on it)."""
-
-    add_remove: MechanismAccountant
-    replace_one: MechanismAccountant
-    delta: float
-    selection_level: float
-
-    def relation(self, name: str) -> MechanismAccountant:
-        """The accountant of a neighbouring relation as comparisons name it (``add_remove`` or ``replace``)."""
-        return self.replace_one if name == "replace" else self.add_remove
 
 
 @dataclass(frozen=True)
@@ -357,12 +343,14 @@ class Game(ABC, Generic[Record]):
         """
 
     @abstractmethod
-    def comparisons(self, record: Record, claim: Claim) -> list[Comparison]:
+    def comparisons(self, record: Record, claim: Claim, selection_level: float) -> list[Comparison]:
         """What the gate judges, from the played trials.
 
         Args:
             record: the played game.
-            claim: the privacy claim under audit.
+            claim: the privacy claim under audit, which the limits come from.
+            selection_level: the per-bound level at which a test chosen on a selection split is chosen
+                (:func:`fdp_audit.audit.games.selection_level`; only power depends on it).
 
         Returns:
             Typed comparisons (:class:`RateComparison`, :class:`EpsilonComparison`).
@@ -464,10 +452,9 @@ def prior_secrets(seed: int, indices: np.ndarray, prior: tuple[float, ...]) -> n
     return np.minimum(np.searchsorted(np.cumsum(np.asarray(prior, dtype=float)), u, side="right"), len(prior) - 1)
 
 
-def stated_claim(claim: MechanismSpec) -> dict[str, Any]:
+def stated_claim(spec: MechanismSpec) -> dict[str, Any]:
     """The claim an ε comparison states, from which the gate re-derives f and ε."""
-    stated: dict[str, Any] = {"mechanism": claim.claimed_as}
-    if claim.is_gaussian:
-        stated |= {"noise_multiplier": claim.noise_multiplier, "sample_rate": claim.sample_rate,
-                   "steps": claim.steps}
+    stated: dict[str, Any] = {"mechanism": spec.name}
+    if spec.is_gaussian:
+        stated |= {"noise_multiplier": spec.noise_multiplier, "sample_rate": spec.sample_rate, "steps": spec.steps}
     return stated

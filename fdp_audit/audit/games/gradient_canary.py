@@ -30,6 +30,7 @@ from fdp_audit.audit import user_training
 from fdp_audit.audit.games import base
 from fdp_audit.audit.games.categorical import GameRecord, attribute_section, candidate_scores, rate_comparisons
 from fdp_audit.audit.stats import roc_counts, select_test, threshold_split, tightness
+from fdp_audit.claim import Claim
 from fdp_audit.config import Config
 from fdp_audit.data.encoding import ColumnGroup, EncodedData
 from fdp_audit.data.features import WidenableMap
@@ -114,8 +115,8 @@ class GradientCanaryGame(base.Game[GameRecord]):
     def in_private(self, bit: torch.Tensor) -> torch.Tensor:
         """Whether each trial's canary is in the private population."""
 
-    def relation(self, claim: base.Claim) -> MechanismAccountant:
-        return claim.relation(self.epsilon_relation)
+    def relation(self, claim: Claim) -> MechanismAccountant:
+        return claim.accountant(self.epsilon_relation)
 
     def setup(self, config: Config, data: PreparedData) -> GradientCanarySetup:
         if config.mechanism.training is not None:
@@ -176,10 +177,11 @@ class GradientCanaryGame(base.Game[GameRecord]):
                threat_models: dict[str, str]) -> GameRecord:
         return GameRecord(self.name, secrets, scores, np.array([0.5, 0.5]), threat_models, self.candidate_names)
 
-    def epsilon_comparisons(self, record: GameRecord, claim: base.Claim) -> list[base.EpsilonComparison]:
+    def epsilon_comparisons(self, record: GameRecord, claim: Claim,
+                            selection_level: float) -> list[base.EpsilonComparison]:
         """One ε comparison per attack: the orientation and threshold of the score difference are chosen on
         every fourth trial (:func:`~fdp_audit.audit.stats.select_test`, with Clopper–Pearson bounds at the
-        claim's selection level), the test's errors are counted on the other three quarters, and the
+        per-bound ``selection_level``), the test's errors are counted on the other three quarters, and the
         comparison states the claim it is judged against (the gate re-derives f and ε from it)."""
         rows = []
         selection, evaluation = threshold_split(len(record.labels))
@@ -189,7 +191,7 @@ class GradientCanaryGame(base.Game[GameRecord]):
             if attack == "prior":
                 continue
             score = scores[:, 1] - scores[:, 0]
-            test = select_test(score[selection], labels[selection], claim.selection_level)
+            test = select_test(score[selection], labels[selection], selection_level)
             counts = roc_counts(test.orientation * score[evaluation], labels[evaluation], np.array([test.threshold]))
             rows.append(base.EpsilonComparison(record.game, attack, record.threat_models[attack],
                                                self.epsilon_relation, test.orientation,
@@ -199,11 +201,13 @@ class GradientCanaryGame(base.Game[GameRecord]):
                                                counts.positives, claim.delta, stated))
         return rows
 
-    def comparisons(self, record: GameRecord, claim: base.Claim) -> list[base.RateComparison | base.EpsilonComparison]:
+    def comparisons(self, record: GameRecord, claim: Claim,
+                    selection_level: float) -> list[base.RateComparison | base.EpsilonComparison]:
         bound = binary_game_bound(claim.add_remove, self.relation(claim))
-        return rate_comparisons(record, bound, f"{self.name}-attribute") + self.epsilon_comparisons(record, claim)
+        return (rate_comparisons(record, bound, f"{self.name}-attribute")
+                + self.epsilon_comparisons(record, claim, selection_level))
 
-    def planned(self, config: Config, data: PreparedData, claim: base.Claim) -> list[base.PlannedComparison]:
+    def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[base.PlannedComparison]:
         trials = config.audit.trials
         attacks = {name: attack for name, attack in self.attacks(config.audit.attacks).items() if name != "prior"}
         bound = binary_game_bound(claim.add_remove, self.relation(claim))
@@ -219,7 +223,7 @@ class GradientCanaryGame(base.Game[GameRecord]):
                                                                  claim.delta, stated), base.judged_on_three_quarters)
                    for name, attack in attacks.items()])
 
-    def sections(self, record: GameRecord, judgements: base.Judgements, claim: base.Claim,
+    def sections(self, record: GameRecord, judgements: base.Judgements, claim: Claim,
                  alpha: float) -> list[dict[str, Any]]:
         """The attribute view (success against the binary game's limit) and the distinguishing view (ROC and ε
         lower bound) of the same trials."""
@@ -281,7 +285,7 @@ class DistinguishingGame(GradientCanaryGame):
         return torch.ones(len(bit), dtype=torch.bool)
 
     def tightness_rows(self, record: GameRecord, judgements: base.Judgements,
-                       claim: base.Claim) -> list[dict[str, Any]]:
+                       claim: Claim) -> list[dict[str, Any]]:
         """How close the iterates attack comes to the Bayes-optimal adversary of this game, and how tight
         Theorem 4 itself is: optimum = ½ + δ_replace(0)/2 for the ±C canary with a uniform binary prior."""
         judged = judgements.find("rate", self.name, "iterates", f"{self.name}-attribute")

@@ -40,6 +40,7 @@ from attacks.base import ProtectedSubspace
 from fdp_audit.accounting.ball import ball_gaussian, gaussian_radius
 from fdp_audit.audit.games import base
 from fdp_audit.audit.games.reconstruction import ReconstructionGame, ReconstructionRecord, secret_values
+from fdp_audit.claim import Claim
 from fdp_audit.config import Config, DataConfig
 from fdp_audit.data.catalog import build_public_map, load_images
 from fdp_audit.data.image_psi import ImageMap
@@ -47,7 +48,7 @@ from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.training import streams
 from fdp_audit.training.engine import Canaries
-from fdp_audit.training.run import accountant, build_problem
+from fdp_audit.training.run import build_problem
 
 METRIC = "l2"
 
@@ -148,13 +149,12 @@ class ImageReconstructionGame(ReconstructionGame):
         m = setup.subspace.dimension
         rho = radii(config, m)
         ball = np.asarray(ball_gaussian(rho, config.audit.reconstruction_scale, m), dtype=float)
-        bound = np.asarray(accountant(config.mechanism).bound(ball), dtype=float)
         truth = self.values(config, setup, self.trial_indices(len(secrets))).numpy()
         return ReconstructionRecord(self.name, truth, {name: np.asarray(v, dtype=float) for name, v in scores.items()},
-                                    rho, ball, bound, threat_models, "gaussian", config.audit.reconstruction_scale,
+                                    rho, ball, threat_models, "gaussian", config.audit.reconstruction_scale,
                                     METRIC, (f"protected subspace of Ψ ({m} dimensions)",))
 
-    def planned(self, config: Config, data: PreparedData, claim: base.Claim) -> list[base.PlannedComparison]:
+    def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[base.PlannedComparison]:
         try:
             m = image_map(data).protected_dimension
         except BadInputError:

@@ -31,6 +31,7 @@ from fdp_audit.audit import image_games
 from fdp_audit.audit.games import base
 from fdp_audit.audit.games.attribute import AttributeGame, AttributeSetup, record_canaries
 from fdp_audit.audit.games.categorical import GameRecord, argmax_counts, attribute_section, candidate_scores
+from fdp_audit.claim import Claim
 from fdp_audit.config import Config
 from fdp_audit.data.image_psi import ImageMap
 from fdp_audit.data.prepare import PreparedData
@@ -79,7 +80,7 @@ class ImageGame(base.Game[ImageGameRecord]):
         return ImageGameRecord(self.name, secrets, scores, np.asarray(config.audit.target_prior, dtype=float),
                                threat_models, self.candidate_names(setup), self.examples(setup, secrets, scores))
 
-    def comparisons(self, record: ImageGameRecord, claim: base.Claim) -> list[base.RateComparison]:
+    def comparisons(self, record: ImageGameRecord, claim: Claim, selection_level: float) -> list[base.RateComparison]:
         ball = float(record.prior.max())
         bound = float(claim.add_remove.bound(ball))
         rows = []
@@ -90,21 +91,21 @@ class ImageGame(base.Game[ImageGameRecord]):
                                                 successes, ball, bound))
         return rows
 
-    def planned(self, config: Config, data: PreparedData, claim: base.Claim) -> list[base.PlannedComparison]:
+    def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[base.PlannedComparison]:
         ball = max(config.audit.target_prior)
         bound = float(claim.add_remove.bound(ball))
         return [base.PlannedComparison(base.RateComparison(self.name, self.name, name, attack.threat_model,
                                                            config.audit.trials, 0, ball, bound), base.judged_on_all)
                 for name, attack in self.attacks(config.audit.attacks).items() if name != "prior"]
 
-    def sections(self, record: ImageGameRecord, judgements: base.Judgements, claim: base.Claim,
+    def sections(self, record: ImageGameRecord, judgements: base.Judgements, claim: Claim,
                  alpha: float) -> list[dict[str, Any]]:
         fallback = float(claim.add_remove.bound(float(record.prior.max())))
         section = attribute_section(record, judgements, self.name, self.canary, fallback, alpha, argmax_counts)
         section = {**section, "game": self.name} | self.extra_facts(record, claim)
         return [section | ({"examples": record.examples} if record.examples else {})]
 
-    def extra_facts(self, record: ImageGameRecord, claim: base.Claim) -> dict[str, Any]:
+    def extra_facts(self, record: ImageGameRecord, claim: Claim) -> dict[str, Any]:
         """Further numbers of the game's section."""
         return {}
 
@@ -154,7 +155,7 @@ class ImageGradientCanaryGame(ImageGame):
         return image_games.gradient_canary_block(self.secrets(config, setup, indices), self.score_width(setup),
                                                  setup.magnitude)
 
-    def extra_facts(self, record: ImageGameRecord, claim: base.Claim) -> dict[str, Any]:
+    def extra_facts(self, record: ImageGameRecord, claim: Claim) -> dict[str, Any]:
         """The Bayes-optimal success under the claim (known p and σ, uniform prior): what the iterates attack is
         measured against (docs/images.md)."""
         spec = claim.add_remove.spec

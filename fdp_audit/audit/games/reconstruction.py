@@ -30,27 +30,28 @@ from fdp_audit.accounting.mechanism import MechanismAccountant
 from fdp_audit.audit.games import base
 from fdp_audit.audit.journal import secret_digests
 from fdp_audit.audit.stats import clopper_pearson, lower_confidence_bound
+from fdp_audit.claim import Claim
 from fdp_audit.config import Config
 from fdp_audit.data.features import ContinuousCanary, ContinuousCanaryMap
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.training import streams
 from fdp_audit.training.engine import Canaries
-from fdp_audit.training.run import accountant, build_problem
+from fdp_audit.training.run import build_problem
 
 METRIC = "l2"
 
 
 @dataclass(frozen=True)
 class ReconstructionRecord:
-    """Per-trial truths and every attack's reconstruction, with Ball and the Theorem 4 bound per radius."""
+    """Per-trial truths and every attack's reconstruction, with Ball per radius (the claim's Theorem 4 bound at it,
+    ``1 − f(Ball(ρ))``, is :meth:`bounds`)."""
 
     game: str
     truth: np.ndarray  # [N, k]
     estimates: dict[str, np.ndarray]  # attack -> [N, k]
     rho: np.ndarray  # [G]
     ball: np.ndarray  # [G]
-    bound: np.ndarray  # [G] 1 − f(Ball(ρ))
     threat_models: dict[str, str]
     prior: str  # "gaussian" or "box"
     scale: float
@@ -64,6 +65,10 @@ class ReconstructionRecord:
     def head(self, trials: int) -> ReconstructionRecord:
         """The first ``trials`` trials: the record of the same game played with that many trials."""
         return replace(self, truth=self.truth[:trials], estimates={k: v[:trials] for k, v in self.estimates.items()})
+
+    def bounds(self, claim: Claim) -> np.ndarray:
+        """``1 − f(Ball(ρ))`` per radius under the claim's add/remove curve: ``[G]``."""
+        return np.asarray(claim.add_remove.bound(self.ball), dtype=float)
 
     def successes(self, attack: str) -> np.ndarray:
         """Trials with ``d(x̂, x) <= ρ``, per radius: ``[G]`` integers."""
@@ -154,26 +159,26 @@ class ReconstructionGame(base.Game[ReconstructionRecord]):
         trials = self.trial_indices(len(secrets))
         ball = ball_per_radius(audit.reconstruction_prior, audit.reconstruction_scale, len(setup.canary.coordinates),
                                rho)
-        bound = np.asarray(accountant(config.mechanism).bound(ball), dtype=float)
         return ReconstructionRecord(self.name, self.values(config, setup, trials).numpy(),
                                     {name: np.asarray(value, dtype=float) for name, value in scores.items()}, rho,
-                                    ball, bound, threat_models, audit.reconstruction_prior,
+                                    ball, threat_models, audit.reconstruction_prior,
                                     audit.reconstruction_scale, METRIC, setup.canary.names)
 
-    def comparisons(self, record: ReconstructionRecord, claim: base.Claim) -> list[base.RateComparison]:
+    def comparisons(self, record: ReconstructionRecord, claim: Claim,
+                    selection_level: float) -> list[base.RateComparison]:
         """One rate comparison per (attack, ρ), the prior (which realises Ball) excepted."""
-        rows = []
+        rows, bounds = [], record.bounds(claim)
         for attack in record.estimates:
             if attack == "prior":
                 continue
-            for rho, successes, ball, bound in zip(record.rho, record.successes(attack), record.ball, record.bound,
+            for rho, successes, ball, bound in zip(record.rho, record.successes(attack), record.ball, bounds,
                                                    strict=True):
                 rows.append(base.RateComparison(record.game, record.game, attack, record.threat_models[attack],
                                                 record.trials, int(successes), float(ball), float(bound),
                                                 rho=float(rho)))
         return rows
 
-    def planned(self, config: Config, data: PreparedData, claim: base.Claim) -> list[base.PlannedComparison]:
+    def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[base.PlannedComparison]:
         try:
             canary = _continuous_canary(data)
         except BadInputError:
@@ -188,14 +193,14 @@ class ReconstructionGame(base.Game[ReconstructionRecord]):
                 for name, attack in self.attacks(audit.attacks).items() if name != "prior"
                 for r, ball in zip(rho, balls, strict=True)]
 
-    def sections(self, record: ReconstructionRecord, judgements: base.Judgements, claim: base.Claim,
+    def sections(self, record: ReconstructionRecord, judgements: base.Judgements, claim: Claim,
                  alpha: float) -> list[dict[str, Any]]:
         """Success within each radius ρ against Ball(ρ) and 1 − f(Ball(ρ)); the prior attack is shown for
         reference and not judged."""
-        attacks = []
+        attacks, bounds = [], record.bounds(claim)
         for attack in record.estimates:
             points = []
-            for rho, successes, ball, bound in zip(record.rho, record.successes(attack), record.ball, record.bound,
+            for rho, successes, ball, bound in zip(record.rho, record.successes(attack), record.ball, bounds,
                                                    strict=True):
                 successes, trials = int(successes), record.trials
                 ci = clopper_pearson(successes, trials, alpha)

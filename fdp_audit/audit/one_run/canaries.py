@@ -52,13 +52,14 @@ from fdp_audit.audit.one_run.records import (
     with_records,
 )
 from fdp_audit.bounded_read import read_bounded
+from fdp_audit.claim import Claim
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import streams
 from fdp_audit.training.checkpoint import MAX_CHECKPOINT_BYTES, load_checkpoint, load_torch_file, save_checkpoint
 from fdp_audit.training.engine import BLOCK_KEY, CanaryBlock, TrainingProblem, accuracy, train_models
-from fdp_audit.training.mechanisms import MECHANISMS
 from fdp_audit.training.models import Params
 from fdp_audit.training.run import build_problem, checkpoint_metadata, resolve_device
 
@@ -377,7 +378,6 @@ def one_run_results(checkpoint: Path, manifest_path: Path, alpha: float, command
                     external: Checkpoint | None = None) -> dict[str, Any]:
     """results.json of a one-run audit: the verdict is the one-run section's (the f-DP test of the claim)."""
     from fdp_audit.audit.checkpoint_audit import read_checkpoint
-    from fdp_audit.audit.claim import mechanism_section
     from fdp_audit.audit.gate import judge
     from fdp_audit.audit.provenance import versions
     from fdp_audit.json_numbers import finite_or_none
@@ -390,7 +390,7 @@ def one_run_results(checkpoint: Path, manifest_path: Path, alpha: float, command
         "schema_version": 1, "kind": "audit",
         "title": loaded.config.report.title or f"{loaded.config.name} (one-run audit)",
         "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "verdict": verdict, "mechanism": mechanism_section(loaded.config), "one_run": section,
+        "verdict": verdict, "mechanism": Claim.from_config(loaded.config).section(), "one_run": section,
         "comparisons": comparisons,
         "reproducibility": {"versions": versions(), "seed": loaded.metadata["seed"], "config": loaded.config.to_dict(),
                             "dataset": loaded.config.data.dataset,

@@ -19,12 +19,12 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
-from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
+from fdp_audit.accounting.events import SubsampledGaussianEvent
+from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec, accountant_for
 from fdp_audit.audit.one_run.analysis import (
     Family,
     InversePower,
@@ -35,14 +35,15 @@ from fdp_audit.audit.one_run.analysis import (
     steinke_epsilon,
 )
 from fdp_audit.audit.one_run.guesser import Guesses, score_guesses
-from fdp_audit.training.mechanisms import MECHANISMS
+from fdp_audit.mechanisms import MECHANISMS
 
 MIN_FAMILY_NOISE = 0.25  # the family search stops at z = 0.25 (PLDs of smaller z are slow and ε there is huge)
 
 
 @dataclass(frozen=True)
-class Claim:
-    """What is audited: the claimed curve's f̄⁻¹, ε at δ, and the family the empirical ε is read in."""
+class ClaimedCurve:
+    """The claimed trade-off curve a one-run audit tests: its f̄⁻¹, ε at δ, and the family the empirical ε is read
+    in."""
 
     description: str
     inverse_power: InversePower
@@ -51,10 +52,10 @@ class Claim:
     family: Family | None = None
 
 
-@lru_cache(maxsize=256)
 def _mechanism_accountant(name: str, noise_multiplier: float, sample_rate: float, steps: int,
                           relation: str) -> MechanismAccountant:
-    return MechanismAccountant(MechanismSpec(name, noise_multiplier, sample_rate, steps, relation=relation))
+    event = SubsampledGaussianEvent.claimed(noise_multiplier, sample_rate, steps)
+    return accountant_for(MechanismSpec(name, event, relation))
 
 
 def _inverse_at(name: str, sample_rate: float, steps: int, relation: str, inverse_z: float) -> InversePower:
@@ -64,7 +65,7 @@ def _inverse_at(name: str, sample_rate: float, steps: int, relation: str, invers
 
 
 def mechanism_claim(name: str, noise_multiplier: float, sample_rate: float, steps: int, delta: float,
-                    relation: str) -> Claim:
+                    relation: str) -> ClaimedCurve:
     """The claim of a subsampled Gaussian mechanism (PLD accountant, symmetric curve) and its family, indexed by
     ``1/z`` so that larger means weaker."""
     accountant = _mechanism_accountant(name, noise_multiplier, sample_rate, steps, relation)
@@ -72,11 +73,11 @@ def mechanism_claim(name: str, noise_multiplier: float, sample_rate: float, step
                     lambda t: _inverse_at(name, sample_rate, steps, relation, t),
                     lambda t: float(_mechanism_accountant(name, 1.0 / t, sample_rate, steps, relation).epsilon(delta)),
                     start=1.0 / noise_multiplier, limit=MIN_FAMILY_NOISE ** -1)
-    return Claim(f"{name} z={noise_multiplier:.4g} p={sample_rate:g} T={steps} ({relation})",
+    return ClaimedCurve(f"{name} z={noise_multiplier:.4g} p={sample_rate:g} T={steps} ({relation})",
                  curve_inverse_power(accountant.curve()), float(accountant.epsilon(delta)), delta, family)
 
 
-def judge_scores(scores_by_threat: Mapping[str, np.ndarray], secrets: np.ndarray, claim: Claim, alpha: float,
+def judge_scores(scores_by_threat: Mapping[str, np.ndarray], secrets: np.ndarray, claim: ClaimedCurve, alpha: float,
                  family_search: bool = True) -> dict[str, Any]:
     """The one-run section of results.json from the auditor's candidate scores: the entry point of every one-run
     audit (gradient canaries of the built-in engine or of the user's loop, record canaries, generative canaries).
@@ -103,7 +104,7 @@ def judge_scores(scores_by_threat: Mapping[str, np.ndarray], secrets: np.ndarray
     return section
 
 
-def judge_guesses(guesses_by_threat: dict[str, Guesses], claim: Claim, alpha: float,
+def judge_guesses(guesses_by_threat: dict[str, Guesses], claim: ClaimedCurve, alpha: float,
                   family_search: bool = True) -> dict[str, Any]:
     """The one-run section of results.json: per threat model and guess count the counts, whether the claim is
     rejected, and the ε lower bounds; the verdict and the headline numbers."""
@@ -172,13 +173,14 @@ def section_comparisons(section: dict[str, Any], parameters: dict[str, Any]) -> 
              **parameters} for row in section["rows"]]
 
 
-def _claim_of(row: dict[str, Any], where: str) -> Claim:
+def _claim_of(row: dict[str, Any], where: str) -> ClaimedCurve:
     from fdp_audit.errors import BadInputError
 
     name, relation = row.get("mechanism"), row.get("relation")
     z, p, steps, delta = (row.get(key) for key in ("noise_multiplier", "sample_rate", "steps", "delta"))
     numbers_ok = all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in (z, p, delta))
-    gaussian = isinstance(name, str) and name in MECHANISMS and MECHANISMS[name].accounting == "subsampled_gaussian"
+    gaussian = (isinstance(name, str) and name in MECHANISMS
+                and issubclass(MECHANISMS[name].releases, SubsampledGaussianEvent))
     if (not gaussian or relation not in ("add-remove", "replace") or not numbers_ok
             or not isinstance(steps, int) or isinstance(steps, bool) or not (z > 0 and 0 < p <= 1 and 0 < delta < 1
                                                                              and 1 <= steps <= 10**7)):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from fdp_audit.audit.one_run.evaluation import Claim, judge_scores
+from fdp_audit.audit.one_run.evaluation import ClaimedCurve, judge_scores
 from fdp_audit.audit.one_run.guesser import Release, candidate_pattern, threat_scores
 
 
@@ -32,7 +32,7 @@ def simulate_release(rng: np.random.Generator, m: int, game: str, k: int, noise_
 
 
 def simulated_audit(rng: np.random.Generator, m: int, game: str, k: int, noise_multiplier: float,
-                    sample_rate: float, steps: int, claim: Claim, alpha: float, updates: bool = True,
+                    sample_rate: float, steps: int, claim: ClaimedCurve, alpha: float, updates: bool = True,
                     family_search: bool = False) -> dict:
     """Simulate one training and judge it against ``claim`` (the results section of a real one-run audit)."""
     release, secrets = simulate_release(rng, m, game, k, noise_multiplier, sample_rate, steps, updates)

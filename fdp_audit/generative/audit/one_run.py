@@ -29,12 +29,13 @@ from typing import Any
 
 import torch
 
+from fdp_audit.accounting.events import SubsampledGaussianEvent
 from fdp_audit.audit.one_run.canaries import canary_block, draw_secrets
 from fdp_audit.audit.one_run.evaluation import judge_scores, mechanism_claim, section_comparisons
 from fdp_audit.audit.one_run.guesser import Release, candidate_pattern, threat_scores
 from fdp_audit.errors import BadInputError
 from fdp_audit.generative.training.trainer import DiffusionSetup, LabelledImages, train_diffusion
-from fdp_audit.training.mechanisms import MECHANISMS
+from fdp_audit.mechanisms import MECHANISMS
 
 GAME = "value"
 
@@ -64,7 +65,7 @@ def audit_generative(mechanism: str, data: LabelledImages, setup: DiffusionSetup
     """Train once with the canaries and judge the guesses (module doc): the one-run section and its comparisons in
     the gate's form."""
     entry = MECHANISMS.get(mechanism)
-    if entry is None or not entry.recipe.private or entry.accounting != "subsampled_gaussian":
+    if entry is None or not entry.recipe.private or not issubclass(entry.releases, SubsampledGaussianEvent):
         raise BadInputError(f"the generative audit needs a private Gaussian mechanism, got {mechanism!r}", "mechanism")
     m, k = plan.canaries, plan.candidates
     secrets = draw_secrets(seed, m, k)

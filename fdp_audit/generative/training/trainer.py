@@ -1,7 +1,7 @@
 """Training the denoiser under the mechanisms of the FDP paper's diffusion experiment (Section 6.3;
 docs/generative.md).
 
-The mechanisms are those of the registry :data:`fdp_audit.training.mechanisms.MECHANISMS`, whose recipe says what
+The mechanisms are those of the registry :data:`fdp_audit.mechanisms.MECHANISMS`, whose recipe says what
 a step does; here the loss is the denoising loss ℓ(θ; x, y, t, ε) of :mod:`fdp_audit.generative.diffusion.ddpm`
 and Ψ̃(x) is the Ψ-completed image (the public feature as a full image, e.g. the blurred image):
 
@@ -43,10 +43,10 @@ from fdp_audit.accounting import calibrate_noise_multiplier
 from fdp_audit.errors import BadInputError
 from fdp_audit.generative.denoiser.unet import TinyUNet, n_parameters
 from fdp_audit.generative.diffusion.ddpm import NoiseSchedule, cosine_schedule, denoising_loss
+from fdp_audit.mechanisms import MECHANISMS, Recipe
 from fdp_audit.threads import threads_for
 from fdp_audit.training import streams
 from fdp_audit.training.engine import CanaryBlock
-from fdp_audit.training.mechanisms import MECHANISMS, Recipe
 
 GENERATIVE_MECHANISMS = ("nonprivate", "public_only", "dp_sgd", "fdp_dpsgd", "fdp_sgd", "fdp_sgd_shared_batch",
                          "dp_sgd_half_noise")

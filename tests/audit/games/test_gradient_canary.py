@@ -10,14 +10,15 @@ import pytest
 from scipy.special import logsumexp
 from scipy.stats import norm
 
+from fdp_audit.accounting import accountant_for
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
 from fdp_audit.audit.games.gradient_canary import binary_game_bound
 
 
 def _accountants(z: float, p: float, steps: int) -> tuple[MechanismAccountant, MechanismAccountant]:
     """The claim's add-remove and replacement accountants (DP-SGD, z, p, T)."""
-    return (MechanismAccountant(MechanismSpec("dp_sgd", z, p, steps)),
-            MechanismAccountant(MechanismSpec("dp_sgd", z, p, steps, relation="replace")))
+    return (accountant_for(MechanismSpec.gaussian("dp_sgd", z, p, steps)),
+            accountant_for(MechanismSpec.gaussian("dp_sgd", z, p, steps, relation="replace")))
 
 
 @pytest.mark.parametrize(("z", "steps"), [(1.5, 4), (2.0, 9), (1.0, 1)])

@@ -5,7 +5,6 @@ protected subspace, reconstructed by the iterates gradient-matching attack, succ
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -17,13 +16,13 @@ from fdp_audit.accounting.ball import ball_gaussian
 from fdp_audit.audit.games import GAMES, ImageReconstructionGame
 from fdp_audit.audit.games.image_reconstruction import protected_basis
 from fdp_audit.audit.trials import play_game
+from fdp_audit.claim import Claim
 from fdp_audit.config import config_from_dict
 from fdp_audit.data.image_psi import BlurMap, DownsampleMap
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
+from fdp_audit.mechanisms import MECHANISMS, Mechanism, Recipe, register_mechanism
 from fdp_audit.training.engine import Canaries, train_models
-from fdp_audit.training.mechanisms import MECHANISMS, Mechanism, Recipe, register_mechanism
-from fdp_audit.training.run import accountant
 
 SCALE = 0.3
 
@@ -132,7 +131,8 @@ def test_the_attack_reconstructs_a_noiseless_release(no_noise) -> None:
     record = play_game(ImageReconstructionGame(), config, data)
     assert record.successes("gradient_matching_iterates")[0] >= 10
     np.testing.assert_allclose(record.ball, [0.05, 0.25, 0.5], rtol=1e-10)
-    np.testing.assert_allclose(record.bound, accountant(config.mechanism).bound(record.ball))
+    claim = Claim.of(config.mechanism)
+    np.testing.assert_allclose(record.bounds(claim), claim.add_remove.bound(record.ball))
 
 
 @pytest.mark.slow
@@ -179,8 +179,9 @@ def test_registered_and_refuses_what_it_cannot_play() -> None:
     with pytest.raises(BadInputError) as error:
         play_game(ImageReconstructionGame(), adam, data)
     assert error.value.field == "mechanism.optimizer"
-    for spec in ({"training": "user_loop:train"}, {"third_party": "their_sgd:train"}):
-        outside = replace(config, mechanism=replace(config.mechanism, **spec))
+    for spec in ({"mechanism.training": "user_loop:train", "model.kind": "module", "model.factory": "user_loop:model"},
+                 {"mechanism.third_party": "their_sgd:train"}):
+        outside = config.with_overrides(spec)
         with pytest.raises(BadInputError) as error:  # refused at set-up, before a single model is trained
             ImageReconstructionGame().setup(outside, data)
         assert error.value.field == "audit.games"

@@ -36,7 +36,7 @@ def image_config(mechanism: str, game: str, trials: int, claim: dict[str, Any] |
                  data: dict[str, Any] | None = None) -> dict[str, Any]:
     """configs/images_games.yaml with one game, ``mechanism`` trained, ``claim`` (ε, p, T …) overriding the
     mechanism's settings and ``data`` the data's."""
-    from fdp_audit.training.mechanisms import faulty_mechanisms
+    from fdp_audit.mechanisms import faulty_mechanisms
 
     raw = yaml.safe_load(IMAGE_GAMES.read_text(encoding="utf-8"))
     raw["device"] = "cpu"
@@ -153,7 +153,7 @@ def audit_and_gate(cli, write_yaml, tmp_path: Path, raw: dict[str, Any]) -> tupl
 
 
 def test_every_known_fault_is_caught_by_an_image_game_or_said_invisible() -> None:
-    from fdp_audit.training.mechanisms import faulty_mechanisms
+    from fdp_audit.mechanisms import faulty_mechanisms
 
     for game in (GRADIENT_GAME, RECORD_GAME):
         for fault in faulty_mechanisms():

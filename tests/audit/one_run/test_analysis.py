@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
+from fdp_audit.accounting import accountant_for
+from fdp_audit.accounting.mechanism import MechanismSpec
 from fdp_audit.audit.one_run.analysis import (
     curve_inverse_power,
     eps_delta_family,
@@ -104,7 +105,7 @@ def test_perfect_privacy_and_no_evidence_edge_cases():
 
 def test_curve_inverse_power_matches_the_gaussian_closed_form():
     """The PLD curve of one unsampled Gaussian step (z = 1) is G_1; its f̄⁻¹ agrees with Φ(Φ⁻¹(y) - 1)."""
-    curve = MechanismAccountant(MechanismSpec("dp_sgd", 1.0, 1.0, 1)).curve()
+    curve = accountant_for(MechanismSpec.gaussian("dp_sgd", 1.0, 1.0, 1)).curve()
     inverse, exact = curve_inverse_power(curve), gaussian_inverse_power(1.0)
     for y in (0.01, 0.1, 0.5, 0.9, 0.99):
         assert inverse(y) == pytest.approx(exact(y), abs=2e-3)

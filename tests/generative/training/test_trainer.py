@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from fdp_audit.accounting import MechanismAccountant, MechanismSpec
+from fdp_audit.accounting import MechanismSpec, accountant_for
 from fdp_audit.errors import BadInputError
 from fdp_audit.generative.diffusion.ddpm import cosine_schedule, denoising_loss
 from fdp_audit.generative.training.trainer import (
@@ -123,10 +123,10 @@ def test_shared_batch_fault_reveals_the_private_batch_and_algorithm_1_does_not()
 def test_calibrated_noise_meets_the_budget_exactly():
     n = 1_000
     z = calibrated_noise(DiffusionSetup(steps=200, batch_size=100), n)
-    spec = MechanismSpec("dp_sgd", noise_multiplier=z, sample_rate=0.1, steps=200)
-    assert MechanismAccountant(spec).epsilon(1e-5) <= 8.0
-    looser = MechanismSpec("dp_sgd", noise_multiplier=z * 0.99, sample_rate=0.1, steps=200)
-    assert MechanismAccountant(looser).epsilon(1e-5) > 8.0
+    spec = MechanismSpec.gaussian("dp_sgd", noise_multiplier=z, sample_rate=0.1, steps=200)
+    assert accountant_for(spec).epsilon(1e-5) <= 8.0
+    looser = MechanismSpec.gaussian("dp_sgd", noise_multiplier=z * 0.99, sample_rate=0.1, steps=200)
+    assert accountant_for(looser).epsilon(1e-5) > 8.0
 
 
 def test_training_is_reproducible_and_starts_from_the_given_weights():

@@ -1,7 +1,8 @@
 """The mechanism registry (docs/training.md, docs/extending.md): one table says, for every mechanism, what a
-training step does (its :class:`Recipe`), how it is accounted, which command trains it and whether it is a
-known fault. The config's allowed names, the accountant, the trainer and the audit all read this table;
-:func:`register_mechanism` adds a row.
+training step does (its :class:`Recipe`), what it releases about the private features (a privacy event, from
+which the accountant is chosen: :func:`fdp_audit.accounting.mechanism.accountant_for`), which command trains it
+and whether it is a known fault. The config's allowed names, the claim, the trainer and the audit all read this
+table; :func:`register_mechanism` adds a row. It is data only, below the configuration and the training layer.
 
 Known-faulty mechanisms exist to prove the audit catches them: each claims the guarantee of a correct
 mechanism (``claims``), is accounted exactly as that one, and the config refuses it unless ``faulty: true``
@@ -10,11 +11,11 @@ is set explicitly."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, get_args
+from typing import Literal
 
+from fdp_audit.accounting.events import NonPrivateEvent, PrivacyEvent, PublicOnlyEvent, SubsampledGaussianEvent
 from fdp_audit.registry import Has, Registry, Rule
 
-Accounting = Literal["nonprivate", "public_only", "subsampled_gaussian"]
 ENGINE = "fdp-audit train"
 
 
@@ -42,8 +43,9 @@ class Recipe:
 class Mechanism:
     """One row of the registry.
 
-    accounting: f ≡ 0 (``nonprivate``), (0, 0)-FDP (``public_only``), or the composed Poisson-subsampled
-      Gaussian PLD of the claimed (z, p, T) (``subsampled_gaussian``, FDP paper Theorem 5).
+    releases: the kind of privacy event it releases under its claimed (z, p, T): the private features
+      unprotected (:class:`NonPrivateEvent`), only Ψ(x) (:class:`PublicOnlyEvent`), or composed
+      Poisson-subsampled Gaussian steps (:class:`SubsampledGaussianEvent`, FDP paper Theorem 5).
     claims: for a known-faulty mechanism, the correct mechanism whose guarantee it claims; None otherwise.
     trained_by: the command that trains it; :data:`ENGINE` is :mod:`fdp_audit.training.engine`.
     needs_public_pretraining: the config must give ``public_pretrain_steps > 0``.
@@ -52,7 +54,7 @@ class Mechanism:
     name: str
     recipe: Recipe
     description: str
-    accounting: Accounting = "subsampled_gaussian"
+    releases: type[PrivacyEvent] = SubsampledGaussianEvent
     claims: str | None = None
     trained_by: str = ENGINE
     needs_public_pretraining: bool = False
@@ -66,14 +68,28 @@ class Mechanism:
         """The correct mechanism whose guarantee this one claims (itself unless known-faulty)."""
         return self.claims or self.name
 
+    def claimed_event(self, noise_multiplier: float | None, sample_rate: float | None, steps: int) -> PrivacyEvent:
+        """What the mechanism releases under the claimed parameters (a known-faulty one: what it claims to).
+
+        Args:
+            noise_multiplier: the claimed z (used by Gaussian mechanisms only).
+            sample_rate: the claimed Poisson sampling rate p.
+            steps: the claimed number of private steps T.
+
+        Returns:
+            The privacy event its accountant is chosen by.
+        """
+        return self.releases.claimed(noise_multiplier, sample_rate, steps)
+
 
 MECHANISMS: Registry[Mechanism] = Registry("mechanism", "mechanism.name", (
     Has("recipe", Recipe),
     Has("description", str),
-    Has("accounting", str, choices=get_args(Accounting)),
+    Rule(lambda entry, others: isinstance(entry.releases, type) and issubclass(entry.releases, PrivacyEvent),
+         "releases must be a PrivacyEvent subclass"),
     Rule(lambda entry, others: entry.claims is None or (
         entry.claims in others and not others[entry.claims].faulty
-        and others[entry.claims].accounting == entry.accounting),
+        and others[entry.claims].releases is entry.releases),
          "must claim a registered correct mechanism accounted alike"),
 ))
 
@@ -104,9 +120,9 @@ def faulty_mechanisms() -> frozenset[str]:
 
 for _entry in (
     Mechanism("nonprivate", Recipe("full", "none", clip=False, private=False),
-              "SGD on ℓ without clipping or noise: no privacy.", accounting="nonprivate"),
+              "SGD on ℓ without clipping or noise: no privacy.", releases=NonPrivateEvent),
     Mechanism("public_only", Recipe("none", "independent", private=False),
-              "SGD on ℓ_pub∘Ψ only: (0,0)-FDP.", accounting="public_only"),
+              "SGD on ℓ_pub∘Ψ only: (0,0)-FDP.", releases=PublicOnlyEvent),
     Mechanism("dp_sgd", Recipe("full", "none"),
               "DP-SGD: Poisson sampling, per-example clipping of ∇ℓ, Gaussian noise."),
     Mechanism("fdp_sgd", Recipe("decomposed", "independent"),

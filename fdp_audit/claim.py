@@ -1,0 +1,197 @@
+"""The privacy claim under audit (docs/design.md): built once from a configuration, or from the configuration a
+results file states, and passed down to the training, the games, the gate and the report.
+
+A claim is the configured mechanism's guarantee: the mechanism it claims to be (a known-faulty mechanism claims
+the correct one it imitates), what that mechanism releases under the claimed z, p and T (a privacy event,
+:mod:`fdp_audit.accounting.events`), its δ, and the accountant of each neighbouring relation, chosen by the event
+(:func:`fdp_audit.accounting.mechanism.accountant_for`) and built at most once per claim.
+
+The claimed z is the configured ``noise_multiplier``, or the one calibrated to ``target_epsilon`` at ``delta``
+(docs/files.md, ``calibrate``); a calibration costs seconds of accounting, so each process keeps the ones it
+computed (:func:`noise_multiplier`), and a cluster's worker adopts the driver's (:func:`adopt_noise_multiplier`).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from fdp_audit.accounting.calibration import calibrate_noise_multiplier
+from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec, accountant_for
+from fdp_audit.config import Config, MechanismConfig
+from fdp_audit.mechanisms import MECHANISMS, Mechanism
+
+# per process, by (ε, δ, p, T): a calibration costs seconds of accounting and an audit asks for it many times
+_CALIBRATED: dict[tuple[float, float, float, int], float] = {}
+
+# the relation names of the accountants (add-remove, replace) and of comparisons (add_remove, replace)
+_RELATIONS = {"add-remove": "add-remove", "add_remove": "add-remove", "replace": "replace"}
+
+
+def _calibration_key(mech: MechanismConfig) -> tuple[float, float, float, int]:
+    return (mech.target_epsilon, mech.delta, mech.sample_rate, mech.steps)
+
+
+def noise_multiplier(mech: MechanismConfig) -> float:
+    """The claimed noise multiplier of a mechanism section.
+
+    Args:
+        mech: the configuration's ``mechanism`` section.
+
+    Returns:
+        The configured z, the z calibrated to ``target_epsilon`` at ``delta`` (docs/files.md ``calibrate``), or 0
+        when neither is given (a mechanism without noise).
+    """
+    if mech.target_epsilon is not None:
+        key = _calibration_key(mech)
+        if key not in _CALIBRATED:
+            _CALIBRATED[key] = calibrate_noise_multiplier(*key)
+        return _CALIBRATED[key]
+    if mech.noise_multiplier is None:
+        return 0.0
+    return mech.noise_multiplier
+
+
+def adopt_noise_multiplier(mech: MechanismConfig, z: float) -> None:
+    """Take ``z`` as this process's calibration of ``mech`` (nothing to take without a ``target_epsilon``): a
+    worker given the driver's z skips seconds of accounting that would give it the same number, as it runs the
+    driver's code (:mod:`fdp_audit.execution.dask` checks that before a chunk runs).
+
+    Args:
+        mech: the configuration's ``mechanism`` section.
+        z: the driver's calibrated noise multiplier.
+    """
+    if mech.target_epsilon is not None:
+        _CALIBRATED[_calibration_key(mech)] = z
+
+
+@dataclass(frozen=True, eq=False)
+class Claim:
+    """The privacy claim of a configured mechanism, with its accountants (built on first use, once).
+
+    Attributes:
+        mechanism: the configuration's ``mechanism`` section the claim is read from.
+        noise_multiplier: the claimed z (configured, or calibrated to the target ε; 0 without noise).
+        user_code: how reports name the user's own training or third-party function audited against the claim,
+            or None for a built-in mechanism.
+    """
+
+    mechanism: MechanismConfig
+    noise_multiplier: float
+    user_code: str | None = None
+
+    @classmethod
+    def from_config(cls, config: Config) -> Claim:
+        """The claim a configuration states.
+
+        Args:
+            config: a validated configuration (with ``mechanism.integration``, the one whose unstated claim was
+                read from the user's engine).
+
+        Returns:
+            The claim; calibrating a target ε is the only accounting done here.
+        """
+        mech = config.mechanism
+        return cls.of(mech, mech.third_party or (None if mech.training is None
+                                                 else f"{mech.training} on {config.model.factory}"))
+
+    @classmethod
+    def of(cls, mech: MechanismConfig, user_code: str | None = None) -> Claim:
+        """The claim of a configuration's ``mechanism`` section.
+
+        Args:
+            mech: the section.
+            user_code: how reports name the user's code audited against the claim, if any.
+
+        Returns:
+            The claim.
+        """
+        return cls(mech, noise_multiplier(mech), user_code)
+
+    @property
+    def row(self) -> Mechanism:
+        """The configured mechanism's row in the registry."""
+        return MECHANISMS[self.mechanism.name]
+
+    @property
+    def claimed_as(self) -> str:
+        """The correct mechanism whose guarantee is claimed (the configured one unless known-faulty)."""
+        return self.row.claimed_as
+
+    @property
+    def delta(self) -> float:
+        return self.mechanism.delta
+
+    @property
+    def sample_rate(self) -> float:
+        return self.mechanism.sample_rate
+
+    @property
+    def steps(self) -> int:
+        return self.mechanism.steps
+
+    def spec(self, relation: str = "add-remove") -> MechanismSpec:
+        """The claimed mechanism as the accountants take it: the claimed mechanism's name, the event it releases
+        under the claimed (z, p, T), and the neighbouring relation.
+
+        Args:
+            relation: ``"add-remove"`` (or ``"add_remove"``, as comparisons write it) or ``"replace"``.
+
+        Returns:
+            The spec.
+        """
+        event = self.row.claimed_event(self.noise_multiplier, self.sample_rate, self.steps)
+        return MechanismSpec(self.claimed_as, event, _relation(relation), self.mechanism.public_pretrain_steps)
+
+    @functools.cached_property
+    def add_remove(self) -> MechanismAccountant:
+        """The accountant under add/remove neighbours."""
+        return accountant_for(self.spec("add-remove"))
+
+    @functools.cached_property
+    def replace_one(self) -> MechanismAccountant:
+        """The accountant under replace-one neighbours."""
+        return accountant_for(self.spec("replace"))
+
+    def accountant(self, relation: str = "add-remove") -> MechanismAccountant:
+        """The accountant of a neighbouring relation.
+
+        Args:
+            relation: ``"add-remove"`` (or ``"add_remove"``) or ``"replace"``.
+
+        Returns:
+            :attr:`add_remove` or :attr:`replace_one`.
+        """
+        return self.replace_one if _relation(relation) == "replace" else self.add_remove
+
+    @functools.cached_property
+    def epsilon(self) -> float:
+        """ε at the claim's δ under add/remove neighbours (∞ for a non-private mechanism)."""
+        return float(self.add_remove.epsilon(self.delta))
+
+    def section(self) -> dict[str, Any]:
+        """The ``mechanism`` section of ``results.json`` (docs/files.md): the claimed mechanism's name,
+        description, z, p, T, C, δ and ε(δ); the user's code is described as the claim of the mechanism it names.
+
+        Returns:
+            The section (ε may be infinite; results files write it as null).
+        """
+        mech, row = self.mechanism, self.row
+        if self.user_code is not None:
+            return {"name": f"third-party {self.user_code}", "faulty": False,
+                    "description": f"A user-supplied training function, audited against the claim of {mech.name}: "
+                                   f"{row.description}", "claimed_as": mech.name,
+                    "noise_multiplier": self.noise_multiplier, "sample_rate": mech.sample_rate, "steps": mech.steps,
+                    "clip_norm": mech.clip_norm, "delta": mech.delta, "epsilon": self.epsilon}
+        return {"name": mech.name, "faulty": row.faulty, "description": row.description,
+                "noise_multiplier": self.noise_multiplier, "sample_rate": mech.sample_rate, "steps": mech.steps,
+                "clip_norm": mech.clip_norm, "delta": mech.delta, "public_batch_size": mech.public_batch_size,
+                "private_weight": mech.private_weight, "public_pretrain_steps": mech.public_pretrain_steps,
+                "public_loss": mech.public_loss, "epsilon": self.epsilon}
+
+
+def _relation(name: str) -> str:
+    if name not in _RELATIONS:
+        raise ValueError(f"unknown neighbouring relation {name!r} (known: {', '.join(_RELATIONS)})")
+    return _RELATIONS[name]
