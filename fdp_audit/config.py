@@ -1,24 +1,29 @@
 """One typed configuration schema (docs/files.md): data, model, mechanism, audit, report, and the optional
 profile and corrdp sections.
 
-Configs are YAML files validated on load: unknown keys, wrong types and out-of-range values raise
-:class:`~fdp_audit.errors.BadInputError` whose one-line message names the dotted field, e.g.
-``mechanism.noise_multiplier: must be > 0, got -1``.
+A configuration is validated whenever it is built -- from a YAML file, from a mapping, or in Python
+(``Config(mechanism=MechanismConfig(noise_multiplier=2.0))``, ``dataclasses.replace``): unknown keys, wrong types,
+out-of-range values and inconsistent fields raise :class:`~fdp_audit.errors.BadInputError` whose one-line message
+names the dotted field, e.g. ``mechanism.noise_multiplier: must be > 0, got -1``. Built in Python, a section may
+be given as a mapping, and the user's code (``model.factory``, ``mechanism.training``, ``mechanism.third_party``)
+as a function instead of a ``file.py:function`` name.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import math
 import os
 import re
 import reprlib
 import types
 import typing
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import yaml
 
@@ -85,9 +90,29 @@ def _range(lo: float | None = None, hi: float | None = None, lo_open: bool = Fal
 
 MAX_BLUR_SIGMA = 256.0
 
+# The user's code a config names: ``file.py:function``, ``package.module:function``, or (built in Python) the
+# function itself.
+UserCode = str | Callable[..., Any]
+
+
+class _Section:
+    """Validation on construction, whichever way a section is built: every field is checked against its type,
+    range and choices and put in the schema's representation (lists become tuples, integers floats, mappings
+    sections); :class:`Config` also checks the rules between fields. ``_path`` is the section's dotted name in
+    errors."""
+
+    _path: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        hints = _hints(type(self))
+        for spec in dataclasses.fields(self):  # type: ignore[arg-type]
+            where = f"{self._path}.{spec.name}" if self._path else spec.name
+            object.__setattr__(self, spec.name, _field_value(spec, hints[spec.name], getattr(self, spec.name), where))
+
 
 @dataclass(frozen=True)
-class DataConfig:
+class DataConfig(_Section):
+    _path: ClassVar[str] = "data"
     dataset: str = "adult"  # a registered data set (docs/data.md): adult, german, diabetes, digits, fashion_mnist, …
     protected: tuple[str, ...] = ("marital-status", "relationship")
     public: tuple[str, ...] | None = None
@@ -112,14 +137,16 @@ class DataConfig:
 
 
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(_Section):
+    _path: ClassVar[str] = "model"
     kind: Literal["logistic", "mlp", "cnn", "module"] = "logistic"
     hidden: tuple[int, ...] = field(default=(), metadata=_range(1))
-    factory: str | None = None  # kind module: any torch.nn.Module, `file.py:function` or `package.module:function`
+    factory: UserCode | None = None  # kind module: any torch.nn.Module's factory (file.py:function, module:function)
 
 
 @dataclass(frozen=True)
-class OptimizerConfig:
+class OptimizerConfig(_Section):
+    _path: ClassVar[str] = "mechanism.optimizer"
     name: Literal["sgd", "adam"] = "sgd"
     lr: float = field(default=0.5, metadata=_range(0, None, True))
     momentum: float = field(default=0.0, metadata=_range(0, 1, False, True))
@@ -129,7 +156,8 @@ class OptimizerConfig:
 
 
 @dataclass(frozen=True)
-class MechanismConfig:
+class MechanismConfig(_Section):
+    _path: ClassVar[str] = "mechanism"
     name: str = field(default="fdp_sgd", metadata=_choices(MECHANISMS))  # a row of the mechanism registry
     faulty: bool = False
     noise_multiplier: float | None = field(default=1.0, metadata=_range(0, None, True))
@@ -144,15 +172,16 @@ class MechanismConfig:
     public_pretrain_steps: int = field(default=0, metadata=_range(0))
     projection_radius: float | None = field(default=None, metadata=_range(0, None, True))
     optimizer: OptimizerConfig = field(default_factory=OptimizerConfig)
-    third_party: str | None = None
+    third_party: UserCode | None = None
     # the user's own training of model.factory's module: train(module, dataset, seed) -> module
-    training: str | None = None
+    training: UserCode | None = None
     integration: Literal["none", "opacus"] = "none"  # opacus: the claim's unstated z, p, T, C read from the engine
     loss_reduction: Literal["mean", "sum"] = "mean"  # how the user's updates normalise the noisy clipped sum
 
 
 @dataclass(frozen=True)
-class AuditConfig:
+class AuditConfig(_Section):
+    _path: ClassVar[str] = "audit"
     trials: int = field(default=200, metadata=_range(1, 1_000_000))
     alpha: float = field(default=0.05, metadata=_range(0, 1, True, True))
     games: tuple[str, ...] = ("attribute", "distinguishing")  # names of fdp_audit.audit.games.GAMES
@@ -177,15 +206,17 @@ EXECUTION_FIELDS = ("executor", "scheduler", "workers")
 
 
 @dataclass(frozen=True)
-class ReportConfig:
+class ReportConfig(_Section):
+    _path: ClassVar[str] = "report"
     out_dir: str = "reports/run"
     title: str | None = None
 
 
 @dataclass(frozen=True)
-class ProfileConfig:
+class ProfileConfig(_Section):
     """Privacy profiles and the ε transition (docs/profiles.md); see :mod:`fdp_audit.profiles.compute`."""
 
+    _path: ClassVar[str] = "profile"
     columns: tuple[str, ...] = ("age", "education-num")
     rows: int | None = field(default=None, metadata=_range(2))  # the first `rows` rows; None: all
     mechanism: Literal["laplace", "gaussian", "dp_sgd", "fdp_sgd"] = "laplace"
@@ -210,10 +241,11 @@ class ProfileConfig:
 
 
 @dataclass(frozen=True)
-class CorrDPConfig:
+class CorrDPConfig(_Section):
     """CorrDP (docs/corrdp.md): ``dataset`` adult uses ``sensitive`` / ``insensitive``; synthetic is the paper's
     Gaussian ridge data (its first ``synthetic_sensitive`` coordinates sensitive, feature lists unused)."""
 
+    _path: ClassVar[str] = "corrdp"
     dataset: Literal["adult", "synthetic"] = "adult"
     sensitive: tuple[str, ...] = (
         "age",
@@ -248,7 +280,9 @@ class CorrDPConfig:
 
 
 @dataclass(frozen=True)
-class Config:
+class Config(_Section):
+    """A whole configuration (docs/files.md), validated on construction (module docstring)."""
+
     name: str = "run"
     seed: int = field(default=0, metadata=_range(0, 2**63 - 1))
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -260,7 +294,17 @@ class Config:
     profile: ProfileConfig | None = None
     corrdp: CorrDPConfig | None = None
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        _check_consistency(self)
+
     def to_dict(self) -> dict[str, Any]:
+        """The configuration as plain data, as a YAML file or ``results.json`` holds it (a function of the user's
+        code is written as ``module:function``).
+
+        Returns:
+            A mapping of sections.
+        """
         return _to_plain(self)
 
     def with_overrides(self, overrides: Mapping[str, Any], names: Mapping[str, str] | None = None) -> Config:
@@ -273,12 +317,32 @@ class Config:
         return _overridden(self, overrides, names or {})
 
 
-def _to_plain(value: Any) -> Any:
+def _to_plain(value: Any, keep_functions: bool = False) -> Any:
+    """Plain data of a section; functions of the user's code kept (``keep_functions``) or named."""
     if dataclasses.is_dataclass(value):
-        return {f.name: _to_plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: _to_plain(getattr(value, f.name), keep_functions) for f in dataclasses.fields(value)}
     if isinstance(value, tuple):
-        return [_to_plain(v) for v in value]
+        return [_to_plain(v, keep_functions) for v in value]
+    if callable(value) and not keep_functions:
+        return function_name(value)
     return value
+
+
+def function_name(function: Callable[..., Any]) -> str:
+    """How a configuration records a function of the user's code: ``module:function``.
+
+    Args:
+        function: a module-level function.
+
+    Returns:
+        Its name, as a ``package.module:function`` spec would give it.
+    """
+    return f"{function.__module__}:{function.__qualname__}"
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
 
 
 def _bounded_repr() -> reprlib.Repr:
@@ -308,6 +372,8 @@ def _type_name(tp: Any) -> str:
         return f"list of {_type_name(typing.get_args(tp)[0])}"
     if tp is type(None):
         return "null"
+    if origin is Callable:
+        return "function"
     if dataclasses.is_dataclass(tp):
         return "mapping"
     return getattr(tp, "__name__", str(tp))
@@ -341,7 +407,11 @@ def _coerce(value: Any, tp: Any, path: str) -> Any:
         inner = typing.get_args(tp)[0]
         return tuple(_coerce(v, inner, f"{path}[{i}]") for i, v in enumerate(value))
     if dataclasses.is_dataclass(tp):
-        return _build(tp, value, path)
+        return value if isinstance(value, tp) else _build(tp, value, path)
+    if origin is Callable:
+        if isinstance(value, str) or not callable(value):
+            raise BadInputError(f"must be a function, got {_short(value)}", path)
+        return value
     if tp is bool:
         if not isinstance(value, bool):
             raise BadInputError(f"must be true or false, got {_short(value)}", path)
@@ -380,19 +450,12 @@ def _build(cls: type, raw: Any, path: str) -> Any:
         raw = {}
     if not isinstance(raw, dict):
         raise BadInputError(f"must be a mapping, got {type(raw).__name__}", path or "config")
-    hints = typing.get_type_hints(cls)
-    known = {f.name: f for f in dataclasses.fields(cls)}
+    known = [f.name for f in dataclasses.fields(cls)]
     for key in raw:
         if key not in known:
             where = (f"{path}.{key}" if path else str(key))[:120]  # a key may be a megabyte long
             raise BadInputError(f"unknown key (allowed: {', '.join(known)})", where)
-    kwargs = {}
-    for name, spec in known.items():
-        if name not in raw:
-            continue
-        where = f"{path}.{name}" if path else name
-        kwargs[name] = _field_value(spec, hints[name], raw[name], where)
-    return cls(**kwargs)
+    return cls(**{name: raw[name] for name in known if name in raw})  # checked on construction
 
 
 def _field_value(spec: dataclasses.Field, tp: Any, value: Any, where: str) -> Any:
@@ -404,6 +467,17 @@ def _field_value(spec: dataclasses.Field, tp: Any, value: Any, where: str) -> An
         raise BadInputError(f"must be one of {', '.join(map(repr, spec.metadata['choices']))}, got {_short(value)}",
                             where)
     return value
+
+
+def _check_user_code(code: UserCode, field: str, pattern: str | None = None) -> None:
+    """A name of the user's code must be a function spec (``pattern``, by default :func:`_is_function_spec`'s);
+    a function must be one defined at a module's top level, whose ``module:function`` name the results record."""
+    if callable(code):
+        if not _is_function_spec(function_name(code)) or not inspect.isfunction(code):
+            raise BadInputError(f"must be a function defined at a module's top level (its module:function name is "
+                                f"recorded in the results), got {_short(code)}", field)
+    elif not (re.fullmatch(pattern, code) if pattern else _is_function_spec(code)):
+        raise BadInputError(f"must be 'module:function' or 'file.py:function', got {code!r}", field)
 
 
 def _is_function_spec(spec: str) -> bool:
@@ -424,18 +498,14 @@ def _check_consistency(config: Config) -> None:
     if mech.faulty and not row.faulty:
         raise BadInputError(f"'{mech.name}' is not a faulty mechanism", "mechanism.faulty")
     if mech.third_party is not None:  # the name is the privacy claim the third-party function is audited against
-        if not re.fullmatch(r"[^:\s]+:[A-Za-z_]\w*", mech.third_party):
-            raise BadInputError(f"must be 'module:function' or 'file.py:function', got {mech.third_party!r}",
-                                "mechanism.third_party")
+        _check_user_code(mech.third_party, "mechanism.third_party", r"[^:\s]+:[A-Za-z_]\w*")
         if row.faulty or row.trained_by != ENGINE:
             claims = ", ".join(name for name, other in MECHANISMS.items()
                                if not other.faulty and other.trained_by == ENGINE and name != "nonprivate")
             raise BadInputError(f"the claim of a third-party mechanism cannot be {mech.name!r}; name the mechanism "
                                 f"whose accounting it claims ({claims})", "mechanism.name")
     if mech.training is not None:
-        if not _is_function_spec(mech.training):
-            raise BadInputError(f"must be 'module:function' or 'file.py:function', got {mech.training!r}",
-                                "mechanism.training")
+        _check_user_code(mech.training, "mechanism.training")
         if config.model.factory is None:
             raise BadInputError("the user's training function trains the module of model.factory; name it",
                                 "model.factory")
@@ -448,9 +518,8 @@ def _check_consistency(config: Config) -> None:
     if (config.model.kind == "module") != (config.model.factory is not None):
         raise BadInputError("model.kind 'module' and model.factory (file.py:function or module:function) go "
                             "together", "model.factory")
-    if config.model.factory is not None and not _is_function_spec(config.model.factory):
-        raise BadInputError(f"must be 'module:function' or 'file.py:function', got {config.model.factory!r}",
-                            "model.factory")
+    if config.model.factory is not None:
+        _check_user_code(config.model.factory, "model.factory")
     if mech.noise_multiplier is not None and mech.target_epsilon is not None:
         raise BadInputError("give noise_multiplier or target_epsilon, not both (target_epsilon calibrates the noise "
                             "multiplier and would override it)", "mechanism.target_epsilon")
@@ -500,16 +569,14 @@ def config_from_dict(raw: Any) -> Config:
     if isinstance(mechanism, dict) and mechanism.get("integration", "none") != "none" and "noise_multiplier" not in \
             mechanism and "target_epsilon" not in mechanism:  # the engine states z (and p, T, C unless given)
         raw = {**raw, "mechanism": {**raw["mechanism"], "noise_multiplier": None}}
-    config = _build(Config, raw, "")
-    _check_consistency(config)
-    return config
+    return _build(Config, raw, "")
 
 
 _NOISE_FIELDS = ("mechanism.noise_multiplier", "mechanism.target_epsilon")
 
 
 def _overridden(config: Config, overrides: Mapping[str, Any], names: Mapping[str, str]) -> Config:
-    raw = config.to_dict()
+    raw = _to_plain(config, keep_functions=True)
     for dotted, value in overrides.items():
         *sections, key = dotted.split(".")
         parent: Any = raw
@@ -517,7 +584,7 @@ def _overridden(config: Config, overrides: Mapping[str, Any], names: Mapping[str
             parent = parent.get(section) if isinstance(parent, dict) else None
         if not isinstance(parent, dict) or key not in parent:
             raise BadInputError("no such field in the config", names.get(dotted, dotted))
-        parent[key] = _to_plain(value)
+        parent[key] = _to_plain(value, keep_functions=True)
     for given, other in (_NOISE_FIELDS, _NOISE_FIELDS[::-1]):
         if given in overrides and other not in overrides and overrides[given] is not None:
             raw["mechanism"][other.split(".")[1]] = None

@@ -146,9 +146,15 @@ def code_roots() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
             tuple(Path(folder).resolve() for folder in libraries if folder))
 
 
-def load_function(spec: str, field: str) -> Callable[..., Any]:
-    """Resolve ``module:function`` or ``file.py:function`` to the function; ``field`` names the config key in
+def load_function(spec: str | Callable[..., Any], field: str) -> Callable[..., Any]:
+    """Resolve ``module:function`` or ``file.py:function`` to the function (a configuration built in Python may
+    hold the function itself, whose module then counts as the user's code); ``field`` names the config key in
     errors."""
+    if callable(spec):
+        module = sys.modules.get(getattr(spec, "__module__", ""))
+        if module is not None:
+            _remember_user_code(module, module.__name__)
+        return spec
     location, _, name = spec.rpartition(":")
     if not location or not name.isidentifier():
         raise BadInputError(f"must be 'module:function' or 'file.py:function', got {spec!r}", field)
@@ -205,11 +211,11 @@ def _import_file(location: Path, field: str):
     return module
 
 
-def resolve_file_spec(spec: str | None, folder: Path) -> str | None:
-    """``file.py:function`` with a relative file made absolute from ``folder`` (the config's); other specs
-    unchanged."""
-    if spec is None:
-        return None
+def resolve_file_spec(spec: str | Callable[..., Any] | None, folder: Path) -> str | Callable[..., Any] | None:
+    """``file.py:function`` with a relative file made absolute from ``folder`` (the config's); other specs, and
+    functions, unchanged."""
+    if spec is None or callable(spec):
+        return spec
     location, sep, name = spec.rpartition(":")
     if not sep or not location.endswith(".py") or Path(location).is_absolute():
         return spec

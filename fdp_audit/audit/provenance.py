@@ -18,7 +18,9 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
+import inspect
 import json
+import marshal
 import platform
 import sys
 from pathlib import Path
@@ -112,9 +114,36 @@ def journal_key(config: Config, versions: dict[str, str], data: PreparedData) ->
         del settings["audit"][name]
     content: dict[str, Any] = {
         "config": settings, "versions": versions, "source": source_digest(),
-        "third_party_source": None if third_party is None else third_party_digest(third_party),
+        "third_party_source": None if third_party is None or callable(third_party) else third_party_digest(third_party),
         "data": [data.train.fingerprint, data.population.fingerprint]}
+    functions = function_digests(config)
+    if functions:  # a notebook's functions have no file for user_source_digests to read
+        content["functions"] = functions
     return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def function_digests(config: Config) -> dict[str, str]:
+    """SHA-256 of the source of each function of the user's code a configuration holds (rather than names), by
+    field; a function whose source cannot be read (defined at an interactive prompt) is digested by its compiled
+    code.
+
+    Args:
+        config: the configuration.
+
+    Returns:
+        The digests, empty when the configuration names its code by ``module:function``.
+    """
+    fields = {"model.factory": config.model.factory, "mechanism.training": config.mechanism.training,
+              "mechanism.third_party": config.mechanism.third_party}
+    digests = {}
+    for field, function in fields.items():
+        if callable(function):
+            try:
+                source = inspect.getsource(function).encode()
+            except (OSError, TypeError):
+                source = marshal.dumps(function.__code__)
+            digests[field] = hashlib.sha256(source).hexdigest()
+    return digests
 
 
 def versions() -> dict[str, str]:

@@ -163,7 +163,8 @@ def claimed_config(config: Config, data: PreparedData) -> tuple[Config, EngineCl
     from fdp_audit.training.run import build_problem
 
     mech = config.mechanism
-    probe = replace(config, mechanism=replace(mech, noise_multiplier=mech.noise_multiplier or 1.0))
+    probe = config if mech.target_epsilon is not None else replace(  # configs are validated: z or ε, not both
+        config, mechanism=replace(mech, noise_multiplier=mech.noise_multiplier or 1.0))
     trainer = user_trainer(probe, build_problem(probe, data))
     with recording_engines() as record, calibration_cached():  # on n + 1 records, as the trials train
         trainer.run(trial_seed(config.seed, PROBE_INDEX), trainer.x[0], int(trainer.y[0]), None)
