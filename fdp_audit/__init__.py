@@ -1,3 +1,46 @@
-"""fdp-audit: train with feature differential privacy, attack it, and check the attacks against the bound."""
+"""fdp-audit: train with feature differential privacy, attack it, and check the attacks against the bound.
+
+The library (docs/api.md)::
+
+    import fdp_audit
+
+    result = fdp_audit.audit("configs/adult_fdp.yaml", trials=64)   # an AuditResult
+    result.verdict                                                   # "PASS" or "VIOLATION"
+    fdp_audit.audit_checkpoint("model.pt")                          # the attacks on a checkpoint's records
+    fdp_audit.account(1.0, 1 / 16, 100).epsilon(1e-5)               # the accountant of a claim
+
+``fdp_audit.audit`` is also the package of the audit engine (games, statistics, gate): calling it runs an audit.
+Everything loads on first use, so that ``fdp-audit --version`` starts without torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
+
+__all__ = ["AuditResult", "Claim", "Config", "__version__", "account", "audit", "audit_checkpoint"]
+
+
+def __getattr__(name: str) -> Any:  # PEP 562: the public names load on first use
+    if name == "audit":
+        import fdp_audit.audit as package  # the callable package; importing it binds the name
+
+        return package
+    if name in ("AuditResult", "account", "audit_checkpoint"):
+        from fdp_audit import api
+
+        return getattr(api, name)
+    if name == "Config":
+        from fdp_audit.config import Config
+
+        return Config
+    if name == "Claim":
+        from fdp_audit.claim import Claim
+
+        return Claim
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -72,17 +72,21 @@ def project_modules() -> dict[str, Path]:
     return modules
 
 
-def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The project modules that importing ``name`` executes directly: every import statement, also inside
-    functions (an import hidden in a function still runs, and hiding one is how a cycle is usually dodged),
-    except under ``if TYPE_CHECKING``; importing ``a.b.c`` also runs the packages ``a`` and ``a.b``."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    type_only = {id(node) for test in ast.walk(tree) if isinstance(test, ast.If)
-                 and "TYPE_CHECKING" in ast.unparse(test.test) for stmt in test.body for node in ast.walk(stmt)}
+def _deferred_nodes(tree: ast.Module) -> set[int]:
+    """The nodes of a package's functions that Python runs only when a name is read from the package or the package
+    is called, never on import: a module-level ``__getattr__`` (PEP 562) and the methods of a module class (a
+    ``types.ModuleType`` subclass, as a callable package assigns to its ``__class__``)."""
+    roots = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"]
+    roots += [node for node in tree.body if isinstance(node, ast.ClassDef)
+              and any(ast.unparse(base).split(".")[-1] == "ModuleType" for base in node.bases)]
+    return {id(node) for root in roots for node in ast.walk(root)}
+
+
+def _targets(name: str, path: Path, tree: ast.Module, modules: dict[str, Path], skip: set[int]) -> list[str]:
     package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
     targets = []
     for node in ast.walk(tree):
-        if id(node) in type_only:
+        if id(node) in skip:
             continue
         if isinstance(node, ast.Import):
             targets += [alias.name for alias in node.names]
@@ -91,6 +95,10 @@ def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str
             if node.level:
                 base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
             targets += [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+    return targets
+
+
+def _edges(name: str, targets: list[str], modules: dict[str, Path]) -> set[str]:
     edges = set()
     for target in targets:
         parts = target.split(".")
@@ -99,6 +107,54 @@ def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str
             # a module's own enclosing packages are already running when it is imported: not an edge
             if candidate in modules and candidate != name and not name.startswith(candidate + "."):
                 edges.add(candidate)
+    return edges
+
+
+def _type_only(tree: ast.Module) -> set[int]:
+    return {id(node) for test in ast.walk(tree) if isinstance(test, ast.If)
+            and "TYPE_CHECKING" in ast.unparse(test.test) for stmt in test.body for node in ast.walk(stmt)}
+
+
+def _defined_names(tree: ast.Module) -> set[str]:
+    """The names a module binds at import time (not those its ``__getattr__`` provides)."""
+    names = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def deferred_modules(name: str, path: Path, modules: dict[str, Path], read: list[str]) -> set[str]:
+    """The project modules a package imports lazily (:func:`_deferred_nodes`) when one of the names ``read``
+    from it is not one it binds on import; they are run by whoever reads such a name, not by importing it."""
+    if path.name != "__init__.py":
+        return set()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    if not set(read) - _defined_names(tree):
+        return set()
+    deferred = _deferred_nodes(tree)
+    skip = {id(node) for node in ast.walk(tree) if id(node) not in deferred} | _type_only(tree)
+    return _edges(name, _targets(name, path, tree, modules, skip), modules)
+
+
+def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules that importing ``name`` executes directly: every import statement, also inside
+    functions (an import hidden in a function still runs, and hiding one is how a cycle is usually dodged),
+    except under ``if TYPE_CHECKING``; importing ``a.b.c`` also runs the packages ``a`` and ``a.b``. A package's
+    lazy imports (:func:`deferred_modules`) count for the modules that read a name from it
+    (``from package import name``), which is when they run."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    edges = _edges(name, _targets(name, path, tree, modules, _type_only(tree) | _deferred_nodes(tree)), modules)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module in modules and not node.level:
+            lazy = [a.name for a in node.names if f"{node.module}.{a.name}" not in modules]
+            if lazy and node.module != name:
+                edges |= deferred_modules(node.module, modules[node.module], modules, lazy) - {name}
     return edges
 
 
@@ -141,6 +197,24 @@ def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_cycle_finder_finds_a_cycle_and_only_cycles():
     assert import_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert import_cycles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+
+
+def test_lazy_imports_of_a_package_count_for_the_modules_that_read_its_names(tmp_path):
+    """``fdp_audit.audit`` (a callable package) and ``fdp_audit.__getattr__`` import the library when a name is
+    read or the package is called: a module that reads such a name at import time runs those imports."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("def __getattr__(name):\n    from pkg import heavy\n    return heavy\n")
+    (package / "heavy.py").write_text("import pkg.user\n")
+    (package / "user.py").write_text("from pkg import thing\n")
+    (package / "other.py").write_text("import pkg.heavy\n")
+    modules = {"pkg": package / "__init__.py", "pkg.heavy": package / "heavy.py", "pkg.user": package / "user.py",
+               "pkg.other": package / "other.py"}
+    graph = {name: imported_modules(name, path, modules) for name, path in modules.items()}
+    assert graph["pkg"] == set() and graph["pkg.user"] == {"pkg.heavy"}
+    assert import_cycles(graph) == [["pkg.heavy", "pkg.user"]]
+    modules.pop("pkg.user")
+    assert import_cycles({name: imported_modules(name, path, modules) for name, path in modules.items()}) == []
 
 
 def test_every_module_imports_on_its_own_in_a_fresh_process():

@@ -110,7 +110,7 @@ def flag_names(fields: dict[str, str]) -> Iterator[None]:
 
 def _accountant(args: argparse.Namespace) -> tuple[MechanismAccountant, float | None]:
     """The claim the flags (or the checkpoint's metadata) state, and the checkpoint's δ."""
-    from fdp_audit.accounting.mechanism import MechanismSpec, accountant_for
+    from fdp_audit import api
 
     explicit = {
         "--noise-multiplier": args.noise_multiplier,
@@ -121,15 +121,15 @@ def _accountant(args: argparse.Namespace) -> tuple[MechanismAccountant, float | 
         given = [flag for flag, value in explicit.items() if value is not None]
         if given:
             raise BadInputError(f"cannot be combined with {', '.join(given)}", field="--checkpoint")
+        from fdp_audit.accounting.mechanism import accountant_for
+
         spec, delta = _from_checkpoint(args.checkpoint, args.relation)
         return accountant_for(spec), delta
     for flag, value in explicit.items():
         if value is None:
             raise BadInputError("is required (or give --checkpoint PATH)", field=flag)
     _check_parameters(args.noise_multiplier, args.sample_rate, args.steps, _FLAG_FIELDS)
-    # DP-SGD and Algorithm 1 have the same curve (Theorem 5); the name only labels the output.
-    spec = MechanismSpec.gaussian("fdp_sgd", args.noise_multiplier, args.sample_rate, args.steps, args.relation)
-    return accountant_for(spec), None
+    return api.account(args.noise_multiplier, args.sample_rate, args.steps, relation=args.relation), None
 
 
 def _check_parameters(z: float, p: float, steps: int, fields: dict[str, str]) -> None:

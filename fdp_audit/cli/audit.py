@@ -8,16 +8,13 @@ instead replays its training recipe in a game audit of N trials."""
 from __future__ import annotations
 
 import argparse
-import contextlib
 import shlex
 import sys
 from pathlib import Path
 
-from fdp_audit.atomic_io import all_or_nothing
+from fdp_audit.api import DEFAULT_CHECKPOINT_OUT
 from fdp_audit.cli import EXIT_OK, EXIT_VIOLATION, SEED_HELP
 from fdp_audit.errors import BadInputError
-
-DEFAULT_CHECKPOINT_OUT = "reports/run"  # a checkpoint's metadata never chooses where output goes
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -47,7 +44,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def audit_config(args: argparse.Namespace):
     """The config to audit, with the command line's overrides checked against the schema's ranges (a trial
     count above the schema's limit would exhaust memory before the first model is trained)."""
-    from fdp_audit.config import load_config
+    from fdp_audit.api import as_config
 
     target = Path(args.target)
     if target.suffix == ".pt":
@@ -57,7 +54,7 @@ def audit_config(args: argparse.Namespace):
         config = replay_config(checkpoint, args.games)
         checkpoint_data(checkpoint)  # refuses data that are not the ones it was trained on
     else:
-        config = load_config(target)
+        config = as_config(target)
     flags = {"audit.trials": "--trials", "audit.alpha": "--alpha", "seed": "--seed", "audit.scheduler": "--scheduler",
              "audit.workers": "--workers"}
     values = {"audit.trials": args.trials, "audit.alpha": args.alpha, "seed": args.seed}
@@ -70,111 +67,45 @@ def audit_config(args: argparse.Namespace):
     return config.with_overrides(overrides, flags)
 
 
-def checkpoint_results(args: argparse.Namespace) -> tuple[dict, Path]:
-    """The checkpoint audit of the real training records (no --games)."""
-    from fdp_audit.audit.checkpoint_audit import read_checkpoint, run_checkpoint_audit
+def _refuse(args: argparse.Namespace, flags: tuple[str, ...], why: str) -> None:
+    for flag in flags:
+        if getattr(args, flag.removeprefix("--").replace("-", "_")) is not None:
+            raise BadInputError(why, flag)
 
-    for flag, value in (("--trials", args.trials), ("--seed", args.seed), ("--scheduler", args.scheduler),
-                        ("--workers", args.workers)):
-        if value is not None:
-            raise BadInputError("applies to games; with a checkpoint pass --games N to replay its recipe", flag)
+
+def audited(args: argparse.Namespace):
+    """The audit the command line asks for, run through the library (:mod:`fdp_audit.api`); the flags that do
+    not apply to the target are refused here, naming the flag."""
+    from fdp_audit import api
+
+    command = shlex.join(["fdp-audit", *sys.argv[1:]])
+    target = Path(args.target)
+    if args.games is not None and target.suffix != ".pt":
+        raise BadInputError("replays a checkpoint's recipe; with a config use --trials", "--games")
+    if args.config is not None:  # weights trained elsewhere
+        _refuse(args, ("--trials", "--seed", "--games"), "does not apply to external weights")
+    elif target.suffix in api.WEIGHTS_SUFFIXES:
+        pass  # the library refuses weights without a config, saying how to audit them
+    elif args.canaries is not None:
+        _refuse(args, ("--trials", "--seed", "--games", "--scheduler", "--workers"),
+                "does not apply to a one-run audit")
+    elif target.suffix == ".pt" and args.games is None:
+        _refuse(args, ("--trials", "--seed", "--scheduler", "--workers"),
+                "applies to games; with a checkpoint pass --games N to replay its recipe")
+    else:
+        if args.gate_on_estimated:
+            raise BadInputError("applies to the checkpoint audit of a .pt file without --games", "--gate-on-estimated")
+        config = audit_config(args)
+        return api.audit(config, out_dir=args.out or config.report.out_dir, command=command)
     if args.alpha is not None and not 0 < args.alpha < 1:
         raise BadInputError("must be in (0, 1)", "--alpha")
-    checkpoint = read_checkpoint(args.target)
-    audit = checkpoint.config.audit
-    alpha = audit.alpha if args.alpha is None else args.alpha
-    results = run_checkpoint_audit(checkpoint, alpha, audit.gate_on_estimated or args.gate_on_estimated,
-                                   command=shlex.join(["fdp-audit", *sys.argv[1:]]))
-    return results, Path(args.out or DEFAULT_CHECKPOINT_OUT)
-
-
-def one_run_results(args: argparse.Namespace) -> tuple[dict, Path]:
-    """The one-run audit of a checkpoint's canaries (``--canaries MANIFEST``)."""
-    from fdp_audit.audit.one_run.canaries import one_run_results as results_of
-
-    for flag, value in (("--trials", args.trials), ("--seed", args.seed), ("--games", args.games),
-                        ("--scheduler", args.scheduler), ("--workers", args.workers)):
-        if value is not None:
-            raise BadInputError("does not apply to a one-run audit", flag)
-    if Path(args.target).suffix != ".pt":
-        raise BadInputError("a one-run audit takes the checkpoint trained with --canaries", "target")
-    alpha = 0.05 if args.alpha is None else args.alpha
-    if not 0 < alpha < 1:
-        raise BadInputError("must be in (0, 1)", "--alpha")
-    results = results_of(Path(args.target), Path(args.canaries), alpha, shlex.join(["fdp-audit", *sys.argv[1:]]))
-    return results, Path(args.out or Path(args.target).parent)
-
-
-def external_results(args: argparse.Namespace) -> tuple[dict, Path]:
-    """External weights (``--config``): the checkpoint audit of their training records, or with ``--canaries`` the
-    one-run audit of the record canaries inserted before training."""
-    from fdp_audit.audit.checkpoint_audit import read_external_checkpoint, run_checkpoint_audit
-    from fdp_audit.audit.one_run.canaries import one_run_results as results_of
-    from fdp_audit.config import load_config
-
-    for flag, value in (("--trials", args.trials), ("--seed", args.seed), ("--games", args.games)):
-        if value is not None:
-            raise BadInputError("does not apply to external weights", flag)
-    alpha = 0.05 if args.alpha is None else args.alpha
-    if not 0 < alpha < 1:
-        raise BadInputError("must be in (0, 1)", "--alpha")
-    config = load_config(args.config)
-    checkpoint = read_external_checkpoint(Path(args.target), config)
-    command = shlex.join(["fdp-audit", *sys.argv[1:]])
-    out = Path(args.out or DEFAULT_CHECKPOINT_OUT)
-    if args.canaries is not None:
-        return results_of(checkpoint.path, Path(args.canaries), alpha, command, external=checkpoint), out
-    gate = config.audit.gate_on_estimated or args.gate_on_estimated
-    return run_checkpoint_audit(checkpoint, alpha, gate, command=command), out
+    return api.audit_checkpoint(target, config=args.config, canaries=args.canaries, alpha=args.alpha,
+                                gate_on_estimated=args.gate_on_estimated, out_dir=args.out, command=command)
 
 
 def run(args: argparse.Namespace) -> int:
-    from fdp_audit.audit.checkpoint_audit import summary_lines
-    from fdp_audit.audit.gate import NOT_JUDGED
-    from fdp_audit.audit.results import write_results
-    from fdp_audit.audit.runner import run_audit
-    from fdp_audit.report.render import write_report
-
-    if args.games is not None and Path(args.target).suffix != ".pt":
-        raise BadInputError("replays a checkpoint's recipe; with a config use --trials", "--games")
-    if args.config is not None:
-        results, out = external_results(args)
-    elif Path(args.target).suffix in (".safetensors", ".pth", ".bin"):
-        from fdp_audit.config import EXTERNAL_MODEL_HINT
-
-        raise BadInputError(f"{Path(args.target).name} holds weights only; {EXTERNAL_MODEL_HINT}")
-    elif args.canaries is not None:
-        results, out = one_run_results(args)
-    elif Path(args.target).suffix == ".pt" and args.games is None:
-        results, out = checkpoint_results(args)
-    else:
-        if args.gate_on_estimated:
-            raise BadInputError("applies to the checkpoint audit of a .pt file without --games",
-                                "--gate-on-estimated")
-        config = audit_config(args)
-        out = Path(args.out or config.report.out_dir)
-        fresh = not out.exists()
-        try:
-            results = run_audit(config, out, command=shlex.join(["fdp-audit", *sys.argv[1:]]))
-        except BadInputError:
-            if fresh:  # refused: the folder this run created holds only the journal of a run that cannot resume
-                (out / "journal.jsonl").unlink(missing_ok=True)
-                with contextlib.suppress(OSError):
-                    out.rmdir()
-            raise
-    if results["verdict"]["status"] == NOT_JUDGED:  # never written as if it were a verdict
-        raise BadInputError(results["verdict"]["explanation"])
-    with all_or_nothing():  # results.json and report.html are replaced together or not at all
-        path = write_results(out / "results.json", results)
-        report = write_report(results, out / "report.html")
-    verdict = results["verdict"]
-    if "checkpoint_audit" in results:
-        print("\n".join(summary_lines(results["checkpoint_audit"])))
-    if "one_run" in results:
-        from fdp_audit.audit.one_run.evaluation import summary_lines as one_run_lines
-
-        print("\n".join(one_run_lines(results["one_run"])))
-    print(f"{verdict['status']}: {verdict['explanation']}")
-    print(f"results: {path}\nreport: {report}")
-    return EXIT_VIOLATION if verdict["status"] == "VIOLATION" else EXIT_OK
-
+    result = audited(args)
+    written = result.write(junit=False)
+    print(result.summary())
+    print(f"results: {written.results}\nreport: {written.report}")
+    return EXIT_VIOLATION if result.verdict == "VIOLATION" else EXIT_OK

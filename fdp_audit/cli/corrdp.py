@@ -12,9 +12,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fdp_audit.atomic_io import all_or_nothing, atomic_write_bytes, atomic_write_json
-from fdp_audit.config import load_config
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("corrdp", help="CorrDP: TV estimation and CorrDP-SGD (docs/corrdp.md)")
@@ -30,6 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fdp_audit.atomic_io import all_or_nothing, atomic_write_bytes, atomic_write_json
+    from fdp_audit.config import load_config
     from fdp_audit.corrdp.experiments import train_experiment, tv_experiment, utility_figure
 
     config = load_config(args.config)

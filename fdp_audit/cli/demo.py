@@ -9,8 +9,6 @@ import time
 from importlib import resources
 from pathlib import Path
 
-import yaml
-
 from fdp_audit.cli import EXIT_OK
 
 ONE_RUN_CANARIES = 1000
@@ -24,6 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def demo_config(quick: bool):
+    import yaml
+
     from fdp_audit.config import config_from_dict
 
     config = config_from_dict(yaml.safe_load(resources.files("fdp_audit").joinpath("demo.yaml").read_text()))

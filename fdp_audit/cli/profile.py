@@ -12,11 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fdp_audit.atomic_io import all_or_nothing
-from fdp_audit.config import load_config
-from fdp_audit.profiles.compute import run_profile
-from fdp_audit.profiles.outputs import write_outputs
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -32,6 +27,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fdp_audit.atomic_io import all_or_nothing
+    from fdp_audit.config import load_config
+    from fdp_audit.profiles.compute import run_profile
+    from fdp_audit.profiles.outputs import write_outputs
+
     config = load_config(args.config)
     out_dir = args.out or config.report.out_dir
     profiled = run_profile(config)

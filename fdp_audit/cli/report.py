@@ -10,7 +10,6 @@ import argparse
 from pathlib import Path
 
 from fdp_audit.errors import BadInputError
-from fdp_audit.report import load_results, write_report
 
 DEFAULT_NAME = "report.html"
 
@@ -38,6 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fdp_audit.report import load_results, write_report
+
     source = Path(args.results)
     target = Path(args.output) if args.output else source.with_name(DEFAULT_NAME)
     if target.is_dir():

@@ -1,0 +1,352 @@
+"""The public Python API (docs/api.md): audit a configuration, a checkpoint or weights trained elsewhere, and
+account a claim. Each call returns a typed result; the ``fdp-audit`` command line is a thin layer over them.
+
+::
+
+    import fdp_audit
+
+    result = fdp_audit.audit("configs/adult_fdp.yaml", trials=64)
+    result.verdict                     # "PASS" or "VIOLATION"
+    result.epsilon_lower_bounds        # per ε comparison, the empirical ε lower bound
+    result.write("reports/adult")      # results.json, report.html and junit.xml, all or nothing
+
+Bad input raises :class:`fdp_audit.errors.BadInputError` (one line naming the field); a failure inside the
+user's own code shows the user's traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fdp_audit.errors import BadInputError
+
+if TYPE_CHECKING:
+    from fdp_audit.accounting.mechanism import MechanismAccountant
+    from fdp_audit.config import Config
+    from fdp_audit.execution import Executor
+
+# The configs shipped with the package (a link to the repository's configs/ in a checkout, package data in a
+# wheel): a relative path that does not exist from the working folder is looked up here.
+SHIPPED_CONFIGS = Path(__file__).resolve().parent / "configs"
+DEFAULT_CHECKPOINT_OUT = "reports/run"  # a checkpoint's metadata never chooses where output goes
+WEIGHTS_SUFFIXES = (".safetensors", ".pth", ".bin")  # state_dicts trained outside fdp-audit
+
+
+
+def shipped_config_path(path: str | os.PathLike[str]) -> Path:
+    """A config file by path: as given when it exists, else the shipped config of that name.
+
+    Args:
+        path: a path such as ``configs/adult_fdp.yaml`` (relative to the working folder, or to the shipped
+            configs with or without the leading ``configs/``).
+
+    Returns:
+        The path to read.
+    """
+    given = Path(path)
+    if given.exists() or given.is_absolute():
+        return given
+    parts = given.parts[1:] if given.parts[:1] == ("configs",) else given.parts
+    shipped = SHIPPED_CONFIGS.joinpath(*parts) if parts else SHIPPED_CONFIGS
+    return shipped if shipped.is_file() else given
+
+
+def as_config(config_or_path: Config | Mapping[str, Any] | str | os.PathLike[str]) -> Config:
+    """The validated configuration a caller names.
+
+    Args:
+        config_or_path: a :class:`~fdp_audit.config.Config`, a mapping with the YAML file's structure, or the
+            path of a YAML file (:func:`shipped_config_path`).
+
+    Returns:
+        The configuration.
+
+    Raises:
+        BadInputError: an invalid configuration, or a file that cannot be read.
+    """
+    from fdp_audit.config import Config, config_from_dict, load_config
+
+    if isinstance(config_or_path, Config):
+        return config_or_path
+    if isinstance(config_or_path, Mapping):
+        return config_from_dict(dict(config_or_path))
+    if isinstance(config_or_path, str | os.PathLike):
+        return load_config(shipped_config_path(config_or_path))
+    raise BadInputError(f"must be a Config, a mapping or a path, got {type(config_or_path).__name__}", "config")
+
+
+@dataclass(frozen=True)
+class WrittenFiles:
+    """The files :meth:`AuditResult.write` wrote."""
+
+    results: Path
+    report: Path
+    junit: Path | None
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    """The outcome of an audit: its verdict, every judged comparison, the ε lower bounds, and the results
+    dictionary that ``results.json`` holds (docs/files.md).
+
+    Attributes:
+        results: the results dictionary, non-finite numbers written as None.
+        out_dir: where :meth:`write` writes by default (the audit's folder, which holds its trial journal), or
+            None.
+    """
+
+    results: dict[str, Any]
+    out_dir: Path | None = None
+    _judged: list[dict[str, Any]] = field(default_factory=list, init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        from fdp_audit.audit.gate import NOT_JUDGED
+
+        if self.results["verdict"]["status"] == NOT_JUDGED:  # never handed out as if it were a verdict
+            raise BadInputError(self.results["verdict"]["explanation"])
+
+    @property
+    def verdict(self) -> str:
+        """``"PASS"``, ``"VIOLATION"`` or ``"INFORMATIONAL"`` (a checkpoint audit whose bounds are estimated)."""
+        return self.results["verdict"]["status"]
+
+    @property
+    def explanation(self) -> str:
+        """The verdict in one sentence: the worst comparison and its margin."""
+        return self.results["verdict"]["explanation"]
+
+    @property
+    def passed(self) -> bool:
+        """Whether no comparison is violated (a VIOLATION is the only failing verdict)."""
+        return self.verdict != "VIOLATION"
+
+    @property
+    def comparisons(self) -> list[dict[str, Any]]:
+        """Every comparison the verdict judged, as stored, with the gate's evaluation of it.
+
+        Returns:
+            One dictionary per comparison: its stored row (``id``, ``kind``, ``game``, ``attack``, counts, …) and
+            ``status`` (pass, violation or not judged), ``observed``, ``theoretical`` and ``margin``.
+        """
+        from fdp_audit.audit.gate import comparison_status
+
+        return [{**row, **judged, "status": comparison_status(judged)}
+                for row, judged in zip(self.results.get("comparisons", []), self._judgements(), strict=True)]
+
+    @property
+    def epsilon_lower_bounds(self) -> dict[str, float]:
+        """The empirical ε lower bounds at confidence 1 − α (docs/statistics.md).
+
+        Returns:
+            Per ε comparison id, its lower bound in the claimed mechanism's family; ``"one-run"`` for the
+            one-run audit's, when there is one.
+        """
+        bounds = {j["id"]: j["epsilon_lower_bound"] for j in self._judgements() if "epsilon_lower_bound" in j}
+        one_run = self.results.get("one_run")
+        if one_run is not None and one_run.get("empirical_epsilon") is not None:
+            bounds["one-run"] = one_run["empirical_epsilon"]
+        return bounds
+
+    def _judgements(self) -> list[dict[str, Any]]:
+        if not self._judged and self.results.get("comparisons"):
+            from fdp_audit.audit.gate import judge
+
+            self._judged.extend(judge(self.results["comparisons"], self.results["verdict"]["alpha"])[1])
+        return self._judged
+
+    def to_dict(self) -> dict[str, Any]:
+        """A copy of the results dictionary, as ``results.json`` holds it."""
+        return copy.deepcopy(self.results)
+
+    def summary(self) -> str:
+        """What the command line prints: the checkpoint or one-run lines, if any, and the verdict."""
+        lines = []
+        if "checkpoint_audit" in self.results:
+            from fdp_audit.audit.checkpoint_audit import summary_lines
+
+            lines += summary_lines(self.results["checkpoint_audit"])
+        if "one_run" in self.results:
+            from fdp_audit.audit.one_run.evaluation import summary_lines as one_run_lines
+
+            lines += one_run_lines(self.results["one_run"])
+        return "\n".join([*lines, f"{self.verdict}: {self.explanation}"])
+
+    def write(self, out_dir: str | os.PathLike[str] | None = None, *, junit: bool = True) -> WrittenFiles:
+        """Write ``results.json``, ``report.html`` and (``junit``) ``junit.xml``: all of them or, on any failure,
+        none (the previous files stay).
+
+        Args:
+            out_dir: the folder; by default the audit's own (:attr:`out_dir`).
+            junit: also write the JUnit XML of the comparisons (one test case each, failed when violated).
+
+        Returns:
+            The paths written.
+
+        Raises:
+            BadInputError: no folder given and the audit has none.
+        """
+        from fdp_audit.atomic_io import all_or_nothing, atomic_write_text
+        from fdp_audit.audit.gate import junit_xml
+        from fdp_audit.audit.results import write_results
+        from fdp_audit.report.render import write_report
+
+        folder = Path(out_dir) if out_dir is not None else self.out_dir
+        if folder is None:
+            raise BadInputError("give the folder to write to", "out_dir")
+        with all_or_nothing():
+            results = write_results(folder / "results.json", self.results)
+            report = write_report(self.results, folder / "report.html")
+            cases = (atomic_write_text(folder / "junit.xml", junit_xml(self.results["verdict"], self._judgements()))
+                     if junit else None)
+        return WrittenFiles(results, report, cases)
+
+
+def audit(config_or_path: Config | Mapping[str, Any] | str | os.PathLike[str], *, trials: int | None = None,
+          seed: int | None = None, games: Sequence[str] | None = None, alpha: float | None = None,
+          out_dir: str | os.PathLike[str] | None = None, executor: Executor | None = None,
+          command: str = "") -> AuditResult:
+    """Play the configured audit games, judge every comparison against the configured claim, and return the verdict
+    (docs/games.md, docs/statistics.md).
+
+    Args:
+        config_or_path: the configuration (:func:`as_config`): a ``Config``, a mapping, or a YAML path (a shipped
+            config's name works from any folder). Its user code (``model.factory``, ``mechanism.training``,
+            ``mechanism.third_party``) may be a callable.
+        trials: trials per game (replaces ``audit.trials``).
+        seed: replaces the config's seed, from which the data, every model's random streams and the trials derive.
+        games: the games to play (replaces ``audit.games``).
+        alpha: the verdict's significance level (replaces ``audit.alpha``).
+        out_dir: the audit's folder: its trial journal is kept there (an interrupted audit resumes from it) and
+            :meth:`AuditResult.write` writes there by default. None keeps nothing on disk.
+        executor: where trials run (:mod:`fdp_audit.execution`); by default the one ``audit.executor`` names.
+        command: how the audit was started, recorded in the results for reproducibility.
+
+    Returns:
+        The result.
+
+    Raises:
+        BadInputError: an invalid configuration, or an audit whose comparisons cannot fail (refused before anything
+            is trained).
+    """
+    from fdp_audit.audit.runner import run_audit
+
+    config = as_config(config_or_path)
+    overrides = {"audit.trials": trials, "seed": seed, "audit.games": None if games is None else tuple(games),
+                 "audit.alpha": alpha}
+    given = {name: value for name, value in overrides.items() if value is not None}
+    if given:
+        config = config.with_overrides(given, {name: name.rpartition(".")[2] for name in given})
+    folder = None if out_dir is None else Path(out_dir)
+    fresh = folder is not None and not folder.exists()
+    try:
+        results = run_audit(config, folder, command=command, executor=executor)
+    except BadInputError:
+        if fresh:  # refused: the folder this run created holds only the journal of a run that cannot resume
+            (folder / "journal.jsonl").unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+    return AuditResult(results, folder)
+
+
+def _alpha(alpha: float | None, default: float) -> float:
+    value = default if alpha is None else alpha
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+        raise BadInputError(f"must be in (0, 1), got {value!r}", "alpha")
+    return float(value)
+
+
+def audit_checkpoint(weights: str | os.PathLike[str], *,
+                     config: Config | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+                     canaries: str | os.PathLike[str] | None = None, alpha: float | None = None,
+                     gate_on_estimated: bool = False, out_dir: str | os.PathLike[str] | None = None,
+                     command: str = "") -> AuditResult:
+    """Audit trained weights (docs/games.md, docs/one_run.md): the attacks on their real training records, or, with
+    ``canaries``, the one-run audit of the canaries inserted in their training.
+
+    Args:
+        weights: a ``.pt`` checkpoint written by ``fdp-audit train`` (its privacy metadata states the claim), or,
+            with ``config``, weights trained elsewhere (a state_dict: ``.safetensors``, or ``.pt``/``.pth``/``.bin``
+            of tensors, read with ``weights_only``).
+        config: for weights trained elsewhere, the configuration naming their ``model.factory``, data and claim.
+        canaries: the manifest of the canaries inserted in the training: the one-run audit, which gates.
+        alpha: the significance level (default: the configuration's ``audit.alpha``; 0.05 for a one-run audit).
+        gate_on_estimated: let the attacks on the real records, whose bound is estimated, fail the verdict
+            (otherwise it is INFORMATIONAL); also set by the configuration's ``audit.gate_on_estimated``.
+        out_dir: where :meth:`AuditResult.write` writes by default (default ``reports/run``; for a one-run audit
+            of a checkpoint, its folder).
+        command: how the audit was started, recorded in the results.
+
+    Returns:
+        The result.
+
+    Raises:
+        BadInputError: unreadable or untrusted weights, a checkpoint whose data are not the ones it was trained
+            on, or a manifest that does not match.
+    """
+    from fdp_audit.audit.checkpoint_audit import read_checkpoint, read_external_checkpoint, run_checkpoint_audit
+    from fdp_audit.audit.one_run.canaries import one_run_results
+
+    path = Path(weights)
+    if config is not None:
+        checkpoint = read_external_checkpoint(path, as_config(config))
+        folder = Path(out_dir or DEFAULT_CHECKPOINT_OUT)
+        if canaries is not None:
+            results = one_run_results(checkpoint.path, Path(canaries), _alpha(alpha, 0.05), command,
+                                      external=checkpoint)
+        else:
+            gate = checkpoint.config.audit.gate_on_estimated or gate_on_estimated
+            results = run_checkpoint_audit(checkpoint, _alpha(alpha, 0.05), gate, command=command)
+        return AuditResult(results, folder)
+    if path.suffix in WEIGHTS_SUFFIXES:
+        from fdp_audit.config import EXTERNAL_MODEL_HINT
+
+        raise BadInputError(f"{path.name} holds weights only; {EXTERNAL_MODEL_HINT}")
+    if canaries is not None:
+        if path.suffix != ".pt":
+            raise BadInputError("a one-run audit takes the checkpoint trained with --canaries", "target")
+        results = one_run_results(path, Path(canaries), _alpha(alpha, 0.05), command)
+        return AuditResult(results, Path(out_dir or path.parent))
+    checkpoint = read_checkpoint(path)
+    settings = checkpoint.config.audit
+    results = run_checkpoint_audit(checkpoint, _alpha(alpha, settings.alpha),
+                                   settings.gate_on_estimated or gate_on_estimated, command=command)
+    return AuditResult(results, Path(out_dir or DEFAULT_CHECKPOINT_OUT))
+
+
+def account(noise_multiplier: float | None = None, sample_rate: float | None = None, steps: int | None = None, *,
+            config: Config | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+            relation: str = "add-remove") -> MechanismAccountant:
+    """The accountant of a claim (docs/accounting.md): f, ε(δ), δ(ε) and the Theorem 4 bound ``1 − f(Ball)``.
+
+    Args:
+        noise_multiplier: z of a Poisson-subsampled Gaussian claim (DP-SGD and Algorithm 1 alike).
+        sample_rate: its sampling rate p.
+        steps: its number of private steps T.
+        config: instead of z, p and T, a configuration whose mechanism states the claim (a target ε is calibrated).
+        relation: ``"add-remove"`` or ``"replace"`` neighbours.
+
+    Returns:
+        The accountant, e.g. ``account(1.0, 1 / 16, 100).epsilon(1e-5)``.
+
+    Raises:
+        BadInputError: both or neither of the two ways, or a parameter out of range.
+    """
+    from fdp_audit.accounting.mechanism import MechanismSpec, accountant_for
+    from fdp_audit.claim import Claim
+
+    parameters = (noise_multiplier, sample_rate, steps)
+    if config is not None:
+        if any(value is not None for value in parameters):
+            raise BadInputError("give a config or noise_multiplier, sample_rate and steps, not both", "config")
+        return Claim.from_config(as_config(config)).accountant(relation)
+    if any(value is None for value in parameters):
+        raise BadInputError("give noise_multiplier, sample_rate and steps (or a config)", "noise_multiplier")
+    # DP-SGD and Algorithm 1 have the same curve (FDP paper Theorem 5); the name only labels the claim.
+    return accountant_for(MechanismSpec.gaussian("fdp_sgd", noise_multiplier, sample_rate, steps, relation))

@@ -1,0 +1,141 @@
+"""The public Python API (fdp_audit/api.py, docs/api.md): the walk-through of docs/api.md runs as written, from an
+empty folder; a configuration built with functions audits exactly as the same configuration naming files; results
+are written all together or not at all; the command line starts without the heavy libraries."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import fdp_audit
+from fdp_audit.api import AuditResult, as_config, shipped_config_path
+from fdp_audit.errors import BadInputError
+
+ROOT = Path(__file__).resolve().parents[1]
+API_DOC = ROOT / "docs" / "api.md"
+HEAVY = ("torch", "scipy", "sklearn", "matplotlib", "dp_accounting", "jinja2", "numpy", "statsmodels")
+
+
+def walkthrough_cells(text: str) -> list[str]:
+    """The ``python`` blocks of a document, in order."""
+    return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+def test_the_cell_finder_finds_python_blocks_only():
+    assert walkthrough_cells("```python\na = 1\n```\n```sh\nno\n```\n```python\nb = 2\n```") == ["a = 1\n", "b = 2\n"]
+
+
+@pytest.mark.slow
+def test_the_walkthrough_runs_as_written_from_an_empty_folder(tmp_path, monkeypatch):
+    """The cells share one namespace, as a notebook's do; they assert what the text says (ε = 4.376, PASS on the
+    shipped Adult config at 64 trials, PASS of the hand-written DP-SGD given as functions)."""
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {"__name__": "__main__"}
+    cells = walkthrough_cells(API_DOC.read_text(encoding="utf-8"))
+    assert len(cells) >= 8
+    for index, cell in enumerate(cells):
+        exec(compile(cell, f"docs/api.md cell {index}", "exec"), namespace)  # noqa: S102 - the document's own code
+    assert (tmp_path / "reports" / "adult" / "junit.xml").is_file()
+
+
+def make_model(n_inputs, n_classes):
+    from examples.plain_dp_sgd.model import make_model as example
+
+    return example(n_inputs, n_classes)
+
+
+def train(model, dataset, seed):
+    from examples.plain_dp_sgd.train import train as example
+
+    return example(model, dataset, seed)
+
+
+@pytest.mark.slow
+def test_functions_instead_of_file_names_give_the_same_audit():
+    """``configs/plain_dp_sgd.yaml`` names its model factory and training loop by file; the same configuration
+    built in Python with the functions gives the same comparisons, number for number."""
+    by_name = fdp_audit.audit("configs/plain_dp_sgd.yaml", trials=64)
+    raw = by_name.to_dict()["reproducibility"]["config"]
+    raw["model"]["factory"], raw["mechanism"]["training"] = make_model, train
+    by_function = fdp_audit.audit(raw, trials=64)
+    assert by_function.to_dict()["comparisons"] == by_name.to_dict()["comparisons"]
+    assert by_function.verdict == by_name.verdict == "PASS"
+    assert by_function.to_dict()["reproducibility"]["config"]["model"]["factory"] == "tests.test_api:make_model"
+
+
+def test_shipped_configs_are_found_from_any_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert shipped_config_path("configs/adult_fdp.yaml").is_file()
+    assert shipped_config_path("adult_fdp.yaml") == shipped_config_path("configs/adult_fdp.yaml")
+    assert as_config("configs/adult_fdp.yaml").name == "adult_fdp"
+    with pytest.raises(BadInputError, match="no_such.yaml"):
+        as_config("configs/no_such.yaml")
+    with pytest.raises(BadInputError):
+        as_config(3)
+
+
+def test_overrides_are_checked_and_named_by_the_keyword(tmp_path):
+    with pytest.raises(BadInputError) as error:
+        fdp_audit.audit("configs/adult_fdp.yaml", trials=0)
+    assert error.value.field == "trials"
+    with pytest.raises(BadInputError) as error:
+        fdp_audit.audit("configs/adult_fdp.yaml", games=["no_such_game"], out_dir=tmp_path / "refused")
+    assert error.value.field == "audit.games" and not (tmp_path / "refused").exists()
+
+
+def test_a_result_that_judged_nothing_is_never_handed_out():
+    with pytest.raises(BadInputError, match="nothing"):
+        AuditResult({"verdict": {"status": "NOT JUDGED", "explanation": "nothing was judged"}})
+
+
+def test_writing_is_all_or_nothing(tmp_path):
+    from fdp_audit.config import config_from_dict
+    from tests.conftest import small_config
+
+    result = fdp_audit.audit(config_from_dict(small_config("dp_sgd")))
+    written = result.write(tmp_path / "out")
+    saved = json.loads(written.results.read_text(encoding="utf-8"))
+    assert saved["verdict"] == result.to_dict()["verdict"] and written.junit.is_file()
+    assert [row["id"] for row in result.comparisons] == [row["id"] for row in saved["comparisons"]]
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    (blocked / "report.html").mkdir()  # the report cannot be written: neither can the results
+    with pytest.raises(OSError):
+        result.write(blocked)
+    assert sorted(path.name for path in blocked.iterdir()) == ["report.html"]
+    with pytest.raises(BadInputError, match="folder"):
+        result.write()
+
+
+def test_account_takes_parameters_or_a_config():
+    assert fdp_audit.account(1.0, 1 / 16, 100) is fdp_audit.account(1.0, 1 / 16, 100)
+    assert fdp_audit.account(config="configs/adult_fdp.yaml").spec.name == "fdp_sgd"
+    with pytest.raises(BadInputError):
+        fdp_audit.account(1.0, 1 / 16)
+    with pytest.raises(BadInputError):
+        fdp_audit.account(1.0, 1 / 16, 100, config="configs/adult_fdp.yaml")
+
+
+def test_the_package_and_the_command_line_start_without_the_heavy_libraries():
+    """``import fdp_audit`` and building every command's parser (what ``--help`` and ``--version`` do) import none
+    of the libraries that cost seconds: each command imports what it needs when it runs."""
+    code = ("import sys, fdp_audit, fdp_audit.audit; from fdp_audit.cli import build_parser; build_parser(); "
+            f"print([name for name in {HEAVY!r} if name in sys.modules])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert done.stdout.strip() == "[]"
+    version = subprocess.run([sys.executable, "-m", "fdp_audit", "--version"], capture_output=True, text=True,
+                             check=True, cwd=ROOT)
+    assert version.stdout.strip() == f"fdp-audit {fdp_audit.__version__}"
+
+
+def test_the_audit_package_is_callable_whatever_was_imported_first():
+    import fdp_audit.audit.gate  # binds fdp_audit.audit to the package, as every audit does
+
+    assert callable(fdp_audit.audit) and fdp_audit.audit.gate is fdp_audit.audit.gate
+    with pytest.raises(BadInputError):
+        fdp_audit.audit("configs/no_such.yaml")
