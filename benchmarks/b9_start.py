@@ -22,7 +22,7 @@ from pathlib import Path
 
 from benchmarks.timing import Record, ratio_record
 
-ROUNDS = 5
+ROUNDS = 3
 PACKAGE = Path(__file__).resolve().parents[1] / "fdp_audit"
 
 
@@ -62,8 +62,8 @@ def _source(module: str) -> Path | None:
 
 
 def handler_imports(command: str) -> list[str]:
-    """The modules the functions of ``fdp_audit/cli/<command>.py`` import (its lazy imports), and those of the
-    library functions it calls (:mod:`fdp_audit.api`).
+    """The modules the functions of the command's module import (its lazy imports), and those of the library
+    functions it calls (:mod:`fdp_audit.api`).
 
     Args:
         command: a subcommand's name.
@@ -71,7 +71,9 @@ def handler_imports(command: str) -> list[str]:
     Returns:
         The dotted module names, sorted.
     """
-    module = PACKAGE / "cli" / f"{command}.py"
+    from fdp_audit.cli import COMMANDS
+
+    module = PACKAGE.joinpath(*COMMANDS[command].module.split(".")[1:]).with_suffix(".py")
     found = _function_imports(module)
     if "fdp_audit.api" in found:
         found |= _function_imports(PACKAGE / "api.py", _library_calls(module))
@@ -103,9 +105,9 @@ def run() -> list[Record]:
     Returns:
         The records.
     """
-    from fdp_audit.cli import SUBCOMMANDS
+    from fdp_audit.cli import COMMANDS
 
-    commands = ["--version", "--help", *SUBCOMMANDS]
+    commands = ["--version", "--help", *COMMANDS]
     cpu: dict[str, list[float]] = {name: [] for name in commands}
     wall: dict[str, list[float]] = {name: [] for name in commands}
     for round_index in range(ROUNDS + 1):  # the first round warms the file cache

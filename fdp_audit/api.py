@@ -161,11 +161,19 @@ class AuditResult:
         return self._judged
 
     def to_dict(self) -> dict[str, Any]:
-        """A copy of the results dictionary, as ``results.json`` holds it."""
+        """The results dictionary.
+
+        Returns:
+            A copy of it, as ``results.json`` holds it.
+        """
         return copy.deepcopy(self.results)
 
     def summary(self) -> str:
-        """What the command line prints: the checkpoint or one-run lines, if any, and the verdict."""
+        """What the command line prints.
+
+        Returns:
+            The checkpoint audit's or the one-run audit's lines, if any, and the verdict's line.
+        """
         lines = []
         if "checkpoint_audit" in self.results:
             from fdp_audit.audit.checkpoint_audit import summary_lines

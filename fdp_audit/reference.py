@@ -32,8 +32,14 @@ CONFIGURATION_MARKERS = ("<!-- config-reference:start -->", "<!-- config-referen
 
 # (section title, module, public names in the order the page lists them)
 API: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("The library", "fdp_audit.api", ("audit", "audit_checkpoint", "account", "AuditResult", "WrittenFiles",
+                                      "as_config", "shipped_config_path")),
+    ("The claim", "fdp_audit.claim", ("Claim", "noise_multiplier", "adopt_noise_multiplier")),
+    ("Privacy events and their accountants", "fdp_audit.accounting",
+     ("PrivacyEvent", "SubsampledGaussianEvent", "PublicOnlyEvent", "NonPrivateEvent", "Segment", "MechanismSpec",
+      "MechanismAccountant", "accountant_for", "register_accountant")),
     ("Registries", "fdp_audit.registry", ("Registry", "Check", "Has", "Unique", "Rule", "load_plugins")),
-    ("Mechanisms", "fdp_audit.training.mechanisms",
+    ("Mechanisms", "fdp_audit.mechanisms",
      ("Mechanism", "Recipe", "MECHANISMS", "register_mechanism", "faulty_mechanisms")),
     ("Attacks", "attacks", ("Attack", "Knowledge", "View", "AttackOutput", "ATTACKS", "register_attack",
                             "unregister_attack", "checkpoint_attacks")),

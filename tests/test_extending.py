@@ -7,16 +7,16 @@ from __future__ import annotations
 
 import json
 
-from fdp_audit.training.mechanisms import MECHANISMS
-
 from attacks import ATTACKS, checkpoint_attacks, unregister_attack
 from fdp_audit.audit.runner import run_audit
+from fdp_audit.claim import Claim
 from fdp_audit.cli import COMMANDS, build_parser
 from fdp_audit.config import DataConfig, config_from_dict
 from fdp_audit.data.catalog import DATASETS, PUBLIC_MAPS
 from fdp_audit.data.prepare import prepare_data
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.reproduce import REPRODUCTIONS
-from fdp_audit.training.run import accountant, train_one
+from fdp_audit.training.run import train_one
 from tests.conftest import recipe
 
 
@@ -65,11 +65,11 @@ def test_the_mechanism_recipe_is_configured_accounted_as_it_claims_and_trained(t
         try:
             faulty = config_from_dict(small_config("dp_sgd_tenth_noise"))
             honest = config_from_dict(small_config("dp_sgd"))
-            claimed = accountant(faulty.mechanism).epsilon(1e-5)
+            claimed = Claim.of(faulty.mechanism).epsilon
             trained = train_one(faulty, prepare_data(faulty.data, faulty.seed))
         finally:
             MECHANISMS.unregister("dp_sgd_tenth_noise")
-    assert faulty.mechanism.faulty and claimed == accountant(honest.mechanism).epsilon(1e-5)
+    assert faulty.mechanism.faulty and claimed == Claim.of(honest.mechanism).epsilon
     assert trained.metadata["mechanism"] == "dp_sgd_tenth_noise"
 
 

@@ -94,7 +94,11 @@ class MechanismSpec:
         return isinstance(self.event, SubsampledGaussianEvent)
 
     def segments(self) -> Schedule:
-        """The private steps as a schedule of segments (empty for events that are not Gaussian)."""
+        """The private steps.
+
+        Returns:
+            The schedule of segments, empty for events that are not Gaussian.
+        """
         return self.event.schedule if isinstance(self.event, SubsampledGaussianEvent) else ()
 
     def _constant(self, field: str) -> float | int | None:
@@ -135,6 +139,12 @@ class MechanismAccountant(ABC):
     discretization: float = DEFAULT_DISCRETIZATION  # the PLD loss grid, where there is one
 
     def __init__(self, spec: MechanismSpec, discretization: float | None = None):
+        """The accountant of ``spec`` (use :func:`accountant_for`, which picks the subclass).
+
+        Args:
+            spec: the claim; its event must be one the subclass :meth:`supports`.
+            discretization: the PLD loss grid, for accountants that have one (None: chosen for the claim).
+        """
         self.spec = spec
 
     @classmethod
@@ -158,8 +168,15 @@ class MechanismAccountant(ABC):
 
     @abstractmethod
     def curve(self, direction: Direction = "symmetric", pessimistic: bool = True) -> TradeoffCurve:
-        """The trade-off curve; ``pessimistic=False`` gives the optimistic curve (an upper bound on the true f,
-        used only for the tightness band)."""
+        """The trade-off curve.
+
+        Args:
+            direction: ``"symmetric"``, ``"remove"`` or ``"add"`` (class docstring).
+            pessimistic: False gives the optimistic curve, an upper bound on the true f (for the tightness band).
+
+        Returns:
+            The curve f.
+        """
 
     @abstractmethod
     def _epsilon(self, deltas: np.ndarray) -> np.ndarray:
@@ -170,34 +187,73 @@ class MechanismAccountant(ABC):
         """δ(ε) at every entry of ``epsilons`` (checked to be >= 0)."""
 
     def f(self, alpha: npt.ArrayLike, direction: Direction = "symmetric") -> float | np.ndarray:
-        """``f(α)``, vectorised over α ∈ [0, 1]."""
+        """The trade-off function.
+
+        Args:
+            alpha: type-I errors α in [0, 1] (any shape).
+            direction: the curve's direction (class docstring).
+
+        Returns:
+            ``f(α)``, a float for a scalar α.
+        """
         return self.curve(direction)(alpha)
 
     def bound(self, ball: npt.ArrayLike, direction: Direction = "symmetric") -> float | np.ndarray:
-        """Theorem 4: an attribute-inference adversary succeeds with probability at most
-        ``1 - f(Ball)``."""
+        """Theorem 4: an attribute-inference adversary succeeds with probability at most ``1 - f(Ball)``.
+
+        Args:
+            ball: the prior's Ball values in [0, 1] (any shape).
+            direction: the curve's direction (class docstring).
+
+        Returns:
+            ``1 - f(Ball)``, a float for a scalar Ball.
+        """
         return theorem4_bound(self.curve(direction), ball)
 
     def tightness_band(
         self, alpha: npt.ArrayLike, direction: Direction = "symmetric"
     ) -> tuple[float | np.ndarray, float | np.ndarray]:
-        """``(f_pessimistic(α), f_optimistic(α))``: the true f lies between them."""
+        """Where the true f lies.
+
+        Args:
+            alpha: type-I errors α in [0, 1].
+            direction: the curve's direction (class docstring).
+
+        Returns:
+            ``(f_pessimistic(α), f_optimistic(α))``: the true f lies between them.
+        """
         return self.curve(direction)(alpha), self.curve(direction, pessimistic=False)(alpha)
 
     def epsilon(self, delta: npt.ArrayLike) -> float | np.ndarray:
-        """Smallest ε with δ(ε) <= δ (dp_accounting's ``get_epsilon_for_delta``; +inf when no finite
-        ε exists)."""
+        """ε(δ), dp_accounting's ``get_epsilon_for_delta``.
+
+        Args:
+            delta: δ values in (0, 1) (any shape).
+
+        Returns:
+            The smallest ε with δ(ε) <= δ (+inf when no finite ε exists), a float for a scalar δ.
+        """
         out = self._epsilon(_validate.deltas(delta))
         return float(out) if np.ndim(delta) == 0 else out
 
     def delta(self, epsilon: npt.ArrayLike) -> float | np.ndarray:
-        """δ(ε), the maximum over both directions of the hockey-stick divergence, vectorised over ε >= 0."""
+        """δ(ε), the maximum over both directions of the hockey-stick divergence.
+
+        Args:
+            epsilon: ε values >= 0 (any shape).
+
+        Returns:
+            δ(ε), a float for a scalar ε.
+        """
         out = self._delta(_validate.epsilons(epsilon))
         return float(out) if np.ndim(epsilon) == 0 else out
 
     def gdp_clt_mu(self) -> float | None:
-        """APPROXIMATION for labelled comparisons only (docs/accounting.md): the μ of a Gaussian trade-off
-        close to f, or None when there is none."""
+        """APPROXIMATION for labelled comparisons only (docs/accounting.md).
+
+        Returns:
+            The μ of a Gaussian trade-off close to f, or None when there is none.
+        """
         return None
 
 
