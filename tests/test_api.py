@@ -15,9 +15,11 @@ import pytest
 import fdp_audit
 from fdp_audit.api import AuditResult, as_config, shipped_config_path
 from fdp_audit.errors import BadInputError
+from fdp_audit.user_code import load_function
 
 ROOT = Path(__file__).resolve().parents[1]
 API_DOC = ROOT / "docs" / "api.md"
+EXAMPLE = ROOT / "examples" / "plain_dp_sgd"
 HEAVY = ("torch", "scipy", "sklearn", "matplotlib", "dp_accounting", "jinja2", "numpy", "statsmodels")
 
 
@@ -44,15 +46,13 @@ def test_the_walkthrough_runs_as_written_from_an_empty_folder(tmp_path, monkeypa
 
 
 def make_model(n_inputs, n_classes):
-    from examples.plain_dp_sgd.model import make_model as example
-
-    return example(n_inputs, n_classes)
+    """``examples/plain_dp_sgd/model.py``'s factory, called from a function of this module."""
+    return load_function(f"{EXAMPLE}/model.py:make_model", "test")(n_inputs, n_classes)
 
 
 def train(model, dataset, seed):
-    from examples.plain_dp_sgd.train import train as example
-
-    return example(model, dataset, seed)
+    """``examples/plain_dp_sgd/train.py``'s loop, called from a function of this module."""
+    return load_function(f"{EXAMPLE}/train.py:train", "test")(model, dataset, seed)
 
 
 @pytest.mark.slow
