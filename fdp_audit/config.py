@@ -148,7 +148,7 @@ class ModelConfig(_Section):
 class OptimizerConfig(_Section):
     _path: ClassVar[str] = "mechanism.optimizer"
     name: Literal["sgd", "adam"] = "sgd"
-    lr: float = field(default=0.5, metadata=_range(0, None, True))
+    lr: float = field(default=0.5, metadata=_range(0))  # 0 holds the model still (a step's sums, read alone)
     momentum: float = field(default=0.0, metadata=_range(0, 1, False, True))
     schedule: Literal["constant", "step", "cosine"] = "constant"
     step_every: int = field(default=100, metadata=_range(1))
