@@ -31,7 +31,7 @@ BAD_CONFIGS = {
     "delta = 0": ("mechanism:\n  delta: 0\n", "mechanism.delta: must be > 0"),
     "delta = 1": ("mechanism:\n  delta: 1\n", "mechanism.delta: must be < 1"),
     "negative steps": ("mechanism:\n  steps: -5\n", "mechanism.steps: must be >= 1"),
-    "nested range": ("mechanism:\n  optimizer:\n    lr: -0.1\n", "mechanism.optimizer.lr: must be > 0"),
+    "nested range": ("mechanism:\n  optimizer:\n    lr: -0.1\n", "mechanism.optimizer.lr: must be >= 0"),
     "faulty mechanism without faulty": ("mechanism:\n  name: fdp_sgd_shared_batch\n", "mechanism.faulty"),
     "faulty flag on a correct mechanism": ("mechanism:\n  faulty: true\n", "mechanism.faulty"),
     "unknown mechanism": ("mechanism:\n  name: magic\n", "mechanism.name: must be one of"),
