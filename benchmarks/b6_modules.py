@@ -16,6 +16,10 @@ Records (``python -m benchmarks.b6_modules [--device cuda]`` prints them; ``make
   threads fdp-audit chose, which isolates the audit's own overhead (canary head, observer).
 * ``b6_opacus_with_epsilon``: the same with ``make_private_with_epsilon``: Opacus alone recalibrates z every
   training (seconds of RDP evaluations); the audit computes it once per target (ratio below 1).
+* ``b6_third_party_audit``: the attribute game's trials of a third-party audit (a DP-SGD written from scratch in
+  plain PyTorch, logistic regression on 1,000 records, p = 0.05, T = 40; R = 32 models: training, attacks,
+  secrets) against the same function training the same models alone, as the user runs it (torch's default
+  threads). The budget is a ratio of 1.3; the audit runs the function on the thread count the engine chooses.
 
 With ``--device cuda`` every record is measured on the GPU and on the CPU and the CUDA/CPU ratio is printed too.
 """
@@ -70,6 +74,37 @@ def in_place(n_inputs, n_classes):
     return nn.Sequential(InPlaceLinear(n_inputs, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(),
                          nn.Linear(64, n_classes))
 '''
+THIRD_PARTY = '''
+import torch
+from torch.func import grad, vmap
+
+from fdp_audit.training.models import example_loss
+
+
+def train(problem, seed, canary):
+    """DP-SGD of logistic regression from scratch: Poisson sampling, per-example clipping, Gaussian noise."""
+    h, generator = problem.hyper, torch.Generator().manual_seed(seed)
+    x, y = problem.x.float(), problem.y
+    if bool(canary.in_private[0]):
+        x, y = torch.cat([x, canary.x.float()]), torch.cat([y, canary.y])
+    params = {name: torch.zeros(shape) for name, shape in problem.model.shapes().items()}
+
+    def loss(p, xi, yi):
+        return example_loss(problem.model.forward(p, xi), yi)
+
+    per_example = vmap(grad(loss), in_dims=(None, 0, 0))
+    for _ in range(h.steps):
+        batch = torch.rand(len(x), generator=generator) < h.sample_rate
+        grads = per_example(params, x[batch], y[batch])
+        norms = torch.stack([g.flatten(1).norm(dim=1) for g in grads.values()]).norm(dim=0)
+        factor = (h.clip_norm / (norms + 1e-12)).clamp(max=1.0)
+        for name in params:
+            summed = (grads[name] * factor.view(-1, *[1] * (grads[name].dim() - 1))).sum(dim=0)
+            noise = torch.randn(params[name].shape, generator=generator) * h.noise_multiplier * h.clip_norm
+            params[name] = params[name] - h.optimizer.lr * (summed + noise) / (h.sample_rate * problem.n)
+    return params
+'''
+THIRD_PARTY_MODELS = 32
 
 
 def _data():
@@ -172,6 +207,38 @@ def _opacus_records(name: str, target: float | None, device: str, model, x: torc
     return records
 
 
+def third_party_record(code: Path, rounds: int) -> Record:
+    """``b6_third_party_audit`` (module docstring): the audit's trials of the attribute game against the function
+    alone on the same problem, seeds and canaries."""
+    from fdp_audit.audit.games import AttributeGame
+    from fdp_audit.audit.third_party import load_mechanism, trial_seed
+    from fdp_audit.audit.trials import play_game
+    from fdp_audit.config import config_from_dict
+
+    config = config_from_dict({
+        "name": "b6_third_party", "seed": 0, "device": "cpu",
+        "data": {"dataset": "synthetic", "protected": ["protected"], "synthetic_rows": ROWS},
+        "model": {"kind": "logistic"},
+        "mechanism": {"name": "dp_sgd", "third_party": f"{code}:train", "noise_multiplier": 1.0,
+                      "sample_rate": 0.05, "steps": 40, "clip_norm": 1.0, "optimizer": {"name": "sgd", "lr": 0.5}},
+        "audit": {"trials": THIRD_PARTY_MODELS, "games": ["attribute"], "attacks": ["prior", "likelihood"]}})
+    data = prepare_data(config.data, config.seed)
+    game = AttributeGame()
+    setup = game.setup(config, data)
+    indices = game.trial_indices(THIRD_PARTY_MODELS)
+    canaries = game.canaries(config, setup, indices)
+    train = load_mechanism(config.mechanism.third_party)
+
+    def alone() -> None:
+        for row, index in enumerate(indices):
+            train(setup.problem, trial_seed(config.seed, int(index)), canaries.take(torch.tensor([row])))
+
+    samples = interleaved({"audit": lambda: play_game(game, config, data) and None, "alone": alone}, rounds)
+    return ratio_record("b6_third_party_audit", samples["audit"], samples["alone"], unit="s", scale=1.0,
+                        per=f"{THIRD_PARTY_MODELS} models", note="baseline: the same function training the same "
+                        "models alone, torch's default threads; budget ratio 1.3")
+
+
 def _records(device: str, rounds: int) -> list[Record]:
     with tempfile.TemporaryDirectory() as folder:
         factories = Path(folder) / "bench_factories.py"
@@ -181,6 +248,10 @@ def _records(device: str, rounds: int) -> list[Record]:
         print(f"# engine on {device}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
         records += opacus_records(device, factories, rounds)
         print(f"# engine and Opacus on {device}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
+        if device == "cpu":
+            code = Path(folder) / "bench_third_party.py"
+            atomic_write_text(code, THIRD_PARTY)
+            records.append(third_party_record(code, rounds))
         return records
 
 

@@ -184,7 +184,8 @@ class AuditConfig(_Section):
     _path: ClassVar[str] = "audit"
     trials: int = field(default=200, metadata=_range(1, 1_000_000))
     alpha: float = field(default=0.05, metadata=_range(0, 1, True, True))
-    games: tuple[str, ...] = ("attribute", "distinguishing")  # names of fdp_audit.audit.games.GAMES
+    # names of fdp_audit.audit.games.GAMES; USER_LOOP_GAMES for the user's training or a third-party mechanism
+    games: tuple[str, ...] = ("attribute", "distinguishing")
     attacks: tuple[str, ...] = ("prior", "likelihood", "gradient", "iterates")
     target_prior: tuple[float, ...] = (0.5, 0.5)
     reconstruction_prior: Literal["gaussian", "box"] = "gaussian"
@@ -201,6 +202,9 @@ class AuditConfig(_Section):
     workers: int | None = field(default=None, metadata=_range(1, 4096))  # dask: the LocalCluster's processes
 
 
+# the default games when the config names the user's training or a third-party mechanism: with the add/remove
+# (membership) game, whose worlds differ in the data set's size, so that a normalisation by it is seen
+USER_LOOP_GAMES = ("attribute", "distinguishing", "membership")
 # the audit fields that say where trials run, not what they compute: outside the journal's key
 EXECUTION_FIELDS = ("executor", "scheduler", "workers")
 
@@ -469,14 +473,14 @@ def _field_value(spec: dataclasses.Field, tp: Any, value: Any, where: str) -> An
     return value
 
 
-def _check_user_code(code: UserCode, field: str, pattern: str | None = None) -> None:
-    """A name of the user's code must be a function spec (``pattern``, by default :func:`_is_function_spec`'s);
-    a function must be one defined at a module's top level, whose ``module:function`` name the results record."""
+def _check_user_code(code: UserCode, field: str) -> None:
+    """A name of the user's code must be a function spec (:func:`_is_function_spec`); a function must be one
+    defined at a module's top level, whose ``module:function`` name the results record."""
     if callable(code):
         if not _is_function_spec(function_name(code)) or not inspect.isfunction(code):
             raise BadInputError(f"must be a function defined at a module's top level (its module:function name is "
                                 f"recorded in the results), got {_short(code)}", field)
-    elif not (re.fullmatch(pattern, code) if pattern else _is_function_spec(code)):
+    elif not _is_function_spec(code):
         raise BadInputError(f"must be 'module:function' or 'file.py:function', got {code!r}", field)
 
 
@@ -498,7 +502,7 @@ def _check_consistency(config: Config) -> None:
     if mech.faulty and not row.faulty:
         raise BadInputError(f"'{mech.name}' is not a faulty mechanism", "mechanism.faulty")
     if mech.third_party is not None:  # the name is the privacy claim the third-party function is audited against
-        _check_user_code(mech.third_party, "mechanism.third_party", r"[^:\s]+:[A-Za-z_]\w*")
+        _check_user_code(mech.third_party, "mechanism.third_party")
         if row.faulty or row.trained_by != ENGINE:
             claims = ", ".join(name for name, other in MECHANISMS.items()
                                if not other.faulty and other.trained_by == ENGINE and name != "nonprivate")
@@ -558,7 +562,8 @@ def _check_consistency(config: Config) -> None:
 
 def config_from_dict(raw: Any) -> Config:
     """The validated config of a raw mapping. A ``mechanism.target_epsilon`` without a ``noise_multiplier``
-    leaves the noise multiplier unset (it is calibrated), rather than at its default of 1."""
+    leaves the noise multiplier unset (it is calibrated), rather than at its default of 1; a config naming the
+    user's training or a third-party mechanism without ``audit.games`` plays :data:`USER_LOOP_GAMES`."""
     model = raw.get("model") if isinstance(raw, dict) else None
     if isinstance(model, dict) and model.get("factory") is not None and "kind" not in model:
         raw = {**raw, "model": {**model, "kind": "module"}}  # a factory names a module
@@ -569,6 +574,11 @@ def config_from_dict(raw: Any) -> Config:
     if isinstance(mechanism, dict) and mechanism.get("integration", "none") != "none" and "noise_multiplier" not in \
             mechanism and "target_epsilon" not in mechanism:  # the engine states z (and p, T, C unless given)
         raw = {**raw, "mechanism": {**raw["mechanism"], "noise_multiplier": None}}
+    if isinstance(mechanism, dict) and (mechanism.get("training") is not None
+                                        or mechanism.get("third_party") is not None):
+        audit = raw.get("audit")
+        if audit is None or (isinstance(audit, dict) and "games" not in audit):
+            raw = {**raw, "audit": {**(audit or {}), "games": list(USER_LOOP_GAMES)}}
     return _build(Config, raw, "")
 
 
@@ -598,8 +608,9 @@ def _overridden(config: Config, overrides: Mapping[str, Any], names: Mapping[str
 
 def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config; every failure is a one-line :class:`BadInputError`. A relative
-    ``data.path``, and the file of a ``file.py:function`` the config names, are read from the config file's
-    folder (and held as absolute paths)."""
+    ``data.path``, and the file of every ``file.py:function`` the config names (``model.factory``,
+    ``mechanism.training``, ``mechanism.third_party``), are read from the config file's folder (and held as
+    absolute paths)."""
     path = Path(path)
     if path.suffix.lower() in MODEL_SUFFIXES:
         raise BadInputError(f"{path} is a model file, not a YAML config; {EXTERNAL_MODEL_HINT}")
@@ -628,8 +639,8 @@ def load_config(path: str | Path) -> Config:
     # that a spec written in a config may not.
     config = dataclasses.replace(
         config, model=dataclasses.replace(config.model, factory=resolve_file_spec(config.model.factory, folder)),
-        mechanism=dataclasses.replace(config.mechanism, training=resolve_file_spec(config.mechanism.training,
-                                                                                   folder)))
+        mechanism=dataclasses.replace(config.mechanism, training=resolve_file_spec(config.mechanism.training, folder),
+                                      third_party=resolve_file_spec(config.mechanism.third_party, folder)))
     if config.data.path is not None and not Path(config.data.path).is_absolute():
         # relative to the config file, as an include would be: the same config works from any working folder
         config = config.with_overrides({"data.path": os.path.abspath(path.parent / config.data.path)})

@@ -158,3 +158,20 @@ def sigkill_audit_after_first_chunk(arguments: list[str], out: Path) -> int:
             os.killpg(process.pid, signal.SIGKILL)
         process.wait()
     return process.returncode
+
+
+@pytest.fixture
+def verdict_only_audit(monkeypatch: pytest.MonkeyPatch) -> Callable[..., dict[str, Any]]:
+    """The game audit without its informational sections: ``run_audit`` also computes the accounting curves
+    (optimistic PLD, RDP) and trains utility models; neither enters a comparison or the verdict, so the
+    statistical tests replace them by empty sections to spend their time on trials. The end-to-end CLI tests run
+    the full audit."""
+    from fdp_audit.audit import runner
+
+    monkeypatch.setattr(runner, "accounting_section", lambda claim: {})
+    monkeypatch.setattr(runner, "utility_section", lambda config, data, claim: {})
+
+    def run(config: Any, out_dir: Path | None = None) -> dict[str, Any]:
+        return runner.run_audit(config, out_dir)
+
+    return run

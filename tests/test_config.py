@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
+import yaml
 
 from fdp_audit.cli import main
 from fdp_audit.config import Config, MechanismConfig, config_from_dict, load_config
@@ -215,3 +216,36 @@ def test_a_target_epsilon_override_replaces_the_noise_multiplier_and_vice_versa(
     assert fixed.mechanism.noise_multiplier == 0.8 and fixed.mechanism.target_epsilon is None
     with pytest.raises(BadInputError, match="not both"):  # both at once is the config file's conflict
         Config().with_overrides({"mechanism.target_epsilon": 2.0, "mechanism.noise_multiplier": 0.8})
+
+
+def test_a_users_loop_plays_an_add_remove_game_by_default() -> None:
+    """Without audit.games, a config naming the user's training or a third-party mechanism plays the membership
+    (add/remove) game beside the default ones, so that a normalisation by the data set's size is seen; a stated
+    list is kept, and the built-in mechanisms keep theirs."""
+    from fdp_audit.config import USER_LOOP_GAMES
+
+    base = {"data": {"dataset": "synthetic", "protected": ["protected"]}, "mechanism": {"name": "dp_sgd"}}
+    loop = {**base, "model": {"factory": "model.py:make"}, "mechanism": {"name": "dp_sgd", "training": "t.py:train"}}
+    third_party = {**base, "mechanism": {"name": "dp_sgd", "third_party": "t.py:train"}}
+    assert USER_LOOP_GAMES == ("attribute", "distinguishing", "membership")
+    for raw in (loop, third_party):
+        assert config_from_dict(raw).audit.games == USER_LOOP_GAMES
+        assert config_from_dict({**raw, "audit": {"games": ["simulator"]}}).audit.games == ("simulator",)
+    assert config_from_dict(base).audit.games == ("attribute", "distinguishing")
+
+
+@pytest.mark.parametrize("field", ["training", "third_party"])
+def test_every_file_a_config_names_is_read_from_its_folder(tmp_path, monkeypatch, field: str) -> None:
+    """model.factory, mechanism.training and mechanism.third_party alike, from any working folder."""
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    code = "../code/loop.py:train"
+    mechanism = {"name": "dp_sgd", field: code}
+    model = {"factory": "../code/model.py:make"} if field == "training" else {"kind": "logistic"}
+    (folder / "c.yaml").write_text(yaml.safe_dump({"data": {"dataset": "synthetic", "protected": ["protected"]},
+                                                   "model": model, "mechanism": mechanism}))
+    monkeypatch.chdir(tmp_path)
+    config = load_config(folder / "c.yaml")
+    assert getattr(config.mechanism, field) == f"{tmp_path / 'code' / 'loop.py'}:train"
+    if field == "training":
+        assert config.model.factory == f"{tmp_path / 'code' / 'model.py'}:make"

@@ -4,7 +4,7 @@ unchanged and judges it against the privacy it claims.
 A config names the function and states the claim::
 
     mechanism:
-      third_party: my_package.training:train      # or path/to/file.py:train (relative to the working folder)
+      third_party: my_package.training:train      # or path/to/file.py:train (relative to the config)
       name: dp_sgd            # the claim: accounted as this mechanism (dp_sgd, fdp_sgd, fdp_dpsgd, public_only)
       noise_multiplier: 1.0   # with these claimed z (or target_epsilon), p, T and clip norm C
       sample_rate: 0.01
@@ -49,7 +49,8 @@ import torch
 
 from attacks import View
 from fdp_audit.errors import BadInputError
-from fdp_audit.training.engine import Canaries, TrainingProblem
+from fdp_audit.threads import threads_for
+from fdp_audit.training.engine import Canaries, TrainingProblem, step_work
 from fdp_audit.training.models import Params
 from fdp_audit.user_code import load_function, raise_failure
 
@@ -86,10 +87,12 @@ def load_mechanism(spec: str) -> ThirdPartyMechanism:
 
 def call_mechanism(mechanism: ThirdPartyMechanism, problem: TrainingProblem, seed: int, canary: Canaries
                    ) -> Params | MechanismOutput:
-    """One trial of the user's function. Whatever it raises, or a ``sys.exit`` (even with status 0), is bad
-    input naming its error: no trial of a run whose mechanism failed may become a result."""
+    """One trial of the user's function, on the thread count the engine would choose for one model's step
+    (:func:`fdp_audit.training.engine.step_work`). Whatever it raises, or a ``sys.exit`` (even with status 0),
+    is bad input naming its error: no trial of a run whose mechanism failed may become a result."""
     try:
-        return mechanism(problem, seed, canary)
+        with threads_for(step_work(problem)):
+            return mechanism(problem, seed, canary)
     except (Exception, SystemExit) as err:
         raise_failure(err, f"the mechanism failed on a trial (seed {seed})", FIELD)
 

@@ -29,6 +29,7 @@ from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.execution import Executor, InProcessExecutor, split_chunks
+from fdp_audit.integrations import library_caches
 from fdp_audit.phases import Phase
 from fdp_audit.training.engine import Canaries, CanaryBlock, TrainingProblem, train_models
 
@@ -40,8 +41,9 @@ def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tenso
                   record_iterates: bool, device: torch.device, max_chunk: int,
                   phase: str = "training") -> Iterator[tuple[torch.Tensor, View]]:
     """Train one model per trial — batched by the engine, or one call per trial of a third-party mechanism or of
-    the user's training function — with the trial's canary records or its canary block, and yield each chunk's
-    trial indices with what the attacks see; ``phase`` names the progress shown."""
+    the user's training function, inside the caches of the libraries it loaded
+    (:func:`fdp_audit.integrations.library_caches`) — with the trial's canary records or its canary block, and
+    yield each chunk's trial indices with what the attacks see; ``phase`` names the progress shown."""
     user_code = config.mechanism.third_party is not None or config.mechanism.training is not None
     if user_code and isinstance(canaries, CanaryBlock):
         raise BadInputError("a canary block (parameters the model never reads) needs the built-in engine; a "
@@ -49,7 +51,7 @@ def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tenso
     if config.mechanism.third_party is not None:
         mechanism = load_mechanism(config.mechanism.third_party)
         with Phase(f"{phase}: {len(indices)} models of {config.mechanism.third_party}", len(indices),
-                   "model") as progress:
+                   "model") as progress, library_caches():
             for chunk_indices, view in train_third_party(mechanism, problem, config.seed, indices, canaries,
                                                          record_iterates):
                 progress.update(len(chunk_indices))
@@ -58,7 +60,7 @@ def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tenso
     if config.mechanism.training is not None:
         trainer = user_trainer(config, problem)
         with Phase(f"{phase}: {len(indices)} models of {config.mechanism.training}", len(indices),
-                   "model") as progress:
+                   "model") as progress, library_caches():
             for chunk_indices, view in train_user_trials(trainer, config.seed, indices, canaries, record_iterates):
                 progress.update(len(chunk_indices))
                 yield chunk_indices, view
@@ -141,7 +143,7 @@ class TrialTask:
         workspace = self.workspace()
         if workspace.attacks is None:
             workspace.attacks = {name: attack.fit(workspace.setup.knowledge)
-                                 for name, attack in game.attacks(config.audit.attacks).items()}
+                                 for name, attack in game.attacks(config.audit.attacks, config).items()}
         attacks = workspace.attacks
         chunk = np.asarray(chunk, dtype=np.int64)
         canaries = game.canaries(config, workspace.setup, chunk)
@@ -186,7 +188,7 @@ def play_game(game: Game, config: Config, data: PreparedData, journal: Journal |
     try:
         indices = game.trial_indices(config.audit.trials)
         secrets = game.secrets(config, setup, indices)
-        attacks = game.attacks(config.audit.attacks)
+        attacks = game.attacks(config.audit.attacks, config)
         journal.check_reusable(game.name, indices, secrets, attacks, game.score_width(setup))
         finished = journal.finished(game.name)
         todo = np.array([i for i in indices.tolist() if i not in finished], dtype=np.int64)

@@ -33,7 +33,6 @@ which it was never marked though it was in the data set of many trials is refuse
 from __future__ import annotations
 
 import contextlib
-import importlib
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -48,6 +47,7 @@ from fdp_audit.audit.third_party import TRIALS_PER_CHUNK, trial_seed
 from fdp_audit.errors import BadInputError
 from fdp_audit.threads import threads_for
 from fdp_audit.training.engine import Canaries, TrainingProblem
+from fdp_audit.training.models import Params
 from fdp_audit.training.modules import ModuleModel, build_module
 from fdp_audit.user_code import load_function, raise_failure
 
@@ -226,7 +226,8 @@ class UserTrainer:
     clip_norm: float  # the claimed C: the canary's raw norm is canary_norm_factor·C
     canary_norm_factor: float
     update_scale: float  # the claimed expected batch p·n, or 1 for a summed loss
-    around: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext  # entered around each call
+    initial_params: Params | None = None  # every trial's fixed start (the membership game's), else the factory's
+    sample_rate: float = 1.0  # the claimed p: a step's work, from which the thread count is chosen, is p·n records
 
     def dataset(self, canary_x: torch.Tensor | None, canary_y: int | None) -> TensorDataset:
         if canary_x is None:
@@ -235,9 +236,16 @@ class UserTrainer:
                              torch.cat([self.y, torch.tensor([canary_y], dtype=self.y.dtype)]))
 
     def fresh_module(self, seed: int) -> nn.Module:
+        """The factory's module, initialised from ``seed`` or, when the game fixes one, from
+        :attr:`initial_params` (DP-SGD's guarantee holds from any start fixed before the data are seen)."""
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            return build_module(self.model.factory, self.model.n_inputs, self.model.n_classes)
+            module = build_module(self.model.factory, self.model.n_inputs, self.model.n_classes)
+        if self.initial_params is not None:
+            with torch.no_grad():
+                for name, parameter in module.named_parameters():
+                    parameter.copy_(self.initial_params[name])
+        return module
 
     def run(self, seed: int, canary_x: torch.Tensor | None, canary_y: int | None, sign: float | None
             ) -> TrialOutcome:
@@ -266,9 +274,9 @@ class UserTrainer:
         return torch.full(self.x.shape[1:], float(self.x.abs().max()) + 1.0)
 
     def _call(self, module: nn.Module, dataset: TensorDataset, seed: int) -> object:
-        work = len(dataset) * self.model.n_parameters
+        work = int(self.sample_rate * len(dataset) * self.model.n_parameters)  # per step, as the engine's
         try:
-            with threads_for(work), torch.random.fork_rng(devices=[]), self.around():
+            with threads_for(work), torch.random.fork_rng(devices=[]):
                 torch.manual_seed(seed)
                 return self.training(module, dataset, seed)
         except BadInputError:
@@ -301,11 +309,9 @@ def user_trainer(config, problem: TrainingProblem) -> UserTrainer:
     if not isinstance(problem.model, ModuleModel):
         raise BadInputError("user training needs model.factory (the module it trains)", FIELD)
     scale = 1.0 if mech.loss_reduction == "sum" else mech.sample_rate * problem.n
-    around = contextlib.nullcontext
-    if mech.integration != "none":  # the integration's context around each call (fdp_audit/integrations/<name>.py)
-        around = importlib.import_module(f"fdp_audit.integrations.{mech.integration}").trial_context
     return UserTrainer(load_training(mech.training), problem.model, problem.x.cpu(), problem.y.cpu(),
-                       mech.clip_norm, config.audit.canary_norm_factor, scale, around)
+                       mech.clip_norm, config.audit.canary_norm_factor, scale, problem.initial_params,
+                       mech.sample_rate)
 
 
 def train_user_trials(trainer: UserTrainer, seed: int, indices: torch.Tensor, canaries: Canaries,

@@ -635,16 +635,30 @@ def _train_chunks(problem: TrainingProblem, seed: int, indices: torch.Tensor, ca
                 canaries.private_gradient, canaries.public_gradient))).take(rows.to(device))
         chunk_block = None if canary_block is None else canary_block.take(rows.to(device), device)
         keys = streams.model_keys(seed, indices[rows])
-        hyper = problem.hyper
-        rows_per_step = problem.n * min(1.0, hyper.sample_rate) + hyper.public_batch_size
-        per_row = (conv_ghost.multiply_adds_per_example(problem.model) if conv_ghost.supports(problem.model)
-                   else problem.model.n_parameters)
-        with threads_for(int(len(rows) * rows_per_step * per_row)), ieee_float32(), \
-                kept_host_memory(device):
+        with threads_for(step_work(problem, len(rows))), ieee_float32(), kept_host_memory(device):
             params, iterates = _train_chunk(problem, keys, chunk_canaries, record_iterates, device, on_step,
                                             chunk_block)
         check_finite(params, indices[rows], problem.hyper)
         yield ChunkResult(indices[rows], params, iterates)
+
+
+def step_work(problem: TrainingProblem, models: int = 1) -> int:
+    """Multiply-adds of one training step of ``models`` models, from which :func:`fdp_audit.threads.threads_for`
+    chooses the thread count: the expected private batch ``p·n`` and the public batch, times one example's cost
+    (its layer plan's multiply-adds, else the parameter count).
+
+    Args:
+        problem: the training problem (its data set's size, its claimed settings and model).
+        models: how many models step together.
+
+    Returns:
+        The step's multiply-adds, rounded down.
+    """
+    hyper = problem.hyper
+    rows_per_step = problem.n * min(1.0, hyper.sample_rate) + hyper.public_batch_size
+    per_row = (conv_ghost.multiply_adds_per_example(problem.model) if conv_ghost.supports(problem.model)
+               else problem.model.n_parameters)
+    return int(models * rows_per_step * per_row)
 
 
 @contextmanager

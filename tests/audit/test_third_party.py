@@ -21,9 +21,10 @@ EXAMPLES = Path(__file__).parent / "third_party_mechanisms.py"
 
 
 @pytest.fixture
-def in_repository(monkeypatch: pytest.MonkeyPatch) -> Path:
-    """The shipped configs name the example by a path relative to the repository root."""
-    monkeypatch.chdir(ROOT)
+def in_repository(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """The repository, from another working folder: the shipped configs name the example by a path relative to
+    their own folder."""
+    monkeypatch.chdir(tmp_path)
     return ROOT
 
 

@@ -239,11 +239,25 @@ class Game(ABC, Generic[Record]):
         """
         return np.arange(trials, dtype=np.int64) + self.stream_block * TRIAL_BLOCK
 
-    def attacks(self, names: tuple[str, ...]) -> dict[str, Attack]:
+    def automatic_attacks(self, config: Config) -> tuple[str, ...]:
+        """The attacks the game plays on ``config``'s data when ``audit.attacks`` names none it admits besides the
+        prior.
+
+        Args:
+            config: the audit's configuration (its data decide what the game's canary allows).
+
+        Returns:
+            Attack names; none by default (such a game refuses the list, or plays the prior alone).
+        """
+        return ()
+
+    def attacks(self, names: tuple[str, ...], config: Config | None = None) -> dict[str, Attack]:
         """The configured attacks this game admits (:func:`game_attacks`), unfitted.
 
         Args:
             names: ``audit.attacks``.
+            config: the audit's configuration; with it, a list that admits none but the prior gets the game's
+                :meth:`automatic_attacks`.
 
         Returns:
             Name → a new instance of each admitted attack, in the configured order.
@@ -254,6 +268,8 @@ class Game(ABC, Generic[Record]):
         """
         canaries = (self.gradient_canary, self.input_canary)
         chosen = game_attacks(names, self.attribute_kind, *canaries)
+        if config is not None and len(chosen) <= ("prior" in chosen):
+            chosen |= game_attacks(self.automatic_attacks(config), self.attribute_kind, *canaries)
         if self.needs_attack and len(chosen) <= ("prior" in chosen):
             usable = [name for name in game_attacks(tuple(ATTACKS), self.attribute_kind, *canaries) if name != "prior"]
             raise BadInputError(f"the {self.name} game needs one of {', '.join(usable)} in audit.attacks",

@@ -209,7 +209,8 @@ class GradientCanaryGame(base.Game[GameRecord]):
 
     def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[base.PlannedComparison]:
         trials = config.audit.trials
-        attacks = {name: attack for name, attack in self.attacks(config.audit.attacks).items() if name != "prior"}
+        attacks = {name: attack for name, attack in self.attacks(config.audit.attacks, config).items()
+                   if name != "prior"}
         bound = binary_game_bound(claim.add_remove, self.relation(claim))
         evaluated = base.judged_on_three_quarters(trials)
         stated = base.stated_claim(self.relation(claim).spec)

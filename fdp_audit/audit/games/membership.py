@@ -18,7 +18,16 @@ controls the training inputs:
   hidden layers start from their (fixed) initialisation with the canary column, which is sound but less tight.
 
 Further appended all-zero columns carry nothing but the noise; their weights show the normalisation the
-mechanism applied (``noise_scale``). The appended columns are protected features: Ψ leaves them out, so under
+mechanism applied (``noise_scale``).
+
+Any model whose inputs are table columns takes the appended columns: the built-in ones and the user's modules
+(``model.factory``, built on the widened width), trained by the engine, a third-party mechanism or the user's
+own loop (``mechanism.training``: the canary is one more record of its data set, which then has n + 1 records).
+A module on images cannot take more inputs: its canary is a crafted image instead, a ±M/√(H·W) checkerboard
+(norm M, negative intensities that no image has), scored by ``canary_logit`` against the blank image; no input
+is untouched by the other records there, so ``noise_scale`` has nothing to read.
+
+The appended columns are protected features: Ψ leaves them out, so under
 Algorithm 1 the canary's crafted coordinate is in its private part, whose membership the claim bounds
 (Theorem 5: insertion/deletion of the private part, Ψ(x) public). The canary is in the public population in
 both worlds, so a public loss sees the same data in both. The game is binary with a uniform prior (Ball = ½)
@@ -29,6 +38,7 @@ curve, as for the simulator game.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -38,8 +48,10 @@ from attacks import Knowledge
 from fdp_audit.audit.games import base
 from fdp_audit.audit.games.gradient_canary import GradientCanaryGame
 from fdp_audit.config import Config
+from fdp_audit.data.catalog import read_as_images
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.features import FeatureSplit
+from fdp_audit.data.image_psi import ImageMap
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.training import streams
@@ -130,24 +142,46 @@ class MembershipGame(GradientCanaryGame):
     def in_private(self, bit: torch.Tensor) -> torch.Tensor:
         return bit.bool()
 
+    def automatic_attacks(self, config: Config) -> tuple[str, ...]:
+        """Both final-model attacks on a table; ``canary_logit`` alone on images (module docstring)."""
+        return ("canary_logit",) if read_as_images(config.data) else ("canary_logit", "noise_scale")
+
     def setup(self, config: Config, data: PreparedData) -> MembershipSetup:
-        if config.model.kind in ("cnn", "module"):
-            raise BadInputError("the membership game appends input columns: it needs a built-in model whose inputs "
-                                "are table columns", "model.kind")
         if data.train.n_classes <= CANARY_LABEL:
             raise BadInputError("the membership game needs at least two classes", "data")
+        if isinstance(data.feature_split, ImageMap):
+            return self._image_setup(config, data, data.feature_split)
+        if config.model.kind == "cnn":
+            raise BadInputError("the membership game appends input columns to a table: a convolutional model needs "
+                                "image data", "model.kind")
         widened = with_protected_columns(data, MEMBERSHIP_COLUMNS)
         d, width = data.train.n_features, widened.train.n_features
         value = canary_value(config)
         problem = build_problem(config, widened)
-        # a model index no trial uses (trials stay below TRIAL_BLOCK): the start is the same for every trial
-        key = streams.model_keys(config.seed, torch.tensor([(self.stream_block + 1) * base.TRIAL_BLOCK - 1]))
-        problem = replace(problem, initial_params=worst_case_initial_params(problem, key, d, value,
-                                                                            wrong_margin(config, value)))
+        problem = replace(problem, initial_params=worst_case_initial_params(problem, self._start_key(config), d,
+                                                                            value, wrong_margin(config, value)))
         canary = torch.zeros(width)
         canary[d] = value
         knowledge = Knowledge(problem.model, torch.stack([torch.zeros(width), canary]), CANARY_LABEL,
                               torch.tensor([0.5, 0.5]), noise_inputs=tuple(range(d + 1, width)))
+        return MembershipSetup(problem, knowledge, width, canary)
+
+    def _start_key(self, config: Config) -> torch.Tensor:
+        """The key of every trial's fixed start: a model index no trial uses (trials stay below TRIAL_BLOCK)."""
+        return streams.model_keys(config.seed, torch.tensor([(self.stream_block + 1) * base.TRIAL_BLOCK - 1]))
+
+    def _image_setup(self, config: Config, data: PreparedData, psi: ImageMap) -> MembershipSetup:
+        """Images (module docstring): the crafted image canary on the data's own width, every trial from the
+        model's initialisation at one fixed key."""
+        problem = build_problem(config, data)
+        start = {name: tensor[0] for name, tensor in problem.model.init(self._start_key(config)).items()}
+        problem = replace(problem, initial_params=start)
+        rows, columns = torch.meshgrid(torch.arange(psi.height), torch.arange(psi.width), indexing="ij")
+        checkerboard = (1.0 - 2.0 * ((rows + columns) % 2)).flatten().float()
+        canary = checkerboard * canary_value(config) / math.sqrt(psi.n_pixels)
+        width = psi.n_pixels
+        knowledge = Knowledge(problem.model, torch.stack([torch.zeros(width), canary]), CANARY_LABEL,
+                              torch.tensor([0.5, 0.5]))
         return MembershipSetup(problem, knowledge, width, canary)
 
     def canaries(self, config: Config, setup: MembershipSetup, indices: np.ndarray) -> Canaries:

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import torch
 
 from fdp_audit.audit.games import GAMES, MembershipGame
 from fdp_audit.audit.games.membership import CANARY_LABEL, MEMBERSHIP_COLUMNS, canary_value
@@ -120,3 +121,51 @@ def test_the_game_is_registered_and_refuses_what_it_cannot_play(small_config) ->
         MembershipGame().setup(replace(config, model=replace(config.model, kind="cnn")), data)
     with pytest.raises(BadInputError, match="one of canary_logit, noise_scale"):
         MembershipGame().attacks(("prior", "likelihood", "iterates"))
+
+
+USER_LOOPS = Path(__file__).parents[1] / "user_loops.py"
+
+
+def test_a_users_module_on_a_table_takes_the_appended_columns(small_config) -> None:
+    """model.factory's module is built on the widened width; every trial starts from one fixed initialisation
+    (the factory's at a key no trial uses), which the user's training starts from too."""
+    from fdp_audit.audit.user_training import user_trainer
+
+    raw = small_config("dp_sgd", rows=40, model={"kind": "module", "factory": f"{USER_LOOPS}:linear"},
+                       mechanism={"training": f"{USER_LOOPS}:honest"}, audit={"games": ["membership"]})
+    config = config_from_dict(raw)
+    data = prepare_data(config.data, config.seed)
+    setup = MembershipGame().setup(config, data)
+    d = data.train.n_features
+    assert setup.width == d + len(MEMBERSHIP_COLUMNS) and setup.problem.model.n_inputs == setup.width
+    assert setup.knowledge.noise_inputs == tuple(range(d + 1, setup.width))
+    trainer = user_trainer(config, setup.problem)
+    for seed in (1, 2):
+        start = dict(trainer.fresh_module(seed).named_parameters())
+        for name, value in setup.problem.initial_params.items():
+            assert torch.equal(start[name].detach(), value)
+
+
+def test_a_module_on_images_gets_a_crafted_image(small_config) -> None:
+    """No column can be appended to an image: the canary is a checkerboard of norm M = K·C on the image's own
+    pixels, negative where no image is, and only canary_logit is chosen for it."""
+    raw = small_config("dp_sgd", data={"dataset": "digits", "protected": [], "public_map": "downsample",
+                                       "downsample_factor": 2, "max_rows": 40},
+                       model={"kind": "cnn", "hidden": [2]}, audit={"games": ["membership"]})
+    config = config_from_dict(raw)
+    data = prepare_data(config.data, config.seed)
+    setup = MembershipGame().setup(config, data)
+    canary = setup.knowledge.candidates[1]
+    assert setup.width == data.train.n_features == 64 and setup.knowledge.noise_inputs is None
+    assert float(canary.norm()) == pytest.approx(canary_value(config)) and float(canary.min()) < 0
+    assert torch.equal(setup.knowledge.candidates[0], torch.zeros(64)) and setup.problem.initial_params is not None
+    assert list(MembershipGame().attacks(config.audit.attacks, config)) == ["prior", "canary_logit"]
+
+
+def test_its_attacks_are_chosen_when_the_list_names_none_of_them(small_config) -> None:
+    """audit.attacks of the other games (the default list) plays both final-model attacks on a table; a list that
+    names one of them keeps it alone."""
+    config = config_from_dict(small_config("dp_sgd", audit={"games": ["membership"],
+                                                            "attacks": ["prior", "likelihood", "iterates"]}))
+    assert list(MembershipGame().attacks(config.audit.attacks, config)) == ["prior", "canary_logit", "noise_scale"]
+    assert list(MembershipGame().attacks(("prior", "noise_scale"), config)) == ["prior", "noise_scale"]
