@@ -32,6 +32,8 @@ import numpy as np
 
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec, accountant_for
 from fdp_audit.audit.games import GAMES
+from fdp_audit.audit.promise import KIND as PROMISE
+from fdp_audit.audit.promise import judge_promise, promise_section, promise_violation
 from fdp_audit.audit.stats import (
     RocCounts,
     clopper_pearson,
@@ -316,6 +318,19 @@ def _one_run_violation(j: dict[str, Any]) -> str:
             "claimed trade-off curve allows at this level, so the mechanism leaks more than it claims.")
 
 
+def _restate_promise(row: dict[str, Any], claim: Claim, config: Config, where: str) -> None:
+    """The plan a promise states is the claim the games were judged against: its sample rate and steps are the
+    stated mechanism's (its noise multiplier too, unless the configuration claims another)."""
+    mech = config.mechanism
+    plan = row.get("planned")
+    if not isinstance(plan, dict):
+        raise BadInputError("must be a mapping of noise_multiplier, sample_rate and steps", f"{where}.planned")
+    for key, value in (("sample_rate", mech.sample_rate), ("steps", mech.steps)):
+        stated = _number(plan, key, f"{where}.planned")
+        if abs(stated - value) > RESTATE_TOLERANCE * max(1.0, abs(value)):
+            raise BadInputError(f"{stated:g} is not the stated mechanism's {value:g}", f"{where}.planned.{key}")
+
+
 @dataclass(frozen=True)
 class ComparisonKind:
     """How the gate judges one kind of comparison at a per-comparison level (already Bonferroni-divided):
@@ -336,6 +351,9 @@ class ComparisonKind:
     power_required: bool
     restate: Callable[[dict[str, Any], Claim, Config, str], None]
     violation: Callable[[dict[str, Any]], str]  # the verdict's explanation when this comparison is the worst
+    # judged with error probability α/m (counted in the Bonferroni m); a kind judged without error is not, and
+    # its violation explains the verdict before any statistical one
+    statistical: bool = True
 
 
 KINDS: dict[str, ComparisonKind] = {
@@ -347,7 +365,16 @@ KINDS: dict[str, ComparisonKind] = {
     "one_run": ComparisonKind(_evaluate_one_run, _one_run_can_fail, lambda row, level, where: None,
                               "even all guesses correct would not reject the claim at this level", False,
                               _restate_one_run, _one_run_violation),
+    PROMISE: ComparisonKind(judge_promise, lambda row, level, where: True, lambda row, level, where: None,
+                            "", False, _restate_promise, promise_violation, statistical=False),
 }
+
+
+def statistical_count(comparisons: list[Any]) -> int:
+    """How many of the comparisons are judged with error (the Bonferroni m): every one but the kinds that are
+    not statistical (a training's promise)."""
+    return sum(not (isinstance(row, dict) and isinstance(row.get("kind"), str) and row["kind"] in KINDS
+                    and not KINDS[row["kind"]].statistical) for row in comparisons)
 
 
 def comparison_kind(row: dict[str, Any], where: str) -> ComparisonKind:
@@ -388,7 +415,7 @@ def powerless(comparisons: list[dict[str, Any]], alpha: float) -> list[Powerless
     """The comparisons that cannot fail at ``alpha`` (Bonferroni over all of them). Rows need only what the
     power check reads (trials and bound; or negatives, positives, thresholds, δ and the claimed ε), not
     outcomes, so that an audit can ask before it trains anything."""
-    level = level_per_comparison(alpha, len(comparisons))
+    level = level_per_comparison(alpha, statistical_count(comparisons))
     found = []
     for i, row in enumerate(comparisons):
         where = f"results.comparisons[{i}]"
@@ -422,7 +449,7 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
     comparison without power is listed in ``not_judged`` and never counts towards a PASS."""
     if not isinstance(comparisons, list):
         raise BadInputError("must be a list", "results.comparisons")
-    level = level_per_comparison(alpha, len(comparisons))
+    level = level_per_comparison(alpha, statistical_count(comparisons))
     judged = []
     with Phase(f"judging {len(comparisons)} comparisons", len(comparisons), "comparison") as progress:
         for i, row in enumerate(comparisons):
@@ -434,12 +461,13 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
     violations = [j for j in judged if j["violated"]]
     unjudged = [Powerless(j["id"], j["trials_needed"], KINDS[j["kind"]].power_required, KINDS[j["kind"]].no_power)
                 for j in judged if not j["judged"]]
-    counted = [j for j in judged if j["judged"]]
+    counted = [j for j in judged if j["judged"] and KINDS[j["kind"]].statistical]
+    kept = [j for j in judged if not KINDS[j["kind"]].statistical and not j["violated"]]
     worst = max(counted, key=lambda j: j["margin"] if math.isfinite(j["margin"]) else -math.inf, default=None)
-    reason = unjudgeable(unjudged, alpha, len(judged))
+    reason = unjudgeable(unjudged, alpha, statistical_count(comparisons))
     if violations:
         status = "VIOLATION"
-        worst = max(violations, key=lambda j: j["margin"])
+        worst = max(violations, key=lambda j: (not KINDS[j["kind"]].statistical, j["margin"]))
         explanation = KINDS[worst["kind"]].violation(worst)
     elif reason is not None:
         status, explanation = NOT_JUDGED, reason
@@ -447,13 +475,15 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
         status = "PASS"
         explanation = (f"No attack's lower confidence bound exceeds its theoretical limit; the closest is "
                        f"{worst['id']} ({worst['observed']:.4g} against {worst['theoretical']:.4g})."
+                       + "".join(f" {j['id']}: kept (ε {j['observed']:.4g} spent of {j['theoretical']:.4g} "
+                                 "promised)." for j in kept)
                        + (f" Not judged (they cannot fail at these trials): {', '.join(p.id for p in unjudged)}."
                           if unjudged else ""))
     verdict = {
         "status": status,
         "worst_margin": None if worst is None or not math.isfinite(worst["margin"]) else worst["margin"],
         "worst_comparison": None if worst is None else worst["id"],
-        "explanation": explanation, "alpha": alpha, "n_comparisons": len(comparisons),
+        "explanation": explanation, "alpha": alpha, "n_comparisons": statistical_count(comparisons),
         "violations": [j["id"] for j in violations], "not_judged": [p.id for p in unjudged],
     }
     return verdict, judged
@@ -521,6 +551,25 @@ def _restate(results: dict[str, Any], config: Config, claim: Claim) -> None:
         if not isinstance(row, dict):
             raise BadInputError("must be a mapping", where)
         comparison_kind(row, where).restate(row, claim, config, where)
+    _restate_promise_section(results, comparisons)
+
+
+def _restate_promise_section(results: dict[str, Any], comparisons: list[dict[str, Any]]) -> None:
+    """The ``promise`` section (what a report's banner shows) must be what its comparison re-derives."""
+    rows = [(i, row) for i, row in enumerate(comparisons) if row.get("kind") == PROMISE]
+    section = results.get(PROMISE)
+    if section is None and not rows:
+        return
+    if len(rows) != 1 or not isinstance(section, dict):
+        raise BadInputError("a promise section goes with exactly one promise comparison", f"results.{PROMISE}")
+    (i, row), = rows
+    expected = finite_or_none(promise_section(row, judge_promise(row, 0.0, f"results.comparisons[{i}]")))
+    for key, value in expected.items():
+        got = section.get(key)
+        same = (got == value if not isinstance(value, float) or not isinstance(got, int | float)
+                else abs(got - value) <= RESTATE_TOLERANCE * max(1.0, abs(value)))
+        if not same:
+            raise BadInputError(f"{got!r} is not the {value!r} its comparison gives", f"results.{PROMISE}.{key}")
 
 
 def comparison_status(judged: dict[str, Any]) -> str:

@@ -24,6 +24,8 @@ from fdp_audit.audit.games import (
 )
 from fdp_audit.audit.gate import NOT_JUDGED, comparison_status, judge, powerless, unjudgeable
 from fdp_audit.audit.journal import Journal
+from fdp_audit.audit.promise import KIND as PROMISE
+from fdp_audit.audit.promise import Promise, promise_section
 from fdp_audit.audit.provenance import journal_key, user_source_digests, versions
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.audit.trials import DEFAULT_CHUNK, play_game
@@ -116,11 +118,12 @@ def audit_trials_needed(planned: PlannedComparison, judged_trials: int) -> int:
     return trials
 
 
-def judge_games(records: list[tuple[Game, Any]], claim: Claim, alpha: float, selection_level: float
-                ) -> tuple[dict[str, Any], list[Comparison], Judgements]:
-    """Every played game's comparisons, judged together (Bonferroni over all of them) against ``claim``: the
-    verdict, the comparisons in order, and their judgements."""
-    comparisons = [c for game, record in records for c in game.comparisons(record, claim, selection_level)]
+def judge_games(records: list[tuple[Game, Any]], claim: Claim, alpha: float, selection_level: float,
+                promises: tuple[Promise, ...] = ()) -> tuple[dict[str, Any], list[Comparison | Promise], Judgements]:
+    """Every played game's comparisons, judged together (Bonferroni over all of them) against ``claim``, and the
+    training's ``promises``: the verdict, the comparisons in order, and their judgements."""
+    comparisons = ([c for game, record in records for c in game.comparisons(record, claim, selection_level)]
+                   + list(promises))
     verdict, judged = judge([c.row() for c in comparisons], alpha)
     return verdict, comparisons, Judgements(Judged(c, j, comparison_status(j))
                                              for c, j in zip(comparisons, judged, strict=True))
@@ -145,7 +148,7 @@ class PlayedGames:
     each game's record."""
 
     verdict: dict[str, Any]
-    comparisons: list[Comparison]
+    comparisons: list[Comparison | Promise]
     judgements: Judgements
     records: list[tuple[Game, Any]]
     claim: Claim
@@ -157,10 +160,11 @@ class PlayedGames:
 
 
 def play_games(config: Config, data: PreparedData, journal: Journal, executor: Executor,
-               device: torch.device | str = "cpu", claim: Claim | None = None) -> PlayedGames:
+               device: torch.device | str = "cpu", claim: Claim | None = None,
+               promises: tuple[Promise, ...] = ()) -> PlayedGames:
     """Refuse an audit whose comparisons cannot fail before anything is trained, then play every configured game
     (:func:`fdp_audit.audit.trials.play_game`) and judge all their comparisons together against ``claim`` (by
-    default the configuration's)."""
+    default the configuration's), with the training's ``promises`` (:mod:`fdp_audit.audit.promise`)."""
     audit = config.audit
     claim = claim or Claim.from_config(config)
     chunk = audit.max_models_per_chunk or DEFAULT_CHUNK
@@ -173,7 +177,7 @@ def play_games(config: Config, data: PreparedData, journal: Journal, executor: E
     if refusal is not None:  # before anything is trained
         raise BadInputError(refusal, "audit.trials")
     records = [(game, play_game(game, config, data, journal, executor, device, chunk)) for game in games]
-    verdict, comparisons, judgements = judge_games(records, claim, audit.alpha, selection_level(config))
+    verdict, comparisons, judgements = judge_games(records, claim, audit.alpha, selection_level(config), promises)
     if not comparisons:  # the games refuse their own misconfigurations first
         raise BadInputError("no configured attack can be judged in the configured games (only the prior?)",
                             "audit.attacks")
@@ -194,7 +198,8 @@ def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Exe
     sources = user_source_digests if claim.user_code is not None else None
     journal = (Journal(None, "") if out_dir is None
                else Journal(out_dir / "journal.jsonl", journal_key(config, versions(), data), sources))
-    played = play_games(config, data, journal, executor, device, claim)
+    promises = () if engine is None else (engine.promise(config.mechanism.delta),)
+    played = play_games(config, data, journal, executor, device, claim, promises)
     if journal.reused:
         counts = ", ".join(f"{game} {count}" for game, count in journal.reused.items())
         print(f"fdp-audit: reused {sum(journal.reused.values())} trials from {journal.path} ({counts})",
@@ -210,6 +215,8 @@ def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Exe
                                for row in game.tightness_rows(record, played.judgements, played.claim)]},
         "utility": utility_section(config, data, claim),
         "comparisons": [c.row() for c in played.comparisons],
+        **({} if engine is None else {PROMISE: promise_section(promises[0].row(), played.judgements.find(
+            PROMISE, PROMISE, promises[0].attack).evaluation)}),
         "reproducibility": {
             "versions": versions(), "seed": config.seed, "config": config.to_dict(),
             "dataset": config.data.dataset, "dataset_fingerprint": data.fingerprint, "command": command,

@@ -11,14 +11,21 @@ of one training on S (before any trial, so the audit is planned against it):
   target ε, δ and epochs with the engine's accountant). That is the promise; a loop that changes
   ``optimizer.noise_multiplier`` afterwards trains with other noise than it promised — the audit judges the
   promise (state ``noise_multiplier`` in the config to claim something else);
-* p: the engine's sample rate (``1/len(data_loader)``), T: the steps its accountant counted, C: the optimizer's
-  ``max_grad_norm`` (flat clipping only), the loss reduction (a summed loss releases the noisy sum itself);
-* the engine's accountant and, for ``make_private_with_epsilon``, its target (ε, δ), kept for the report: the
-  verdict always uses fdp-audit's exact PLD accounting of (z, p, T), which is at least as tight as Opacus's.
+* p: the engine's sample rate (``1/len(data_loader)``), C: the optimizer's ``max_grad_norm`` (flat clipping
+  only), the loss reduction (a summed loss releases the noisy sum itself);
+* T: the steps the promise planned — ``epochs / p`` for ``make_private_with_epsilon`` (the steps its noise was
+  calibrated for), the steps the accountant counted for ``make_private`` (which is told no epochs);
+* the engine's accountant and target (ε, δ), kept for the report: the verdict uses fdp-audit's exact PLD
+  accounting of (z, p, T), which is at least as tight as Opacus's.
+
+Beside the games, the training is judged against its promise (:mod:`fdp_audit.audit.promise`): what the
+engine's accountant counted (every step's z and p) must spend no more ε than the plan. A loop that trains
+twice the epochs it calibrated for, or lowers the noise multiplier afterwards, is a VIOLATION saying so.
 
 The engine is read by wrapping ``PrivacyEngine.make_private`` and ``make_private_with_epsilon`` for the duration
-of that one training (restored afterwards). During the trials only the noise multiplier's calibration is cached
-(:func:`calibration_cached`): the same z, computed once.
+of that one training (restored afterwards). In that training and every trial, the noise multiplier's calibration
+is cached (:func:`calibration_cached`): a pure function of its arguments, computed once per process for each
+distinct target instead of once per trial (seconds of RDP or PRV evaluations each time).
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from fdp_audit.audit.promise import Promise, planned_steps
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
@@ -61,12 +69,12 @@ def recording_engines() -> Iterator[EngineRecord]:
     @passes_through
     def recorded_make_private(engine, *args, **kwargs):
         returned = make_private(engine, *args, **kwargs)
-        optimizer = returned[1]
+        optimizer, loader = returned[1], returned[-1]
         target = getattr(engine, "_fdp_audit_target", None)
         record.setups.append({
             "noise_multiplier": float(optimizer.noise_multiplier), "max_grad_norm": optimizer.max_grad_norm,
             "loss_reduction": optimizer.loss_reduction, "accountant": engine.accountant.mechanism(),
-            "target": target, "optimizer": type(optimizer).__name__})
+            "target": target, "optimizer": type(optimizer).__name__, "sample_rate": 1 / len(loader)})
         record.engines.append(engine)
         return returned
 
@@ -115,28 +123,37 @@ def calibration_cached() -> Iterator[None]:
         privacy_engine.get_noise_multiplier = calibrate
 
 
-trial_context = calibration_cached  # what the user's training runs under in every trial
-
-
 @dataclass(frozen=True)
 class EngineClaim:
-    noise_multiplier: float
+    noise_multiplier: float  # as make_private set it up: the promise
     sample_rate: float
-    steps: int
+    steps: int  # counted by the accountant
+    planned_steps: int  # the promise's (module docstring)
     clip_norm: float
     loss_reduction: str
     accountant: str
     target: dict[str, Any] | None
-    counted_noise_multipliers: tuple[float, ...]  # what the accountant saw at each recorded phase
+    history: tuple[tuple[float, float, int], ...]  # (z, p, steps) as the accountant counted them
+    engine_epsilon: float | None = None  # the engine's own ε of that history at the promise's δ (shown only)
 
     def summary(self) -> dict[str, Any]:
         return {"noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate, "steps": self.steps,
-                "clip_norm": self.clip_norm, "loss_reduction": self.loss_reduction, "accountant": self.accountant,
-                "target": self.target, "counted_noise_multipliers": list(self.counted_noise_multipliers)}
+                "planned_steps": self.planned_steps, "clip_norm": self.clip_norm,
+                "loss_reduction": self.loss_reduction, "accountant": self.accountant, "target": self.target,
+                "counted_noise_multipliers": [z for z, _, _ in self.history]}
+
+    def promise(self, delta: float) -> Promise:
+        """What the engine was promised and what its accountant counted, at the target's δ (else ``delta``)."""
+        target = self.target or {}
+        return Promise("opacus", "make_private_with_epsilon" if self.target else "make_private",
+                       self.noise_multiplier, self.sample_rate, self.planned_steps,
+                       float(target.get("target_delta") or delta), self.history,
+                       target.get("target_epsilon"), target.get("epochs"), self.engine_epsilon)
 
 
-def engine_claim(record: EngineRecord) -> EngineClaim:
-    """The claim of one training's engine (module docstring); refuses what it cannot state as one DP-SGD."""
+def engine_claim(record: EngineRecord, delta: float = 1e-5) -> EngineClaim:
+    """The claim of one training's engine (module docstring); refuses what it cannot state as one DP-SGD. The
+    engine's own ε is read at the target's δ, else at ``delta``."""
     if len(record.setups) != 1:
         raise BadInputError(f"the training made {len(record.setups)} PrivacyEngine.make_private calls; the claim "
                             "is read from exactly one (state it in the config otherwise)", FIELD)
@@ -144,20 +161,28 @@ def engine_claim(record: EngineRecord) -> EngineClaim:
     clip = setup["max_grad_norm"]
     if not isinstance(clip, int | float):
         raise BadInputError("per-layer clipping (a list of max_grad_norm) is not a single DP-SGD claim", FIELD)
-    history = list(engine.accountant.history)
+    history = tuple((float(z), float(q), int(steps)) for z, q, steps in engine.accountant.history)
     if not history:
         raise BadInputError("the engine's accountant counted no step: the loop never stepped its optimizer", FIELD)
-    rates = {round(float(q), 12) for _, q, _ in history}
+    rates = {round(q, 12) for _, q, _ in history}
     if len(rates) != 1:
         raise BadInputError(f"the accountant saw several sample rates {sorted(rates)}", FIELD)
-    return EngineClaim(setup["noise_multiplier"], rates.pop(), int(sum(steps for _, _, steps in history)),
-                       float(clip), setup["loss_reduction"], setup["accountant"], setup["target"],
-                       tuple(float(z) for z, _, _ in history))
+    rate, counted = rates.pop(), sum(steps for _, _, steps in history)
+    target = setup["target"]
+    planned = counted if not target or target.get("epochs") is None else planned_steps(setup["sample_rate"],
+                                                                                       target["epochs"])
+    try:
+        engine_epsilon = float(engine.accountant.get_epsilon((target or {}).get("target_delta") or delta))
+    except (ValueError, ArithmeticError):  # an accountant that cannot answer at this δ: shown as unknown
+        engine_epsilon = None
+    return EngineClaim(setup["noise_multiplier"], rate, counted, planned, float(clip), setup["loss_reduction"],
+                       setup["accountant"], target, history, engine_epsilon)
 
 
 def claimed_config(config: Config, data: PreparedData) -> tuple[Config, EngineClaim]:
     """``config`` with the claim's unstated parts read from the engine of one training on S (module docstring):
-    z unless ``noise_multiplier`` or ``target_epsilon`` is stated; p, T, C and the loss reduction always."""
+    z unless ``noise_multiplier`` or ``target_epsilon`` is stated; p, the planned T, C and the loss reduction
+    always. Returns the engine's claim too (its promise is judged beside the games)."""
     from fdp_audit.audit.third_party import trial_seed
     from fdp_audit.audit.user_training import user_trainer
     from fdp_audit.training.run import build_problem
@@ -168,9 +193,9 @@ def claimed_config(config: Config, data: PreparedData) -> tuple[Config, EngineCl
     trainer = user_trainer(probe, build_problem(probe, data))
     with recording_engines() as record, calibration_cached():  # on n + 1 records, as the trials train
         trainer.run(trial_seed(config.seed, PROBE_INDEX), trainer.x[0], int(trainer.y[0]), None)
-    claim = engine_claim(record)
+    claim = engine_claim(record, mech.delta)
     stated = mech.noise_multiplier is not None or mech.target_epsilon is not None
-    mechanism = replace(mech, sample_rate=claim.sample_rate, steps=claim.steps, clip_norm=claim.clip_norm,
+    mechanism = replace(mech, sample_rate=claim.sample_rate, steps=claim.planned_steps, clip_norm=claim.clip_norm,
                         loss_reduction=claim.loss_reduction,
                         noise_multiplier=mech.noise_multiplier if stated else claim.noise_multiplier)
     return replace(config, mechanism=mechanism), claim

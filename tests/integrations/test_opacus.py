@@ -5,6 +5,7 @@ read from the engine; the tutorial-style loop passes its audit and its misuse is
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -125,3 +126,123 @@ def test_misuse_is_caught(cli, tmp_path):
     result = cli("audit", str(REPO / "configs" / "opacus_misuse.yaml"), "--trials", "120", "--out", str(tmp_path))
     assert result.code == 1, result.err
     assert "VIOLATION" in result.out
+
+
+# The tutorial loop of opacus_loops.py on n records of the synthetic table, batch 10, one epoch: p = 1/⌈n/10⌉ and
+# T = ⌈n/10⌉ (n = 999 or 995: p = 0.01, T = 100, the noise calibrated for ε = 4 at δ = 1e-5: 3.11 by exact
+# accounting, the membership game's bound 0.553).
+LOOPS = Path(__file__).with_name("opacus_loops.py")
+# Trials: the fewest at which a success of 0.90 in the membership game misses with probability ≤ 1e-3
+# (evaluation_trials_for_power at the default games' level α/8: 44 evaluation trials); noise_scale measured
+# 94/100 on seed 0 (200 trials), whose 99 % lower confidence bound is 0.86.
+SIZE_LEAK_TRIALS = 88
+
+
+def opacus_loop_config(function: str, rows: int, trials: int, seed: int, games: tuple[str, ...] | None = None,
+                       alpha: float = 0.05):
+    """``opacus_loops.py:function`` on the synthetic table's first ``2·rows`` rows (``rows`` train), under
+    ``integration: opacus``; the default games unless ``games``."""
+    from fdp_audit.config import config_from_dict
+
+    raw = {"name": function, "seed": seed, "device": "cpu",
+           "data": {"dataset": "synthetic", "protected": ["protected"], "synthetic_rows": 2 * rows},
+           "model": {"factory": f"{LOOPS}:make_model"},
+           "mechanism": {"name": "dp_sgd", "training": f"{LOOPS}:{function}", "integration": "opacus"},
+           "audit": {"trials": trials, "alpha": alpha} | ({} if games is None else {"games": list(games)})}
+    return config_from_dict(raw)
+
+
+def empty_batch_trials(config) -> list[int]:
+    """The membership trials whose Opacus Poisson sampler (``torch.rand(n) < p`` per step, from the loader's
+    generator, seeded by the trial's seed) draws an empty batch: n = |S| + 1 when the canary is in."""
+    from fdp_audit.audit.games import MembershipGame
+    from fdp_audit.audit.games.base import trial_uniforms
+    from fdp_audit.audit.third_party import trial_seed
+
+    indices = MembershipGame().trial_indices(config.audit.trials)
+    found = []
+    for t, (index, present) in enumerate(zip(indices, trial_uniforms(config.seed, indices) < 0.5, strict=True)):
+        n = config.data.synthetic_rows // 2 + int(present)
+        steps = -(-n // 10)
+        generator = torch.Generator().manual_seed(trial_seed(config.seed, int(index)))
+        if any(not (torch.rand(n, generator=generator) < 1 / steps).any() for _ in range(steps)):
+            found.append(t)
+    return found
+
+
+def default_level_share(config) -> float:
+    """The membership game's comparisons over all the default games' (the Bonferroni m of each), planned on the
+    claim read from the loop's engine."""
+    from fdp_audit.audit.games import configured_games
+    from fdp_audit.claim import Claim
+    from fdp_audit.data.prepare import prepare_data
+    from fdp_audit.integrations.opacus import claimed_config
+
+    data = prepare_data(config.data, config.seed)
+    claimed, _ = claimed_config(config, data)
+    claim = Claim.from_config(claimed)
+    counts = {game.name: len(game.planned(claimed, data, claim)) for game in configured_games(claimed)}
+    return counts["membership"] / sum(counts.values())
+
+
+@pytest.mark.slow
+def test_the_size_leak_of_the_tutorial_loop_is_caught_by_the_default_games(verdict_only_audit):
+    """Opacus normalises by int(|D|·p) (its issues 571 and 819): 9 without the canary and 10 with it at n = 999.
+    The default games of a user's loop include the membership (add/remove) game, whose ``noise_scale`` attack sees
+    it. Its trials do not depend on the other games (their own model indices), so the membership game played
+    alone at α·m_membership/m_default judges its comparisons at the default audit's per-comparison level exactly:
+    its VIOLATION is the default audit's. Seed 4 has an empty Poisson batch in a trial (no crash). Miss
+    probability ≤ 1e-3 at a success of 0.90 (SIZE_LEAK_TRIALS)."""
+    default = opacus_loop_config("train", 999, SIZE_LEAK_TRIALS, seed=4)
+    assert default.audit.games == ("attribute", "distinguishing", "membership") and empty_batch_trials(default)
+    alone = replace(default, audit=replace(default.audit, games=("membership",),
+                                           alpha=default.audit.alpha * default_level_share(default)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = verdict_only_audit(alone)
+    assert "membership-attribute/noise_scale" in results["verdict"]["violations"], results["verdict"]
+    assert results["promise"]["status"] == "kept" and results["promise"]["steps_taken"] == 100
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("function", "rows", "seed"), [("train", 995, 2), ("train_fixed_batch", 999, 4)])
+def test_the_loop_without_a_size_dependence_passes(verdict_only_audit, function, rows, seed):
+    """The same loop where Opacus's scale does not depend on the size (n = 995: int(9.95) = int(9.96) = 9), and at
+    n = 999 with the scale fixed to the planned batch: PASS in the membership game at the trials that catch the
+    leak, α = 1e-3 (a false VIOLATION has probability at most α). Seed 2 at n = 995 has an empty batch too."""
+    config = opacus_loop_config(function, rows, SIZE_LEAK_TRIALS, seed, ("membership",), alpha=1e-3)
+    assert rows == 999 or empty_batch_trials(config)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = verdict_only_audit(config)
+    assert results["verdict"]["status"] == "PASS", results["verdict"]["explanation"]
+
+
+@pytest.mark.slow
+def test_twice_the_promised_epochs_is_a_violation_naming_the_promise(verdict_only_audit, cli, tmp_path):
+    """make_private_with_epsilon calibrated for one epoch (20 steps at p = 0.05 on n = 195, no size dependence:
+    int(9.75) = int(9.8) = 9), trained for two: the promise is broken whatever the games find (the claim is the
+    plan, T = 20; the accountant counted 40), and the verdict says so. The gate re-judges it from results.json and
+    refuses a promise section that is not what its comparison gives."""
+    import json
+
+    from fdp_audit.audit.results import write_results
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = verdict_only_audit(opacus_loop_config("train_twice", 195, 24, 0, ("membership",)))
+    promise = results["promise"]
+    assert (promise["status"], promise["steps_planned"], promise["steps_taken"]) == ("broken", 20, 40)
+    assert promise["spent_epsilon"] > promise["promised_epsilon"] and promise["target_epsilon"] == 4.0
+    assert results["mechanism"]["steps"] == 20 and "promise/opacus" in results["verdict"]["violations"]
+    explanation = results["verdict"]["explanation"]
+    assert explanation.startswith("promise/opacus: the training spent more than it promised")
+    assert "promised ε = 4 at δ = 1e-05 over 1 epoch" in explanation
+    assert "it took 40 steps where 20 were planned" in explanation
+    path = write_results(tmp_path / "results.json", results)
+    gated = cli("gate", str(path))
+    assert gated.code == 1 and "promise/opacus: the training spent more" in gated.out
+    edited = write_results(tmp_path / "edited.json", {**json.loads(path.read_text()),
+                                                      "promise": {**promise, "status": "kept"}})
+    refused = cli("gate", str(edited))
+    assert refused.code == 2 and "results.promise.status" in refused.err

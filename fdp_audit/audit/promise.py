@@ -1,0 +1,180 @@
+"""A training's promise and whether the training kept it (docs/games.md, "The promise"; docs/files.md).
+
+A DP library is told, before training, what the training will spend: Opacus's ``make_private_with_epsilon`` a
+target (ε, δ) over a number of epochs, for which it calibrates the noise multiplier z; ``make_private`` a noise
+multiplier. The *plan* is the DP-SGD schedule the promise stands for: z at sample rate p over the planned steps
+(``epochs / p`` for a target; for ``make_private``, the steps its loop takes). The *trained* schedule is what the
+library's accountant counted while the loop ran: one segment ``(z_t, p_t, steps_t)`` per run of equal settings —
+a loop that trains more epochs than it planned, or lowers the noise multiplier after the calibration, changes it.
+
+The promise is kept when the trained schedule spends no more than the plan: ``ε_spent ≤ ε_promised``, both the
+ε(δ) of fdp-audit's exact (pessimistic PLD) accounting of the schedule at the promise's δ, so that the two
+differ only by what the loop did (Opacus's own RDP accounting of the plan, the target ε, is looser and is kept
+beside them for the explanation). This is no statistical test: it is judged without error, and it is not
+counted in the Bonferroni correction of the audit's comparisons. The gate re-derives both ε from the schedules
+a ``promise`` comparison states (:func:`judge_promise`), never from stored ε values.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from fdp_audit.errors import BadInputError
+
+KIND = "promise"
+SOURCES = ("make_private", "make_private_with_epsilon")
+
+
+@dataclass(frozen=True)
+class Promise:
+    """What a training promised and what it did (module docstring)."""
+
+    library: str  # "opacus"
+    source: str  # one of SOURCES
+    noise_multiplier: float  # z as the promise set it up
+    sample_rate: float
+    planned_steps: int
+    delta: float  # the δ its ε are read at: the target's, else the claim's
+    trained: tuple[tuple[float, float, int], ...]  # (z_t, p_t, steps_t) as the accountant counted them
+    target_epsilon: float | None = None
+    epochs: float | None = None
+    engine_epsilon: float | None = None  # what the library's own accountant counted (shown, never judged)
+    kind = KIND
+    game = KIND
+
+    @property
+    def attack(self) -> str:
+        return self.library
+
+    @property
+    def id(self) -> str:
+        return f"{KIND}/{self.library}"
+
+    def row(self) -> dict[str, Any]:
+        """The ``promise`` comparison as ``results.json`` stores it and the gate judges it."""
+        return {"id": self.id, "kind": KIND, "game": KIND, "attack": self.library,
+                "source": self.source, "target_epsilon": self.target_epsilon, "epochs": self.epochs,
+                "delta": self.delta, "engine_epsilon": self.engine_epsilon,
+                "planned": {"noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate,
+                            "steps": self.planned_steps},
+                "trained": [{"noise_multiplier": z, "sample_rate": p, "steps": steps} for z, p, steps in self.trained]}
+
+
+def planned_steps(sample_rate: float, epochs: float) -> int:
+    """The steps of ``epochs`` epochs at sample rate p: ``int(epochs / p)``, as Opacus plans them when it
+    calibrates the noise multiplier for a target ε."""
+    return int(epochs / sample_rate)
+
+
+def _schedule_epsilon(segments: list[tuple[float, float, int]], delta: float) -> float:
+    """ε(δ) of DP-SGD over the given segments under add/remove neighbours (pessimistic PLD)."""
+    from fdp_audit.accounting.events import Segment, SubsampledGaussianEvent
+    from fdp_audit.accounting.mechanism import MechanismSpec, accountant_for
+
+    merged: list[list[Any]] = []
+    for z, p, steps in segments:  # consecutive equal settings are one segment, as the plan is
+        if merged and merged[-1][:2] == [z, p]:
+            merged[-1][2] += steps
+        else:
+            merged.append([z, p, steps])
+    event = SubsampledGaussianEvent(tuple(Segment(z, p, steps) for z, p, steps in merged))
+    return float(accountant_for(MechanismSpec("dp_sgd", event)).epsilon(delta))
+
+
+def _segment(value: Any, where: str) -> tuple[float, float, int]:
+    if not isinstance(value, dict):
+        raise BadInputError("must be a mapping of noise_multiplier, sample_rate and steps", where)
+    z, p, steps = (value.get(k) for k in ("noise_multiplier", "sample_rate", "steps"))
+    if not isinstance(z, int | float) or isinstance(z, bool) or not math.isfinite(z) or z <= 0:
+        raise BadInputError("must be a positive number", f"{where}.noise_multiplier")
+    if not isinstance(p, int | float) or isinstance(p, bool) or not 0 < p <= 1:
+        raise BadInputError("must be a number in (0, 1]", f"{where}.sample_rate")
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise BadInputError("must be a positive integer", f"{where}.steps")
+    return float(z), float(p), steps
+
+
+def judge_promise(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
+    """Judge a ``promise`` comparison from what it states: ``violated`` when the trained schedule's ε exceeds the
+    plan's (module docstring). ``level`` is unused: the judgement has no error.
+
+    Args:
+        row: the comparison (:meth:`Promise.row`).
+        level: the per-comparison level of the statistical comparisons beside it.
+        where: the row's place in the results, for errors.
+
+    Returns:
+        The evaluation: ``observed`` the spent ε, ``theoretical`` the promised ε, ``margin``, ``violated``, and
+        what the explanation names (source, target ε, δ, epochs, steps planned and taken, the noise multipliers).
+    """
+    source = row.get("source")
+    if source not in SOURCES:
+        raise BadInputError(f"must be one of {', '.join(SOURCES)}", f"{where}.source")
+    delta = row.get("delta")
+    if not isinstance(delta, int | float) or isinstance(delta, bool) or not 0 < delta < 1:
+        raise BadInputError("must be a number in (0, 1)", f"{where}.delta")
+    plan = _segment(row.get("planned"), f"{where}.planned")
+    trained_rows = row.get("trained")
+    if not isinstance(trained_rows, list) or not trained_rows:
+        raise BadInputError("must be a non-empty list of segments", f"{where}.trained")
+    trained = [_segment(s, f"{where}.trained[{i}]") for i, s in enumerate(trained_rows)]
+    target, epochs = row.get("target_epsilon"), row.get("epochs")
+    if source == "make_private_with_epsilon":
+        for key, value in (("target_epsilon", target), ("epochs", epochs)):
+            if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value < math.inf:
+                raise BadInputError("must be a positive number", f"{where}.{key}")
+        if plan[2] != planned_steps(plan[1], epochs):
+            raise BadInputError(f"{plan[2]} is not the {planned_steps(plan[1], epochs)} steps of {epochs:g} epochs "
+                                f"at sample rate {plan[1]:g}", f"{where}.planned.steps")
+    promised = _schedule_epsilon([plan], float(delta))
+    spent = _schedule_epsilon(trained, float(delta))
+    # the same schedule gives the same ε; a relative 1e-9 absorbs the rounding of a schedule split in parts
+    violated = spent > promised * (1 + 1e-9) + 1e-12
+    return {"observed": spent, "theoretical": promised, "margin": spent - promised, "violated": violated,
+            "promised_epsilon": promised, "spent_epsilon": spent, "source": source, "target_epsilon": target,
+            "epochs": epochs, "delta": float(delta), "steps_planned": plan[2],
+            "steps_taken": sum(steps for _, _, steps in trained), "noise_multiplier_promised": plan[0],
+            "noise_multipliers_trained": sorted({z for z, _, _ in trained}), "sample_rate": plan[1],
+            "engine_epsilon": _optional_number(row, "engine_epsilon", where)}
+
+
+def _optional_number(row: dict[str, Any], key: str, where: str) -> float | None:
+    value = row.get(key)
+    if value is not None and (not isinstance(value, int | float) or isinstance(value, bool) or value < 0):
+        raise BadInputError("must be a non-negative number or null", f"{where}.{key}")
+    return value
+
+
+def promise_violation(j: dict[str, Any]) -> str:
+    """The verdict's explanation of a broken promise: spent and promised ε, steps planned and taken, and why."""
+    trained = ", ".join(f"{z:.4g}" for z in j["noise_multipliers_trained"])
+    reasons = []
+    if j["steps_taken"] > j["steps_planned"]:
+        reasons.append(f"it took {j['steps_taken']} steps where {j['steps_planned']} were planned")
+    if min(j["noise_multipliers_trained"]) < j["noise_multiplier_promised"]:
+        reasons.append(f"it trained with noise multiplier {min(j['noise_multipliers_trained']):.4g} where "
+                       f"{j['noise_multiplier_promised']:.4g} was promised")
+    if j["source"] == "make_private_with_epsilon":
+        epochs = f"{j['epochs']:g} epoch" + ("" if j["epochs"] == 1 else "s")
+        promise = (f"make_private_with_epsilon was promised ε = {j['target_epsilon']:g} at δ = {j['delta']:g} over "
+                   f"{epochs}")
+    else:
+        promise = f"make_private was given noise multiplier {j['noise_multiplier_promised']:.4g}"
+    engine = ("" if j.get("engine_epsilon") is None
+              else f"; the engine's own accountant counted ε = {j['engine_epsilon']:.4g}")
+    return (f"{j['id']}: the training spent more than it promised: ε = {j['spent_epsilon']:.4g} at δ = {j['delta']:g} "
+            f"in {j['steps_taken']} steps (noise multiplier {trained}) against ε = {j['promised_epsilon']:.4g} for "
+            f"the {j['steps_planned']} steps planned at sample rate {j['sample_rate']:g} (exact accounting of both; "
+            f"{promise}{engine})" + (f": {'; '.join(reasons)}." if reasons else "."))
+
+
+def promise_section(row: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]:
+    """The ``promise`` section of ``results.json``: what was promised, what was trained, both ε and the status."""
+    return {"library": row["attack"], "source": row["source"], "target_epsilon": row["target_epsilon"],
+            "epochs": row["epochs"], "delta": row["delta"], "engine_epsilon": row["engine_epsilon"],
+            "planned": row["planned"], "trained": row["trained"],
+            "steps_planned": evaluation["steps_planned"], "steps_taken": evaluation["steps_taken"],
+            "promised_epsilon": evaluation["promised_epsilon"], "spent_epsilon": evaluation["spent_epsilon"],
+            "status": "broken" if evaluation["violated"] else "kept"}
