@@ -535,14 +535,8 @@ def restate_limits(results: dict[str, Any]) -> Claim:
 
 
 def _restate(results: dict[str, Any], config: Config, claim: Claim) -> None:
-    expected = finite_or_none(claim.section())
-    shown = results["mechanism"]
-    for key, value in expected.items():
-        got = shown.get(key)
-        same = (got == value if not isinstance(value, float) or not isinstance(got, int | float)
-                else abs(got - value) <= RESTATE_TOLERANCE * max(1.0, abs(value)))
-        if not same:
-            raise BadInputError(f"{got!r} is not the {value!r} of the stated configuration", f"results.mechanism.{key}")
+    _check_section(results["mechanism"], finite_or_none(claim.section()), "results.mechanism",
+                   "of the stated configuration")
     comparisons = results.get("comparisons", [])
     if not isinstance(comparisons, list):
         raise BadInputError("must be a list", "results.comparisons")
@@ -564,12 +558,17 @@ def _restate_promise_section(results: dict[str, Any], comparisons: list[dict[str
         raise BadInputError("a promise section goes with exactly one promise comparison", f"results.{PROMISE}")
     (i, row), = rows
     expected = finite_or_none(promise_section(row, judge_promise(row, 0.0, f"results.comparisons[{i}]")))
+    _check_section(section, expected, f"results.{PROMISE}", "its comparison gives")
+
+
+def _check_section(shown: dict[str, Any], expected: dict[str, Any], where: str, source: str) -> None:
+    """Every value of ``expected`` as ``shown`` holds it (floats within :data:`RESTATE_TOLERANCE`)."""
     for key, value in expected.items():
-        got = section.get(key)
+        got = shown.get(key)
         same = (got == value if not isinstance(value, float) or not isinstance(got, int | float)
                 else abs(got - value) <= RESTATE_TOLERANCE * max(1.0, abs(value)))
         if not same:
-            raise BadInputError(f"{got!r} is not the {value!r} its comparison gives", f"results.{PROMISE}.{key}")
+            raise BadInputError(f"{got!r} is not the {value!r} {source}", f"{where}.{key}")
 
 
 def comparison_status(judged: dict[str, Any]) -> str:
