@@ -175,7 +175,8 @@ class MechanismConfig(_Section):
     third_party: UserCode | None = None
     # the user's own training of model.factory's module: train(module, dataset, seed) -> module
     training: UserCode | None = None
-    integration: Literal["none", "opacus"] = "none"  # opacus: the claim's unstated z, p, T, C read from the engine
+    # none, or a registered integration (docs/user_training.md) whose library the claim's unstated parts are read from
+    integration: str = "none"
     loss_reduction: Literal["mean", "sum"] = "mean"  # how the user's updates normalise the noisy clipped sum
 
 
@@ -672,7 +673,7 @@ def config_reference_markdown(registered: Mapping[str, Iterable[str]] | None = N
             shown = "null" if default is None else json_like(default)
             kind = _type_name(Literal[tuple(f.metadata["choices"])]) if "choices" in f.metadata else _type_name(tp)
             if f"{prefix}{f.name}" in registered:
-                kind = "a registered name: " + ", ".join(map(repr, registered[f"{prefix}{f.name}"]))
+                kind = "one of " + ", ".join(map(repr, registered[f"{prefix}{f.name}"])) + " (registered)"
             lines.append(f"| `{prefix}{f.name}` | {kind.replace('|', '/')} | `{shown}` |")
 
     walk(Config, "")

@@ -50,6 +50,8 @@ API: tuple[tuple[str, str, tuple[str, ...]], ...] = (
       "build_public_map", "checked_public_map", "load_images", "read_as_images")),
     ("Executors", "fdp_audit.execution", ("Executor", "EXECUTORS", "register_executor", "make_executor",
                                           "executor_for")),
+    ("Integrations", "fdp_audit.integrations", ("Integration", "Promised", "INTEGRATIONS", "register_integration",
+                                                "integrated_claim")),
     ("Reproductions", "fdp_audit.reproduce", ("Reproduction", "REPRODUCTIONS", "register_reproduction",
                                               "run_reproduction")),
     ("Commands", "fdp_audit.cli", ("Command", "COMMANDS", "register_command")),
@@ -67,9 +69,10 @@ def configuration_markdown() -> str:
     from fdp_audit.config import config_reference_markdown
     from fdp_audit.data.catalog import DATASETS, PUBLIC_MAPS
     from fdp_audit.execution import EXECUTORS
+    from fdp_audit.integrations import INTEGRATIONS
 
     return config_reference_markdown({"data.dataset": DATASETS, "data.public_map": PUBLIC_MAPS,
-                                      "audit.executor": EXECUTORS})
+                                      "audit.executor": EXECUTORS, "mechanism.integration": ["none", *INTEGRATIONS]})
 
 
 def api_markdown() -> str:
@@ -120,7 +123,8 @@ def _methods(cls: type) -> list[tuple[str, Callable[..., Any]]]:
     a dataclass's generated constructor is documented by the class)."""
     return [(attribute, member) for attribute, member in vars(cls).items()
             if (not attribute.startswith("_") or attribute == "__init__") and inspect.isfunction(member)
-            and not (attribute == "__init__" and dataclasses.is_dataclass(cls))]
+            and not (attribute == "__init__" and (dataclasses.is_dataclass(cls)
+                                                  or not member.__qualname__.startswith(cls.__qualname__)))]
 
 
 def _missing_sections(function: Callable[..., Any]) -> str | None:

@@ -117,3 +117,14 @@ def test_a_plugin_that_fails_to_load_is_one_line_of_bad_input(tmp_path, monkeypa
     assert result.code == 2
     assert one_line_error(result.err) == ("fdp-audit: error: fdp_audit.plugins: plugin 'test_plugin' "
                                           "(fdp_broken_plugin) failed to load: RuntimeError: no GPU here")
+
+
+def test_an_unregistered_integration_is_one_line_of_bad_input_naming_the_registered_ones(small_config):
+    from fdp_audit.api import audit
+
+    raw = small_config("dp_sgd", model={"kind": "module", "factory": "examples/opacus/model.py:make_model"},
+                       mechanism={"training": "examples/opacus/train.py:train", "integration": "tensorflow_privacy"})
+    with pytest.raises(BadInputError) as caught:
+        audit(raw)
+    assert str(caught.value) == ("mechanism.integration: unknown integration 'tensorflow_privacy' "
+                                 "(known: opacus)")

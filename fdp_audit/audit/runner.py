@@ -35,6 +35,7 @@ from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.execution import Executor, executor_for
+from fdp_audit.integrations import integrated_claim
 from fdp_audit.json_numbers import finite_or_none
 from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training.engine import Canaries, accuracy, train_models
@@ -188,11 +189,7 @@ def play_games(config: Config, data: PreparedData, journal: Journal, executor: E
 
 def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Executor) -> dict[str, Any]:
     data = prepare_data(config.data, config.seed)
-    engine = None
-    if config.mechanism.integration == "opacus":  # the claim's unstated parts, read from the user's engine
-        from fdp_audit.integrations.opacus import claimed_config
-
-        config, engine = claimed_config(config, data)
+    config, engine = integrated_claim(config, data)  # the claim's unstated parts, read from the user's loop
     audit, claim = config.audit, Claim.from_config(config)
     device = resolve_device(config.device)
     sources = user_source_digests if claim.user_code is not None else None
@@ -221,7 +218,7 @@ def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Exe
             "versions": versions(), "seed": config.seed, "config": config.to_dict(),
             "dataset": config.data.dataset, "dataset_fingerprint": data.fingerprint, "command": command,
             "device": str(device), "trials": audit.trials, "reused_trials": dict(journal.reused),
-        } | ({} if engine is None else {"opacus_engine": engine.summary()}),
+        } | ({} if engine is None else {f"{config.mechanism.integration}_engine": engine.summary()}),
     })
 
 

@@ -1,4 +1,8 @@
-"""Integrations with training libraries whose loops fdp-audit audits as written (docs/games.md).
+"""Integrations with training libraries whose loops fdp-audit audits as written (docs/user_training.md).
+
+A config's ``mechanism.integration`` names an entry of :data:`INTEGRATIONS` (an :class:`Integration`): how the
+claim's unstated parts are read from one training of the user's loop, and what the library promised, judged
+beside the games. Adding one is a module and one :func:`register_integration` line below (docs/extending.md).
 
 Whatever the config's ``mechanism.integration``, the trials of the user's code (a training function or a
 third-party mechanism) run inside :func:`library_caches` (:func:`fdp_audit.audit.trials.trained_views`): the
@@ -10,7 +14,88 @@ from __future__ import annotations
 
 import contextlib
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from fdp_audit.audit.promise import Promise
+from fdp_audit.config import Config
+from fdp_audit.data.prepare import PreparedData
+from fdp_audit.integrations import opacus
+from fdp_audit.registry import Has, Registry, Rule
+
+
+class Promised(Protocol):
+    """What a library promised in one training of the user's loop."""
+
+    def summary(self) -> dict[str, Any]:
+        """What results.json keeps of it.
+
+        Returns:
+            JSON-able facts, stored as ``reproducibility.<integration>_engine``.
+        """
+
+    def promise(self, delta: float) -> Promise:
+        """The promise as a comparison the gate judges beside the games.
+
+        Args:
+            delta: the claim's δ.
+
+        Returns:
+            The comparison.
+        """
+
+
+@dataclass(frozen=True)
+class Integration:
+    """A training library whose loops are audited as written, named by ``mechanism.integration``.
+
+    ``claimed_config(config, data)`` trains the user's loop once on S, before any trial, and returns the config
+    with the claim's unstated parts read from what the library was set up with, and what it promised."""
+
+    name: str
+    description: str
+    claimed_config: Callable[[Config, PreparedData], tuple[Config, Promised]]
+
+
+INTEGRATIONS: Registry[Integration] = Registry("integration", "mechanism.integration", (
+    Has("description", str),
+    Rule(lambda entry, _: entry.name != "none", "'none' means no integration"),
+    Rule(lambda entry, _: callable(entry.claimed_config), "needs a claimed_config function"),
+))
+
+
+def register_integration(entry: Integration) -> Integration:
+    """Make an integration nameable in ``mechanism.integration``.
+
+    Args:
+        entry: the integration.
+
+    Returns:
+        ``entry`` itself.
+
+    Raises:
+        ValueError: the name is taken or ``none``, or the entry is malformed.
+    """
+    return INTEGRATIONS.register(entry)
+
+
+def integrated_claim(config: Config, data: PreparedData) -> tuple[Config, Promised | None]:
+    """The config with the claim its integration reads from the user's loop (itself without an integration).
+
+    Args:
+        config: a validated configuration.
+        data: its prepared data (the loop's training set S).
+
+    Returns:
+        The completed config, and what the library promised (None without an integration).
+
+    Raises:
+        BadInputError: ``mechanism.integration`` is not registered.
+    """
+    if config.mechanism.integration == "none":
+        return config, None
+    return INTEGRATIONS[config.mechanism.integration].claimed_config(config, data)
 
 
 @contextlib.contextmanager
@@ -20,7 +105,9 @@ def library_caches() -> Iterator[None]:
     it here would cost seconds for code that does not use it)."""
     with contextlib.ExitStack() as stack:
         if "opacus.privacy_engine" in sys.modules:
-            from fdp_audit.integrations.opacus import calibration_cached
-
-            stack.enter_context(calibration_cached())
+            stack.enter_context(opacus.calibration_cached())
         yield
+
+
+register_integration(Integration("opacus", "Opacus's PrivacyEngine: the claim is what make_private or "
+                                 "make_private_with_epsilon was set up with", opacus.claimed_config))
