@@ -49,12 +49,12 @@ def setting(mechanism: str = "dp_sgd", trials: int = 40, **mechanism_fields):
 
 
 @pytest.fixture
-def no_noise(monkeypatch):
+def no_noise():
     """A known fault for this test only: DP-SGD that forgets its noise, claiming DP-SGD's guarantee."""
-    monkeypatch.setitem(MECHANISMS, "dp_sgd_no_noise", None)  # teardown removes the row again
-    del MECHANISMS["dp_sgd_no_noise"]
     register_mechanism(Mechanism("dp_sgd_no_noise", Recipe("full", "none", noise_factor=0.0),
                                  "FAULTY: adds no noise.", claims="dp_sgd"))
+    yield
+    MECHANISMS.unregister("dp_sgd_no_noise")
 
 
 @pytest.mark.parametrize("psi", [BlurMap(8, 8, True, 0.7, 0.05), DownsampleMap(8, 8, True, 2)],
