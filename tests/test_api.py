@@ -4,7 +4,9 @@ are written all together or not at all; the command line starts without the heav
 
 from __future__ import annotations
 
+import inspect
 import json
+import pydoc
 import re
 import subprocess
 import sys
@@ -121,10 +123,26 @@ def test_account_takes_parameters_or_a_config():
         fdp_audit.account(1.0, 1 / 16, 100, config="configs/adult_fdp.yaml")
 
 
+def test_the_public_names_show_the_signatures_and_docstrings_of_what_they_call():
+    """``help(fdp_audit.audit)`` or ``fdp_audit.audit?`` in a notebook shows the call, not ``(*args, **kwargs)``,
+    whether the name is read before or after the engine's package is imported."""
+    from fdp_audit import api
+
+    for name in ("audit", "audit_checkpoint", "account", "AuditResult"):
+        public, real = getattr(fdp_audit, name), getattr(api, name)
+        assert inspect.signature(public) == inspect.signature(real), name
+        assert inspect.getdoc(real) in inspect.getdoc(public), name
+    assert "trials" in inspect.signature(fdp_audit.audit).parameters
+    assert pydoc.render_doc(fdp_audit.audit).count("Play the configured audit games") == 1
+
+
 def test_the_package_and_the_command_line_start_without_the_heavy_libraries():
-    """``import fdp_audit`` and building every command's parser (what ``--help`` and ``--version`` do) import none
-    of the libraries that cost seconds: each command imports what it needs when it runs."""
-    code = ("import sys, fdp_audit, fdp_audit.audit; from fdp_audit.cli import build_parser; build_parser(); "
+    """``import fdp_audit``, reading the public names' signatures and docstrings, and building every command's
+    parser (what ``--help`` and ``--version`` do) import none of the libraries that cost seconds: each command
+    imports what it needs when it runs."""
+    code = ("import inspect, sys, fdp_audit, fdp_audit.audit; from fdp_audit.cli import build_parser; build_parser(); "
+            "[(inspect.signature(getattr(fdp_audit, n)), getattr(fdp_audit, n).__doc__) "
+            "for n in ('audit', 'audit_checkpoint', 'account', 'AuditResult')]; "
             f"print([name for name in {HEAVY!r} if name in sys.modules])")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert done.stdout.strip() == "[]"
