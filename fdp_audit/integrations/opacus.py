@@ -124,7 +124,11 @@ def calibration_cached() -> Iterator[None]:
 
 
 @dataclass(frozen=True)
-class EngineClaim:
+class EnginePromise:
+    """What Opacus promised in one training of the user's loop (an integration's ``Promised``): the settings its
+    engine was set up with, the steps its plan and its accountant count, and what it counted; the config's claim
+    reads its unstated parts from it (:func:`claimed_config`) and :meth:`promise` is judged beside the games."""
+
     noise_multiplier: float  # as make_private set it up: the promise
     sample_rate: float
     steps: int  # counted by the accountant
@@ -151,9 +155,9 @@ class EngineClaim:
                        target.get("target_epsilon"), target.get("epochs"), self.engine_epsilon)
 
 
-def engine_claim(record: EngineRecord, delta: float = 1e-5) -> EngineClaim:
-    """The claim of one training's engine (module docstring); refuses what it cannot state as one DP-SGD. The
-    engine's own ε is read at the target's δ, else at ``delta``."""
+def engine_promise(record: EngineRecord, delta: float = 1e-5) -> EnginePromise:
+    """What one training's engine promised (module docstring); refuses what it cannot state as one DP-SGD claim.
+    The engine's own ε is read at the target's δ, else at ``delta``."""
     if len(record.setups) != 1:
         raise BadInputError(f"the training made {len(record.setups)} PrivacyEngine.make_private calls; the claim "
                             "is read from exactly one (state it in the config otherwise)", FIELD)
@@ -175,14 +179,14 @@ def engine_claim(record: EngineRecord, delta: float = 1e-5) -> EngineClaim:
         engine_epsilon = float(engine.accountant.get_epsilon((target or {}).get("target_delta") or delta))
     except (ValueError, ArithmeticError):  # an accountant that cannot answer at this δ: shown as unknown
         engine_epsilon = None
-    return EngineClaim(setup["noise_multiplier"], rate, counted, planned, float(clip), setup["loss_reduction"],
+    return EnginePromise(setup["noise_multiplier"], rate, counted, planned, float(clip), setup["loss_reduction"],
                        setup["accountant"], target, history, engine_epsilon)
 
 
-def claimed_config(config: Config, data: PreparedData) -> tuple[Config, EngineClaim]:
+def claimed_config(config: Config, data: PreparedData) -> tuple[Config, EnginePromise]:
     """``config`` with the claim's unstated parts read from the engine of one training on S (module docstring):
     z unless ``noise_multiplier`` or ``target_epsilon`` is stated; p, the planned T, C and the loss reduction
-    always. Returns the engine's claim too (its promise is judged beside the games)."""
+    always. Returns what the engine promised too (judged beside the games)."""
     from fdp_audit.audit.third_party import trial_seed
     from fdp_audit.audit.user_training import user_trainer
     from fdp_audit.training.run import build_problem
@@ -193,9 +197,9 @@ def claimed_config(config: Config, data: PreparedData) -> tuple[Config, EngineCl
     trainer = user_trainer(probe, build_problem(probe, data))
     with recording_engines() as record, calibration_cached():  # on n + 1 records, as the trials train
         trainer.run(trial_seed(config.seed, PROBE_INDEX), trainer.x[0], int(trainer.y[0]), None)
-    claim = engine_claim(record, mech.delta)
+    promised = engine_promise(record, mech.delta)
     stated = mech.noise_multiplier is not None or mech.target_epsilon is not None
-    mechanism = replace(mech, sample_rate=claim.sample_rate, steps=claim.planned_steps, clip_norm=claim.clip_norm,
-                        loss_reduction=claim.loss_reduction,
-                        noise_multiplier=mech.noise_multiplier if stated else claim.noise_multiplier)
-    return replace(config, mechanism=mechanism), claim
+    mechanism = replace(mech, sample_rate=promised.sample_rate, steps=promised.planned_steps,
+                        clip_norm=promised.clip_norm, loss_reduction=promised.loss_reduction,
+                        noise_multiplier=mech.noise_multiplier if stated else promised.noise_multiplier)
+    return replace(config, mechanism=mechanism), promised

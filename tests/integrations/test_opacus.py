@@ -14,7 +14,7 @@ from torch import nn
 from torch.utils.data import DataLoader
 
 from fdp_audit.audit.user_training import UserTrainer
-from fdp_audit.integrations.opacus import calibration_cached, engine_claim, recording_engines
+from fdp_audit.integrations.opacus import calibration_cached, engine_promise, recording_engines
 from fdp_audit.training.modules import ModuleModel
 
 opacus = pytest.importorskip("opacus")
@@ -85,17 +85,17 @@ def test_canary_is_released_as_plus_minus_c(mode, poisson):
 
 
 @pytest.mark.parametrize("poisson", [True, False])
-def test_claim_read_from_make_private(poisson):
+def test_promise_read_from_make_private(poisson):
     trainer = _trainer(_loop("hooks", poisson, noise=1.3, epochs=2))
     with recording_engines() as record, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.run(0, None, None, None)
-    claim = engine_claim(record)
-    assert (claim.noise_multiplier, claim.sample_rate, claim.steps, claim.clip_norm) == (1.3, 1 / 4, 8, 0.7)
-    assert claim.accountant == "rdp" and claim.loss_reduction == "mean" and claim.target is None
+    promised = engine_promise(record)
+    assert (promised.noise_multiplier, promised.sample_rate, promised.steps, promised.clip_norm) == (1.3, 1 / 4, 8, 0.7)
+    assert promised.accountant == "rdp" and promised.loss_reduction == "mean" and promised.target is None
 
 
-def test_claim_read_from_make_private_with_epsilon():
+def test_promise_read_from_make_private_with_epsilon():
     """z is the one Opacus calibrates for the target (computed once per distinct target under the cache)."""
     from opacus.accountants.utils import get_noise_multiplier
 
@@ -103,11 +103,11 @@ def test_claim_read_from_make_private_with_epsilon():
     with recording_engines() as record, calibration_cached(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.run(0, None, None, None)
-    claim = engine_claim(record)
+    promised = engine_promise(record)
     expected = get_noise_multiplier(target_epsilon=3.0, target_delta=1e-5, sample_rate=1 / 4, epochs=2,
                                     accountant="rdp")
-    assert claim.noise_multiplier == pytest.approx(expected) and claim.steps == 8
-    assert claim.target == {"target_epsilon": 3.0, "target_delta": 1e-5, "epochs": 2}
+    assert promised.noise_multiplier == pytest.approx(expected) and promised.steps == 8
+    assert promised.target == {"target_epsilon": 3.0, "target_delta": 1e-5, "epochs": 2}
 
 
 @pytest.mark.slow
