@@ -1,23 +1,28 @@
 """docs/extending.md's recipes, each imported as written and put to work: a new attack plays a game and attacks
 checkpoints, a new public map and data set train, a new mechanism is configured, accounted and trained, a new
-reproduction and a new command run from the command line. (The game and executor recipes are exercised by
-tests/audit/games/test_registry.py.)"""
+reproduction and a new command run from the command line, a new integration reads a hand-written loop's claim.
+(The game and executor recipes are exercised by tests/audit/games/test_registry.py.)"""
 
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
+import fdp_audit
 from attacks import ATTACKS, checkpoint_attacks, unregister_attack
+from fdp_audit.api import as_config
 from fdp_audit.audit.runner import run_audit
 from fdp_audit.claim import Claim
 from fdp_audit.cli import COMMANDS, build_parser
 from fdp_audit.config import DataConfig, config_from_dict
 from fdp_audit.data.catalog import DATASETS, PUBLIC_MAPS
 from fdp_audit.data.prepare import prepare_data
+from fdp_audit.integrations import INTEGRATIONS
 from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.reproduce import REPRODUCTIONS
 from fdp_audit.training.run import train_one
-from tests.conftest import recipe
+from tests.conftest import EXTENDING, recipe
 
 
 def test_the_attack_recipe_plays_a_game_and_attacks_checkpoints(tmp_path, small_config):
@@ -94,3 +99,31 @@ def test_the_command_recipe_is_listed_and_runs(tmp_path, cli):
             COMMANDS.unregister("mechanisms")
     assert "mechanisms" in listed and result.code == 0, result.err
     assert result.out.splitlines()[2].split()[0] == "dp_sgd" and "FAULTY" in result.out
+
+
+def test_the_integration_recipe_reads_the_claim_from_the_loop_and_audits_it(tmp_path):
+    """configs/plain_dp_sgd.yaml states the constants of examples/plain_dp_sgd/train.py; with the recipe's
+    integration and none of them stated, the audit reads them from the loop's module: the same claim, judged."""
+    stated = as_config("configs/plain_dp_sgd.yaml")
+    raw = stated.to_dict()
+    for name in ("noise_multiplier", "target_epsilon", "sample_rate", "steps", "clip_norm"):
+        del raw["mechanism"][name]
+    raw["mechanism"]["integration"] = "module_constants"
+    with recipe("integration", tmp_path):
+        try:
+            read = fdp_audit.audit(raw, trials=32).to_dict()
+        finally:
+            INTEGRATIONS.unregister("module_constants")
+    assert read["reproducibility"]["module_constants_engine"] == {"noise_multiplier": 1.0, "sample_rate": 0.2,
+                                                                 "steps": 10, "clip_norm": 1.0}
+    assert read["mechanism"] == Claim.from_config(stated).section() and "promise" not in read
+    assert read["verdict"]["status"] == "PASS" and read["comparisons"]
+
+
+def test_every_kind_has_a_recipe_that_a_test_runs():
+    """Each section of docs/extending.md has one recipe, and a test imports each recipe by its kind."""
+    text = EXTENDING.read_text(encoding="utf-8")
+    kinds = re.findall(r"<!-- recipe: (\w+) -->", text)
+    assert len(kinds) == len(set(kinds)) == len(re.findall(r"^## An? ", text, flags=re.M))
+    tests = "".join(path.read_text(encoding="utf-8") for path in Path(__file__).parent.rglob("test_*.py"))
+    assert {kind for kind in kinds if f'recipe("{kind}"' not in tests} == set()

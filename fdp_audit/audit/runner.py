@@ -195,7 +195,8 @@ def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Exe
     sources = user_source_digests if claim.user_code is not None else None
     journal = (Journal(None, "") if out_dir is None
                else Journal(out_dir / "journal.jsonl", journal_key(config, versions(), data), sources))
-    promises = () if engine is None else (engine.promise(config.mechanism.delta),)
+    promised = None if engine is None else engine.promise(config.mechanism.delta)
+    promises = () if promised is None else (promised,)
     played = play_games(config, data, journal, executor, device, claim, promises)
     if journal.reused:
         counts = ", ".join(f"{game} {count}" for game, count in journal.reused.items())
@@ -212,8 +213,8 @@ def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Exe
                                for row in game.tightness_rows(record, played.judgements, played.claim)]},
         "utility": utility_section(config, data, claim),
         "comparisons": [c.row() for c in played.comparisons],
-        **({} if engine is None else {PROMISE: promise_section(promises[0].row(), played.judgements.find(
-            PROMISE, PROMISE, promises[0].attack).evaluation)}),
+        **({} if promised is None else {PROMISE: promise_section(promised.row(), played.judgements.find(
+            PROMISE, PROMISE, promised.attack).evaluation)}),
         "reproducibility": {
             "versions": versions(), "seed": config.seed, "config": config.to_dict(),
             "dataset": config.data.dataset, "dataset_fingerprint": data.fingerprint, "command": command,

@@ -35,14 +35,14 @@ class Promised(Protocol):
             JSON-able facts, stored as ``reproducibility.<integration>_engine``.
         """
 
-    def promise(self, delta: float) -> Promise:
+    def promise(self, delta: float) -> Promise | None:
         """The promise as a comparison the gate judges beside the games.
 
         Args:
             delta: the claim's δ.
 
         Returns:
-            The comparison.
+            The comparison, or None when the library promised nothing beyond the claim the games judge.
         """
 
 
