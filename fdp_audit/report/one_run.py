@@ -1,5 +1,5 @@
 """The report section of a one-run audit (results.json ``one_run``): the headline guesses, the claim, the ε lower
-bounds, and one row per (threat model, guess count) comparison."""
+bounds, and one row per threat model's comparison."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from fdp_audit.report.model import Cell, Node, Section, Table, num, scalar, text
 
 ONE_RUN = texts.Help(
     "Canaries inserted in one training, each with a random secret (inclusion, or a protected value from a known "
-    "prior with Ψ fixed); the auditor guesses the most confident ones and abstains on the rest. The counts are "
-    "tested against the claimed trade-off curve with the f-DP one-run analysis of Mahloujifar, Melis & Chaudhuri "
-    "(ICML 2025), Bonferroni-corrected over every guess count and threat model.",
-    "VIOLATION when some guess count rejects the claimed curve. The empirical ε values are lower bounds at the "
-    "same confidence: in the claimed mechanism's family (smaller noise multiplier), for μ-GDP claims, and the "
-    "family-free (ε, δ) bound of Steinke, Nasr & Jagielski (NeurIPS 2023).",
+    "prior with Ψ fixed); the auditor ranks them by confidence and guesses the most confident ones, as many as the "
+    "claim alone fixes before anything is seen, abstaining on the rest. The right guesses are tested against the "
+    "claimed trade-off curve with the f-DP one-run analysis of Mahloujifar, Melis & Chaudhuri (ICML 2025), "
+    "Bonferroni-corrected over the threat models.",
+    "VIOLATION when some threat model's guesses reject the claimed curve. The empirical ε values are lower bounds "
+    "at the same confidence: in the claimed mechanism's family (smaller noise multiplier), for μ-GDP claims, and "
+    "the family-free (ε, δ) bound of Steinke, Nasr & Jagielski (NeurIPS 2023).",
 )
 
 

@@ -116,3 +116,6 @@ register_reproduction(Reproduction("diffusion", f"{__name__}.diffusion:run",
                                    "the FDP paper's diffusion experiment (Sec. 6.3, Figure 7) at laptop scale"))
 register_reproduction(Reproduction("final_model", f"{__name__}.final_model:run",
                                    "how tight the membership game's final-model audit is"))
+register_reproduction(Reproduction("one_run_tightness", f"{__name__}.one_run_tightness:run",
+                                   "how much of the claimed ε a one-run audit of DP-SGD certifies: simulated "
+                                   "releases, trainings, the count ceiling, and false alarms on null data"))

@@ -32,11 +32,36 @@ other) and ``f̄⁻¹(y) = inf{α : f̄(α) >= y}``. Starting from the hypothesi
 
 An f-DP mechanism can reach that event with probability τ only if ``r_0 + h_0 <= c / m``; if the recursion ends
 above ``c / m`` the event has probability below τ under the claim, so observing it rejects the claimed f at
-level τ (:func:`fdp_rejects`). The test uses the whole curve, not one (ε, δ) point, which is why it is tighter
+level τ (:func:`fdp_rejects`; :func:`critical_count` runs it for every starting count at once and returns the
+smallest rejecting one). The test uses the whole curve, not one (ε, δ) point, which is why it is tighter
 than the (ε, δ) analysis for Gaussian mechanisms. For ``f = f_{ε,0}``, ``k = 2`` the two analyses agree within
 about 1 % in ε (the f-DP recursion being the more conservative) once ε is near 1 or above; nearer 0 the relative
 gap grows (0.038 against 0.052 at 60 of 100 guesses) but stayed below 0.02 in ε for c = 20 … 500 at α = 0.05
 (a known-answer test checks the agreement).
+
+*Why the recursion holds for any mechanism satisfying f* (k = 2, then k candidates). Let the
+auditor make exactly c guesses, a function of the release Y, and let ``X_i`` / ``Z_i`` say that canary i was
+guessed rightly / wrongly, ``W = Σ X_i``. Fix canary i and every other secret ``s_{-i}``; then the count of right
+guesses among the *other* canaries, ``W_{-i}``, is a function of Y, so for any count v the events
+``A_b = {i guessed b, W_{-i} >= v - 1}`` (b = 0, 1) are post-processings of the release. f-DP bounds each:
+``P_1(A_1) <= f̄(P_0(A_1))`` and ``P_0(A_0) <= f̄(P_1(A_0))``, so with a uniform secret and f̄ concave,
+``P[X_i = 1, W_{-i} >= v - 1] <= f̄(P[Z_i = 1, W_{-i} >= v - 1])``, and the same after averaging over
+``s_{-i}`` (concavity again). On ``X_i = 1``, ``W_{-i} >= v - 1`` is ``W >= v``; on ``Z_i = 1`` it is ``W >= v - 1``.
+Summing over the m canaries and using concavity once more,
+
+    E[W; W >= v] / m  <=  f̄( E[c - W; W >= v - 1] / m ).
+
+With ``r_v = E[W; W >= v]/m`` and ``h_v = E[c - W; W >= v]/m``, going from v to v - 1 adds the mass
+``P[W = v - 1]``, which raises r by ``(v - 1)/(c - v + 1)`` times what it raises h: exactly the recursion, whose
+``h_{v-1} = max(h_v, f̄⁻¹(r_v))`` adds the least mass the inequality allows. Start from
+``P[W >= c'] = τ`` held at exactly c' right (``r = τc'/m``, ``h = τ(c - c')/m``; Mahloujifar et al. show this
+start is the extremal one): the recursion's ``r_0 + h_0`` is then the least value of ``E[W + (c - W)]/m`` any
+mechanism satisfying f can have, and that expectation is exactly c/m, so a recursion ending above c/m rules
+the event's probability τ out. For k candidates the
+wrong guesses spread over k - 1 other values and the lemma reads ``(k - 1) f̄⁻¹``. How close to optimal this is:
+the flagged mechanism of :mod:`fdp_audit.audit.one_run.ceiling`, which satisfies f, reaches counts within 3 % of
+the recursion's critical ones with probability above α, so no valid analysis of the same count can do much
+better.
 
 **Empirical ε in the claimed family.** A one-run audit that rejects a claim also rejects every *stronger* claim
 of the same family (smaller μ for μ-GDP, a larger noise multiplier for the same subsampled Gaussian mechanism, a
@@ -50,15 +75,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from statistics import NormalDist
 
 import numpy as np
-from scipy import stats
+import numpy.typing as npt
+from scipy import special, stats
 
 from fdp_audit.accounting.tradeoff import TradeoffCurve, gaussian_epsilon
 
-InversePower = Callable[[float], float]  # y ↦ f̄⁻¹(y), non-decreasing on [0, 1]
-_NORMAL = NormalDist()
+InversePower = Callable[[npt.ArrayLike], "float | np.ndarray"]  # y ↦ f̄⁻¹(y), non-decreasing on [0, 1]
 
 
 def _check_counts(m: int, guesses: int, correct: int) -> None:
@@ -107,17 +131,20 @@ def steinke_epsilon(m: int, guesses: int, correct: int, delta: float, alpha: flo
 
 # -- f-DP: Mahloujifar, Melis & Chaudhuri -------------------------------------------------------------------------
 
-def gaussian_inverse_power(mu: float) -> InversePower:
-    """``f̄⁻¹`` of μ-GDP: ``1 - G_μ(α) = Φ(Φ⁻¹(α) + μ)``, so ``f̄⁻¹(y) = Φ(Φ⁻¹(y) - μ)``."""
-    if mu == math.inf:
-        return lambda y: 0.0
+def _as_input(y: npt.ArrayLike) -> tuple[np.ndarray, bool]:
+    array = np.asarray(y, dtype=float)
+    return array, array.ndim == 0
 
-    def inverse(y: float) -> float:
-        if y <= 0.0:
-            return 0.0
-        if y >= 1.0:
-            return 1.0
-        return _NORMAL.cdf(_NORMAL.inv_cdf(y) - mu)
+
+def gaussian_inverse_power(mu: float) -> InversePower:
+    """``f̄⁻¹`` of μ-GDP: ``1 - G_μ(α) = Φ(Φ⁻¹(α) + μ)``, so ``f̄⁻¹(y) = Φ(Φ⁻¹(y) - μ)`` (vectorised, as every
+    ``f̄⁻¹`` here)."""
+
+    def inverse(y: npt.ArrayLike) -> float | np.ndarray:
+        array, scalar = _as_input(y)
+        with np.errstate(divide="ignore"):
+            out = np.zeros_like(array) if mu == math.inf else special.ndtr(special.ndtri(np.clip(array, 0, 1)) - mu)
+        return float(out) if scalar else out
 
     return inverse
 
@@ -127,8 +154,10 @@ def eps_delta_inverse_power(epsilon: float, delta: float) -> InversePower:
     lines, so its inverse is the maximum of theirs: ``max(0, (y - δ) e^{-ε}, 1 - δ - e^ε (1 - y))``."""
     scale = math.exp(-epsilon)
 
-    def inverse(y: float) -> float:
-        return max(0.0, (y - delta) * scale, 1.0 - delta - (1.0 - y) / scale)
+    def inverse(y: npt.ArrayLike) -> float | np.ndarray:
+        array, scalar = _as_input(y)
+        out = np.maximum(0.0, np.maximum((array - delta) * scale, 1.0 - delta - (1.0 - array) / scale))
+        return float(out) if scalar else out
 
     return inverse
 
@@ -141,10 +170,10 @@ def curve_inverse_power(curve: TradeoffCurve) -> InversePower:
     keep = np.append(True, np.diff(power) > 0)
     power, alpha = power[keep], alpha[keep]
 
-    def inverse(y: float) -> float:
-        if y <= power[0]:
-            return 0.0
-        return float(np.interp(y, power, alpha))
+    def inverse(y: npt.ArrayLike) -> float | np.ndarray:
+        array, scalar = _as_input(y)
+        out = np.where(array <= power[0], 0.0, np.interp(array, power, alpha))
+        return float(out) if scalar else out
 
     return inverse
 
@@ -165,6 +194,28 @@ def fdp_statistic(inverse_power: InversePower, m: int, guesses: int, correct: in
         r = min(1.0, r + i / (guesses - i) * (h_next - h))
         h = h_next
     return r + h - guesses / m
+
+
+def critical_count(inverse_power: InversePower, m: int, guesses: int, k: int, alpha: float) -> int:
+    """The smallest number of correct guesses among ``guesses`` that rejects the claimed f at level α
+    (``guesses + 1`` when none does): the recursion of the module doc run for every starting count at once.
+
+    Rejecting whenever ``W >= critical_count`` is a test of level α because the recursion rejects that count:
+    ``P[W >= v] <= α`` for the smallest rejecting v whatever happens above it."""
+    _check_counts(m, guesses, 0)
+    if k < 2:
+        raise ValueError("k must be >= 2")
+    if guesses == 0:
+        return 1
+    start = np.arange(guesses + 1, dtype=float)
+    r, h = alpha * start / m, alpha * (guesses - start) / m
+    for i in range(guesses - 1, -1, -1):
+        active = start > i  # the recursion of count c' runs i = c'-1 … 0
+        h_next = np.where(active, np.maximum(h, (k - 1) * inverse_power(r)), h)
+        r = np.where(active, np.minimum(1.0, r + i / (guesses - i) * (h_next - h)), r)
+        h = h_next
+    rejecting = np.flatnonzero(r + h - guesses / m > 0)
+    return int(rejecting[0]) if rejecting.size else guesses + 1
 
 
 def fdp_rejects(inverse_power: InversePower, m: int, guesses: int, correct: int, k: int, alpha: float) -> bool:

@@ -1,50 +1,56 @@
-"""Simulated one-run audits (exact Gaussian and Poisson-subsampled Gaussian releases, the real guesser and
-analysis): false alarms on correct mechanisms, faults caught in one run, tightness."""
+"""Simulated one-run audits (exact Gaussian and Poisson-subsampled Gaussian releases, the real guesser, designed
+guess count and analysis): false alarms on correct mechanisms, faults caught in one run, tightness."""
 
 import numpy as np
 import pytest
 from scipy import stats
 
 from fdp_audit.accounting.calibration import calibrate_noise_multiplier
-from fdp_audit.audit.one_run.evaluation import mechanism_claim
-from fdp_audit.audit.one_run.simulation import simulated_audit
+from fdp_audit.audit.one_run.evaluation import mechanism_claim, simulated_audit
 
-SEEDS = 100
-# If a verdict's false-alarm rate is <= α = 0.05, more than 12 alarms in 100 seeds has probability 0.0034.
-MAX_ALARMS = 12
+SEEDS = 200
+# If a verdict's false-alarm rate is <= α = 0.05, more than 19 alarms in 200 seeds has probability 0.0027.
+MAX_ALARMS = 19
 
 
 def test_alarm_threshold_is_a_binomial_test_at_the_stated_error():
-    assert stats.binom.sf(MAX_ALARMS, SEEDS, 0.05) < 0.005
+    assert stats.binom.sf(MAX_ALARMS, SEEDS, 0.05) < 0.003
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("game,relation,m,rate,steps", [("inclusion", "add-remove", 1000, 1.0, 1),
-                                                        ("value", "replace", 500, 0.05, 50)])
+@pytest.mark.parametrize("game,relation,m,rate,steps", [("inclusion", "add-remove", 300, 0.05, 50),
+                                                        ("value", "replace", 200, 0.05, 50)])
 def test_false_alarms_on_correct_mechanisms(game, relation, m, rate, steps):
+    """200 simulated trainings of a correct mechanism (z = 1) judged against its own claim: at most 19 alarms
+    (error probability 0.0027 if the verdict's false-alarm rate is α = 0.05). Measured: 0 of 200 in both games;
+    the full calibration at the Adult settings (ε = 2, 4, 8, 1,000 canaries, 200 seeds each) is in
+    docs/one_run.md."""
     claim = mechanism_claim("dp_sgd", 1.0, rate, steps, 1e-5, relation)
     rng = np.random.default_rng(11)
-    alarms = sum(simulated_audit(rng, m, game, 2, 1.0, rate, steps, claim, 0.05, updates=steps > 1)["status"]
-                 == "VIOLATION" for _ in range(SEEDS))
+    alarms = sum(simulated_audit(rng, m, game, 2, 1.0, rate, steps, claim, 0.05)["status"] == "VIOLATION"
+                 for _ in range(SEEDS))
     assert alarms <= MAX_ALARMS
 
 
-@pytest.mark.parametrize("fault", ["half noise", "four times the rate"])
+@pytest.mark.parametrize("fault", ["half noise", "four times the rate", "no clipping"])
 def test_faults_are_caught_in_one_run(fault):
-    """The release of z/2 (or of rate 4p) judged against the claim (z, p): a violation in one simulated run of
-    2,000 canaries (5 of 5 seeds were caught when this was written; the seed is fixed)."""
+    """The release of z/2, of rate 4p, or of an unclipped canary gradient three times the clip norm, judged
+    against the claim (z = 2, p = 0.05, T = 100): a violation in one simulated run of 2,000 canaries (5 of 5 seeds
+    were caught when this was written; the seed is fixed)."""
     claim = mechanism_claim("dp_sgd", 2.0, 0.05, 100, 1e-5, "add-remove")
-    z, rate = (1.0, 0.05) if fault == "half noise" else (2.0, 0.2)
-    result = simulated_audit(np.random.default_rng(3), 2000, "inclusion", 2, z, rate, 100, claim, 0.05)
+    z, rate, gradient = {"half noise": (1.0, 0.05, 1.0), "four times the rate": (2.0, 0.2, 1.0),
+                         "no clipping": (2.0, 0.05, 3.0)}[fault]
+    result = simulated_audit(np.random.default_rng(3), 2000, "inclusion", 2, z, rate, 100, claim, 0.05,
+                             gradient=gradient)
     assert result["status"] == "VIOLATION"
 
 
 def test_tightness_of_the_gaussian_mechanism_with_ten_thousand_canaries():
     """One unsampled Gaussian release (ε = 4 at δ = 1e-5), 10,000 canaries: empirical ε in the claimed family is
-    at least half the claim (measured 0.72) and never above it."""
+    at least 0.6 of the claim (measured 0.82 at this seed, 0.61–0.82 over seeds 0–3) and never above it."""
     z = calibrate_noise_multiplier(4.0, 1e-5, 1.0, 1)
     claim = mechanism_claim("dp_sgd", z, 1.0, 1, 1e-5, "add-remove")
     result = simulated_audit(np.random.default_rng(1), 10_000, "inclusion", 2, z, 1.0, 1, claim, 0.05,
                              updates=False, family_search=True)
     assert result["status"] == "PASS"
-    assert 0.5 <= result["tightness"] <= 1.0
+    assert 0.6 <= result["tightness"] <= 1.0

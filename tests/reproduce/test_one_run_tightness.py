@@ -1,0 +1,29 @@
+"""`fdp-audit reproduce one_run_tightness --quick`: the rows the issue asks for, null calibration and a fault, in
+one small setting (the full run's numbers are in docs/one_run.md)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_quick_run_writes_the_rows_calibration_and_faults(tmp_path):
+    from fdp_audit.cli import main
+
+    assert main(["reproduce", "one_run_tightness", "--out", str(tmp_path), "--quick"]) == 0
+    payload = json.loads((tmp_path / "one_run_tightness.json").read_text(encoding="utf-8"))
+    assert payload["quick"] is True and payload["alpha"] == 0.05
+    loops = {row["loop"]: row for row in payload["rows"]}
+    built_in, opacus = loops["built-in"], loops["opacus"]
+    assert {"epsilon", "canaries", "ratio_simulated", "ratio_trained"} <= set(built_in) <= set(built_in)
+    assert 0.0 <= built_in["ratio_simulated"] <= 1.0 and 0.0 <= built_in["ratio_trained"] <= 1.0
+    assert 0.0 < built_in["ceiling"] <= 1.0
+    assert opacus["ratio_trained"] is None and "pending" in opacus
+    # a correct mechanism raises no alarm in these few runs (probability >= 0.95^11 = 0.57 if the rate were α;
+    # the analysis is far more conservative than that, so this is a smoke check, not the calibration)
+    assert all(row["alarms"] == 0 for row in payload["calibration"])
+    assert [fault["status"] for fault in payload["faults"]] == ["VIOLATION"]
+    assert "| 0.05 | 40 | 200 |" in (tmp_path / "one_run_tightness.md").read_text(encoding="utf-8")
