@@ -7,6 +7,8 @@ For DP-SGD on Adult's setting (p = 0.017, T = 300, δ = 1e-5, z calibrated to ε
   claimed family over the claimed ε (the guesser and analysis of a real audit, no training);
 * ``ratio_trained``: the median over :data:`TRAININGS` trainings of the built-in engine
   (:func:`~fdp_audit.audit.one_run.canaries.train_with_canaries`, logistic model on Adult) of the same;
+* ``steinke_simulated`` and ``steinke_trained``: the same medians of the Steinke et al. ε (family-free, at the
+  same guess count and level) over the claimed ε;
 * ``ceiling``: the count ceiling of :mod:`fdp_audit.audit.one_run.ceiling`: the weakest claim of the family whose
   flagged critical count the Neyman–Pearson guesser's median counts (knowing p and 1/z, over
   :data:`CEILING_RELEASES` releases) reach at the best guess count — what no valid analysis of guess counts can
@@ -113,6 +115,7 @@ def _trainings(out: Path, base, data, name: str, epsilon: float, z: float, m: in
         section = audit_with_canaries(trained.checkpoint, trained.manifest, ALPHA)
         rows.append({"mechanism": name, "epsilon": epsilon, "canaries": m, "seed": seed,
                      "status": section["status"], "tightness": section["tightness"],
+                     "steinke": section["epsilon_steinke"] / section["claimed_epsilon"],
                      "guesses": section["guesses"], "correct": section["rows"][0]["correct"],
                      "rejecting_correct": section["rejecting_correct"]})
     return rows
@@ -139,11 +142,12 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
             epsilon = round(claim.epsilon, 2) if epsilon is None else epsilon
             noise[epsilon] = z
             for m in setting["canaries"]:
-                simulated = [simulated_audit(rng, m, "inclusion", 2, z, rate, steps, claim, ALPHA,
-                                             family_search=True)["tightness"]
-                             for _ in range(settings["simulated_seeds"])]
+                sections = [simulated_audit(rng, m, "inclusion", 2, z, rate, steps, claim, ALPHA,
+                                            family_search=True) for _ in range(settings["simulated_seeds"])]
+                simulated = [section["tightness"] for section in sections]
                 row = {"loop": "built-in", "epsilon": epsilon, "canaries": m, "sample_rate": rate, "steps": steps,
                        "noise_multiplier": z, "ratio_simulated": median(simulated), "simulated": simulated,
+                       "steinke_simulated": median(s["epsilon_steinke"] / claim.epsilon for s in sections),
                        "ceiling": _ceiling(rng, claim, z, rate, steps, m, settings["ceiling_releases"],
                                            settings["ceiling_sims"]),
                        "ratio_trained": None}
@@ -152,6 +156,7 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
                     trainings += runs
                     row["ratio_trained"] = median(r["tightness"] for r in runs)
                     row["trained"] = [r["tightness"] for r in runs]
+                    row["steinke_trained"] = median(r["steinke"] for r in runs)
                 if trained and m == min(setting["canaries"]):
                     row["ratio_sampling_informed"] = _sampling_informed_ratio(rng, claim, z, rate, steps, m)
                 rows.append(row)
@@ -181,13 +186,15 @@ def _null_row(kind: str, epsilon: float, m: int, alarms: int, trials: int) -> di
 def _write(out_dir: Path, quick: bool, rows: list[dict[str, Any]], trainings: list[dict[str, Any]],
            calibration: list[dict[str, Any]], faults: list[dict[str, Any]]) -> Summary:
     built_in = [r for r in rows if r["loop"] == "built-in"]
-    table = ["| p | T | M | claimed ε | simulated | trained | count ceiling | simulated / ceiling |",
-             "|---|---|---|---|---|---|---|---|"]
+    table = ["| p | T | M | claimed ε | simulated | trained | count ceiling | simulated / ceiling | Steinke et al. "
+             "simulated | Steinke et al. trained |", "|---|---|---|---|---|---|---|---|---|---|"]
     for r in built_in:
-        trained = "—" if r["ratio_trained"] is None else f"{r['ratio_trained']:.2f}"
+        trained, steinke = ("—" if r.get(key) is None else f"{r[key]:.2f}" for key in ("ratio_trained",
+                                                                                       "steinke_trained"))
         share = f"{r['ratio_simulated'] / r['ceiling']:.2f}" if r["ceiling"] else "—"
         table.append(f"| {r['sample_rate']:g} | {r['steps']:,} | {r['canaries']:,} | {r['epsilon']:g} | "
-                     f"{r['ratio_simulated']:.2f} | {trained} | {r['ceiling']:.2f} | {share} |")
+                     f"{r['ratio_simulated']:.2f} | {trained} | {r['ceiling']:.2f} | {share} | "
+                     f"{r['steinke_simulated']:.2f} | {steinke} |")
     null = ["| null data | ε | M | false alarms | trials | P[≥ that many] at rate α |", "|---|---|---|---|---|---|"]
     null += [f"| {c['kind']} | {c['epsilon']:g} | {c['canaries']:,} | {c['alarms']} | {c['trials']} | "
              f"{c['p_value_at_alpha']:.3g} |" for c in calibration]
@@ -200,7 +207,8 @@ def _write(out_dir: Path, quick: bool, rows: list[dict[str, Any]], trainings: li
                f"{sum(c['alarms'] for c in calibration)} of {sum(c['trials'] for c in calibration)} null runs; "
                f"faults rejected {sum(f['status'] == 'VIOLATION' for f in faults)} of {len(faults)}")
     sections = [
-        "Family ε / claimed ε at α = 0.05 (medians; DP-SGD, inclusion game, δ = 1e-5). Opacus-loop rows are "
+        "Family ε / claimed ε at α = 0.05 (medians; DP-SGD, inclusion game, δ = 1e-5; the Steinke et al. ε over "
+        "the claimed ε beside it). Opacus-loop rows are "
         "pending: " + OPACUS_PENDING + ("." + (" QUICK MODE: one small setting." if quick else "")),
         "\n".join(table), "\n".join(null), "Known faults, one training each:\n\n" + "\n".join(fault_lines),
         "The same analysis on guesses told which steps sampled each canary (no ceiling: not a function of the "

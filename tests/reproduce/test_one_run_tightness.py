@@ -18,8 +18,9 @@ def test_quick_run_writes_the_rows_calibration_and_faults(tmp_path):
     assert payload["quick"] is True and payload["alpha"] == 0.05
     loops = {row["loop"]: row for row in payload["rows"]}
     built_in, opacus = loops["built-in"], loops["opacus"]
-    assert {"epsilon", "canaries", "ratio_simulated", "ratio_trained"} <= set(built_in) <= set(built_in)
-    assert 0.0 <= built_in["ratio_simulated"] <= 1.0 and 0.0 <= built_in["ratio_trained"] <= 1.0
+    assert {"epsilon", "canaries", "ratio_simulated", "ratio_trained"} <= set(opacus)
+    for key in ("ratio_simulated", "ratio_trained", "steinke_simulated", "steinke_trained"):
+        assert 0.0 <= built_in[key] <= 1.0, key
     assert 0.0 < built_in["ceiling"] <= 1.0
     assert opacus["ratio_trained"] is None and "pending" in opacus
     # a correct mechanism raises no alarm in these few runs (probability >= 0.95^11 = 0.57 if the rate were α;
