@@ -8,23 +8,13 @@ encoded records and labels of S, with the trial's canary as one more ordinary re
 audit runs the function once per trial and never reads what it computes internally; what it observes:
 
 * *Record canaries* (final-model games): the trained module's parameters.
-* *Gradient canaries* (iterates games): the module is wrapped in :class:`AuditedModule`, which adds a canary head
-  with a parameter vector ``w`` of ``1 + NOISE_COORDINATES`` entries that no record's gradient reaches but the
-  canary's. The canary is a marked record (recognised by its input, which no record of S shares): the head
-  replaces its logits by ``c·(w₀ − w₀.detach())·e₀`` — zero in value, so its loss is the loss at zero logits
-  and none of the module's own parameters gets its gradient — with its label chosen so that ``∂ℓ/∂logit₀ < 0``
-  for a classification loss (cross-entropy on ≥ 2 logits, label 0: ``1/V − 1``; the logistic loss on one logit,
-  label 1: ``−½``). Its per-example gradient is therefore ``s·K·C·e₀`` whatever computes it — ``torch.func``,
-  Opacus's hooks, functorch or ghost clipping — and the user's code clips, noises and applies it as any
-  record's. The other coordinates of ``w`` receive only the mechanism's noise.
-* The release is observed through the optimizer: global step hooks (``torch.optim``) snapshot ``w`` around every
-  step of an optimizer holding it (an Opacus ``DPOptimizer`` steps its wrapped optimizer only when it does
-  update, so skipped accumulation steps are not steps). For plain SGD the released update is the parameter
-  change, ``−Δw/lr − λ·w`` (weight decay λ); for other optimizers the gradient the optimizer consumed (its
-  state makes the change non-linear in it). Either is multiplied by the claimed expected batch ``p·n`` (n the
-  size of S; a data-independent constant) — or by 1 when the loss is summed rather than averaged — to be in
-  units of a noisy clipped sum; nothing else is reconstructed. The iterates attacks then read ``w₀`` and
-  estimate the noise from the other coordinates (:mod:`attacks.iterates`), never from the claim.
+* *Gradient canaries* (iterates games): the module is wrapped in an
+  :class:`~fdp_audit.audit.canary_head.AuditedModule` with one canary (M = 1) and ``NOISE_COORDINATES`` null
+  coordinates: the canary is a marked record whose per-example gradient is ``s·K·C`` on the head's first
+  coordinate whatever computes per-example gradients, and the release is the head's update at every optimizer
+  step, in units of a noisy clipped sum (the claimed expected batch ``p·n`` times the averaged update, or 1 when
+  the loss is summed; a data-independent constant). The iterates attacks then read ``w₀`` and estimate the noise
+  from the other coordinates (:mod:`attacks.iterates`), never from the claim.
 
 A canary that never reaches the module unchanged (the loop transforms its inputs) cannot be observed: a run in
 which it was never marked though it was in the data set of many trials is refused.
@@ -32,17 +22,15 @@ which it was never marked though it was in the data set of many trials is refuse
 
 from __future__ import annotations
 
-import contextlib
-import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import torch
 from torch import nn
-from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 from torch.utils.data import TensorDataset
 
 from attacks import View
+from fdp_audit.audit.canary_head import AuditedModule, CanaryHead, CanaryInputs, UpdateObserver, unwrap
 from fdp_audit.audit.third_party import TRIALS_PER_CHUNK, trial_seed
 from fdp_audit.errors import BadInputError
 from fdp_audit.threads import threads_for
@@ -53,159 +41,11 @@ from fdp_audit.user_code import load_function, raise_failure
 
 FIELD = "mechanism.training"
 NOISE_COORDINATES = 15  # coordinates of the canary head that only noise reaches
-HEAD_NAME = "fdp_audit_canary"
 UserTraining = Callable[[nn.Module, TensorDataset, int], nn.Module]
 
 
 def load_training(spec: str) -> UserTraining:
     return load_function(spec, FIELD)
-
-
-class CanaryHead(nn.Module):
-    """The canary's parameter block. Its input is the module's logits with one more column flagging the canary's
-    rows (one tensor, as per-example gradient engines hand a layer one activation); its output is the logits,
-    with the canary's rows replaced by ``scale·(w₀ − w₀.detach())·e₀`` (module docstring)."""
-
-    def __init__(self, scale: float):
-        super().__init__()
-        self.weight = nn.Parameter(torch.zeros(1 + NOISE_COORDINATES))
-        self.scale = scale
-
-    def forward(self, flagged: torch.Tensor) -> torch.Tensor:
-        logits, marked = flagged[..., :-1], flagged[..., -1:] > 0.5
-        # c·w₀ as one product with c·e₀, neither an index nor a product after the sum: under a per-example vmap
-        # of an empty batch (Opacus's functorch path on an empty Poisson batch) torch's backward of either fails
-        tied = ((self.weight - self.weight.detach()) * self.scale * _first(len(self.weight), self.weight)).sum()
-        return torch.where(marked, torch.zeros_like(logits) + _first(logits.shape[-1], logits) * tied, logits)
-
-
-def _first(width: int, like: torch.Tensor) -> torch.Tensor:
-    """e₀ of R^width, of ``like``'s dtype and device."""
-    return (torch.arange(width, device=like.device) == 0).to(like.dtype)
-
-
-class AuditedModule(nn.Module):
-    """The user's module (``self.module``) with the canary head; attributes it lacks are the module's."""
-
-    def __init__(self, module: nn.Module, canary_input: torch.Tensor, scale: float):
-        super().__init__()
-        self.module = module
-        self.add_module(HEAD_NAME, CanaryHead(scale))
-        self.canary_input = canary_input.flatten()
-        self.marked = 0
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        logits = self.module(x)
-        marked = self.canary_rows(x, logits.shape[:-1])
-        self.marked += int(_unwrapped(marked).sum())
-        head = getattr(self, HEAD_NAME)
-        return head(torch.cat([logits, marked[..., None].to(device=logits.device, dtype=logits.dtype)], dim=-1))
-
-    def canary_rows(self, x: object, batch: torch.Size) -> torch.Tensor:
-        """Which of the records in ``x`` are the canary, of shape ``batch`` (the logits' leading dimensions).
-
-        The records are whatever follows ``batch`` in ``x``'s shape — ``[B, d]`` for a table, ``[B, C, H, W]``
-        for images the loop reshaped, ``[d]`` for one example under a per-example ``vmap`` — compared entry by
-        entry with the canary's input. ``B = 0`` (an empty Poisson batch) gives no rows. An input that does not
-        hold records of the canary's size (the loop transformed it) has none marked; a run in which the canary
-        was never marked is refused after its trials (:func:`train_user_trials`)."""
-        size = self.canary_input.numel()
-        lead = len(batch)
-        if (not isinstance(x, torch.Tensor) or tuple(x.shape[:lead]) != tuple(batch)
-                or math.prod(x.shape[lead:]) != size):
-            return torch.zeros(batch, dtype=torch.bool)
-        records = x.reshape(*batch, size)
-        return (records == self.canary_input.to(x.device, x.dtype)).all(dim=-1)
-
-    def __getattr__(self, name: str):
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(super().__getattr__("module"), name)
-
-
-def _unwrapped(tensor: torch.Tensor) -> torch.Tensor:
-    """The plain tensor under ``torch.func`` wrappers (a per-example ``vmap`` of the user's loop holds the whole
-    batch there): the audit only counts the canary's rows, outside the transform."""
-    while torch._C._functorch.is_functorch_wrapped_tensor(tensor):  # noqa: SLF001 - no public API for this
-        tensor = torch._C._functorch.get_unwrapped(tensor)  # noqa: SLF001
-    return tensor
-
-
-def canary_label(n_outputs: int) -> int:
-    """The canary's label: logit 0's class (label 0), or label 1 for one logit (module docstring)."""
-    return 1 if n_outputs == 1 else 0
-
-
-def head_scale(sign: float, raw_norm: float, n_outputs: int) -> float:
-    """``c`` with ``∂ℓ/∂w₀ = c·∂ℓ/∂logit₀ = sign·raw_norm`` at zero logits for cross-entropy / the logistic loss."""
-    slope = 0.5 if n_outputs == 1 else 1.0 - 1.0 / n_outputs  # |∂ℓ/∂logit₀| at zero logits
-    return -sign * raw_norm / slope
-
-
-@dataclass
-class _Snapshot:
-    value: torch.Tensor
-    grad: torch.Tensor | None
-    lr: float
-    weight_decay: float
-    linear: bool  # plain SGD: the change is linear in the gradient
-
-
-class UpdateObserver:
-    """Record the canary head's released update at every optimizer step (module docstring), while active."""
-
-    def __init__(self, head: nn.Parameter, scale: float):
-        self.head, self.scale = head, scale
-        self.releases: list[torch.Tensor] = []
-        self._open: dict[int, _Snapshot] = {}
-        self._holds: dict[int, bool] = {}
-
-    def _group(self, optimizer: torch.optim.Optimizer) -> dict | None:
-        for group in optimizer.param_groups:
-            if any(p is self.head for p in group["params"]):
-                return group
-        return None
-
-    def before(self, optimizer: torch.optim.Optimizer, args, kwargs) -> None:
-        group = self._group(optimizer)
-        if group is None:
-            return
-        linear = (type(optimizer) is torch.optim.SGD and not group.get("momentum") and not group.get("nesterov")
-                  and not group.get("maximize"))
-        grad = None if self.head.grad is None else self.head.grad.detach().clone()
-        self._open[id(optimizer)] = _Snapshot(self.head.detach().clone(), grad, float(group["lr"]),
-                                              float(group.get("weight_decay") or 0.0), linear)
-
-    def after(self, optimizer: torch.optim.Optimizer, args, kwargs) -> None:
-        snapshot = self._open.pop(id(optimizer), None)
-        if snapshot is None:
-            return
-        if snapshot.linear:
-            update = -(self.head.detach() - snapshot.value) / snapshot.lr - snapshot.weight_decay * snapshot.value
-        elif snapshot.grad is not None:
-            update = snapshot.grad
-        else:
-            update = torch.zeros_like(snapshot.value)
-        self.releases.append((update * self.scale).float().cpu())
-
-    @contextlib.contextmanager
-    def active(self) -> Iterator[UpdateObserver]:
-        handles = [register_optimizer_step_pre_hook(self.before), register_optimizer_step_post_hook(self.after)]
-        try:
-            yield self
-        finally:
-            for handle in handles:
-                handle.remove()
-
-
-def unwrap(module: object) -> nn.Module | None:
-    """The module under wrappers that keep it as ``_module`` (Opacus's GradSampleModule, DDP)."""
-    seen = 0
-    while isinstance(module, nn.Module) and hasattr(module, "_module") and seen < 8:
-        module = module._module  # noqa: SLF001 - the wrappers' documented attribute
-        seen += 1
-    return module if isinstance(module, nn.Module) else None
 
 
 @dataclass(frozen=True)
@@ -255,23 +95,22 @@ class UserTrainer:
         if sign is None:
             trained = self._call(module, self.dataset(canary_x, canary_y), seed)
             return TrialOutcome(self._params(trained, module), None, 0)
-        n_outputs = self.model.n_outputs
-        scale = head_scale(1.0 if sign == 0 else sign, self.canary_norm_factor * self.clip_norm, n_outputs)
-        audited = AuditedModule(module, self.canary_input(), scale)
-        head = getattr(audited, HEAD_NAME).weight
-        observer = UpdateObserver(head, self.update_scale)
+        inputs = self.canary_inputs()
+        gradient = (1.0 if sign == 0 else sign) * self.canary_norm_factor * self.clip_norm
+        audited = AuditedModule(module, inputs, CanaryHead(torch.tensor([gradient]), NOISE_COORDINATES))
+        observer = UpdateObserver(audited.head.weight, self.update_scale)
         present = sign != 0
-        data = self.dataset(self.canary_input() if present else None, canary_label(n_outputs))
+        data = self.dataset(inputs.inputs(torch.tensor([0]))[0] if present else None, 0)
         with observer.active():
             trained = self._call(audited, data, seed)
-        if not observer.releases:
+        if not observer.steps:
             raise BadInputError("the training function made no optimizer step on the module's parameters "
                                 "(pass module.parameters() to the optimizer)", FIELD)
-        return TrialOutcome(self._params(trained, audited), torch.stack(observer.releases), audited.marked)
+        return TrialOutcome(self._params(trained, audited), observer.releases, audited.marked)
 
-    def canary_input(self) -> torch.Tensor:
-        """The gradient canary's input: a point no record of S has (a constant row outside the data's range)."""
-        return torch.full(self.x.shape[1:], float(self.x.abs().max()) + 1.0)
+    def canary_inputs(self) -> CanaryInputs:
+        """The gradient canary's input: a point no record of S has (a constant row above the data's range)."""
+        return CanaryInputs(1, tuple(self.x.shape[1:]), CanaryInputs.base_above(float(self.x.abs().max())))
 
     def _call(self, module: nn.Module, dataset: TensorDataset, seed: int) -> object:
         work = int(self.sample_rate * len(dataset) * self.model.n_parameters)  # per step, as the engine's

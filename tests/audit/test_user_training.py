@@ -12,17 +12,18 @@ import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
 
-from fdp_audit.audit.user_training import AuditedModule, UpdateObserver, head_scale, unwrap
+from fdp_audit.audit.canary_head import AuditedModule, CanaryHead, CanaryInputs, unwrap
 from fdp_audit.errors import BadInputError
 
 REPO = Path(__file__).resolve().parents[2]
-CANARY = torch.full((5,), 9.0)
+INPUTS = CanaryInputs(1, (5,), 9.0)
+CANARY = INPUTS.inputs(torch.tensor([0]))[0]
 
 
 def _audited(sign: float, n_outputs: int = 2, raw_norm: float = 10.0) -> AuditedModule:
     torch.manual_seed(0)
     module = nn.Sequential(nn.Linear(5, 4), nn.ReLU(), nn.Linear(4, n_outputs))
-    return AuditedModule(module, CANARY, head_scale(sign, raw_norm, n_outputs))
+    return AuditedModule(module, INPUTS, CanaryHead(torch.tensor([sign * raw_norm]), 15))
 
 
 @pytest.mark.parametrize("n_outputs", [1, 2, 3])
@@ -32,7 +33,7 @@ def test_marked_record_has_gradient_on_the_head_only(sign, n_outputs):
     records' gradients never reach the head."""
     audited = _audited(sign, n_outputs)
     x = torch.cat([torch.randn(3, 5), CANARY[None]])
-    y = torch.tensor([0, 1, 0, 1 if n_outputs == 1 else 0])
+    y = torch.tensor([0, 1, 0, 0])
     params = {k: v.detach() for k, v in audited.named_parameters()}
 
     def loss(p, xi, yi):
@@ -59,28 +60,6 @@ def test_audited_module_keeps_the_modules_attributes_and_outputs():
     audited.module.classes = ("no", "yes")
     assert audited.classes == ("no", "yes") and getattr(audited, "0") is audited.module[0]
     assert unwrap(audited) is audited
-
-
-def test_observer_releases_the_update_in_units_of_the_noisy_sum():
-    """Plain SGD: −Δw/lr·B; momentum SGD: the gradient it consumed; steps of optimizers without the head are
-    ignored."""
-    head = nn.Parameter(torch.zeros(3))
-    other = nn.Parameter(torch.zeros(2))
-    observer = UpdateObserver(head, scale=4.0)
-    with observer.active():
-        plain = torch.optim.SGD([head], lr=0.5, weight_decay=0.1)
-        head.grad = torch.tensor([1.0, -2.0, 0.5])
-        plain.step()
-        momentum = torch.optim.SGD([head], lr=0.5, momentum=0.9)
-        head.grad = torch.tensor([2.0, 0.0, 0.0])
-        momentum.step()
-        unrelated = torch.optim.SGD([other], lr=1.0)
-        other.grad = torch.ones(2)
-        unrelated.step()
-    plain.step()  # after the block: not observed
-    torch.testing.assert_close(observer.releases[0], torch.tensor([4.0, -8.0, 2.0]))
-    torch.testing.assert_close(observer.releases[1], torch.tensor([8.0, 0.0, 0.0]))
-    assert len(observer.releases) == 2
 
 
 def test_plain_pytorch_dp_sgd_passes(cli, tmp_path):
@@ -137,9 +116,9 @@ def test_a_failure_of_fdp_audit_inside_the_users_loop_is_not_blamed_on_them(cli,
     internal error (exit 3) naming neither the user's field nor their code; FDP_AUDIT_DEBUG=1 prints fdp-audit's
     traceback. (The bug is simulated by breaking a helper the wrapper's forward calls: the failing frame is
     fdp-audit's.)"""
-    from fdp_audit.audit import user_training
+    from fdp_audit.audit import canary_head
 
-    monkeypatch.setattr(user_training, "_unwrapped", None)
+    monkeypatch.setattr(canary_head, "_unwrapped", None)
     config = _user_loop_config(tmp_path, SGD_LOOP)
     result = cli("audit", str(config), "--out", str(tmp_path / "out"))
     assert result.code == 3 and "mechanism.training" not in result.err and "Traceback" not in result.err
@@ -147,7 +126,7 @@ def test_a_failure_of_fdp_audit_inside_the_users_loop_is_not_blamed_on_them(cli,
     monkeypatch.setenv("FDP_AUDIT_DEBUG", "1")
     result = cli("audit", str(config), "--out", str(tmp_path / "out"))
     assert result.code == 3 and "Traceback (most recent call last)" in result.err
-    assert 'fdp_audit/audit/user_training.py", line' in result.err and ", in forward" in result.err
+    assert 'fdp_audit/audit/canary_head.py", line' in result.err and ", in forward" in result.err
 
 
 @pytest.mark.parametrize("shape", [(0, 5), (3, 5), (5,), (0, 1, 1, 5), (3, 1, 1, 5)])
@@ -157,7 +136,7 @@ def test_the_wrapper_takes_any_batch_and_record_shape(shape):
     per-example gradients (torch.func, as Opacus's functorch path computes them) have the batch's shape."""
     image = len(shape) == 4
     module = nn.Sequential(nn.Flatten(-3) if image else nn.Identity(), nn.Linear(5, 2))
-    audited = AuditedModule(module, CANARY, head_scale(1.0, 10.0, 2))
+    audited = AuditedModule(module, INPUTS, CanaryHead(torch.tensor([10.0]), 15))
     x = torch.randn(shape)
     canary_in = shape[0] == 3
     if canary_in:
