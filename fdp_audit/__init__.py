@@ -19,7 +19,8 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["AuditResult", "Claim", "Config", "__version__", "account", "audit", "audit_checkpoint"]
+__all__ = ["AuditResult", "Claim", "Config", "GradientCanaries", "__version__", "account", "audit", "audit_checkpoint",
+           "insert_record_canaries"]
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: the public names load on first use
@@ -39,6 +40,14 @@ def __getattr__(name: str) -> Any:  # PEP 562: the public names load on first us
         from fdp_audit.claim import Claim
 
         return Claim
+    if name == "GradientCanaries":  # the user's own training job, audited in one run (docs/one_run.md)
+        from fdp_audit.audit.one_run.loop import GradientCanaries
+
+        return GradientCanaries
+    if name == "insert_record_canaries":
+        from fdp_audit.audit.one_run.canaries import insert_record_canaries
+
+        return insert_record_canaries
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

@@ -283,7 +283,9 @@ def audit_checkpoint(weights: str | os.PathLike[str], *,
             with ``config``, weights trained elsewhere (a state_dict: ``.safetensors``, or ``.pt``/``.pth``/``.bin``
             of tensors, read with ``weights_only``).
         config: for weights trained elsewhere, the configuration naming their ``model.factory``, data and claim.
-        canaries: the manifest of the canaries inserted in the training: the one-run audit, which gates.
+        canaries: the manifest of the canaries inserted in the training: the one-run audit, which gates. With
+            ``config``: the canaries of the user's own loop (:class:`fdp_audit.GradientCanaries`) or input canaries
+            (:func:`fdp_audit.insert_record_canaries`).
         alpha: the significance level (default: the configuration's ``audit.alpha``; 0.05 for a one-run audit).
         gate_on_estimated: let the attacks on the real records, whose bound is estimated, fail the verdict
             (otherwise it is INFORMATIONAL); also set by the configuration's ``audit.gate_on_estimated``.
@@ -303,7 +305,12 @@ def audit_checkpoint(weights: str | os.PathLike[str], *,
 
     path = Path(weights)
     if config is not None:
-        checkpoint = read_external_checkpoint(path, as_config(config))
+        config = as_config(config)
+        if canaries is not None:  # a user loop's claim may be read from its Opacus engine
+            from fdp_audit.audit.one_run.canaries import claimed_user_config
+
+            config = claimed_user_config(config)
+        checkpoint = read_external_checkpoint(path, config)
         folder = Path(out_dir or DEFAULT_CHECKPOINT_OUT)
         if canaries is not None:
             results = one_run_results(checkpoint.path, Path(canaries), _alpha(alpha, 0.05), command,

@@ -12,12 +12,16 @@ comparisons), exceeds what the accounted mechanism allows:
   family ε (the largest claim of the claimed mechanism's family the data reject) and the assumption-free
   Clopper–Pearson ε;
 * ``one_run``: a one-run audit's correct guesses reject the claimed trade-off curve
-  (:func:`fdp_audit.audit.one_run.evaluation.judge_one_run`).
+  (:func:`fdp_audit.audit.one_run.evaluation.judge_one_run`);
+* ``released_steps``: a user's training released more optimizer steps than the claim accounts for (a count read
+  from the release, not an estimate: no level applies).
 
 A comparison is *judged* only when it has power: some outcome of its trials (a perfect attack) would be a
 violation at that level. A comparison that cannot fail says nothing about the mechanism, so the verdict is
 PASS only over judged comparisons, at least one and all of them; otherwise it is NOT JUDGED. Each kind of
-comparison supplies its own evaluation and power check (:data:`KINDS`).
+comparison supplies its own evaluation and power check (:data:`KINDS`). Comparisons marked ``informational``
+(a one-run audit with canaries that cannot test the mechanism) make a VIOLATION when violated and an
+INFORMATIONAL verdict otherwise, never a PASS.
 """
 
 from __future__ import annotations
@@ -303,6 +307,24 @@ def _restate_one_run(row: dict[str, Any], claim: Claim, config: Config, where: s
             raise BadInputError(f"{stated:g} is not the stated mechanism's {value:g}", f"{where}.{key}")
 
 
+def _evaluate_released_steps(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
+    released, claimed = _int(row, "released_steps", where), _int(row, "steps", where)
+    violated = released > claimed
+    return {"observed": released, "theoretical": claimed, "violated": violated,
+            "margin": (released - claimed) / max(claimed, 1) if violated else -math.inf}
+
+
+def _restate_released_steps(row: dict[str, Any], claim: Claim, config: Config, where: str) -> None:
+    steps = config.mechanism.steps
+    if _int(row, "steps", where) != steps:
+        raise BadInputError(f"{row['steps']} is not the stated mechanism's {steps}", f"{where}.steps")
+
+
+def _released_steps_violation(j: dict[str, Any]) -> str:
+    return (f"{j['id']}: the training released {j['observed']} optimizer steps, more than the {j['theoretical']} the "
+            "claim accounts for, so the claim does not cover what was released.")
+
+
 def _rate_violation(j: dict[str, Any]) -> str:
     return (f"{j['id']}: the success rate lower confidence bound {j['observed']:.4g} exceeds the accounted limit "
             f"{j['theoretical']:.4g}, so the mechanism leaks more than it claims.")
@@ -367,6 +389,9 @@ KINDS: dict[str, ComparisonKind] = {
                               _restate_one_run, _one_run_violation),
     PROMISE: ComparisonKind(judge_promise, lambda row, level, where: True, lambda row, level, where: None,
                             "", False, _restate_promise, promise_violation, statistical=False),
+    "released_steps": ComparisonKind(_evaluate_released_steps, lambda row, level, where: True,
+                                     lambda row, level, where: None, "", False, _restate_released_steps,
+                                     _released_steps_violation, statistical=False),
 }
 
 
@@ -462,7 +487,7 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
     unjudged = [Powerless(j["id"], j["trials_needed"], KINDS[j["kind"]].power_required, KINDS[j["kind"]].no_power)
                 for j in judged if not j["judged"]]
     counted = [j for j in judged if j["judged"] and KINDS[j["kind"]].statistical]
-    kept = [j for j in judged if not KINDS[j["kind"]].statistical and not j["violated"]]
+    kept = [j for j in judged if j["kind"] == PROMISE and not j["violated"]]
     worst = max(counted, key=lambda j: j["margin"] if math.isfinite(j["margin"]) else -math.inf, default=None)
     reason = unjudgeable(unjudged, alpha, statistical_count(comparisons))
     if violations:
@@ -471,6 +496,11 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
         explanation = KINDS[worst["kind"]].violation(worst)
     elif reason is not None:
         status, explanation = NOT_JUDGED, reason
+    elif all(row.get("informational") is True for row in comparisons):
+        status = INFORMATIONAL
+        explanation = (f"No comparison is violated, but these comparisons cannot test the mechanism (the canaries "
+                       f"carry no signal about noise, clipping or sampling), so this is not a pass; the closest is "
+                       f"{worst['id']} ({worst['observed']:.4g} against {worst['theoretical']:.4g}).")
     else:
         status = "PASS"
         explanation = (f"No attack's lower confidence bound exceeds its theoretical limit; the closest is "

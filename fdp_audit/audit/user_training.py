@@ -112,6 +112,14 @@ class UserTrainer:
         """The gradient canary's input: a point no record of S has (a constant row above the data's range)."""
         return CanaryInputs(1, tuple(self.x.shape[1:]), CanaryInputs.base_above(float(self.x.abs().max())))
 
+    def train_once(self, module: nn.Module, dataset: TensorDataset, seed: int) -> object:
+        """One call of the user's function on ``module`` and ``dataset`` (its failures are bad input)."""
+        return self._call(module, dataset, seed)
+
+    def returned_params(self, returned: object, given: nn.Module) -> dict[str, torch.Tensor]:
+        """The parameters of the module the function returned, checked to be the given one's, trained."""
+        return self._params(returned, given)
+
     def _call(self, module: nn.Module, dataset: TensorDataset, seed: int) -> object:
         work = int(self.sample_rate * len(dataset) * self.model.n_parameters)  # per step, as the engine's
         try:

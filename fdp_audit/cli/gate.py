@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from fdp_audit.atomic_io import atomic_write_text
-    from fdp_audit.audit.gate import NOT_JUDGED, judge, junit_xml, restate_limits
+    from fdp_audit.audit.gate import INFORMATIONAL, NOT_JUDGED, judge, junit_xml, restate_limits
     from fdp_audit.audit.regression import compare
     from fdp_audit.audit.results import read_results
     from fdp_audit.errors import BadInputError
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     alpha = args.alpha if args.alpha is not None else results["verdict"].get("alpha", 0.05)
     comparisons = results.get("comparisons", [])
     verdict, judged = judge(comparisons, alpha)
-    if verdict["status"] == NOT_JUDGED:  # no comparisons, or ones that cannot fail: nothing to pass
+    if verdict["status"] in (NOT_JUDGED, INFORMATIONAL):  # nothing that can fail, or nothing that tests: no pass
         raise BadInputError(f"{args.results}: {verdict['explanation']}", "results.comparisons")
     regression = None
     if args.baseline:

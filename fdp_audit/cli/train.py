@@ -11,17 +11,20 @@ from fdp_audit.cli import EXIT_OK, SEED_HELP
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("train", help="train one model with the configured mechanism → checkpoint")
     parser.add_argument("config", help="YAML config")
-    parser.add_argument("--out", help="checkpoint path (default: <report.out_dir>/model.pt)")
+    parser.add_argument("--out", help="checkpoint path (default: <report.out_dir>/model.pt; with --canaries and "
+                        "mechanism.training, safetensors weights <report.out_dir>/model.safetensors)")
     parser.add_argument("--seed", type=int, help=SEED_HELP)
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), help="override the config's device")
     parser.add_argument("--canaries", type=int, metavar="M", help="insert M canaries for a one-run audit; writes the "
                         "secrets' manifest <out>.canaries.json beside the checkpoint (and the gradient canaries' "
-                        "release <out>.canary-release.pt)")
+                        "release <out>.canary-release.pt); with mechanism.training, one run of the user's loop with "
+                        "M gradient canaries")
     parser.add_argument("--canary-game", choices=("inclusion", "value"),
                         help="one-run game (default: value for FDP mechanisms, inclusion otherwise)")
-    parser.add_argument("--canary-kind", choices=("gradient", "record"), default="gradient",
-                        help="gradient canaries (white box: final weights and updates; default) or record canaries "
-                        "(copies of population records, final-model attacks)")
+    parser.add_argument("--canary-kind", choices=("gradient", "crafted", "record"), default="gradient",
+                        help="gradient canaries (white box: final weights and updates; default), crafted input "
+                        "canaries (records a training without privacy memorises; final model) or record canaries "
+                        "(copies of population records; final model, informational unless violated)")
     parser.add_argument("--canary-values", type=int, default=2, metavar="K",
                         help="candidates per canary in the value game (default 2)")
     parser.set_defaults(handler=run)
@@ -38,7 +41,9 @@ def run(args: argparse.Namespace) -> int:
     config = load_config(args.config).with_overrides({k: v for k, v in values.items() if v is not None}, flags)
     seed = config.seed
     data = prepare_data(config.data, config.seed)
-    out = Path(args.out) if args.out else Path(config.report.out_dir) / "model.pt"
+    user_loop = args.canaries is not None and config.mechanism.training is not None
+    default = "model.safetensors" if user_loop else "model.pt"
+    out = Path(args.out) if args.out else Path(config.report.out_dir) / default
     if args.canaries is not None:
         from fdp_audit.audit.one_run.canaries import train_with_canaries
 
@@ -47,6 +52,11 @@ def run(args: argparse.Namespace) -> int:
         if trained.release is not None:
             print(f"canary release: {trained.release}")
         print(f"canary manifest (secrets): {trained.manifest}")
+        if user_loop:
+            print(f"trained the user's loop once with {args.canaries} gradient canaries: {trained.metadata['steps']} "
+                  f"optimizer steps released\nweights: {trained.checkpoint}\naudit: fdp-audit audit "
+                  f"{trained.checkpoint} --config {args.config} --canaries {trained.manifest}")
+            return EXIT_OK
     else:
         trained = train_one(config, data, seed, progress=True)
         save_checkpoint(out, trained.params, trained.metadata)

@@ -1,20 +1,23 @@
-"""Gradient canaries inserted at training time, the files a one-run training writes, and the audit that reads them.
+"""One-run audits (docs/one_run.md): one training with M canaries, the files it writes, and the audit that reads
+them.
 
-``train_with_canaries`` trains the configured mechanism once with M gradient canaries on a canary block of the
-model (:class:`~fdp_audit.training.engine.CanaryBlock`: 2M + M parameters that the model's forward pass never
-reads, so no real record touches them; the last M receive noise only). It writes three files:
+``train_with_canaries`` trains once with M canaries of a kind and writes the weights, the manifest of the
+canaries' secrets (:mod:`fdp_audit.audit.one_run.manifest`) and, for gradient canaries, the release:
 
-* the checkpoint (``model.pt``): the model's weights and privacy metadata, exactly as ``fdp-audit train`` writes;
-* the *release* (``model.canary-release.pt``): what the training reveals about the canary block — its final
-  values (white box on the final weights) and its per-step updates (white box on the released updates, as in
-  federated or checkpointed training) — with no secret in it;
-* the *manifest* (``model.canaries.json``): the game, the number of candidates k, the canary magnitude, the seed
-  and every canary's secret, with SHA-256 digests binding it to the checkpoint and the release.
+* ``gradient`` on the built-in engine: a canary block of the model (:class:`~fdp_audit.training.engine.CanaryBlock`:
+  2M + M parameters that the model's forward pass never reads, so no real record touches them; the last M receive
+  noise only). The checkpoint (``model.pt``) holds the model's weights and privacy metadata, exactly as
+  ``fdp-audit train`` writes, and the digest of the release; the release (``model.canary-release.pt``) holds the
+  block's final values and per-step updates (white box on the final weights and on every update);
+* ``gradient`` on a config naming ``mechanism.training``: the user's loop, run once with the canary head
+  (:mod:`fdp_audit.audit.one_run.loop`, the same files as the Python API writes from the user's own script);
+* ``crafted`` and ``record``: input canaries appended to the data (:mod:`fdp_audit.audit.one_run.records`); the
+  checkpoint is the release.
 
 What the gradient canaries audit: the implementation of the private step itself — Poisson sampling, per-example
 clipping, noise scale, normalisation — and the accountant's claim, under the white-box threat models (final
 weights; every update). They do not exercise the model's own gradients, so they say nothing about leakage
-through real records' features (record canaries and the game audit's final-model attacks do that).
+through real records' features (crafted canaries and the game audit's final-model attacks do that).
 
 Games. ``inclusion`` (DP, k = 2): canary i is in the private data set with probability ½ (add/remove relation;
 its private gradient is ``a`` on its coordinate). ``value`` (FDP, k >= 2): every canary is in the data set and its
@@ -24,16 +27,18 @@ raw magnitude ``a`` is ``audit.canary_norm_factor`` times the clip norm, so a me
 it; the public gradient has the same magnitude ``a`` (Algorithm 1 neither clips nor noises the public loss, so a
 large public gradient costs no privacy, and it makes a canary's public batches visible above the noise).
 Secrets come from the GAME stream at a model index of their own.
+
+The verdict is the one-run analysis's (:func:`fdp_audit.audit.one_run.evaluation.judge_scores`). Two further
+rules: a user's loop that released more optimizer steps than the claim accounts for violates the claim, whatever
+the guesses (the release itself shows it: the claimed mechanism releases T updates); and an audit with
+population copies, which cannot test noise, clipping or sampling, is INFORMATIONAL unless it finds a violation.
 """
 
 from __future__ import annotations
 
 import datetime
 import hashlib
-import io
-import json
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,12 +46,28 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
-from fdp_audit.atomic_io import atomic_write_bytes, atomic_write_text
 from fdp_audit.audit.one_run.evaluation import judge_scores, mechanism_claim, section_comparisons
-from fdp_audit.audit.one_run.guesser import Release, candidate_pattern, threat_scores
+from fdp_audit.audit.one_run.guesser import candidate_pattern, threat_scores
+from fdp_audit.audit.one_run.manifest import (
+    EXTERNAL_DIGEST,
+    GAMES,
+    MAX_CANARIES,
+    canary_paths,
+    check_bound_release,
+    check_seed,
+    draw_secrets,
+    read_manifest,
+    read_release,
+    relation_of,
+    release_bytes,
+    write_manifest,
+    write_release,
+)
 from fdp_audit.audit.one_run.records import (
     canary_records,
     candidate_columns,
+    crafted_records,
+    population_rows,
     record_scores,
     secret_group,
     with_records,
@@ -57,8 +78,7 @@ from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.mechanisms import MECHANISMS
-from fdp_audit.training import streams
-from fdp_audit.training.checkpoint import MAX_CHECKPOINT_BYTES, load_checkpoint, load_torch_file, save_checkpoint
+from fdp_audit.training.checkpoint import MAX_CHECKPOINT_BYTES, load_checkpoint, save_checkpoint
 from fdp_audit.training.engine import BLOCK_KEY, CanaryBlock, TrainingProblem, accuracy, train_models
 from fdp_audit.training.models import Params
 from fdp_audit.training.run import build_problem, checkpoint_metadata, resolve_device
@@ -66,15 +86,9 @@ from fdp_audit.training.run import build_problem, checkpoint_metadata, resolve_d
 if TYPE_CHECKING:
     from fdp_audit.audit.checkpoint_audit import Checkpoint
 
-MANIFEST_FORMAT = "fdp-audit canary manifest"
-MANIFEST_VERSION = 1
-RELEASE_VERSION = 1
-SECRET_MODEL_INDEX = 40_000_000  # the GAME-stream index of one-run secrets, apart from every game's trials
-MAX_CANARIES = 100_000
-MAX_MANIFEST_BYTES = 16 << 20
-GAMES = ("inclusion", "value")
-KINDS = ("gradient", "record")
-EXTERNAL_DIGEST = "external"  # the manifest of canaries inserted before the weights existed
+KINDS = ("gradient", "record", "crafted")
+RELEASE_DIGEST_KEY = "canary_release_sha256"  # the checkpoint metadata entry binding the release
+INFORMATIONAL = "INFORMATIONAL"
 
 
 def default_game(mechanism: str) -> str:
@@ -82,21 +96,9 @@ def default_game(mechanism: str) -> str:
     return "value" if MECHANISMS[mechanism].recipe.private_loss == "decomposed" else "inclusion"
 
 
-def relation_of(game: str) -> str:
-    return "add-remove" if game == "inclusion" else "replace"
-
-
-def canary_paths(checkpoint: Path) -> tuple[Path, Path]:
-    """The release and manifest written beside ``checkpoint``."""
-    return (checkpoint.with_name(checkpoint.stem + ".canary-release.pt"),
-            checkpoint.with_name(checkpoint.stem + ".canaries.json"))
-
-
-def draw_secrets(seed: int, count: int, k: int) -> np.ndarray:
-    """``[count]`` secrets uniform on ``{0, …, k-1}`` from the GAME stream."""
-    keys = streams.model_keys(seed, torch.tensor([SECRET_MODEL_INDEX]))
-    u = streams.uniform(keys, 0, streams.Stream.GAME, count)[0].double().numpy()
-    return np.minimum((u * k).astype(np.int64), k - 1)
+def _check_game(game: str, k: int, where: str) -> None:
+    if game not in GAMES or (game == "inclusion" and k != 2) or not 2 <= k <= 64:
+        raise BadInputError("inclusion has k = 2; a protected value takes 2 <= k <= 64", where)
 
 
 def canary_block(game: str, k: int, secrets: np.ndarray, magnitude: float) -> CanaryBlock:
@@ -114,9 +116,9 @@ def canary_block(game: str, k: int, secrets: np.ndarray, magnitude: float) -> Ca
 @dataclass(frozen=True)
 class CanaryTraining:
     checkpoint: Path
-    release: Path | None  # record canaries: the checkpoint is the release
+    release: Path | None  # input canaries: the checkpoint is the release
     manifest: Path
-    test_accuracy: float
+    test_accuracy: float | None
     metadata: dict[str, Any]
 
 
@@ -133,56 +135,58 @@ class _BlockRecorder:
         self.previous = values
 
 
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def train_with_canaries(config: Config, data: PreparedData, count: int, out: Path, seed: int | None = None,
                         game: str | None = None, k: int = 2, kind: str = "gradient") -> CanaryTraining:
-    """Train once with ``count`` canaries of ``kind`` (``gradient``: a canary block, release written beside the
-    checkpoint; ``record``: records appended to the data, the checkpoint is the release) and write the
-    checkpoint and the manifest (module doc; :mod:`fdp_audit.audit.one_run.records`)."""
+    """Train once with ``count`` canaries of ``kind`` and write the weights, the manifest and (gradient canaries)
+    the release (module doc). A config naming ``mechanism.training`` runs the user's loop once with gradient
+    canaries and writes safetensors weights."""
     if not 1 <= count <= MAX_CANARIES:
         raise BadInputError(f"must be between 1 and {MAX_CANARIES}", "--canaries")
     mech = config.mechanism
     game = game or default_game(mech.name)
-    if game not in GAMES or (game == "inclusion" and k != 2) or not 2 <= k <= 64:
-        raise BadInputError("inclusion has k = 2; a protected value takes 2 <= k <= 64", "--canary-values")
+    _check_game(game, k, "--canary-values")
     if kind not in KINDS:
         raise BadInputError(f"unknown canary kind {kind!r}", "--canary-kind")
     if not MECHANISMS[mech.name].recipe.private:
         raise BadInputError("one-run audits need a private mechanism", "mechanism.name")
     seed = config.seed if seed is None else seed
+    if mech.training is not None:
+        if kind != "gradient":
+            raise BadInputError("a user's training is audited in one run with gradient canaries", "--canary-kind")
+        return _train_user_loop(config, data, count, out, seed, game, k)
     secrets = draw_secrets(seed, count, k)
-    manifest = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "kind": kind, "game": game, "k": k,
-                "count": count, "seed": seed, "mechanism": mech.name, "secrets": [int(s) for s in secrets]}
+    manifest = {"kind": kind, "game": game, "k": k, "count": count, "seed": seed, "mechanism": mech.name,
+                "secrets": [int(s) for s in secrets]}
+    extra = {}
     if kind == "gradient":
-        problem, params, release = _train_gradient_canaries(config, data, game, k, secrets, out, seed)
+        problem, params, release, steps = _train_gradient_canaries(config, data, game, k, secrets, seed)
+        release_path = canary_paths(out)[0]
+        digest = hashlib.sha256(release).hexdigest()
         manifest.update({"null": count, "magnitude": config.audit.canary_norm_factor * mech.clip_norm,
-                         "release": release.name, "release_sha256": _sha256(release)})
+                         "release": release_path.name, "release_sha256": digest, "steps": steps})
+        extra[RELEASE_DIGEST_KEY] = digest
     else:
-        if count > data.population.n_rows:
-            raise BadInputError(f"record canaries copy population rows: at most {data.population.n_rows}",
-                                "--canaries")
-        widened, inserted = _with_record_canaries(data, game, k, secrets, seed)
+        widened, inserted = _with_input_canaries(data, kind, game, k, secrets, seed)
         problem = build_problem(config, widened)
         (chunk,) = list(train_models(problem, seed, [0], device=resolve_device(config.device)))
         params = {name: v[0].detach().cpu() for name, v in chunk.params.items()}
-        release = None
+        release_path = None
         manifest.update(inserted)
-    metadata = checkpoint_metadata(config, data, problem, seed)
-    save_checkpoint(out, params, metadata)
-    manifest["checkpoint_sha256"] = _sha256(out)
+    metadata = {**checkpoint_metadata(config, data, problem, seed), **extra}
     manifest_path = canary_paths(out)[1]
-    atomic_write_text(manifest_path, json.dumps(manifest, indent=1))
+    if release_path is not None:  # the release first, the manifest naming both last
+        write_release(release_path, release)
+    save_checkpoint(out, params, metadata)
+    manifest["checkpoint_sha256"] = hashlib.sha256(out.read_bytes()).hexdigest()
+    write_manifest(manifest_path, manifest)
     acc = accuracy(problem.model, {name: v[None] for name, v in params.items()}, torch.as_tensor(data.test.x),
                    torch.as_tensor(data.test.y))
-    return CanaryTraining(out, release, manifest_path, float(acc[0]), metadata)
+    return CanaryTraining(out, release_path, manifest_path, float(acc[0]), metadata)
 
 
-def _train_gradient_canaries(config: Config, data: PreparedData, game: str, k: int, secrets: np.ndarray, out: Path,
-                             seed: int) -> tuple[TrainingProblem, Params, Path]:
-    """Train with a canary block; write the release (final block and per-step updates) beside ``out``."""
+def _train_gradient_canaries(config: Config, data: PreparedData, game: str, k: int, secrets: np.ndarray, seed: int
+                             ) -> tuple[TrainingProblem, Params, bytes, int]:
+    """Train with a canary block: the model's parameters and the release (final block and per-step updates)."""
     mech = config.mechanism
     count = len(secrets)
     problem = build_problem(config, data)
@@ -194,189 +198,244 @@ def _train_gradient_canaries(config: Config, data: PreparedData, game: str, k: i
     updates = torch.stack(recorder.updates) if recorder.updates else torch.zeros(0, block.size)
     has_public = MECHANISMS[mech.name].recipe.public_batch != "none"  # else the public coordinates are pure noise
     final = recorder.previous
-    buffer = io.BytesIO()
-    torch.save({"format_version": RELEASE_VERSION, "final": final[:count].clone(),
-                "final_null": final[2 * count:].clone(), "updates": updates[:, :count].contiguous(),
-                "updates_public": updates[:len(updates) if has_public else 0, count:2 * count].contiguous(),
-                "updates_null": updates[:, 2 * count:].contiguous()}, buffer)
-    release_path = canary_paths(out)[0]
-    atomic_write_bytes(release_path, buffer.getvalue())
-    return problem, params, release_path
+    release = release_bytes(updates[:, :count], updates[:, 2 * count:], final[:count], final[2 * count:],
+                            updates[:, count:2 * count] if has_public else None)
+    return problem, params, release, len(updates)
 
 
-def _with_record_canaries(data: PreparedData, game: str, k: int, secrets: np.ndarray, seed: int
-                          ) -> tuple[PreparedData, dict[str, Any]]:
-    """S with the record canaries that ``secrets`` insert (copies of population rows drawn by ``seed``; module
-    doc of :mod:`fdp_audit.audit.one_run.records`), and the manifest fields that say which rows and values."""
-    rows = np.sort(np.random.default_rng(seed).choice(data.population.n_rows, len(secrets), replace=False))
-    columns = candidate_columns(data, k)
-    records = canary_records(data, rows, columns)
+def _train_user_loop(config: Config, data: PreparedData, count: int, out: Path, seed: int, game: str, k: int
+                     ) -> CanaryTraining:
+    """One training of the user's loop with gradient canaries (:mod:`fdp_audit.audit.one_run.loop`)."""
+    from fdp_audit.audit.one_run.loop import GradientCanaries
+    from fdp_audit.audit.user_training import user_trainer
+
+    if out.suffix != ".safetensors":
+        out = out.with_suffix(".safetensors")
+    trainer = user_trainer(config, build_problem(config, data))
+    canaries = GradientCanaries.from_config(replace(config, seed=seed), count, game, k)
+    canaries.expected_batch = trainer.update_scale
+    dataset = canaries.add_to(TensorDataset(trainer.x, trainer.y))
+    audited = canaries.wrap(trainer.fresh_module(seed))
+    with canaries.observing():
+        trained = trainer.train_once(audited, dataset, seed)
+    trainer.returned_params(trained, audited)
+    files = canaries.save(trained, out)
+    metadata = {"mechanism": config.mechanism.name, "seed": seed, "steps": files.steps}
+    return CanaryTraining(files.weights, files.release, files.manifest, None, metadata)
+
+
+def _with_input_canaries(data: PreparedData, kind: str, game: str, k: int, secrets: np.ndarray, seed: int
+                         ) -> tuple[PreparedData, dict[str, Any]]:
+    """S with the input canaries that ``secrets`` insert (:mod:`fdp_audit.audit.one_run.records`), and the manifest
+    fields that say which (population copies: the rows and candidate columns; crafted: drawn from the seed)."""
+    count = len(secrets)
     chosen = np.where(secrets == 1, 0, -1) if game == "inclusion" else secrets
     inserted = chosen >= 0
+    if kind == "crafted":
+        records, labels = crafted_records(data, seed, count, game, k)
+        return with_records(data, records[np.flatnonzero(inserted), chosen[inserted]], labels[inserted]), {}
+    if count > data.population.n_rows:
+        raise BadInputError(f"record canaries copy population rows: at most {data.population.n_rows}", "--canaries")
+    rows = population_rows(seed, data.population.n_rows, count)
+    columns = candidate_columns(data, k)
+    records = canary_records(data, rows, columns)
     widened = with_records(data, records[np.flatnonzero(inserted), chosen[inserted]],
                            data.population.y[rows][inserted])
     return widened, {"rows": [int(r) for r in rows], "candidates": [int(c) for c in columns],
                      "attribute": secret_group(data).feature}
 
 
-def insert_record_canaries(config: Config, count: int, manifest_path: Path, game: str | None = None, k: int = 2
-                           ) -> TensorDataset:
-    """For training outside fdp-audit: the config's data set S with ``count`` record canaries inserted (module
-    doc of :mod:`fdp_audit.audit.one_run.records`), as a ``TensorDataset`` of encoded records and labels to
-    train on, and their manifest written to ``manifest_path``. Audit the trained weights with
-    ``fdp-audit audit WEIGHTS --config CONFIG --canaries MANIFEST``."""
+def insert_record_canaries(config: Config, count: int, manifest_path: Path, game: str | None = None, k: int = 2,
+                           kind: str = "crafted") -> TensorDataset:
+    """For a training outside fdp-audit that keeps only its final weights: the config's data set S with ``count``
+    input canaries inserted, as a ``TensorDataset`` of encoded records and labels to train on, and their manifest
+    written to ``manifest_path``.
+
+    Args:
+        config: the config that will audit the weights (its data, seed and mechanism).
+        count: the number of canaries.
+        manifest_path: where the manifest (the secrets) is written.
+        game: ``inclusion`` or ``value`` (default: by the mechanism).
+        k: candidates per canary in the value game.
+        kind: ``crafted`` (records a training without privacy memorises: the audit tests the mechanism) or
+            ``record`` (copies of population rows: INFORMATIONAL unless violated).
+
+    Returns:
+        The data set to train on. Audit the trained weights with
+        ``fdp-audit audit WEIGHTS --config CONFIG --canaries MANIFEST``."""
     from fdp_audit.data.prepare import prepare_data
 
+    if kind not in ("crafted", "record"):
+        raise BadInputError("input canaries are crafted or record", "kind")
     data = prepare_data(config.data, config.seed)
     game = game or default_game(config.mechanism.name)
-    if game not in GAMES or (game == "inclusion" and k != 2) or not 2 <= k <= 64:
-        raise BadInputError("inclusion has k = 2; a protected value takes 2 <= k <= 64", "k")
-    if not 1 <= count <= min(MAX_CANARIES, data.population.n_rows):
-        raise BadInputError(f"must be between 1 and {min(MAX_CANARIES, data.population.n_rows)} (population rows)",
-                            "count")
+    _check_game(game, k, "k")
+    limit = MAX_CANARIES if kind == "crafted" else min(MAX_CANARIES, data.population.n_rows)
+    if not 1 <= count <= limit:
+        raise BadInputError(f"must be between 1 and {limit}", "count")
     secrets = draw_secrets(config.seed, count, k)
-    widened, inserted = _with_record_canaries(data, game, k, secrets, config.seed)
-    manifest = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, "kind": "record", "game": game, "k": k,
-                "count": count, "seed": config.seed, "mechanism": config.mechanism.name,
-                "secrets": [int(s) for s in secrets], **inserted, "checkpoint_sha256": EXTERNAL_DIGEST}
-    atomic_write_text(manifest_path, json.dumps(manifest, indent=1))
+    widened, inserted = _with_input_canaries(data, kind, game, k, secrets, config.seed)
+    write_manifest(Path(manifest_path), {
+        "kind": kind, "game": game, "k": k, "count": count, "seed": config.seed, "mechanism": config.mechanism.name,
+        "secrets": [int(s) for s in secrets], **inserted, "checkpoint_sha256": EXTERNAL_DIGEST})
     x, y = widened.tensors()
     return TensorDataset(x, y)
 
 
-# -- reading (untrusted input) -----------------------------------------------------------------------------------
+# -- the audit ---------------------------------------------------------------------------------------------------
 
-def _field(manifest: dict[str, Any], key: str, kind: type, check=lambda v: True) -> Any:
-    value = manifest.get(key)
-    if not isinstance(value, kind) or isinstance(value, bool) and kind is not bool or not check(value):
-        raise BadInputError("missing or invalid", f"manifest.{key}")
-    return value
+def weights_release_digest(path: Path) -> str | None:
+    """The release digest a safetensors file's header names (:meth:`GradientCanaries.save`), if any."""
+    from safetensors import safe_open
 
+    from fdp_audit.audit.one_run.loop import RELEASE_METADATA_KEY
 
-def read_manifest(path: Path) -> dict[str, Any]:
-    """Validate a canary manifest field by field (size-limited, JSON, types, ranges, secrets in range)."""
+    if path.suffix != ".safetensors":
+        return None
     try:
-        manifest = json.loads(read_bounded(path, MAX_MANIFEST_BYTES, "canary manifest").decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise BadInputError(f"canary manifest {path.name} is not valid JSON") from err
-    if not isinstance(manifest, dict) or manifest.get("format") != MANIFEST_FORMAT:
-        raise BadInputError("not an fdp-audit canary manifest", "manifest.format")
-    _field(manifest, "version", int, lambda v: v == MANIFEST_VERSION)
-    kind = _field(manifest, "kind", str, lambda v: v in KINDS)
-    game = _field(manifest, "game", str, lambda v: v in GAMES)
-    k = _field(manifest, "k", int, lambda v: 2 <= v <= 64 and (game == "value" or v == 2))
-    count = _field(manifest, "count", int, lambda v: 1 <= v <= MAX_CANARIES)
-    _field(manifest, "seed", int)
-    _field(manifest, "mechanism", str)
-    _field(manifest, "checkpoint_sha256", str, lambda v: 0 < len(v) <= 255)
-    if kind == "gradient":
-        _field(manifest, "null", int, lambda v: 1 <= v <= MAX_CANARIES)
-        _field(manifest, "magnitude", (int, float), lambda v: math.isfinite(v) and v > 0)
-        for key in ("release", "release_sha256"):
-            _field(manifest, key, str, lambda v: 0 < len(v) <= 255)
-        if Path(manifest["release"]).name != manifest["release"]:
-            raise BadInputError("must be a file name beside the manifest", "manifest.release")
+        with safe_open(str(path), "pt") as weights:
+            return (weights.metadata() or {}).get(RELEASE_METADATA_KEY)
+    except Exception as err:  # noqa: BLE001 - safetensors raises its own error types for a malformed header
+        raise BadInputError(f"{path.name} is not a readable safetensors file") from err
+
+
+@dataclass(frozen=True)
+class _Audited:
+    """What the manifest is checked against: the weights' digest and seed, the release they name, the claim."""
+
+    sha256: str
+    seed: int
+    bound_release: str | None
+    mechanism: str
+    claim: dict[str, Any]  # noise_multiplier, sample_rate, steps, delta
+
+
+def _audited_of(checkpoint: Path, external: Checkpoint | None) -> _Audited:
+    if external is None:
+        raw = read_bounded(checkpoint, MAX_CHECKPOINT_BYTES, "checkpoint")
+        _, metadata, _ = load_checkpoint(checkpoint)
+        sha256, bound = hashlib.sha256(raw).hexdigest(), metadata.get(RELEASE_DIGEST_KEY)
     else:
-        rows = _field(manifest, "rows", list, lambda v: len(v) == count)
-        columns = _field(manifest, "candidates", list, lambda v: len(v) == k)
-        _field(manifest, "attribute", str)
-        for key, values in (("rows", rows), ("candidates", columns)):
-            if not all(type(v) is int and v >= 0 for v in values) or len(set(values)) != len(values):
-                raise BadInputError("must be distinct non-negative integers", f"manifest.{key}")
-    secrets = _field(manifest, "secrets", list, lambda v: len(v) == count)
-    if not all(type(s) is int and 0 <= s < k for s in secrets):
-        raise BadInputError(f"every secret must be an integer in [0, {k})", "manifest.secrets")
-    return manifest
+        metadata, sha256, bound = external.metadata, external.sha256, weights_release_digest(external.path)
+    return _Audited(sha256, metadata["seed"], bound, metadata["mechanism"],
+                    {key: metadata[key] for key in ("noise_multiplier", "sample_rate", "steps", "delta")})
 
 
-def read_release(path: Path, manifest: dict[str, Any]) -> Release:
-    """Load the release (tensors only), check its digest against the manifest and its shapes."""
-    raw = read_bounded(path, MAX_CHECKPOINT_BYTES, "canary release")
-    if hashlib.sha256(raw).hexdigest() != manifest["release_sha256"]:
-        raise BadInputError("digest differs from the manifest's", "manifest.release_sha256")
-    payload = load_torch_file(raw, f"canary release {path.name}")
-    keys = {"format_version", "final", "final_null", "updates", "updates_public", "updates_null"}
-    if not isinstance(payload, dict) or set(payload) != keys or payload["format_version"] != RELEASE_VERSION:
-        raise BadInputError(f"canary release {path.name} does not have the fdp-audit layout")
-    count, null = manifest["count"], manifest["null"]
-    shapes = {"final": (count,), "final_null": (null,)}
-    for name, shape in shapes.items():
-        if not isinstance(payload[name], torch.Tensor) or tuple(payload[name].shape) != shape:
-            raise BadInputError(f"expected shape {shape}", f"release.{name}")
-    updates, updates_null = payload["updates"], payload["updates_null"]
-    if not (isinstance(updates, torch.Tensor) and isinstance(updates_null, torch.Tensor) and updates.dim() == 2
-            and updates_null.dim() == 2 and updates.shape == (updates_null.shape[0], count)
-            and updates_null.shape[1] == null and isinstance(payload["updates_public"], torch.Tensor)
-            and payload["updates_public"].shape in (updates.shape, (0, count))):
-        raise BadInputError("updates and updates_null do not match the manifest", "release.updates")
-    arrays = {name: payload[name].double().numpy() for name in keys - {"format_version"}}
-    if not all(np.isfinite(a).all() for a in arrays.values()):
-        raise BadInputError("non-finite values", "release")
-    has_updates = arrays["updates"].shape[0] > 0
-    public = arrays["updates_public"] if has_updates and len(arrays["updates_public"]) else None
-    return Release(arrays["final"], arrays["final_null"], arrays["updates"] if has_updates else None,
-                   arrays["updates_null"] if has_updates else None, public)
+def _check_manifest(manifest: dict[str, Any], audited: _Audited, external: bool) -> None:
+    """The manifest belongs to these weights: digest, seed, release, mechanism (:mod:`.manifest`)."""
+    source = manifest.get("source", "engine")
+    if not external and source == "user_loop":
+        raise BadInputError("the weights of a user's loop are audited with the config: fdp-audit audit WEIGHTS "
+                            "--config CONFIG --canaries MANIFEST", "manifest.source")
+    if external and manifest["kind"] == "gradient" and source != "user_loop":
+        raise BadInputError("this manifest belongs to an fdp-audit checkpoint: audit the checkpoint without --config",
+                            "manifest.source")
+    expected = EXTERNAL_DIGEST if external and manifest["kind"] != "gradient" else audited.sha256
+    if manifest["checkpoint_sha256"] != expected:
+        reason = ("the manifest belongs to other weights (digest differs)" if expected != EXTERNAL_DIGEST
+                  else "input canaries inserted before training name no weights")
+        raise BadInputError(reason, "manifest.checkpoint_sha256")
+    check_seed(manifest, audited.seed, "config's" if external else "checkpoint's")
+    check_bound_release(manifest, audited.bound_release, "these weights")
+    if "mechanism" in manifest and manifest["mechanism"] != audited.mechanism:
+        raise BadInputError(f"mechanism differs from the {'config' if external else 'checkpoint'}'s",
+                            "manifest.mechanism")
 
 
 def audit_with_canaries(checkpoint: Path, manifest_path: Path, alpha: float, family_search: bool = True,
                         external: Checkpoint | None = None) -> dict[str, Any]:
-    """The one-run audit of a checkpoint: the guesser on the release, judged against the checkpoint's claim.
-    ``external``: weights trained outside fdp-audit (read with their config), whose record canaries were inserted
-    by :func:`insert_record_canaries` before the checkpoint existed (the manifest names no digest)."""
+    """The one-run audit of weights: the guesser on the release (gradient canaries) or on the final model's losses
+    (input canaries), judged against the claim. ``external``: weights trained outside fdp-audit (read with their
+    config): input canaries inserted by :func:`insert_record_canaries`, or gradient canaries of a user's loop
+    (:mod:`fdp_audit.audit.one_run.loop`)."""
     manifest = read_manifest(manifest_path)
-    if external is None:
-        raw = read_bounded(checkpoint, MAX_CHECKPOINT_BYTES, "checkpoint")
-        if hashlib.sha256(raw).hexdigest() != manifest["checkpoint_sha256"]:
-            raise BadInputError("the manifest belongs to another checkpoint (digest differs)",
-                                "manifest.checkpoint_sha256")
-        _, metadata, _ = load_checkpoint(checkpoint)
-    else:
-        if manifest["checkpoint_sha256"] != EXTERNAL_DIGEST or manifest["kind"] != "record":
-            raise BadInputError("external weights are audited with the record canaries of insert_record_canaries",
-                                "manifest.checkpoint_sha256")
-        metadata = external.metadata
-    if metadata["mechanism"] != manifest["mechanism"]:
-        raise BadInputError("mechanism differs from the checkpoint's", "manifest.mechanism")
-    game, k = manifest["game"], manifest["k"]
+    audited = _audited_of(checkpoint, external)
+    _check_manifest(manifest, audited, external is not None)
+    game, k, kind = manifest["game"], manifest["k"], manifest["kind"]
     secrets = np.asarray(manifest["secrets"])
-    if manifest["kind"] == "gradient":
+    if kind == "gradient":
         release = read_release(manifest_path.with_name(manifest["release"]), manifest)
         threat = threat_scores(release, candidate_pattern(game, k))
     else:
-        threat = {"final_model": _record_release_scores(checkpoint, manifest, external)}
-    name = MECHANISMS[metadata["mechanism"]].claimed_as  # faulty ones claim a correct one
-    parameters = {"mechanism": name, "noise_multiplier": metadata["noise_multiplier"],
-                  "sample_rate": metadata["sample_rate"], "steps": metadata["steps"], "delta": metadata["delta"],
-                  "relation": relation_of(game)}
+        threat = {"final_model": _input_canary_scores(checkpoint, manifest, external)}
+    name = MECHANISMS[audited.mechanism].claimed_as  # faulty ones claim a correct one
+    parameters = {"mechanism": name, **audited.claim, "relation": relation_of(game)}
     claim = mechanism_claim(name, parameters["noise_multiplier"], parameters["sample_rate"], parameters["steps"],
                             parameters["delta"], parameters["relation"])
     section = judge_scores(threat, secrets, claim, alpha, family_search)
-    section.update({"game": game, "kind": manifest["kind"],
+    section.update({"game": game, "kind": kind,
                     "magnitude": manifest.get("magnitude"), "claim_parameters": parameters})
+    if manifest.get("source") == "user_loop":
+        section["released_steps"] = manifest["steps"]
+        if manifest["steps"] > parameters["steps"]:
+            section.update(status="VIOLATION", explanation=(
+                f"the training released {manifest['steps']} optimizer steps; the claim accounts for "
+                f"{parameters['steps']}"))
+    if kind == "record":
+        section["informational"] = True
+        if section["status"] == "PASS":
+            section.update(status=INFORMATIONAL, explanation=POPULATION_COPIES)
     return section
 
 
-def _record_release_scores(checkpoint: Path, manifest: dict[str, Any], external: Checkpoint | None = None
-                           ) -> np.ndarray:
-    """Record canaries: rebuild them from the checkpoint's data (its fingerprint checked) and score the final
-    model's candidates."""
+POPULATION_COPIES = ("record canaries copied from the population carry no signal about noise, clipping or sampling "
+                     "(a model that generalises keeps nothing that singles them out), so no violation found with "
+                     "them is not a pass: use crafted or gradient canaries to test the mechanism")
+
+
+def _input_canary_scores(checkpoint: Path, manifest: dict[str, Any], external: Checkpoint | None = None
+                         ) -> np.ndarray:
+    """Input canaries: rebuild them from the checkpoint's data (its fingerprint checked) and the manifest's seed,
+    and score the final model's candidates."""
     from fdp_audit.audit.checkpoint_audit import checkpoint_data, read_checkpoint
 
     loaded = external or read_checkpoint(checkpoint)
     data = checkpoint_data(loaded)
+    count, seed = manifest["count"], manifest["seed"]
+    if manifest["kind"] == "crafted":
+        records, labels = crafted_records(data, seed, count, manifest["game"], manifest["k"])
+        return record_scores(loaded.model, loaded.params, manifest["game"], records, labels)
     group = secret_group(data)
     if manifest["attribute"] != group.feature:
         raise BadInputError(f"the checkpoint's secret attribute is {group.feature!r}", "manifest.attribute")
-    rows, columns = np.asarray(manifest["rows"]), np.asarray(manifest["candidates"])
-    if rows.max() >= data.population.n_rows or columns.max() >= group.stop - group.start:
-        raise BadInputError("rows or candidates out of range for the checkpoint's data", "manifest.rows")
+    if count > data.population.n_rows or manifest["rows"] != population_rows(seed, data.population.n_rows,
+                                                                              count).tolist():
+        raise BadInputError("are not the population rows drawn from the manifest's seed", "manifest.rows")
+    columns = np.asarray(manifest["candidates"])
+    if manifest["k"] > group.stop - group.start or columns.tolist() != candidate_columns(data, manifest["k"]).tolist():
+        raise BadInputError("are not the attribute's most frequent categories", "manifest.candidates")
+    rows = np.asarray(manifest["rows"])
     records = canary_records(data, rows, columns)
     return record_scores(loaded.model, loaded.params, manifest["game"], records, data.population.y[rows])
 
 
+def steps_comparison(section: dict[str, Any], parameters: dict[str, Any]) -> list[dict[str, Any]]:
+    """The gate's comparison of a user loop's released steps with the claimed steps (kind ``released_steps``)."""
+    if "released_steps" not in section:
+        return []
+    return [{"id": "one-run/released-steps", "kind": "released_steps", "released_steps": section["released_steps"],
+             **parameters}]
+
+
+def claimed_user_config(config: Config) -> Config:
+    """The config whose claim judges a user's loop: with ``integration: opacus`` and a training function, the claim's
+    unstated parts read from the engine of one training (:func:`fdp_audit.integrations.opacus.claimed_config`)."""
+    mech = config.mechanism
+    if mech.integration != "opacus":
+        return config
+    if mech.training is None:
+        raise BadInputError("state the claim (noise_multiplier or target_epsilon, sample_rate, steps, clip_norm) in "
+                            "the config: a finished training's engine cannot be read", "mechanism.integration")
+    from fdp_audit.data.prepare import prepare_data
+    from fdp_audit.integrations.opacus import claimed_config
+
+    return claimed_config(config, prepare_data(config.data, config.seed))[0]
+
+
 def one_run_results(checkpoint: Path, manifest_path: Path, alpha: float, command: str = "",
                     external: Checkpoint | None = None) -> dict[str, Any]:
-    """results.json of a one-run audit: the verdict is the one-run section's (the f-DP test of the claim)."""
+    """results.json of a one-run audit: the verdict is the one-run section's (the f-DP test of the claim, the
+    released steps of a user's loop); population copies are INFORMATIONAL unless violated."""
     from fdp_audit.audit.checkpoint_audit import read_checkpoint
     from fdp_audit.audit.gate import judge
     from fdp_audit.audit.provenance import versions
@@ -384,7 +443,10 @@ def one_run_results(checkpoint: Path, manifest_path: Path, alpha: float, command
 
     section = audit_with_canaries(checkpoint, manifest_path, alpha, external=external)
     loaded = external or read_checkpoint(checkpoint)
-    comparisons = section_comparisons(section, section["claim_parameters"])
+    parameters = section["claim_parameters"]
+    comparisons = section_comparisons(section, parameters) + steps_comparison(section, parameters)
+    if section.get("informational"):
+        comparisons = [{**row, "informational": True} for row in comparisons]
     verdict, _ = judge(comparisons, alpha)  # the same test at the same level as the section's: one verdict
     return finite_or_none({
         "schema_version": 1, "kind": "audit",

@@ -1,7 +1,22 @@
-"""Record canaries: ordinary input-space records inserted into the training data, audited by final-model attacks.
+"""Input canaries: records inserted into the training data, audited by final-model attacks on the canaries' losses.
 
-Canary i copies a population record (the population split is disjoint from the training data and owned by the
-adversary) and sets its first categorical protected attribute to one of the k most frequent categories.
+**Crafted canaries** (``crafted``): records that a training without privacy memorises, as black-box one-run
+audits use (Steinke, Nasr & Jagielski 2023, input-space canaries). Canary i's input lies off the data manifold —
+``b·s_i``, with ``s_i`` a random sign vector over every encoded column and ``b`` above every magnitude of the
+data, so that canaries are far from the records and nearly orthogonal to each other — and its label is drawn
+uniformly: only memorisation fits it. Both are drawn from the manifest's seed (a stream of their own).
+
+* ``inclusion`` game (DP, add/remove): each canary is in the data set with probability ½; a member's loss is low
+  where the model memorised it, a non-member's is whatever the model extrapolates.
+* ``value`` game (FDP, replace-one; Ψ a column subset): every canary is in; its protected columns hold
+  ``b·u_v·s_i`` for its secret value v of k (``u_v = 2v/(k−1) − 1``), its public columns and label are fixed.
+
+Such canaries audit what the final model keeps of each record, noise, clipping and sampling included: a
+training without noise memorises them and fails the audit from its final weights alone.
+
+**Population copies** (``record``): canary i copies a population record (the population split is disjoint from
+the training data and owned by the adversary) and sets its first categorical protected attribute to one of the k
+most frequent categories.
 
 * ``value`` game (FDP, replace-one): every canary is in the data set; its value is uniform over the k
   candidates and everything else (Ψ and the label) is fixed. The attack scores each candidate by the model's
@@ -11,8 +26,10 @@ adversary) and sets its first categorical protected attribute to one of the k mo
 
 What they audit: leakage of protected values (or membership) through the *final model*, the realistic release of
 a model trained once, and the same thing the attribute game's final-model attacks measure across many trainings.
-On tabular logistic models final-model attacks are weak, so expect PASS with an empirical ε near 0 for correct
-mechanisms; gradient canaries (:mod:`fdp_audit.audit.one_run.canaries`) are the tight audit of the mechanism.
+A model that generalises keeps almost nothing that singles such a record out, so these canaries carry no signal
+about noise, clipping or sampling: a training without noise passes them as well as a correct one. An audit with
+them is therefore INFORMATIONAL unless it finds a violation (docs/one_run.md); crafted canaries or gradient
+canaries (:mod:`fdp_audit.audit.one_run.canaries`) test the mechanism.
 """
 
 from __future__ import annotations
@@ -22,7 +39,10 @@ from dataclasses import replace
 import numpy as np
 import torch
 
+from fdp_audit.audit.canary_head import CanaryInputs
+from fdp_audit.audit.one_run.guesser import candidate_pattern
 from fdp_audit.data.encoding import ColumnGroup, EncodedData
+from fdp_audit.data.features import FeatureSplit
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.training.models import Model, Params, example_loss
@@ -52,6 +72,33 @@ def canary_records(data: PreparedData, rows: np.ndarray, columns: np.ndarray) ->
     base[:, :, group.start:group.stop] = 0.0
     base[:, np.arange(len(columns)), group.start + columns] = 1.0
     return base
+
+
+def population_rows(seed: int, n_rows: int, count: int) -> np.ndarray:
+    """The population rows that ``count`` record canaries copy, drawn from ``seed`` (sorted)."""
+    return np.sort(np.random.default_rng(seed).choice(n_rows, count, replace=False))
+
+
+CRAFTED_STREAM = 0xC4A5  # the crafted canaries' own generator, apart from the population copies' rows
+
+
+def crafted_records(data: PreparedData, seed: int, count: int, game: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """``([M, k', d], [M])``: the crafted canaries' candidate records (k' = 1 for inclusion, k for a protected
+    value) and labels (module doc)."""
+    rng = np.random.default_rng([CRAFTED_STREAM, seed])
+    train = data.train
+    magnitude = CanaryInputs.base_above(float(np.abs(train.x).max()) if train.n_rows else 0.0)
+    base = magnitude * rng.choice(np.array([-1.0, 1.0]), size=(count, train.n_features))
+    labels = rng.integers(0, train.n_classes, size=count)
+    if game == "inclusion":
+        return base[:, None, :].astype(train.x.dtype), labels
+    if not isinstance(data.feature_split, FeatureSplit):
+        raise BadInputError("crafted canaries in the value game need a column-subset Ψ (data.public_map: columns)",
+                            "data.public_map")
+    protected = np.concatenate([np.arange(g.start, g.stop) for g in data.column_split().protected_groups])
+    records = np.repeat(base[:, None, :], k, axis=1)
+    records[:, :, protected] = base[:, None, protected] * candidate_pattern(game, k)[None, :, None]
+    return records.astype(train.x.dtype), labels
 
 
 def with_records(data: PreparedData, records: np.ndarray, labels: np.ndarray) -> PreparedData:

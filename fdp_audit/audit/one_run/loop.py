@@ -1,0 +1,248 @@
+"""Gradient canaries in the user's own training job (docs/one_run.md): one training, run by the user's script or by
+``fdp-audit train`` on a config naming ``mechanism.training``, audited afterwards from its files.
+
+The script adds a few lines to its training as written::
+
+    canaries = GradientCanaries.from_config("audit.yaml", 10_000)   # secrets drawn from the config's seed
+    train_set = canaries.add_to(train_set)                          # the canaries present are records of it
+    model = canaries.wrap(model)                                    # the canary head after the model's logits
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)          # (as before, on the wrapped model)
+    canaries.attach(optimizer)                                      # the release is read at every step
+    ...                                                             # make_private, the training loop: unchanged
+    canaries.save(model, "model.safetensors")                       # weights, release and manifest
+
+and ``fdp-audit audit model.safetensors --config audit.yaml --canaries model.canaries.json`` judges the release
+against the config's claim.
+
+Canary i (:mod:`fdp_audit.audit.canary_head`) is a marked record whose per-example gradient is ``g_i·e_i`` on
+coordinate i of a head of ``M + M₀`` coordinates. Games: ``inclusion`` (add/remove, DP): canary i is in the data
+set when its secret is 1, with ``g_i = K·C`` (K ``audit.canary_norm_factor``, C the clip norm the loop claims);
+``value`` (replace-one, FDP): every canary is in, with ``g_i = K·C·u_{v_i}`` for its secret value v_i of k
+(``u_v = 2v/(k−1) − 1``). A canary's raw norm K·C > C shows a loop that does not clip. The release is the head's
+update at every step of every optimizer holding it (:class:`~fdp_audit.audit.canary_head.UpdateObserver`), in
+units of the noisy clipped sum when the expected batch is known (an Opacus ``DPOptimizer`` with an averaged
+loss states it; otherwise 1: the guesser is scale-free), and the head's final values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import ConcatDataset, DataLoader, Dataset, TensorDataset
+
+from fdp_audit.atomic_io import all_or_nothing, atomic_write_bytes
+from fdp_audit.audit.canary_head import AuditedModule, CanaryHead, CanaryInputs, UpdateObserver, unwrap
+from fdp_audit.audit.one_run.guesser import candidate_pattern
+from fdp_audit.audit.one_run.manifest import (
+    GAMES,
+    MAX_CANARIES,
+    canary_paths,
+    draw_secrets,
+    release_bytes,
+    write_manifest,
+    write_release,
+)
+from fdp_audit.errors import BadInputError
+
+RELEASE_METADATA_KEY = "fdp_audit_canary_release_sha256"  # the safetensors header entry binding the release
+SCAN_BATCH = 4096
+
+
+@dataclass(frozen=True)
+class OneRunFiles:
+    """What :meth:`GradientCanaries.save` wrote."""
+
+    weights: Path
+    release: Path
+    manifest: Path
+    steps: int
+
+
+def _scan_magnitude(dataset: Dataset) -> tuple[float, torch.Tensor, torch.Tensor]:
+    """The largest magnitude of the data set's inputs, and its first input and label (shape and dtypes)."""
+    if isinstance(dataset, TensorDataset):
+        x, y = dataset.tensors[0], dataset.tensors[1]
+        return (float(x.abs().max()) if len(x) else 0.0), x[0], y[0]
+    largest = 0.0
+    for x, _ in DataLoader(dataset, batch_size=SCAN_BATCH):
+        largest = max(largest, float(torch.as_tensor(x).abs().max()))
+    x0, y0 = dataset[0]
+    return largest, torch.as_tensor(x0), torch.as_tensor(y0)
+
+
+class GradientCanaries:
+    """M gradient canaries for one training run by the user's code (module docstring).
+
+    Args:
+        count: M, the number of canaries (1 … 100,000).
+        seed: the seed their secrets are drawn from; the audit's config must state the same seed.
+        clip_norm: the clip norm C the training claims; the canaries' raw norm is ``norm_factor·C``.
+        norm_factor: K > 1, so that a loop that does not clip shows it.
+        game: ``inclusion`` (DP, add/remove) or ``value`` (FDP, replace-one).
+        k: candidates per canary in the value game (2 for inclusion).
+        null: M₀, the head's coordinates that only noise reaches (default M).
+        expected_batch: the loop's expected batch when its loss is averaged and it is not an Opacus
+            ``DPOptimizer`` (which states it): releases are then in units of the noisy clipped sum.
+    """
+
+    def __init__(self, count: int, *, seed: int = 0, clip_norm: float = 1.0, norm_factor: float = 10.0,
+                 game: str = "inclusion", k: int = 2, null: int | None = None,
+                 expected_batch: float | None = None):
+        if not isinstance(count, int) or not 1 <= count <= MAX_CANARIES:
+            raise BadInputError(f"must be an integer between 1 and {MAX_CANARIES}", "count")
+        if game not in GAMES or (game == "inclusion" and k != 2) or not 2 <= k <= 64:
+            raise BadInputError("inclusion has k = 2; a protected value takes 2 <= k <= 64", "game")
+        if not (math.isfinite(clip_norm) and clip_norm > 0 and math.isfinite(norm_factor) and norm_factor >= 1):
+            raise BadInputError("clip_norm must be positive and norm_factor at least 1", "clip_norm")
+        self.count, self.seed, self.game, self.k = count, int(seed), game, k
+        self.null = count if null is None else int(null)
+        if not 1 <= self.null <= MAX_CANARIES:
+            raise BadInputError(f"must be between 1 and {MAX_CANARIES}", "null")
+        self.magnitude = norm_factor * clip_norm
+        self.secrets = draw_secrets(self.seed, count, k)
+        if game == "inclusion":
+            self.gradients = torch.full((count,), self.magnitude)
+            self.present = torch.as_tensor(self.secrets == 1)
+        else:
+            self.gradients = torch.as_tensor(self.magnitude * candidate_pattern(game, k)[self.secrets],
+                                             dtype=torch.float32)
+            self.present = torch.ones(count, dtype=torch.bool)
+        self.expected_batch = expected_batch
+        self.inputs: CanaryInputs | None = None
+        self.audited: AuditedModule | None = None
+        self.observer: UpdateObserver | None = None
+
+    @classmethod
+    def from_config(cls, config: Any, count: int, game: str | None = None, k: int = 2) -> GradientCanaries:
+        """Canaries for the training a config describes: its seed, clip norm and ``audit.canary_norm_factor``,
+        and the game of its mechanism (value for FDP mechanisms, inclusion otherwise)."""
+        from fdp_audit.audit.one_run.canaries import default_game
+        from fdp_audit.config import Config, load_config
+
+        if not isinstance(config, Config):
+            config = load_config(config)
+        mech = config.mechanism
+        return cls(count, seed=config.seed, clip_norm=mech.clip_norm, norm_factor=config.audit.canary_norm_factor,
+                   game=game or default_game(mech.name), k=k)
+
+    # -- the three calls before training -------------------------------------------------------------------------
+
+    def add_to(self, dataset: Dataset) -> Dataset:
+        """The data set with the canaries that are present appended as ordinary ``(x, y)`` records. A
+        ``TensorDataset`` stays one (so ``dataset[:]`` still works); any other data set is concatenated."""
+        largest, x0, y0 = _scan_magnitude(dataset)
+        if not torch.is_floating_point(x0):
+            raise BadInputError(f"gradient canaries need floating-point inputs; the data set's are {x0.dtype}",
+                                "dataset")
+        self.inputs = CanaryInputs(self.count, tuple(x0.shape), CanaryInputs.base_above(largest))
+        present = torch.nonzero(self.present).flatten()
+        x = self.inputs.inputs(present, x0.dtype)
+        y = torch.zeros(len(present), *y0.shape, dtype=y0.dtype)  # label 0 (canary_head.zero_logit_slope)
+        if isinstance(dataset, TensorDataset) and len(dataset.tensors) == 2:
+            data_x, data_y = dataset.tensors
+            return TensorDataset(torch.cat([data_x, x.to(data_x.device)]), torch.cat([data_y, y.to(data_y.device)]))
+        return ConcatDataset([dataset, TensorDataset(x, y)])
+
+    def wrap(self, module: nn.Module) -> AuditedModule:
+        """The module followed by the canary head (on the module's device). Call after :meth:`add_to`."""
+        if self.inputs is None:
+            raise BadInputError("call add_to(dataset) before wrap(module): the canaries' inputs depend on the data",
+                                "wrap")
+        device = next((p.device for p in module.parameters()), torch.device("cpu"))
+        head = CanaryHead(self.gradients, self.null).to(device)
+        self.audited = AuditedModule(module, self.inputs, head)
+        self.observer = UpdateObserver(head.weight)
+        return self.audited
+
+    def attach(self, optimizer: torch.optim.Optimizer) -> None:
+        """Read the release at every step of every optimizer that holds the head, from now until :meth:`save`
+        (an Opacus ``DPOptimizer`` is read through the optimizer it wraps, when it really steps)."""
+        if self.observer is None:
+            raise BadInputError("call wrap(module) before attach(optimizer)", "attach")
+        inner = getattr(optimizer, "original_optimizer", optimizer)
+        if not self.observer.holds_head(inner):
+            raise BadInputError("the optimizer does not hold the canary head: build it on the wrapped module's "
+                                "parameters (model = canaries.wrap(model) first)", "attach")
+        batch = getattr(optimizer, "expected_batch_size", None)
+        if batch and getattr(optimizer, "loss_reduction", "mean") == "mean":
+            self.observer.scale = float(batch)
+        elif getattr(optimizer, "loss_reduction", None) == "sum":
+            self.observer.scale = 1.0
+        elif self.expected_batch:
+            self.observer.scale = float(self.expected_batch)
+        self.observer.start()
+
+    @contextlib.contextmanager
+    def observing(self) -> Iterator[None]:
+        """Read the release of every optimizer holding the head within the block (for code that builds its own
+        optimizers, as a ``train(module, dataset, seed)`` function does)."""
+        if self.observer is None:
+            raise BadInputError("call wrap(module) first", "observing")
+        if self.expected_batch:
+            self.observer.scale = float(self.expected_batch)
+        with self.observer.active():
+            yield
+
+    # -- after training ------------------------------------------------------------------------------------------
+
+    def release(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(updates [T, M], updates_null [T, M₀], final [M], final_null [M₀])`` observed so far (updates in the
+        direction of the parameters' change, as :mod:`fdp_audit.audit.one_run.guesser` reads them); refuses a
+        training that never stepped an optimizer holding the head, or whose canaries never reached the module."""
+        if self.observer is None or self.audited is None:
+            raise BadInputError("the canaries were never wrapped around a module", "save")
+        if not self.observer.steps:
+            raise BadInputError("no optimizer holding the canary head ever stepped while the canaries were attached: "
+                                "nothing was released (attach the optimizer that trains the wrapped module)", "save")
+        if bool(self.present.any()) and self.audited.marked == 0:
+            raise BadInputError("the canaries never reached the module: the loop must feed the data set's inputs "
+                                "to the wrapped module as they are (no transform, no dropped records)", "save")
+        updates = -self.observer.releases  # the block's change, as the engine releases it: a step lowers the weight
+        final = self.audited.head.weight.detach().float().cpu()
+        return (updates[:, :self.count].contiguous(), updates[:, self.count:].contiguous(),
+                final[:self.count].clone(), final[self.count:].clone())
+
+    def save(self, module: nn.Module, path: str | Path) -> OneRunFiles:
+        """Stop reading the release and write, together or not at all: the module's weights (safetensors, without
+        the head; wrappers such as Opacus's are unwrapped), the release ``<stem>.canary-release.pt`` and the
+        manifest ``<stem>.canaries.json`` (secrets; keep it from the people who train)."""
+        path = Path(path)
+        if path.suffix != ".safetensors":
+            raise BadInputError("the weights are written as safetensors: give a path ending in .safetensors", "path")
+        audited = unwrap(module)
+        if not isinstance(audited, AuditedModule):
+            audited = getattr(module, "module", None) if isinstance(module, nn.Module) else None
+        if audited is not self.audited:
+            raise BadInputError("save the module that wrap() returned (or the wrapper around it)", "module")
+        if self.observer is not None:
+            self.observer.stop()
+        updates, updates_null, final, final_null = self.release()
+        return self._write(path, audited.module, release_bytes(updates, updates_null, final, final_null),
+                           len(updates))
+
+    def _write(self, path: Path, module: nn.Module, release: bytes, steps: int) -> OneRunFiles:
+        from safetensors.torch import save
+
+        release_path, manifest_path = canary_paths(path)
+        release_sha256 = hashlib.sha256(release).hexdigest()
+        tensors = {name: value.detach().cpu().contiguous().clone() for name, value in module.state_dict().items()}
+        weights = save(tensors, metadata={RELEASE_METADATA_KEY: release_sha256})
+        manifest = {"kind": "gradient", "source": "user_loop", "game": self.game, "k": self.k, "count": self.count,
+                    "null": self.null, "seed": self.seed, "magnitude": self.magnitude, "steps": steps,
+                    "update_scale": None if self.observer is None else self.observer.scale,
+                    "secrets": [int(s) for s in self.secrets], "release": release_path.name,
+                    "release_sha256": release_sha256, "checkpoint_sha256": hashlib.sha256(weights).hexdigest()}
+        with all_or_nothing():
+            atomic_write_bytes(path, weights)
+            write_release(release_path, release)
+            write_manifest(manifest_path, manifest)
+        return OneRunFiles(path, release_path, manifest_path, steps)
+
