@@ -336,7 +336,6 @@ def _check_manifest(manifest: dict[str, Any], audited: _Audited, external: bool)
                   else "input canaries inserted before training name no weights")
         raise BadInputError(reason, "manifest.checkpoint_sha256")
     check_seed(manifest, audited.seed, "config's" if external else "checkpoint's")
-    check_bound_release(manifest, audited.bound_release, "these weights")
     if "mechanism" in manifest and manifest["mechanism"] != audited.mechanism:
         raise BadInputError(f"mechanism differs from the {'config' if external else 'checkpoint'}'s",
                             "manifest.mechanism")
@@ -355,6 +354,7 @@ def audit_with_canaries(checkpoint: Path, manifest_path: Path, alpha: float, fam
     secrets = np.asarray(manifest["secrets"])
     if kind == "gradient":
         release = read_release(manifest_path.with_name(manifest["release"]), manifest)
+        check_bound_release(manifest, audited.bound_release, "the weights were")
         threat = threat_scores(release, candidate_pattern(game, k))
     else:
         threat = {"final_model": _input_canary_scores(checkpoint, manifest, external)}

@@ -197,13 +197,14 @@ def check_seed(manifest: dict[str, Any], seed: int, where: str) -> None:
                             "belong to another training", "manifest.seed")
 
 
-def check_bound_release(manifest: dict[str, Any], bound: object, where: str) -> None:
-    """The weights name the release they were trained with; it must be the manifest's."""
+def check_bound_release(manifest: dict[str, Any], bound: object, weights: str) -> None:
+    """The weights name the release they were trained with; it must be the manifest's (``weights``: how the
+    message names them, e.g. "the checkpoint was")."""
     if manifest.get("version", 1) < 2 or manifest["kind"] != "gradient":
         return
     if bound != manifest["release_sha256"]:
-        raise BadInputError(f"the release named by the manifest is not the one {where} was trained with (the "
-                            "release or the manifest was replaced)", "manifest.release_sha256")
+        raise BadInputError(f"the release named by the manifest is not the one {weights} trained with (the release "
+                            "or the manifest was replaced)", "manifest.release_sha256")
 
 
 def read_release(path: Path, manifest: dict[str, Any]) -> Release:

@@ -1,0 +1,164 @@
+"""The Python API for the user's own training job (fdp_audit/audit/one_run/loop.py, docs/one_run.md): what each call
+does, what it refuses, the files it writes, and the two examples (Opacus, plain PyTorch) run and audited as a user
+would."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors import safe_open
+from torch import nn
+from torch.utils.data import Dataset, TensorDataset
+
+import fdp_audit
+from fdp_audit.audit.one_run.loop import RELEASE_METADATA_KEY, GradientCanaries
+from fdp_audit.audit.one_run.manifest import read_manifest, read_release
+from fdp_audit.errors import BadInputError
+
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLES = REPO / "examples" / "one_run"
+
+
+def _data(n: int = 60, d: int = 4) -> TensorDataset:
+    generator = torch.Generator().manual_seed(0)
+    return TensorDataset(torch.randn(n, d, generator=generator), torch.randint(0, 2, (n,), generator=generator))
+
+
+class _Listed(Dataset):
+    """A data set that is not a TensorDataset."""
+
+    def __init__(self, data: TensorDataset):
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i):
+        return self.data[i]
+
+
+def test_the_public_name_is_the_api():
+    assert fdp_audit.GradientCanaries is GradientCanaries
+
+
+def test_add_to_appends_the_canaries_present_above_the_data():
+    canaries = GradientCanaries(40, seed=3)
+    data = _data()
+    widened = canaries.add_to(data)
+    present = int(canaries.present.sum())
+    assert isinstance(widened, TensorDataset) and len(widened) == 60 + present
+    x, y = widened[:]
+    assert x[60:].min() > data.tensors[0].abs().max() and (y[60:] == 0).all()
+    assert (canaries.inputs.indices(x[60:]) == torch.nonzero(canaries.present).flatten()).all()
+    assert (canaries.inputs.indices(x[:60]) == -1).all()
+    listed = GradientCanaries(40, seed=3).add_to(_Listed(data))
+    assert len(listed) == 60 + present and torch.equal(listed[60 + present - 1][0], x[-1])
+
+
+def test_the_value_game_puts_every_canary_in_with_its_signed_gradient():
+    canaries = GradientCanaries(30, game="value", k=3, clip_norm=0.5, norm_factor=4.0)
+    assert bool(canaries.present.all())
+    torch.testing.assert_close(canaries.gradients, 2.0 * (torch.as_tensor(canaries.secrets).float() - 1.0))
+
+
+def test_calls_out_of_order_or_on_the_wrong_objects_are_refused():
+    canaries = GradientCanaries(10)
+    with pytest.raises(BadInputError, match="add_to"):
+        canaries.wrap(nn.Linear(4, 2))
+    with pytest.raises(BadInputError, match="floating-point"):
+        canaries.add_to(TensorDataset(torch.zeros(5, 3, dtype=torch.long), torch.zeros(5, dtype=torch.long)))
+    canaries.add_to(_data())
+    model = canaries.wrap(nn.Linear(4, 2))
+    with pytest.raises(BadInputError, match="does not hold the canary head"):
+        canaries.attach(torch.optim.SGD(model.module.parameters(), lr=0.1))
+    with pytest.raises(BadInputError, match="safetensors"):
+        canaries.save(model, "model.pt")
+    for bad in ({"count": 0}, {"count": 5, "game": "value", "k": 1}, {"count": 5, "clip_norm": -1.0}):
+        with pytest.raises(BadInputError):
+            GradientCanaries(**bad)
+
+
+def _sgd_loop(model: nn.Module, dataset: TensorDataset, optimizer: torch.optim.Optimizer, steps: int) -> None:
+    x, y = dataset[:]
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(steps):
+        batch = torch.rand(len(x), generator=generator) < 0.5
+        optimizer.zero_grad()
+        nn.functional.cross_entropy(model(x[batch]), y[batch], reduction="sum").backward()
+        optimizer.step()
+
+
+def test_save_writes_weights_release_and_manifest_bound_together(tmp_path):
+    canaries = GradientCanaries(50, seed=2, null=20)
+    dataset = canaries.add_to(_data())
+    torch.manual_seed(0)
+    model = canaries.wrap(nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    canaries.attach(optimizer)
+    _sgd_loop(model, dataset, optimizer, 7)
+    files = canaries.save(model, tmp_path / "model.safetensors")
+    assert files.steps == 7 and files.release.name == "model.canary-release.pt"
+    manifest = read_manifest(files.manifest)
+    assert (manifest["source"], manifest["count"], manifest["null"], manifest["steps"]) == ("user_loop", 50, 20, 7)
+    with safe_open(str(files.weights), "pt") as weights:
+        assert set(weights.keys()) == {"0.weight", "0.bias", "2.weight", "2.bias"}
+        assert weights.metadata()[RELEASE_METADATA_KEY] == manifest["release_sha256"]
+    release = read_release(files.release, manifest)
+    # unclipped, unnoised, summed: every step moves each present canary by −lr·g (g = 10·C) when sampled, and
+    # never an absent canary or a null coordinate; the release is the change per unit learning rate
+    sampled = release.updates[:, canaries.present.numpy()]
+    assert set(sampled.round(4).flatten().tolist()) <= {0.0, -10.0} and (sampled == -10.0).any()
+    assert (release.updates[:, ~canaries.present.numpy()] == 0).all() and (release.updates_null == 0).all()
+    torch.testing.assert_close(torch.as_tensor(release.final), 0.1 * torch.as_tensor(release.updates).sum(0),
+                               check_dtype=False)
+    assert canaries.observer.steps == 7 and not canaries.observer._handles  # saving stops the observation
+
+
+def test_a_loop_that_never_steps_or_never_shows_the_canaries_writes_nothing(tmp_path):
+    for loop in ("never_steps", "transforms_inputs"):
+        canaries = GradientCanaries(20)
+        dataset = canaries.add_to(_data())
+        model = canaries.wrap(nn.Linear(4, 2))
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        canaries.attach(optimizer)
+        x, y = dataset[:]
+        if loop == "transforms_inputs":
+            nn.functional.cross_entropy(model(x / 2), y).backward()
+            optimizer.step()
+        with pytest.raises(BadInputError, match="ever stepped" if loop == "never_steps" else "never reached"):
+            canaries.save(model, tmp_path / "model.safetensors")
+        assert list(tmp_path.iterdir()) == []
+
+
+def _run(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    return subprocess.run([str(a) for a in argv], cwd=cwd, capture_output=True, text=True, env=env, timeout=600)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", ["opacus_script.py", "plain_pytorch.py"])
+def test_the_examples_train_and_pass_their_one_run_audit(script, tmp_path):
+    """As docs/one_run.md says to run them. A correct loop fails with probability at most α = 0.05 over seeds
+    (the f-DP test's level); these seeds pass."""
+    if script == "opacus_script.py":
+        pytest.importorskip("opacus")
+    weights = tmp_path / "model.safetensors"
+    trained = _run(sys.executable, script, "audit.yaml", weights, cwd=EXAMPLES)
+    assert trained.returncode == 0, trained.stderr
+    audited = _run(sys.executable, "-m", "fdp_audit", "audit", weights, "--config", EXAMPLES / "audit.yaml",
+                   "--canaries", tmp_path / "model.canaries.json", "--out", tmp_path / "out", cwd=tmp_path)
+    assert audited.returncode == 0 and "PASS" in audited.stdout, audited.stdout + audited.stderr
+    section = json.loads((tmp_path / "out" / "results.json").read_text())["one_run"]
+    assert section["released_steps"] == 20 and section["canaries"] == 1000
+
+
+def test_the_opacus_example_adds_at_most_ten_lines():
+    added = [line for line in (EXAMPLES / "opacus_script.py").read_text().splitlines()
+             if line.rstrip().endswith("# one-run audit") or "# one-run audit:" in line]
+    assert 1 <= len(added) <= 10
