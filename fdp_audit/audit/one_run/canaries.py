@@ -52,9 +52,11 @@ from fdp_audit.audit.one_run.manifest import (
     EXTERNAL_DIGEST,
     GAMES,
     MAX_CANARIES,
+    RELEASE_METADATA_KEY,
     canary_paths,
     check_bound_release,
     check_seed,
+    default_game,
     draw_secrets,
     read_manifest,
     read_release,
@@ -89,11 +91,6 @@ if TYPE_CHECKING:
 KINDS = ("gradient", "record", "crafted")
 RELEASE_DIGEST_KEY = "canary_release_sha256"  # the checkpoint metadata entry binding the release
 INFORMATIONAL = "INFORMATIONAL"
-
-
-def default_game(mechanism: str) -> str:
-    """FDP mechanisms (ℓ_priv = ℓ - ℓ_pub∘Ψ) protect a protected value; the others membership."""
-    return "value" if MECHANISMS[mechanism].recipe.private_loss == "decomposed" else "inclusion"
 
 
 def _check_game(game: str, k: int, where: str) -> None:
@@ -287,8 +284,6 @@ def insert_record_canaries(config: Config, count: int, manifest_path: Path, game
 def weights_release_digest(path: Path) -> str | None:
     """The release digest a safetensors file's header names (:meth:`GradientCanaries.save`), if any."""
     from safetensors import safe_open
-
-    from fdp_audit.audit.one_run.loop import RELEASE_METADATA_KEY
 
     if path.suffix != ".safetensors":
         return None

@@ -44,7 +44,9 @@ from fdp_audit.audit.one_run.guesser import candidate_pattern
 from fdp_audit.audit.one_run.manifest import (
     GAMES,
     MAX_CANARIES,
+    RELEASE_METADATA_KEY,
     canary_paths,
+    default_game,
     draw_secrets,
     release_bytes,
     write_manifest,
@@ -52,7 +54,6 @@ from fdp_audit.audit.one_run.manifest import (
 )
 from fdp_audit.errors import BadInputError
 
-RELEASE_METADATA_KEY = "fdp_audit_canary_release_sha256"  # the safetensors header entry binding the release
 SCAN_BATCH = 4096
 
 
@@ -124,7 +125,6 @@ class GradientCanaries:
     def from_config(cls, config: Any, count: int, game: str | None = None, k: int = 2) -> GradientCanaries:
         """Canaries for the training a config describes: its seed, clip norm and ``audit.canary_norm_factor``,
         and the game of its mechanism (value for FDP mechanisms, inclusion otherwise)."""
-        from fdp_audit.audit.one_run.canaries import default_game
         from fdp_audit.config import Config, load_config
 
         if not isinstance(config, Config):

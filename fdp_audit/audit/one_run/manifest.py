@@ -35,6 +35,7 @@ from fdp_audit.bounded_read import bounded_json_integer, read_bounded
 from fdp_audit.errors import BadInputError
 from fdp_audit.training import streams
 from fdp_audit.training.checkpoint import MAX_CHECKPOINT_BYTES, load_torch_file
+from fdp_audit.training.mechanisms import MECHANISMS
 
 MANIFEST_FORMAT = "fdp-audit canary manifest"
 MANIFEST_VERSION = 2  # version 1: written before the manifest bound the release into the weights and the steps
@@ -47,6 +48,7 @@ GAMES = ("inclusion", "value")
 KINDS = ("gradient", "record", "crafted")  # record: copies of population rows; crafted: records made to be memorised
 SOURCES = ("engine", "user_loop")  # who trained with gradient canaries: fdp-audit's engine or the user's own loop
 EXTERNAL_DIGEST = "external"  # the manifest of input canaries inserted before the weights existed
+RELEASE_METADATA_KEY = "fdp_audit_canary_release_sha256"  # a safetensors header entry binding weights to a release
 RELEASE_KEYS = {"format_version", "final", "final_null", "updates", "updates_public", "updates_null"}
 
 
@@ -55,6 +57,11 @@ def draw_secrets(seed: int, count: int, k: int) -> np.ndarray:
     keys = streams.model_keys(seed, torch.tensor([SECRET_MODEL_INDEX]))
     u = streams.uniform(keys, 0, streams.Stream.GAME, count)[0].double().numpy()
     return np.minimum((u * k).astype(np.int64), k - 1)
+
+
+def default_game(mechanism: str) -> str:
+    """FDP mechanisms (ℓ_priv = ℓ - ℓ_pub∘Ψ) protect a protected value; the others membership."""
+    return "value" if MECHANISMS[mechanism].recipe.private_loss == "decomposed" else "inclusion"
 
 
 def relation_of(game: str) -> str:

@@ -17,8 +17,8 @@ from torch import nn
 from torch.utils.data import Dataset, TensorDataset
 
 import fdp_audit
-from fdp_audit.audit.one_run.loop import RELEASE_METADATA_KEY, GradientCanaries
-from fdp_audit.audit.one_run.manifest import read_manifest, read_release
+from fdp_audit.audit.one_run.loop import GradientCanaries
+from fdp_audit.audit.one_run.manifest import RELEASE_METADATA_KEY, read_manifest, read_release
 from fdp_audit.errors import BadInputError
 
 REPO = Path(__file__).resolve().parents[3]

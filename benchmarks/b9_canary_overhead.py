@@ -1,0 +1,134 @@
+"""B9 (docs/one_run.md): what M = 10,000 gradient canaries cost the user's own training.
+
+The user's training: Opacus's MNIST example as its tutorials write it (``make_private``, Poisson sampling,
+per-example gradients by hooks, SGD) — its CNN (two convolutions, two linear layers, 26,010 parameters) on the
+60,000 Fashion-MNIST training images, expected batch 256, z = 1, C = 1 — for ``STEPS`` steps. The same script
+with the lines of docs/one_run.md added (``GradientCanaries(10_000)``: 10,000 canaries, about half of them
+records of the data set, 10,000 null coordinates; ``add_to``, ``wrap``, ``attach``, ``save``) is timed against it
+side by side: each run is a fresh process (so that peak memory is its own), the two alternating for ``ROUNDS``
+rounds.
+
+Records: ``b9_canary_overhead_time`` (seconds from the data set in memory to the weights written: the canaries'
+set-up, the steps, and the release and manifest beside the weights) and ``b9_canary_overhead_memory`` (peak
+resident memory of the process; on CUDA the peak allocated on the device), each with ratio = with / without
+canaries. The budget is 1.2 for both. ``python -m benchmarks.b9_canary_overhead --device cuda`` measures on the GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from benchmarks.timing import Record, ratio_record
+from fdp_audit.atomic_io import atomic_write_bytes
+
+CANARIES = 10_000
+STEPS = 40
+ROUNDS = 3
+BATCH = 256
+
+
+def make_cnn() -> nn.Module:
+    """Opacus's MNIST example network (28×28 inputs, 10 classes)."""
+    return nn.Sequential(nn.Conv2d(1, 16, 8, 2, padding=3), nn.ReLU(), nn.MaxPool2d(2, 1),
+                         nn.Conv2d(16, 32, 4, 2), nn.ReLU(), nn.MaxPool2d(2, 1), nn.Flatten(),
+                         nn.Linear(32 * 4 * 4, 32), nn.ReLU(), nn.Linear(32, 10))
+
+
+def _train(canaries: bool, device: str, out: Path) -> dict[str, float]:
+    """One training as the user's script runs it; the seconds from the data set to the weights written."""
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from fdp_audit.audit.one_run.loop import GradientCanaries
+    from fdp_audit.data.images import load_fashion_mnist
+
+    images = load_fashion_mnist()
+    train_set = TensorDataset(torch.as_tensor(images.images)[:, None], torch.as_tensor(images.labels))
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    start = time.perf_counter()
+    if canaries:
+        audit = GradientCanaries(CANARIES, seed=0)
+        train_set = audit.add_to(train_set)
+    torch.manual_seed(0)
+    model = make_cnn().to(device)
+    if canaries:
+        model = audit.wrap(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.25)
+    loader = DataLoader(train_set, batch_size=BATCH, generator=torch.Generator().manual_seed(0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model, optimizer, loader = PrivacyEngine().make_private(
+            module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0)
+        if canaries:
+            audit.attach(optimizer)
+        criterion = nn.CrossEntropyLoss()
+        for step, (x, y) in enumerate(loader):
+            if step == STEPS:
+                break
+            optimizer.zero_grad()
+            criterion(model(x.to(device)), y.to(device)).backward()
+            optimizer.step()
+    if canaries:
+        audit.save(model, out / "model.safetensors")
+    else:
+        buffer = io.BytesIO()
+        torch.save(model._module.state_dict(), buffer)  # noqa: SLF001 - the user's own weights
+        atomic_write_bytes(out / "model.pt", buffer.getvalue())
+    if device == "cuda":
+        torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    peak = (torch.cuda.max_memory_allocated() if device == "cuda"
+            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    return {"seconds": seconds, "peak_bytes": float(peak)}
+
+
+def _child(canaries: bool, device: str) -> dict[str, float]:
+    with tempfile.TemporaryDirectory() as folder:
+        command = [sys.executable, "-m", "benchmarks.b9_canary_overhead", "--child",
+                   "with" if canaries else "without", "--device", device, "--out", folder]
+        done = subprocess.run(command, capture_output=True, text=True, check=True,
+                              cwd=Path(__file__).resolve().parents[1], env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def run(device: str = "cpu") -> list[Record]:
+    samples: dict[bool, list[dict[str, float]]] = {True: [], False: []}
+    for _ in range(ROUNDS):
+        for canaries in (False, True):
+            samples[canaries].append(_child(canaries, device))
+    extra = {"device": device, "canaries": CANARIES, "steps": STEPS, "batch": BATCH, "budget": 1.2}
+    return [ratio_record("b9_canary_overhead_time", [s["seconds"] for s in samples[True]],
+                         [s["seconds"] for s in samples[False]], unit="s", scale=1.0, **extra),
+            ratio_record("b9_canary_overhead_memory", [s["peak_bytes"] for s in samples[True]],
+                         [s["peak_bytes"] for s in samples[False]], unit="MiB", scale=1 / 2 ** 20, **extra)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--child", choices=("with", "without"))
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(_train(args.child == "with", args.device, Path(args.out))))
+        return
+    for record in run(args.device):
+        print(json.dumps(record))
+
+
+if __name__ == "__main__":
+    main()
