@@ -1,5 +1,6 @@
-"""Train the plain PyTorch DP-SGD loop outside fdp-audit and save its weights as safetensors, with record canaries
-inserted into the training data for a one-run audit:
+"""Train the plain PyTorch DP-SGD loop outside fdp-audit and save its weights as safetensors, with crafted input
+canaries inserted into the training data for a one-run audit of the final weights (docs/one_run.md; one_run.py
+audits every update with gradient canaries instead):
 
     python examples/plain_dp_sgd/train_and_save.py configs/plain_dp_sgd.yaml model.safetensors 100
     fdp-audit audit model.safetensors --config configs/plain_dp_sgd.yaml                      # checkpoint audit

@@ -19,7 +19,7 @@ CONFIG = REPO / "configs" / "plain_dp_sgd.yaml"
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory) -> Path:
-    """The example script: record canaries inserted by fdp-audit, the plain DP-SGD loop, safetensors out."""
+    """The example script: crafted input canaries inserted by fdp-audit, the plain DP-SGD loop, safetensors out."""
     out = tmp_path_factory.mktemp("weights") / "model.safetensors"
     main = load_function(f"{REPO / 'examples' / 'plain_dp_sgd' / 'train_and_save.py'}:main", "example")
     main(str(CONFIG), str(out), 60)

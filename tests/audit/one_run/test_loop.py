@@ -22,7 +22,8 @@ from fdp_audit.audit.one_run.manifest import RELEASE_METADATA_KEY, read_manifest
 from fdp_audit.errors import BadInputError
 
 REPO = Path(__file__).resolve().parents[3]
-EXAMPLES = REPO / "examples" / "one_run"
+EXAMPLES = {"opacus": (REPO / "examples" / "opacus" / "one_run.py", REPO / "configs" / "opacus_one_run.yaml"),
+            "plain_dp_sgd": (REPO / "examples" / "plain_dp_sgd" / "one_run.py", REPO / "configs" / "plain_dp_sgd.yaml")}
 
 
 def _data(n: int = 60, d: int = 4) -> TensorDataset:
@@ -142,23 +143,24 @@ def _run(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", ["opacus_script.py", "plain_pytorch.py"])
-def test_the_examples_train_and_pass_their_one_run_audit(script, tmp_path):
+@pytest.mark.parametrize(("example", "steps"), [("opacus", 20), ("plain_dp_sgd", 10)])
+def test_the_examples_train_and_pass_their_one_run_audit(example, steps, tmp_path):
     """As docs/one_run.md says to run them. A correct loop fails with probability at most α = 0.05 over seeds
     (the f-DP test's level); these seeds pass."""
-    if script == "opacus_script.py":
+    if example == "opacus":
         pytest.importorskip("opacus")
+    script, config = EXAMPLES[example]
     weights = tmp_path / "model.safetensors"
-    trained = _run(sys.executable, script, "audit.yaml", weights, cwd=EXAMPLES)
+    trained = _run(sys.executable, script, config, weights, cwd=script.parent)
     assert trained.returncode == 0, trained.stderr
-    audited = _run(sys.executable, "-m", "fdp_audit", "audit", weights, "--config", EXAMPLES / "audit.yaml",
+    audited = _run(sys.executable, "-m", "fdp_audit", "audit", weights, "--config", config,
                    "--canaries", tmp_path / "model.canaries.json", "--out", tmp_path / "out", cwd=tmp_path)
     assert audited.returncode == 0 and "PASS" in audited.stdout, audited.stdout + audited.stderr
     section = json.loads((tmp_path / "out" / "results.json").read_text())["one_run"]
-    assert section["released_steps"] == 20 and section["canaries"] == 1000
+    assert section["released_steps"] == steps and section["canaries"] == 1000
 
 
-def test_the_opacus_example_adds_at_most_ten_lines():
-    added = [line for line in (EXAMPLES / "opacus_script.py").read_text().splitlines()
-             if line.rstrip().endswith("# one-run audit") or "# one-run audit:" in line]
+@pytest.mark.parametrize("example", ["opacus", "plain_dp_sgd"])
+def test_the_examples_add_at_most_ten_lines(example):
+    added = [line for line in EXAMPLES[example][0].read_text().splitlines() if "# one-run audit" in line]
     assert 1 <= len(added) <= 10

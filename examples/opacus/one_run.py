@@ -1,8 +1,8 @@
 """An Opacus training script in the style of Opacus's tutorials, audited in one run: the six lines marked
 ``# one-run audit`` are all it adds (docs/one_run.md).
 
-    python examples/one_run/opacus_script.py examples/one_run/audit.yaml model.safetensors
-    fdp-audit audit model.safetensors --config examples/one_run/audit.yaml --canaries model.canaries.json
+    python examples/opacus/one_run.py configs/opacus_one_run.yaml model.safetensors
+    fdp-audit audit model.safetensors --config configs/opacus_one_run.yaml --canaries model.canaries.json
 
 The config states the claim audited: z and C as given to ``make_private``, the sample rate Opacus's Poisson
 loader uses (1 / the loader's length) and the steps of EPOCHS epochs, on the data set with its canaries."""
