@@ -315,7 +315,7 @@ def _evaluate_released_steps(row: dict[str, Any], level: float, where: str) -> d
 
 
 def _restate_released_steps(row: dict[str, Any], claim: Claim, config: Config, where: str) -> None:
-    steps = config.mechanism.steps
+    steps = claim.steps
     if _int(row, "steps", where) != steps:
         raise BadInputError(f"{row['steps']} is not the stated mechanism's {steps}", f"{where}.steps")
 

@@ -124,11 +124,19 @@ class GradientCanaries:
     @classmethod
     def from_config(cls, config: Any, count: int, game: str | None = None, k: int = 2) -> GradientCanaries:
         """Canaries for the training a config describes: its seed, clip norm and ``audit.canary_norm_factor``,
-        and the game of its mechanism (value for FDP mechanisms, inclusion otherwise)."""
-        from fdp_audit.config import Config, load_config
+        and the game of its mechanism (value for FDP mechanisms, inclusion otherwise).
 
-        if not isinstance(config, Config):
-            config = load_config(config)
+        Args:
+            config: the config that will audit the training (a ``Config``, a mapping or a YAML path).
+            count: M, the number of canaries.
+            game: ``inclusion`` or ``value`` (default: by the mechanism).
+            k: candidates per canary in the value game.
+
+        Returns:
+            The canaries, not yet added to a data set."""
+        from fdp_audit.api import as_config
+
+        config = as_config(config)
         mech = config.mechanism
         return cls(count, seed=config.seed, clip_norm=mech.clip_norm, norm_factor=config.audit.canary_norm_factor,
                    game=game or default_game(mech.name), k=k)

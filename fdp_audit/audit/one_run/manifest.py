@@ -33,9 +33,9 @@ from fdp_audit.audit.integrity import HMAC_KEY_VARIABLE, hmac_key, keyed_digest,
 from fdp_audit.audit.one_run.guesser import Release
 from fdp_audit.bounded_read import bounded_json_integer, read_bounded
 from fdp_audit.errors import BadInputError
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import streams
 from fdp_audit.training.checkpoint import MAX_CHECKPOINT_BYTES, load_torch_file
-from fdp_audit.training.mechanisms import MECHANISMS
 
 MANIFEST_FORMAT = "fdp-audit canary manifest"
 MANIFEST_VERSION = 2  # version 1: written before the manifest bound the release into the weights and the steps
