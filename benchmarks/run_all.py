@@ -1,5 +1,6 @@
-"""``make bench``: run B1–B6 (docs/training.md), B8 (docs/cluster.md) and B9 (every command's fixed start cost,
-docs/api.md); print one JSON line per benchmark record.
+"""``make bench``: run B1–B6 (docs/training.md), B8 (docs/cluster.md), B9 (every command's fixed start cost,
+docs/api.md) and B10 (the overhead of gradient canaries on the user's training, docs/one_run.md); print one JSON
+line per benchmark record.
 
 Each module ``benchmarks.<name>`` has ``run()`` returning a record or a list of records
 (``{"name", "ours", "baseline", "ratio", "unit", "n", "spread"}`` and optional extras). A benchmark that
@@ -18,7 +19,7 @@ import traceback
 from benchmarks.timing import Record, error_record
 
 BENCHMARKS = ("b1_step", "b2_batched", "b3_accounting", "b4_profiles", "b5_demo", "b6_modules", "b8_dask", "image_step",
-              "image_batched", "b9_start")
+              "image_batched", "b9_start", "b10_canary_overhead")
 
 
 def _records(module_name: str) -> list[Record]:

@@ -80,13 +80,11 @@ class CanaryInputs:
         """``[len(indices), *shape]``: the inputs of those canaries."""
         indices = torch.as_tensor(indices, dtype=torch.long)
         remaining = indices.clone()
-        digits = torch.empty(len(indices), self.digits, dtype=torch.float64)
+        flat = torch.full((len(indices), self.size), self.base, dtype=dtype)  # b + digit is exact in ``dtype``
         for j in range(self.digits):
-            digits[:, j] = (remaining % self.radix).double()
+            flat[:, j] += (remaining % self.radix).to(dtype)
             remaining //= self.radix
-        flat = torch.full((len(indices), self.size), self.base, dtype=torch.float64)
-        flat[:, :self.digits] += digits
-        return flat.to(dtype).reshape(len(indices), *self.shape)
+        return flat.reshape(len(indices), *self.shape)
 
     def indices(self, x: torch.Tensor) -> torch.Tensor:
         """``[B]``: the canary index of each input of the batch ``x`` (``[B, *shape]``), −1 for every other input.

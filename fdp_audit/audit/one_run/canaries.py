@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -202,21 +202,12 @@ def _train_gradient_canaries(config: Config, data: PreparedData, game: str, k: i
 
 def _train_user_loop(config: Config, data: PreparedData, count: int, out: Path, seed: int, game: str, k: int
                      ) -> CanaryTraining:
-    """One training of the user's loop with gradient canaries (:mod:`fdp_audit.audit.one_run.loop`)."""
-    from fdp_audit.audit.one_run.loop import GradientCanaries
-    from fdp_audit.audit.user_training import user_trainer
+    """One training of the user's loop with gradient canaries (:mod:`fdp_audit.audit.one_run.loop`), its files
+    written beside ``out`` (safetensors weights)."""
+    from fdp_audit.audit.one_run.loop import run_user_loop
 
-    if out.suffix != ".safetensors":
-        out = out.with_suffix(".safetensors")
-    trainer = user_trainer(config, build_problem(config, data))
-    canaries = GradientCanaries.from_config(replace(config, seed=seed), count, game, k)
-    canaries.expected_batch = trainer.update_scale
-    dataset = canaries.add_to(TensorDataset(trainer.x, trainer.y))
-    audited = canaries.wrap(trainer.fresh_module(seed))
-    with canaries.observing():
-        trained = trainer.train_once(audited, dataset, seed)
-    trainer.returned_params(trained, audited)
-    files = canaries.save(trained, out)
+    canaries, trained = run_user_loop(config, data, count, seed, game, k)
+    files = canaries.save(trained, out if out.suffix == ".safetensors" else out.with_suffix(".safetensors"))
     metadata = {"mechanism": config.mechanism.name, "seed": seed, "steps": files.steps}
     return CanaryTraining(files.weights, files.release, files.manifest, None, metadata)
 

@@ -30,17 +30,17 @@ import contextlib
 import hashlib
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
-from torch.utils.data import ConcatDataset, DataLoader, Dataset, TensorDataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from fdp_audit.atomic_io import all_or_nothing, atomic_write_bytes
 from fdp_audit.audit.canary_head import AuditedModule, CanaryHead, CanaryInputs, UpdateObserver, unwrap
-from fdp_audit.audit.one_run.guesser import candidate_pattern
+from fdp_audit.audit.one_run.guesser import Release, candidate_pattern
 from fdp_audit.audit.one_run.manifest import (
     GAMES,
     MAX_CANARIES,
@@ -52,7 +52,9 @@ from fdp_audit.audit.one_run.manifest import (
     write_manifest,
     write_release,
 )
+from fdp_audit.audit.user_training import user_trainer
 from fdp_audit.errors import BadInputError
+from fdp_audit.training.run import build_problem
 
 SCAN_BATCH = 4096
 
@@ -67,16 +69,55 @@ class OneRunFiles:
     steps: int
 
 
+def _largest_magnitude(x: torch.Tensor) -> float:
+    """max |x| without a temporary the size of ``x`` (a data set can be most of the memory)."""
+    if not x.numel():
+        return 0.0
+    low, high = torch.aminmax(x)
+    return max(-float(low), float(high))
+
+
 def _scan_magnitude(dataset: Dataset) -> tuple[float, torch.Tensor, torch.Tensor]:
     """The largest magnitude of the data set's inputs, and its first input and label (shape and dtypes)."""
     if isinstance(dataset, TensorDataset):
         x, y = dataset.tensors[0], dataset.tensors[1]
-        return (float(x.abs().max()) if len(x) else 0.0), x[0], y[0]
+        return _largest_magnitude(x), x[0], y[0]
     largest = 0.0
     for x, _ in DataLoader(dataset, batch_size=SCAN_BATCH):
-        largest = max(largest, float(torch.as_tensor(x).abs().max()))
+        largest = max(largest, _largest_magnitude(torch.as_tensor(x)))
     x0, y0 = dataset[0]
     return largest, torch.as_tensor(x0), torch.as_tensor(y0)
+
+
+class WithCanaries(Dataset):
+    """A data set followed by the canary records present, without copying it. Indexed by an integer it returns
+    one ``(x, y)``; by a slice, a sequence or a tensor of indices (``dataset[:]``, as a ``TensorDataset`` allows)
+    the stacked inputs and labels of those records."""
+
+    def __init__(self, data: Dataset, x: torch.Tensor, y: torch.Tensor):
+        self.data, self.x, self.y, self.n = data, x, y, len(data)
+
+    def __len__(self) -> int:
+        return self.n + len(self.x)
+
+    def __getitem__(self, index):
+        if isinstance(index, int) or (isinstance(index, torch.Tensor) and index.dim() == 0):
+            i = int(index) + (len(self) if int(index) < 0 else 0)
+            if not 0 <= i < len(self):
+                raise IndexError(f"index {int(index)} out of range for {len(self)} records")
+            return self.data[i] if i < self.n else (self.x[i - self.n], self.y[i - self.n])
+        rows = torch.arange(len(self))[index]
+        records, canaries = rows[rows < self.n], rows[rows >= self.n] - self.n
+        if isinstance(self.data, TensorDataset):
+            xs, ys = self.data.tensors[0][records], self.data.tensors[1][records]
+        else:
+            pairs = [self.data[int(i)] for i in records]
+            xs = torch.stack([torch.as_tensor(p[0]) for p in pairs]) if pairs else self.x[:0]
+            ys = torch.stack([torch.as_tensor(p[1]) for p in pairs]) if pairs else self.y[:0]
+        order = torch.argsort(torch.cat([torch.nonzero(rows < self.n).flatten(),
+                                         torch.nonzero(rows >= self.n).flatten()]))
+        return (torch.cat([xs, self.x[canaries].to(xs.device)])[order],
+                torch.cat([ys, self.y[canaries].to(ys.device)])[order])
 
 
 class GradientCanaries:
@@ -127,25 +168,25 @@ class GradientCanaries:
         and the game of its mechanism (value for FDP mechanisms, inclusion otherwise).
 
         Args:
-            config: the config that will audit the training (a ``Config``, a mapping or a YAML path).
+            config: the config that will audit the training (a ``Config`` or a YAML path).
             count: M, the number of canaries.
             game: ``inclusion`` or ``value`` (default: by the mechanism).
             k: candidates per canary in the value game.
 
         Returns:
             The canaries, not yet added to a data set."""
-        from fdp_audit.api import as_config
+        from fdp_audit.config import Config, load_config
 
-        config = as_config(config)
+        config = config if isinstance(config, Config) else load_config(config)
         mech = config.mechanism
         return cls(count, seed=config.seed, clip_norm=mech.clip_norm, norm_factor=config.audit.canary_norm_factor,
                    game=game or default_game(mech.name), k=k)
 
     # -- the three calls before training -------------------------------------------------------------------------
 
-    def add_to(self, dataset: Dataset) -> Dataset:
-        """The data set with the canaries that are present appended as ordinary ``(x, y)`` records. A
-        ``TensorDataset`` stays one (so ``dataset[:]`` still works); any other data set is concatenated."""
+    def add_to(self, dataset: Dataset) -> WithCanaries:
+        """The data set with the canaries that are present appended as ordinary ``(x, y)`` records, without a copy
+        of the data (:class:`WithCanaries`: indexed as a ``TensorDataset`` is, so ``dataset[:]`` still works)."""
         largest, x0, y0 = _scan_magnitude(dataset)
         if not torch.is_floating_point(x0):
             raise BadInputError(f"gradient canaries need floating-point inputs; the data set's are {x0.dtype}",
@@ -154,10 +195,7 @@ class GradientCanaries:
         present = torch.nonzero(self.present).flatten()
         x = self.inputs.inputs(present, x0.dtype)
         y = torch.zeros(len(present), *y0.shape, dtype=y0.dtype)  # label 0 (canary_head.zero_logit_slope)
-        if isinstance(dataset, TensorDataset) and len(dataset.tensors) == 2:
-            data_x, data_y = dataset.tensors
-            return TensorDataset(torch.cat([data_x, x.to(data_x.device)]), torch.cat([data_y, y.to(data_y.device)]))
-        return ConcatDataset([dataset, TensorDataset(x, y)])
+        return WithCanaries(dataset, x, y)
 
     def wrap(self, module: nn.Module) -> AuditedModule:
         """The module followed by the canary head (on the module's device). Call after :meth:`add_to`."""
@@ -218,6 +256,12 @@ class GradientCanaries:
         return (updates[:, :self.count].contiguous(), updates[:, self.count:].contiguous(),
                 final[:self.count].clone(), final[self.count:].clone())
 
+    def guesser_release(self) -> Release:
+        """What the training released about the canaries, as the one-run guesser reads it
+        (:func:`fdp_audit.audit.one_run.guesser.threat_scores`; the secrets are :attr:`secrets`)."""
+        updates, updates_null, final, final_null = (t.double().numpy() for t in self.release())
+        return Release(final, final_null, updates, updates_null)
+
     def save(self, module: nn.Module, path: str | Path) -> OneRunFiles:
         """Stop reading the release and write, together or not at all: the module's weights (safetensors, without
         the head; wrappers such as Opacus's are unwrapped), the release ``<stem>.canary-release.pt`` and the
@@ -254,3 +298,31 @@ class GradientCanaries:
             write_manifest(manifest_path, manifest)
         return OneRunFiles(path, release_path, manifest_path, steps)
 
+
+
+def run_user_loop(config: Any, data: Any, count: int, seed: int | None = None, game: str | None = None, k: int = 2
+                  ) -> tuple[GradientCanaries, nn.Module]:
+    """One training of the loop a config names (``mechanism.training``) with ``count`` gradient canaries added
+    to its data set S, as ``fdp-audit train CONFIG --canaries M`` runs it.
+
+    Args:
+        config: the config (its ``mechanism.training``, ``model.factory``, clip norm and seed).
+        data: the prepared data (:func:`fdp_audit.data.prepare.prepare_data` of the config's data).
+        count: M, the number of canaries.
+        seed: the training's seed and the canaries' (default: the config's).
+        game: ``inclusion`` or ``value`` (default: by the mechanism).
+        k: candidates per canary in the value game.
+
+    Returns:
+        The canaries (:meth:`GradientCanaries.guesser_release` is what the training released about them; their
+        ``secrets``) and the module the loop returned."""
+    seed = config.seed if seed is None else seed
+    trainer = user_trainer(config, build_problem(config, data))
+    canaries = GradientCanaries.from_config(replace(config, seed=seed), count, game, k)
+    canaries.expected_batch = trainer.update_scale
+    dataset = canaries.add_to(TensorDataset(trainer.x, trainer.y))
+    audited = canaries.wrap(trainer.fresh_module(seed))
+    with canaries.observing():
+        trained = trainer.train_once(audited, dataset, seed)
+    trainer.returned_params(trained, audited)
+    return canaries, trained

@@ -48,18 +48,24 @@ def test_the_public_name_is_the_api():
     assert fdp_audit.GradientCanaries is GradientCanaries
 
 
-def test_add_to_appends_the_canaries_present_above_the_data():
+def test_add_to_appends_the_canaries_present_above_the_data_without_copying_it():
     canaries = GradientCanaries(40, seed=3)
     data = _data()
     widened = canaries.add_to(data)
     present = int(canaries.present.sum())
-    assert isinstance(widened, TensorDataset) and len(widened) == 60 + present
+    assert len(widened) == 60 + present and widened.data is data
     x, y = widened[:]
+    assert torch.equal(x[:60], data.tensors[0]) and torch.equal(y[:60], data.tensors[1])
     assert x[60:].min() > data.tensors[0].abs().max() and (y[60:] == 0).all()
     assert (canaries.inputs.indices(x[60:]) == torch.nonzero(canaries.present).flatten()).all()
     assert (canaries.inputs.indices(x[:60]) == -1).all()
+    picked = widened[torch.tensor([61, 0, 60, 59])]
+    assert torch.equal(picked[0], x[[61, 0, 60, 59]]) and torch.equal(widened[-1][0], x[-1])
+    with pytest.raises(IndexError):
+        widened[len(widened)]
     listed = GradientCanaries(40, seed=3).add_to(_Listed(data))
     assert len(listed) == 60 + present and torch.equal(listed[60 + present - 1][0], x[-1])
+    assert torch.equal(listed[5:62][0], x[5:62])
 
 
 def test_the_value_game_puts_every_canary_in_with_its_signed_gradient():
