@@ -150,7 +150,7 @@ def _run(*argv: str | Path, cwd: Path) -> subprocess.CompletedProcess:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("example", "steps"), [("opacus", 20), ("plain_dp_sgd", 10)])
-def test_the_examples_train_and_pass_their_one_run_audit(example, steps, tmp_path):
+def test_the_examples_train_and_pass_their_one_run_audit(example, steps, tmp_path, cli):
     """As docs/one_run.md says to run them. A correct loop fails with probability at most α = 0.05 over seeds
     (the f-DP test's level); these seeds pass."""
     if example == "opacus":
@@ -159,9 +159,9 @@ def test_the_examples_train_and_pass_their_one_run_audit(example, steps, tmp_pat
     weights = tmp_path / "model.safetensors"
     trained = _run(sys.executable, script, config, weights, cwd=script.parent)
     assert trained.returncode == 0, trained.stderr
-    audited = _run(sys.executable, "-m", "fdp_audit", "audit", weights, "--config", config,
-                   "--canaries", tmp_path / "model.canaries.json", "--out", tmp_path / "out", cwd=tmp_path)
-    assert audited.returncode == 0 and "PASS" in audited.stdout, audited.stdout + audited.stderr
+    audited = cli("audit", weights, "--config", config, "--canaries", tmp_path / "model.canaries.json",
+                  "--out", tmp_path / "out")
+    assert audited.code == 0 and "PASS" in audited.out, audited.out + audited.err
     section = json.loads((tmp_path / "out" / "results.json").read_text())["one_run"]
     assert section["released_steps"] == steps and section["canaries"] == 1000
 
