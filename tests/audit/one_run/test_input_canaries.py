@@ -76,8 +76,8 @@ def test_crafted_canaries_pass_a_correct_training(cli, tmp_path, write_yaml):
 
 def test_population_copies_are_informational_not_a_pass(cli, tmp_path, write_yaml, one_line_error):
     """Population copies on a training without noise: no violation found, and the verdict says why that is not
-    a pass — in stdout and results.json — and the gate refuses to pass it. A manifest of the previous version
-    (written before crafted canaries existed) is read and judged the same way."""
+    a pass — in stdout, results.json and the report's banner — and the gate refuses to pass it. A manifest of the
+    previous version (written before crafted canaries existed) is read and judged the same way."""
     raw = _raw(features=5)
     raw["mechanism"].update(noise_multiplier=1.0, steps=20)
     config, weights = _train_outside(tmp_path, raw, "record", 200, "by_hand_no_noise", write_yaml)
@@ -93,3 +93,5 @@ def test_population_copies_are_informational_not_a_pass(cli, tmp_path, write_yam
         assert saved["verdict"]["status"] == INFORMATIONAL and saved["one_run"]["status"] == INFORMATIONAL
         refused = cli("gate", tmp_path / "out" / "results.json")
         assert refused.code == 2 and "not a pass" in one_line_error(refused.err)
+    assert cli("report", tmp_path / "out" / "results.json", "-o", tmp_path / "report.html").code == 0
+    assert 'data-status="INFORMATIONAL"' in (tmp_path / "report.html").read_text()  # the banner
