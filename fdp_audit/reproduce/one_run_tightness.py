@@ -18,17 +18,21 @@ For DP-SGD on Adult's setting (p = 0.017, T = 300, δ = 1e-5, z calibrated to ε
   function of the release, so the figure is no ceiling of an audit (it exceeds 1).
 
 The same rows at p = 0.08, T = 2,500, M = 5,000 (the setting of published CIFAR-10 one-run audits), simulated.
-Rows with ``loop: "opacus"`` are the user's Opacus loop with M canaries: not measured here yet (their
-``ratio_trained`` is null and ``pending`` says why).
+Rows with ``loop: "opacus"``: :data:`TRAININGS` trainings of a tutorial-style Opacus loop (``make_private`` on a
+``DataLoader``, the same logistic model) run as a user's loop with M gradient canaries
+(:func:`~fdp_audit.audit.one_run.loop.run_user_loop`); Opacus samples at ``1 / len(loader)``, so the loader has
+:data:`OPACUS_BATCHES` batches (p = 1/59 ≈ 0.01695 instead of 0.017, z calibrated to ε at that rate) and the loop
+stops after T steps. Their ``ratio_simulated`` is the built-in row's.
 
 Calibration on null data: :data:`NULL_SEEDS` simulated correct mechanisms at each ε (M = 1,000) and every
-training above (each a correct mechanism) judged against its claim, with the binomial probability that a verdict
-whose false-alarm rate is α would raise that many alarms or more; and known faults (half the noise, no clipping)
-rejected in one training each.
+training above, built-in and Opacus (each a correct mechanism), judged against its claim, with the binomial
+probability that a verdict whose false-alarm rate is α would raise that many alarms or more; and known faults
+(half the noise, no clipping) rejected in one training each.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -42,8 +46,9 @@ from fdp_audit.audit.one_run.analysis import family_epsilon
 from fdp_audit.audit.one_run.canaries import audit_with_canaries, train_with_canaries
 from fdp_audit.audit.one_run.ceiling import count_ceiling
 from fdp_audit.audit.one_run.design import candidate_counts, designed_guess_count
-from fdp_audit.audit.one_run.evaluation import FAMILY_DISCRETIZATION, mechanism_claim, simulated_audit
-from fdp_audit.audit.one_run.guesser import rank_guesses
+from fdp_audit.audit.one_run.evaluation import FAMILY_DISCRETIZATION, judge_scores, mechanism_claim, simulated_audit
+from fdp_audit.audit.one_run.guesser import candidate_pattern, rank_guesses, threat_scores
+from fdp_audit.audit.one_run.loop import run_user_loop
 from fdp_audit.audit.one_run.simulation import oracle_correct
 from fdp_audit.config import load_config
 from fdp_audit.data.prepare import prepare_data
@@ -63,8 +68,8 @@ CEILING_RELEASES = 9
 CEILING_SIMS = 200
 CEILING_POINTS = 24
 FAULTS = ("dp_sgd_half_noise", "dp_sgd_no_clip")
-OPACUS_PENDING = ("the user's Opacus loop with M gradient canaries needs the M-canary head of the user-loop API "
-                  "(fdp_audit.audit.user_training), which is not on main yet")
+OPACUS_BATCHES = {0.017: 59, 0.05: 20}  # Opacus's Poisson rate is 1 / len(loader): the nearest whole count
+OPACUS_LR = 0.5
 QUICK = {"epsilons": (None,), "noise_multiplier": 0.7, "adult": {"sample_rate": 0.05, "steps": 40, "canaries": (200,)},
          "published": None, "simulated_seeds": 1, "trainings": 1, "null_seeds": 10, "ceiling_releases": 3,
          "ceiling_sims": 20, "faults": ("dp_sgd_no_clip",)}
@@ -101,6 +106,67 @@ def _ceiling(rng: np.random.Generator, claim, z: float, rate: float, steps: int,
     return 0.0 if index < 0 else claim.family.epsilon(float(parameters[index])) / claim.epsilon
 
 
+def _logistic(n_inputs: int, n_classes: int):
+    from torch import nn
+
+    return nn.Linear(n_inputs, n_classes)
+
+
+_OPACUS_CONSTANTS: dict[str, Any] = {}  # the loop's z, C, batches and steps, as a script's constants: set per claim
+
+
+def _opacus_loop(module, dataset, seed: int):
+    """A training loop as an Opacus tutorial writes it: ``make_private`` on a ``DataLoader`` of ``batches`` batches
+    (Poisson sampling at 1/batches), cross-entropy, SGD; stopped after ``steps`` steps."""
+    import torch
+    import torch.nn.functional as F
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader
+
+    batches, steps = _OPACUS_CONSTANTS["batches"], _OPACUS_CONSTANTS["steps"]
+    loader = DataLoader(dataset, batch_size=math.ceil(len(dataset) / batches),
+                        generator=torch.Generator().manual_seed(seed))
+    if len(loader) != batches:
+        raise RuntimeError(f"{len(dataset)} records do not split into {batches} batches")
+    model, optimizer, loader = PrivacyEngine().make_private(
+        module=module, optimizer=torch.optim.SGD(module.parameters(), lr=OPACUS_LR), data_loader=loader,
+        noise_multiplier=_OPACUS_CONSTANTS["noise_multiplier"], max_grad_norm=_OPACUS_CONSTANTS["clip_norm"],
+        noise_generator=torch.Generator().manual_seed(seed + 1))
+    taken = 0
+    while taken < steps:
+        for x, y in loader:
+            optimizer.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            optimizer.step()
+            taken += 1
+            if taken == steps:
+                break
+    return model
+
+
+def _opacus_trainings(base, data, epsilon: float | None, rate: float, steps: int, m: int, seeds: int,
+                      settings: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
+    """``seeds`` trainings of the Opacus loop with m gradient canaries at Opacus's rate nearest ``rate``, each
+    judged against its claim (z calibrated to ε at that rate); the rate and the rows."""
+    batches = OPACUS_BATCHES[rate]
+    z, claim = _claim(epsilon, 1 / batches, steps, settings)
+    _OPACUS_CONSTANTS.update(noise_multiplier=z, clip_norm=base.mechanism.clip_norm, batches=batches, steps=steps)
+    config = with_mechanism(base, "dp_sgd").with_overrides(
+        {"model.kind": "module", "model.factory": _logistic, "mechanism.training": _opacus_loop,
+         "mechanism.target_epsilon": None, "mechanism.noise_multiplier": z, "mechanism.sample_rate": 1 / batches,
+         "mechanism.steps": steps, "mechanism.public_pretrain_steps": 0})
+    rows = []
+    for seed in range(seeds):
+        canaries, _ = run_user_loop(config, data, m, seed)
+        section = judge_scores(threat_scores(canaries.guesser_release(), candidate_pattern("inclusion", 2)),
+                               np.asarray(canaries.secrets), claim, ALPHA)
+        rows.append({"mechanism": "dp_sgd", "loop": "opacus", "epsilon": round(claim.epsilon, 2), "canaries": m,
+                     "seed": seed, "status": section["status"], "tightness": section["tightness"],
+                     "steinke": section["epsilon_steinke"] / claim.epsilon, "guesses": section["guesses"],
+                     "correct": section["rows"][0]["correct"], "rejecting_correct": section["rejecting_correct"]})
+    return 1 / batches, rows
+
+
 def _trainings(out: Path, base, data, name: str, epsilon: float, z: float, m: int, seeds: int
                ) -> list[dict[str, Any]]:
     """``seeds`` trainings of ``name`` with noise multiplier z (calibrated to ε) and m gradient canaries, each
@@ -113,7 +179,7 @@ def _trainings(out: Path, base, data, name: str, epsilon: float, z: float, m: in
         trained = train_with_canaries(config, data, m, out / f"{name}-{epsilon:g}-{m}-{seed}" / "model.pt",
                                       seed=seed)
         section = audit_with_canaries(trained.checkpoint, trained.manifest, ALPHA)
-        rows.append({"mechanism": name, "epsilon": epsilon, "canaries": m, "seed": seed,
+        rows.append({"mechanism": name, "loop": "built-in", "epsilon": epsilon, "canaries": m, "seed": seed,
                      "status": section["status"], "tightness": section["tightness"],
                      "steinke": section["epsilon_steinke"] / section["claimed_epsilon"],
                      "guesses": section["guesses"], "correct": section["rows"][0]["correct"],
@@ -161,17 +227,23 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
                     row["ratio_sampling_informed"] = _sampling_informed_ratio(rng, claim, z, rate, steps, m)
                 rows.append(row)
                 if trained:
-                    rows.append({"loop": "opacus", "epsilon": epsilon, "canaries": m, "sample_rate": rate,
-                                 "steps": steps, "ratio_simulated": row["ratio_simulated"], "ratio_trained": None,
-                                 "pending": OPACUS_PENDING})
+                    opacus_rate, runs = _opacus_trainings(base, data, None if quick else epsilon, rate, steps, m,
+                                                          settings["trainings"], settings)
+                    trainings += runs
+                    rows.append({"loop": "opacus", "epsilon": epsilon, "canaries": m, "sample_rate": opacus_rate,
+                                 "steps": steps, "ratio_simulated": row["ratio_simulated"],
+                                 "ratio_trained": median(r["tightness"] for r in runs),
+                                 "trained": [r["tightness"] for r in runs],
+                                 "steinke_trained": median(r["steinke"] for r in runs)})
             if trained:
                 m = min(setting["canaries"])
                 alarms = sum(simulated_audit(rng, m, "inclusion", 2, z, rate, steps, claim, ALPHA)["status"]
                              == "VIOLATION" for _ in range(settings["null_seeds"]))
                 calibration.append(_null_row("simulated", epsilon, m, alarms, settings["null_seeds"]))
-                real = [r for r in trainings if r["epsilon"] == epsilon]
-                calibration.append(_null_row("trained", epsilon, m, sum(r["status"] == "VIOLATION" for r in real),
-                                             len(real)))
+                for loop in ("built-in", "opacus"):
+                    real = [r for r in trainings if r["epsilon"] == epsilon and r["loop"] == loop]
+                    calibration.append(_null_row(f"trained ({loop})", epsilon, m,
+                                                 sum(r["status"] == "VIOLATION" for r in real), len(real)))
     middle = sorted(noise)[len(noise) // 2]
     faults = [r for name in settings["faults"]
               for r in _trainings(work, base, data, name, middle, noise[middle], min(adult["canaries"]), 1)]
@@ -195,6 +267,11 @@ def _write(out_dir: Path, quick: bool, rows: list[dict[str, Any]], trainings: li
         table.append(f"| {r['sample_rate']:g} | {r['steps']:,} | {r['canaries']:,} | {r['epsilon']:g} | "
                      f"{r['ratio_simulated']:.2f} | {trained} | {r['ceiling']:.2f} | {share} | "
                      f"{r['steinke_simulated']:.2f} | {steinke} |")
+    opacus = ["| Opacus loop: p | T | M | claimed ε | trained | built-in simulated | Steinke et al. trained |",
+              "|---|---|---|---|---|---|---|"]
+    opacus += [f"| {r['sample_rate']:.4g} | {r['steps']:,} | {r['canaries']:,} | {r['epsilon']:g} | "
+               f"{r['ratio_trained']:.2f} | {r['ratio_simulated']:.2f} | {r['steinke_trained']:.2f} |"
+               for r in rows if r["loop"] == "opacus"]
     null = ["| null data | ε | M | false alarms | trials | P[≥ that many] at rate α |", "|---|---|---|---|---|---|"]
     null += [f"| {c['kind']} | {c['epsilon']:g} | {c['canaries']:,} | {c['alarms']} | {c['trials']} | "
              f"{c['p_value_at_alpha']:.3g} |" for c in calibration]
@@ -208,9 +285,9 @@ def _write(out_dir: Path, quick: bool, rows: list[dict[str, Any]], trainings: li
                f"faults rejected {sum(f['status'] == 'VIOLATION' for f in faults)} of {len(faults)}")
     sections = [
         "Family ε / claimed ε at α = 0.05 (medians; DP-SGD, inclusion game, δ = 1e-5; the Steinke et al. ε over "
-        "the claimed ε beside it). Opacus-loop rows are "
-        "pending: " + OPACUS_PENDING + ("." + (" QUICK MODE: one small setting." if quick else "")),
-        "\n".join(table), "\n".join(null), "Known faults, one training each:\n\n" + "\n".join(fault_lines),
+        "the claimed ε beside it)." + (" QUICK MODE: one small setting." if quick else ""),
+        "\n".join(table), "\n".join(opacus), "\n".join(null),
+        "Known faults, one training each:\n\n" + "\n".join(fault_lines),
         "The same analysis on guesses told which steps sampled each canary (no ceiling: not a function of the "
         "release):\n\n" + "\n".join(informed)]
     payload = {"quick": quick, "alpha": ALPHA, "delta": DELTA, "rows": rows, "trainings": trainings,
