@@ -183,7 +183,10 @@ class AuditResult:
             from fdp_audit.audit.one_run.evaluation import summary_lines as one_run_lines
 
             lines += one_run_lines(self.results["one_run"])
-        return "\n".join([*lines, f"{self.verdict}: {self.explanation}"])
+        from fdp_audit.audit.sanity import sanity_warnings
+        from fdp_audit.report.terminal import verdict_lines
+
+        return "\n".join([*lines, *verdict_lines(self.results["verdict"], sanity_warnings(self.results))])
 
     def write(self, out_dir: str | os.PathLike[str] | None = None, *, junit: bool = True) -> WrittenFiles:
         """Write ``results.json``, ``report.html`` and (``junit``) ``junit.xml``: all of them or, on any failure,
@@ -202,6 +205,7 @@ class AuditResult:
         from fdp_audit.atomic_io import all_or_nothing, atomic_write_text
         from fdp_audit.audit.gate import junit_xml
         from fdp_audit.audit.results import write_results
+        from fdp_audit.audit.sanity import sanity_warnings
         from fdp_audit.report.render import write_report
 
         folder = Path(out_dir) if out_dir is not None else self.out_dir
@@ -210,7 +214,8 @@ class AuditResult:
         with all_or_nothing():
             results = write_results(folder / "results.json", self.results)
             report = write_report(self.results, folder / "report.html")
-            cases = (atomic_write_text(folder / "junit.xml", junit_xml(self.results["verdict"], self._judgements()))
+            cases = (atomic_write_text(folder / "junit.xml", junit_xml(self.results["verdict"], self.comparisons,
+                                                                       sanity_warnings(self.results)))
                      if junit else None)
         return WrittenFiles(results, report, cases)
 

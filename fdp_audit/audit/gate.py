@@ -27,7 +27,7 @@ INFORMATIONAL verdict otherwise, never a PASS.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from xml.sax.saxutils import quoteattr
@@ -608,8 +608,9 @@ def comparison_status(judged: dict[str, Any]) -> str:
     return "pass" if judged["judged"] else "not judged"
 
 
-def junit_xml(verdict: dict[str, Any], judged: list[dict[str, Any]]) -> str:
-    """JUnit XML with one test case per comparison, failed when violated."""
+def junit_xml(verdict: dict[str, Any], judged: list[dict[str, Any]], warnings: Sequence[Any] = ()) -> str:
+    """JUnit XML with one test case per comparison, failed when violated; each sanity warning
+    (:class:`fdp_audit.audit.sanity.SanityWarning`) is a ``warning`` property of the suite."""
     cases = []
     for j in judged:
         body = ""
@@ -618,5 +619,7 @@ def junit_xml(verdict: dict[str, Any], judged: list[dict[str, Any]]) -> str:
             body = f"<failure message={quoteattr(message)}/>"
         cases.append(f'  <testcase classname="fdp-audit" name={quoteattr(j["id"])}>{body}</testcase>')
     failures = sum(j["violated"] for j in judged)
+    properties = [f'    <property name="warning" value={quoteattr(w.message)}/>' for w in warnings]
+    head = ["  <properties>", *properties, "  </properties>"] if properties else []
     return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="fdp-audit" tests="{len(judged)}" '
-            f'failures="{failures}">\n' + "\n".join(cases) + "\n</testsuite>\n")
+            f'failures="{failures}">\n' + "\n".join([*head, *cases]) + "\n</testsuite>\n")

@@ -33,8 +33,12 @@ def checksum(results: dict[str, Any]) -> str:
 
 
 def write_results(path: str | Path, results: dict[str, Any]) -> Path:
-    """Write results with their checksum and, when ``FDP_AUDIT_HMAC_KEY`` is set, their MAC under that key."""
+    """Write results with their sanity warnings (:mod:`fdp_audit.audit.sanity`), their checksum and, when
+    ``FDP_AUDIT_HMAC_KEY`` is set, their MAC under that key."""
+    from fdp_audit.audit.sanity import sanity_warnings
+
     clean = finite_or_none(_body(results))
+    clean["warnings"] = [warning.row() for warning in sanity_warnings(clean)]
     clean["checksum"] = checksum(clean)
     if hmac_key() is not None:
         clean["mac"] = keyed_digest(_body(clean))

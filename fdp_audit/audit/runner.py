@@ -108,7 +108,9 @@ def utility_section(config: Config, data: PreparedData, claim: Claim, models: in
         eps = claim.epsilon if cfg.mechanism.name == config.mechanism.name else Claim.from_config(cfg).epsilon
         rows.append({"mechanism": name, "accuracy": float(acc.mean()), "std": float(acc.std()) if models > 1 else None,
                      "epsilon": eps, "faulty": MECHANISMS[cfg.mechanism.name].faulty})
-    return {"metric": "test accuracy", "models_per_mechanism": models, "rows": rows}
+    # what a constant guess of the most frequent test label scores: a model at or below it learned nothing
+    chance = float(np.bincount(np.asarray(data.test.y, dtype=np.int64)).max() / len(data.test.y))
+    return {"metric": "test accuracy", "models_per_mechanism": models, "chance": chance, "rows": rows}
 
 
 def audit_trials_needed(planned: PlannedComparison, judged_trials: int) -> int:
@@ -202,6 +204,8 @@ def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Exe
         counts = ", ".join(f"{game} {count}" for game, count in journal.reused.items())
         print(f"fdp-audit: reused {sum(journal.reused.values())} trials from {journal.path} ({counts})",
               file=sys.stderr)
+    tightness = [row for game, record in played.records
+                 for row in game.tightness_rows(record, played.judgements, played.claim)]
     return finite_or_none({
         "schema_version": 1, "kind": "audit", "title": config.report.title or config.name,
         "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -209,8 +213,8 @@ def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Exe
         "mechanism": claim.section(),
         "accounting": accounting_section(claim),
         "games": played.sections(audit.alpha),
-        "tightness": {"rows": [row for game, record in played.records
-                               for row in game.tightness_rows(record, played.judgements, played.claim)]},
+        # no section when no played game measures tightness: a header without rows tells a reader nothing
+        "tightness": {"rows": tightness} if tightness else None,
         "utility": utility_section(config, data, claim),
         "comparisons": [c.row() for c in played.comparisons],
         **({} if promised is None else {PROMISE: promise_section(promised.row(), played.judgements.find(

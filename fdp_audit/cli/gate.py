@@ -37,6 +37,7 @@ def run(args: argparse.Namespace) -> int:
     from fdp_audit.audit.results import read_results
     from fdp_audit.errors import BadInputError
     from fdp_audit.report.markdown import gate_summary, rise_words
+    from fdp_audit.report.terminal import verdict_lines, warnings_of
 
     for flag, value in (("--max-regression", args.max_regression is not None),
                         ("--allow-config-change", args.allow_config_change)):
@@ -66,12 +67,13 @@ def run(args: argparse.Namespace) -> int:
         # one JUnit case per tested rise, failed when the rise exceeds the tolerance
         cases += [{"id": f"regression/{c.id}", "violated": c.regressed, "observed": c.rise_lower_bound,
                    "theoretical": regression.tolerance} for c in regression.changes if c.rise_lower_bound is not None]
+    warnings = warnings_of(results)
     if args.junit:
-        atomic_write_text(args.junit, junit_xml(verdict, cases))
+        atomic_write_text(args.junit, junit_xml(verdict, cases, warnings))
     markdown = args.markdown or (Path(args.junit).with_suffix(".md") if args.junit else None)
     if markdown:
-        atomic_write_text(markdown, gate_summary(verdict, judged, comparisons, regression))
-    print(f"{verdict['status']} at α={alpha:g} over {verdict['n_comparisons']} comparisons: {verdict['explanation']}")
+        atomic_write_text(markdown, gate_summary(verdict, judged, comparisons, regression, warnings))
+    print("\n".join(verdict_lines(verdict, warnings)))
     if regression is not None:
         worst = max(regression.changes, key=lambda c: c.rise_lower_bound if c.rise_lower_bound is not None else -2,
                     default=None)

@@ -4,9 +4,11 @@ baseline, how each moved (docs/files.md, "The gate's outputs")."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from fdp_audit.audit.regression import Change, Regression
+from fdp_audit.audit.sanity import SanityWarning, weak_pass
 from fdp_audit.report.format import number, signed
 from fdp_audit.report.summary import game_label, margin_key
 
@@ -27,14 +29,19 @@ def _signed(value: float | None) -> str:
 
 
 def gate_summary(verdict: dict[str, Any], judged: list[dict[str, Any]], comparisons: list[dict[str, Any]],
-                 regression: Regression | None = None) -> str:
+                 regression: Regression | None = None, warnings: Sequence[SanityWarning] = ()) -> str:
     """Markdown of one gate run; ``judged`` and ``comparisons`` are the gate's evaluations and their stored rows,
-    in the same order."""
-    mark = "❌" if verdict["status"] == "VIOLATION" else "✅"
-    lines = [f"## fdp-audit gate: {verdict['status']} {mark}", "", _cell(verdict["explanation"]), "",
-             f"α = {number(verdict['alpha'])}, Bonferroni over {verdict['n_comparisons']} comparisons; the margin is "
-             "the lower confidence bound minus the limit (positive is a violation).", "",
-             "| Comparison | Game | Observed (lower bound) | Limit | Margin | Status |", "|---|---|---:|---:|---:|---|"]
+    in the same order; ``warnings`` the results' sanity warnings."""
+    mark = "❌" if verdict["status"] == "VIOLATION" else "⚠️" if warnings and verdict["status"] == "PASS" else "✅"
+    lines = [f"## fdp-audit gate: {weak_pass(verdict['status'], list(warnings))} {mark}", "",
+             _cell(verdict["explanation"]), ""]
+    if warnings:
+        lines += ["**Sanity warnings** (a PASS with any of them is weak evidence):", "",
+                  *(f"- {_cell(w.message)}" for w in warnings), ""]
+    lines += [f"α = {number(verdict['alpha'])}, Bonferroni over {verdict['n_comparisons']} comparisons; the margin "
+              "is the lower confidence bound minus the limit (positive is a violation).", "",
+              "| Comparison | Game | Observed (lower bound) | Limit | Margin | Status |",
+              "|---|---|---:|---:|---:|---|"]
     rows = [stored | j for stored, j in zip(comparisons, judged, strict=True)]
     for row in sorted(rows, key=margin_key, reverse=True):
         game = game_label(str(row.get("game", "")), str(row.get("kind")), row.get("relation"))

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from markupsafe import Markup
 
+from fdp_audit.audit.sanity import SanityWarning
 from fdp_audit.errors import BadInputError
 from fdp_audit.report import figures, texts
 from fdp_audit.report.format import number, signed
@@ -22,6 +23,7 @@ from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, 
 from fdp_audit.report.one_run import one_run_section
 from fdp_audit.report.summary import Summary, build_summary
 from fdp_audit.report.svg import UnsafeSvgError, inline_svg
+from fdp_audit.report.terminal import warnings_of
 
 SCHEMA_VERSION = 1
 CURVE_KEYS = ("f", "f_replace", "f_optimistic", "f_gdp_approx")
@@ -68,6 +70,11 @@ class ReportView:
     faulty: Faulty | None
     summary: Summary | None
     sections: list[Section]
+    warnings: list[SanityWarning] = field(default_factory=list)  # a PASS with any of them is weak
+
+    @property
+    def weak(self) -> bool:
+        return self.verdict.status == "PASS" and bool(self.warnings)
 
 
 def build_view(results: dict[str, Any], extra: list[Section] | None = None) -> ReportView:
@@ -124,6 +131,7 @@ def build_view(results: dict[str, Any], extra: list[Section] | None = None) -> R
         faulty=Faulty(text(mechanism["name"]), verdict.status == "VIOLATION") if faulty.value else None,
         summary=build_summary(results),
         sections=sections,
+        warnings=warnings_of(results),
     )
 
 
@@ -374,7 +382,11 @@ def _utility(node: Node) -> Section:
         for row in node["rows"].elements()
     ]
     columns = ("Mechanism", metric[:1].upper() + metric[1:], "Std", "ε")
-    return Section("utility", "Model utility", texts.UTILITY, tables=[Table("utility-table", columns, rows)])
+    section = Section("utility", "Model utility", texts.UTILITY, tables=[Table("utility-table", columns, rows)])
+    chance = node.present("chance")
+    if chance:
+        section.facts.append(("chance (the most frequent test label)", num(chance)))
+    return section
 
 
 def _reproducibility(root: Node, node: Node) -> Section:

@@ -30,7 +30,7 @@ def test_tiny_audit_passes(cli, tiny: Path, tmp_path: Path) -> None:
     out = tmp_path / "audit"
     result = cli("audit", tiny, "--out", out, "--trials", "40")
     assert result.code == 0, result.err
-    assert result.out.startswith("PASS: ")
+    assert result.out.startswith(("PASS at α=0.05, 6 of 6 comparisons judged: ", "PASS (weak: "))
     assert sorted(p.name for p in out.iterdir()) == ["journal.jsonl", "report.html", "results.json"]
     results = read_results(out / "results.json")
     assert results["verdict"]["status"] == "PASS" and results["verdict"]["violations"] == []
@@ -57,7 +57,7 @@ def test_faulty_mechanism_exits_one(cli, tmp_path: Path) -> None:
     out = tmp_path / "faulty"
     result = cli("audit", GATE_PROOF / "no_clip.yaml", "--out", out)
     assert result.code == 1, result.err
-    assert result.out.startswith("VIOLATION: ")
+    assert result.out.startswith("VIOLATION at α=")
     results = read_results(out / "results.json")
     assert results["verdict"]["status"] == "VIOLATION"
     assert "distinguishing-attribute/iterates" in results["verdict"]["violations"]

@@ -54,7 +54,9 @@ def violating(tmp_path: Path) -> Path:
 def test_pass(cli, passing: Path) -> None:
     result = cli("gate", passing)
     assert result.code == 0
-    assert result.out.startswith("PASS at α=0.05 over 2 comparisons")
+    # the likelihood attack's 100 of 200 is the prior's ½: a PASS that says it is weak, and why
+    assert result.out.startswith("PASS (weak: 1 sanity warning) at α=0.05, 2 of 2 comparisons judged: ")
+    assert "\nwarning: Attribute inference · record canaries: no attack beat the prior (likelihood; " in result.out
 
 
 def test_violation_exit_code_one(cli, violating: Path) -> None:

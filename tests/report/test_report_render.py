@@ -343,3 +343,22 @@ def test_a_one_run_section_beside_the_games_is_named_in_the_summary(results):
     results["one_run"] = {"status": "PASS", "explanation": "no guess count rejects the claimed f", "rows": []}
     assert ("The one-run audit below is judged on its own, not in this verdict: PASS (no guess count rejects "
             "the claimed f)." in render_report(results))
+
+
+def test_sanity_warnings_sit_in_the_banner_and_a_pass_with_them_is_weak(results):
+    """The recorded reconstruction attack never beat the prior at any radius: the PASS says it is weak, in the
+    banner, with the warning; results without warnings show neither."""
+    from fdp_audit.audit.sanity import sanity_warnings
+
+    html = render_report(results)
+    (warning,) = sanity_warnings(results)
+    assert warning.kind == "never_beat_prior"
+    assert '<span class="weak">weak</span>' in html and "<title>PASS (weak) · " in html
+    banner = html[html.index('id="verdict"'):html.index("</section>", html.index('id="verdict"'))]
+    assert 'id="warnings"' in banner and "A weak PASS: 1 sanity warning" in banner
+    assert "Reconstruction: no attack beat the prior (reconstruction; the closest, reconstruction at ρ = 0.5" in banner
+    for comparison in results["comparisons"]:
+        if comparison["game"] == "reconstruction":
+            comparison["successes"] = comparison["trials"]
+    clean = render_report(results)
+    assert 'id="warnings"' not in clean and 'class="weak"' not in clean

@@ -1,0 +1,30 @@
+"""What the commands print about a verdict (docs/files.md, "The gate's outputs"): one line with the status (a PASS
+with sanity warnings says it is weak), the level and the judged comparisons beside their total, then one line
+per sanity warning. ``audit``, ``gate`` and ``demo`` print the same lines for the same results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fdp_audit.audit.sanity import SanityWarning, sanity_warnings, weak_pass
+from fdp_audit.report.summary import game_label
+
+
+def warnings_of(results: dict[str, Any]) -> list[SanityWarning]:
+    """The sanity warnings of ``results``, each game named as the report names it."""
+    return sanity_warnings(results, lambda row: game_label(str(row.get("game", "")), str(row.get("kind"))))
+
+
+def judged_count(verdict: dict[str, Any]) -> str:
+    """``8 of 10 comparisons judged``: a comparison that cannot fail at its trials is counted but not judged."""
+    total = int(verdict.get("n_comparisons") or 0)
+    judged = total - len(verdict.get("not_judged") or ())
+    return f"{judged} of {total} comparison{'s' * (total != 1)} judged"
+
+
+def verdict_lines(verdict: dict[str, Any], warnings: list[SanityWarning]) -> list[str]:
+    """The verdict line, then ``warning: …`` per sanity warning."""
+    alpha = verdict.get("alpha")
+    level = f" at α={alpha:g}" if isinstance(alpha, int | float) else ""
+    head = f"{weak_pass(verdict['status'], warnings)}{level}, {judged_count(verdict)}: {verdict['explanation']}"
+    return [head, *(f"warning: {warning.message}" for warning in warnings)]
