@@ -106,8 +106,9 @@ def utility_section(config: Config, data: PreparedData, claim: Claim, models: in
         acc = torch.cat([accuracy(problem.model, {k: v.to(device) for k, v in p.items()}, x_test, y_test)
                          for p in params])
         eps = claim.epsilon if cfg.mechanism.name == config.mechanism.name else Claim.from_config(cfg).epsilon
+        entry = MECHANISMS[cfg.mechanism.name]
         rows.append({"mechanism": name, "accuracy": float(acc.mean()), "std": float(acc.std()) if models > 1 else None,
-                     "epsilon": eps, "faulty": MECHANISMS[cfg.mechanism.name].faulty})
+                     "epsilon": eps, "faulty": entry.faulty, "public_features": entry.recipe.public_batch != "none"})
     # what a constant guess of the most frequent test label scores: a model at or below it learned nothing
     chance = float(np.bincount(np.asarray(data.test.y, dtype=np.int64)).max() / len(data.test.y))
     return {"metric": "test accuracy", "models_per_mechanism": models, "chance": chance, "rows": rows}

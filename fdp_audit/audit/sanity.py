@@ -3,9 +3,9 @@ every comparison was judged.
 
 A PASS says that no attack beat its limit by more than chance explains. It says little when
 
-* the model learned nothing: the audited mechanism's test accuracy is at or below that of the public-only model
-  (trained on Ψ(x) alone, at no privacy cost) or of chance (the test set's most frequent label), so the audit
-  attacked a model no one would ship;
+* the model learned nothing: the audited mechanism's test accuracy is at or below that of chance (the test set's
+  most frequent label) or, for a mechanism that uses the public features, of the public-only model (trained on
+  Ψ(x) alone, at no privacy cost), so the audit attacked a model no one would ship;
 * a section holds nothing: a game whose attacks list is empty, a table with a header and no rows;
 * no attack of a game beat the prior: every attack's success rate is at or below Ball (what guessing from the prior
   alone achieves) in every comparison of that game, so the game's PASS reflects no leakage its attacks could find.
@@ -49,11 +49,13 @@ def _learned_nothing(results: dict[str, Any]) -> Iterator[SanityWarning]:
         return
     accuracy = {row.get("mechanism"): _number(row.get("accuracy")) for row in rows}
     audited, public = rows[0].get("mechanism"), accuracy.get("public_only")
-    shown = accuracy.get(audited)
+    shown = _number(rows[0].get("accuracy"))
     if shown is None or audited == "public_only":
         return
     chance = _number(utility.get("chance"))
-    floors = [(f"the public-only model's {public:.3f}", public)] if public is not None else []
+    # a DP claim treats every feature as private: the public-only model is no floor for it, chance is
+    uses_public = rows[0].get("public_features", True) is not False
+    floors = [(f"the public-only model's {public:.3f}", public)] if public is not None and uses_public else []
     floors += [(f"chance ({chance:.3f}, the most frequent test label)", chance)] if chance is not None else []
     beaten = [words for words, floor in floors if shown <= floor + TOLERANCE]
     if beaten:

@@ -22,17 +22,19 @@ from fdp_audit.report.svg import inline_svg
 
 # text stays text (small, selectable, printed sharply); a fixed hash salt makes the SVG ids, and so
 # the report, identical from run to run
+# The sizes are small and the text large for them: a figure is drawn at most at its own size, shrunk to a phone's
+# width (about 360 px, two thirds of the widest) without scrolling, so its text must stay legible at two thirds.
 _STYLE = {
     "svg.fonttype": "none",
     "svg.hashsalt": "fdp-audit-report",
-    "font.size": 10,
-    "legend.fontsize": 8.5,
+    "font.size": 12,
+    "legend.fontsize": 11,
     "axes.grid": True,
     "grid.alpha": 0.3,
 }
-_WIDE = (7.2, 4.4)
-_TALL = (7.6, 5.0)
-_SQUARE = (5.4, 4.6)
+_WIDE = (5.6, 3.6)
+_TALL = (5.6, 4.4)
+_SQUARE = (4.6, 4.0)
 _COLOURS = ("#1f5fa8", "#c2410c", "#15803d", "#7e22ce", "#b45309", "#0e7490", "#be123c")
 _BOUND, _PRIOR, _COMPARISON = "#111827", "#6b7280", "#9ca3af"
 
@@ -62,10 +64,10 @@ def _figure(size: tuple[float, float]) -> tuple[Figure, Axes]:
     return fig, fig.add_subplot()
 
 
-def _legend_below(ax: Axes, ncols: int) -> None:
-    """The legend under the axes, clear of the x label: it never hides a curve, and the tight bounding box of
-    the saved figure takes it in whole."""
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=ncols)
+def _legend_below(ax: Axes) -> None:
+    """The legend under the axes in one column, clear of the x label: it never hides a curve, the tight bounding
+    box of the saved figure takes it in whole, and no entry is cut at a phone's width."""
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=1)
 
 
 def _errorbar(ax: Axes, x: float, y: float, low: float | None, high: float | None, **style: Any) -> None:
@@ -140,11 +142,34 @@ def tradeoff_figure(
             )
         ax.set_xscale("log")
         ax.set_yscale("log")
+        zoom = _data_limits(attribute_points, game_points)
+        if zoom is not None:
+            ax.set_xlim(zoom[0], 1.05)
+            ax.set_ylim(zoom[1], 1.05)
         ax.set_xlabel("α (false-positive rate; for attribute inference, Ball)")
         ax.set_ylabel("1 − f(α) (best true-positive rate)")
         # many series: below the plot, so that no legend box hides the small-α region the audit cares about
-        _legend_below(ax, ncols=2)
+        _legend_below(ax)
         return _svg(fig, prefix, "Trade-off curve 1 − f(α) against α with the empirical points")
+
+
+def _data_limits(attribute_points: Sequence[tuple[str, dict[str, Any]]],
+                 game_points: Sequence[tuple[str, str, Sequence[dict[str, Any]]]]) -> tuple[float, float] | None:
+    """The lower ends (x, y) of log axes that hold every empirical point and whisker with a margin of a factor 3
+    (1.5 on y), so that the plot shows where the points lie rather than 1e-6 … 1; None without points. Since
+    1 − f(α) ≥ α, the y range also holds every curve at the x range's lower end."""
+    xs = [p["ball"] for _, p in attribute_points]
+    ys = [value for _, p in attribute_points for value in (p["rate"], p.get("ci_low"))]
+    for _, _, points in game_points:
+        for p in points:
+            xs += [p["fpr"], p["fpr_ub"]]
+            ys += [1 - p["fnr"], 1 - p["fnr_ub"]]
+    xs = [x for x in xs if x is not None and x > 0]
+    if not xs:
+        return None
+    x_low = min(xs) / 3
+    y_low = min([y for y in ys if y is not None and y > 0] + [x_low]) / 1.5
+    return x_low, y_low
 
 
 def sweep_figure(sweep: dict[str, Any], prefix: str) -> Markup:
@@ -172,7 +197,7 @@ def sweep_figure(sweep: dict[str, Any], prefix: str) -> Markup:
         ax.minorticks_off()
         ax.set_xlabel("ε (at the mechanism's δ)")
         ax.set_ylabel("attribute-inference success")
-        _legend_below(ax, ncols=3)
+        _legend_below(ax)
         return _svg(fig, prefix, "Attribute-inference success against ε with bound and prior lines")
 
 
@@ -198,7 +223,7 @@ def reconstruction_figure(attack: dict[str, Any], prefix: str) -> Markup:
         ax.set_xlabel("ρ (success radius, L2 distance)")
         ax.set_ylabel("Pr[‖x̂ − x‖ ≤ ρ]")
         ax.set_ylim(0, 1.02)
-        _legend_below(ax, ncols=3)
+        _legend_below(ax)
         return _svg(fig, prefix, f"Reconstruction success against ρ for {attack['attack']}")
 
 
@@ -207,34 +232,59 @@ def roc_figure(
     claimed: tuple[list[float | None], list[float | None]] | None,
     relation: str,
     prefix: str,
+    log: bool = False,
 ) -> Markup:
     """ROC curves of a distinguishing or simulator game, with the claimed trade-off ``TPR = 1 - f(FPR)``
-    (``claimed`` is the accounting curve's (α, f) for the game's relation, when accounting was run)."""
+    (``claimed`` is the accounting curve's (α, f) for the game's relation, when accounting was run). With ``log``
+    both axes are logarithmic, from half the smallest non-zero rate the trials can show, and each attack's stored
+    TPR at its low false-positive rates is drawn with its interval: the regime a confident attack lives in."""
     with matplotlib.rc_context(_STYLE):
         fig, ax = _figure(_SQUARE)
+        scale = _positive if log else (lambda values: values)
         if claimed is not None:
-            ax.plot(
-                _array(claimed[0]), 1 - _array(claimed[1]), color=_BOUND, linewidth=1.6, label=f"claimed f ({relation})"
-            )
-        ax.plot([0, 1], [0, 1], color=_PRIOR, linewidth=0.8, linestyle=":", label="chance")
+            ax.plot(scale(_array(claimed[0])), scale(1 - _array(claimed[1])), color=_BOUND, linewidth=1.6,
+                    label=f"claimed f ({relation})")
+        floor = 0.5  # half the smallest rate drawn: the log axes start there
         for i, attack in enumerate(attacks):
             colour = _COLOURS[(i + 1) % len(_COLOURS)]
             roc = attack.get("roc") or {}
-            ax.plot(_array(roc.get("fpr")), _array(roc.get("tpr")), color=colour, label=f"{attack['attack']} ROC")
-            points = attack.get("points") or ()
-            ax.plot(
-                _array([p["fpr_ub"] for p in points]),
-                1 - _array([p["fnr_ub"] for p in points]),
-                marker="s",
-                markersize=4,
-                linestyle="none",
-                color=colour,
-                markerfacecolor="none",
-                label=f"{attack['attack']} conservative points (upper bounds)",
-            )
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1)
-        ax.set_xlabel("false-positive rate")
-        ax.set_ylabel("true-positive rate")
-        _legend_below(ax, ncols=2)
-        return _svg(fig, prefix, "ROC curves of the distinguishing game against the claimed trade-off")
+            rates = _positive(np.concatenate([_array(roc.get("fpr")), _array(roc.get("tpr"))]))
+            if np.isfinite(rates).any():
+                floor = min(floor, float(np.nanmin(rates)) / 2)
+            ax.plot(scale(_array(roc.get("fpr"))), scale(_array(roc.get("tpr"))), color=colour,
+                    label=f"{attack['attack']} ROC", drawstyle="steps-post" if log else "default")
+            low_rates = (attack.get("tpr_at_fpr") or ()) if log else ()
+            for row in low_rates:
+                floor = min(floor, 0.5 / max(row["negatives"], 1), 0.5 / max(row["positives"], 1))
+                ax.errorbar([row["fpr"]], [max(row["tpr"], 0.5 / max(row["positives"], 1))],
+                            yerr=[[max(row["tpr"] - row["ci_low"], 0)], [max(row["ci_high"] - row["tpr"], 0)]],
+                            marker="D", markersize=5, capsize=3, color=colour, linestyle="none",
+                            label=f"{attack['attack']} TPR at FPR {number(100 * row['fpr'])} % (interval)")
+            if not log:
+                points = attack.get("points") or ()
+                ax.plot(
+                    _array([p["fpr_ub"] for p in points]),
+                    1 - _array([p["fnr_ub"] for p in points]),
+                    marker="s",
+                    markersize=4,
+                    linestyle="none",
+                    color=colour,
+                    markerfacecolor="none",
+                    label=f"{attack['attack']} conservative points (upper bounds)",
+                )
+        if log:
+            grid = np.geomspace(floor, 1.0, 50)
+            ax.plot(grid, grid, color=_PRIOR, linewidth=0.8, linestyle=":", label="chance")
+            ax.set_xscale("log")
+            ax.set_yscale("log")
+            ax.set_xlim(floor, 1)
+            ax.set_ylim(floor, 1.05)
+        else:
+            ax.plot([0, 1], [0, 1], color=_PRIOR, linewidth=0.8, linestyle=":", label="chance")
+            ax.set_xlim(0, 1)
+            ax.set_ylim(0, 1)
+        ax.set_xlabel("false-positive rate" + (" (log)" if log else ""))
+        ax.set_ylabel("true-positive rate" + (" (log)" if log else ""))
+        _legend_below(ax)
+        kind = "log-log ROC curves" if log else "ROC curves"
+        return _svg(fig, prefix, f"{kind} of the distinguishing game against the claimed trade-off")

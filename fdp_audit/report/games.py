@@ -13,7 +13,7 @@ import re
 
 from fdp_audit.audit.games import ReportView, report_view
 from fdp_audit.report import figures, texts
-from fdp_audit.report.format import number, signed
+from fdp_audit.report.format import interval, number, signed
 from fdp_audit.report.generative import panels_svg
 from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, numbers, scalar, span, status, text
 from fdp_audit.report.svg import inline_svg
@@ -311,19 +311,48 @@ def _distinguishing(game: Node, section_id: str, view: ReportView, accounting: N
                 raise roc.bad("fpr and tpr differ in length")
             for item in (*roc["fpr"].elements(), *roc["tpr"].elements()):
                 item.number(nullable=True)
+    summaries = [_roc_summary_row(attack) for attack in game["attacks"].elements() if attack.present("auc")]
+    if summaries:
+        confidence = next(a for a in game["attacks"].elements() if a.present("auc"))["confidence"].number()
+        section.tables.insert(1, Table(
+            f"{section_id}-roc", ("Attack", "AUC", "TPR at FPR ≤ 0.1 %", "TPR at FPR ≤ 1 %"), summaries,
+            caption=f"What the field reads off each attack's ROC over all {number(game['trials'].number())} trials, "
+            f"with {number(100 * confidence)} % intervals (AUC: DeLong; TPR: Clopper–Pearson at the threshold). "
+            "Descriptive: the gate judges the selected test above, not these."))
     curve = accounting.present("curve") if accounting else None
     claimed_key = "f_replace" if relation == "replace" else "f"
     claimed = (curve.value["alpha"], curve.value[claimed_key]) if curve and curve.present(claimed_key) else None
-    figure_id = f"fig-{section_id}"
-    section.figures.append(
-        FigureView(
-            figure_id,
-            figures.roc_figure(game["attacks"].value, claimed, relation.replace("_", "/"), figure_id),
-            "ROC of each attack (solid), its conservative points from the upper confidence bounds (open squares) "
-            "and the best ROC the claimed guarantee allows.",
-        )
-    )
+    for log, suffix, caption in (
+            (False, "", "ROC of each attack (solid), its conservative points from the upper confidence bounds (open "
+             "squares) and the best ROC the claimed guarantee allows."),
+            (True, "-log", "The same ROC on log-log axes, where low false-positive rates are visible, with each "
+             "attack's TPR at FPR 0.1 % and 1 % and its interval (diamonds).")):
+        figure_id = f"fig-{section_id}{suffix}"
+        svg = figures.roc_figure(game["attacks"].value, claimed, relation.replace("_", "/"), figure_id, log)
+        section.figures.append(FigureView(figure_id, svg, caption))
     return section
+
+
+def _roc_summary_row(attack: Node) -> list[Cell]:
+    """An attack's AUC and its TPR at each stored low false-positive rate, each with its interval; a rate the trials
+    cannot resolve (fewer than 1/FPR negatives: no false positive allowed) says so."""
+    auc, ci = attack["auc"], attack["auc_ci"]
+    cells = [text(attack["attack"]),
+             Cell(f"{number(auc.number())} {interval(ci[0].number(), ci[1].number())}",
+                  {auc.pointer: auc.value, ci[0].pointer: ci[0].value, ci[1].pointer: ci[1].value}, "num")]
+    rows = {row["fpr"].number(): row for row in attack["tpr_at_fpr"].elements()}
+    for target in (0.001, 0.01):
+        row = rows.get(target)
+        if row is None:
+            cells.append(Cell(number(None), {}, "num"))
+            continue
+        shown = [row[key] for key in ("tpr", "ci_low", "ci_high")]
+        note = "" if row["resolved"].value else (
+            f"at 0 of {row['negatives'].number()} false positives: {number(100 * target)} % needs "
+            f"≥ {round(1 / target)} negatives")
+        cells.append(Cell(f"{number(shown[0].number())} {interval(shown[1].number(), shown[2].number())}",
+                          {node.pointer: node.value for node in shown}, "num", note))
+    return cells
 
 
 def _other_game(game: Node, kind: str, index: int, view: ReportView | None) -> Section:

@@ -52,6 +52,16 @@ def test_a_model_at_or_below_public_only_or_chance_learned_nothing(accuracy: flo
     assert f"fdp_sgd's test accuracy {accuracy:.3f} is at or below" in warning.message and floor in warning.message
 
 
+def test_a_dp_claim_is_held_to_chance_not_to_the_public_only_model() -> None:
+    """DP-SGD treats every feature as private: a public-only model that reads Ψ(x) is no floor for it."""
+    found = results()
+    found["utility"]["rows"][0] |= {"mechanism": "dp_sgd", "accuracy": 0.5, "public_features": False}
+    assert sanity_warnings(found) == []
+    found["utility"]["rows"][0]["accuracy"] = 0.25
+    (warning,) = sanity_warnings(found)
+    assert "chance (0.300" in warning.message and "public-only" not in warning.message
+
+
 def test_a_non_private_model_no_better_than_public_only_is_named() -> None:
     found = results()
     found["utility"]["rows"][3]["accuracy"] = 0.7 + 1e-12  # equal but for float rounding

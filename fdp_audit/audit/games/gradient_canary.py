@@ -29,6 +29,7 @@ from fdp_audit.accounting.mechanism import MechanismAccountant
 from fdp_audit.audit import user_training
 from fdp_audit.audit.games import base
 from fdp_audit.audit.games.categorical import GameRecord, attribute_section, candidate_scores, rate_comparisons
+from fdp_audit.audit.roc import roc_summary
 from fdp_audit.audit.stats import roc_counts, select_test, threshold_split, tightness
 from fdp_audit.claim import Claim
 from fdp_audit.config import Config
@@ -80,15 +81,20 @@ def binary_game_bound(add_remove: MechanismAccountant, relation: MechanismAccoun
     return min(float(add_remove.bound(0.5)), bayes_optimal_success(relation))
 
 
+LOW_FPR = 0.05  # the ROC's points up to this false-positive rate are all kept: the log-log plot magnifies them
+
+
 def full_roc(record: GameRecord, attack: str) -> dict[str, list[float]]:
-    """The attack's empirical ROC over every trial (at most about 200 points), for the report's plot."""
+    """The attack's empirical ROC over every trial, for the report's plots: every point at a false-positive rate up
+    to :data:`LOW_FPR`, and about 200 above it."""
     score = record.scores[attack][:, 1] - record.scores[attack][:, 0]
     labels = record.labels.astype(bool)
     order = np.unique(score)[::-1]
-    tpr = [(score[labels] >= t).mean() if labels.any() else 0.0 for t in order]
-    fpr = [(score[~labels] >= t).mean() if (~labels).any() else 0.0 for t in order]
+    tpr = np.array([(score[labels] >= t).mean() if labels.any() else 0.0 for t in order])
+    fpr = np.array([(score[~labels] >= t).mean() if (~labels).any() else 0.0 for t in order])
     step = max(1, len(order) // 200)
-    return {"fpr": [0.0, *fpr[::step], 1.0], "tpr": [0.0, *tpr[::step], 1.0]}
+    kept = (fpr <= LOW_FPR) | (np.arange(len(order)) % step == 0)
+    return {"fpr": [0.0, *fpr[kept].tolist(), 1.0], "tpr": [0.0, *tpr[kept].tolist(), 1.0]}
 
 
 @dataclass(frozen=True)
@@ -242,7 +248,9 @@ class GradientCanaryGame(base.Game[GameRecord]):
             distinguishers.append({
                 "attack": attack, "threat_model": record.threat_models[attack], "trials": int(len(record.labels)),
                 "success": successes / len(record.labels), "optimal_success": optimum,
-                "roc": full_roc(record, attack), "points": j["points"], "orientation": j["orientation"],
+                "roc": full_roc(record, attack),
+                **roc_summary(record.scores[attack][:, 1] - record.scores[attack][:, 0], record.labels.astype(bool)),
+                "points": j["points"], "orientation": j["orientation"],
                 "epsilon_lower_bound": j["epsilon_lower_bound"], "epsilon_claimed": j["theoretical"],
                 "epsilon_ratio": j["epsilon_ratio"], "epsilon_family": j["epsilon_family"],
                 "epsilon_lower_bound_cp": j["epsilon_lower_bound_cp"], "epsilon_ratio_cp": j["epsilon_ratio_cp"],
