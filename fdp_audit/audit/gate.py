@@ -36,6 +36,7 @@ import numpy as np
 
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec, accountant_for
 from fdp_audit.audit.games import GAMES
+from fdp_audit.audit.labels import UNITS, comparison_label, limit_source, limit_words
 from fdp_audit.audit.promise import KIND as PROMISE
 from fdp_audit.audit.promise import judge_promise, promise_section, promise_violation
 from fdp_audit.audit.stats import (
@@ -326,18 +327,18 @@ def _released_steps_violation(j: dict[str, Any]) -> str:
 
 
 def _rate_violation(j: dict[str, Any]) -> str:
-    return (f"{j['id']}: the success rate lower confidence bound {j['observed']:.4g} exceeds the accounted limit "
-            f"{j['theoretical']:.4g}, so the mechanism leaks more than it claims.")
+    return (f"{comparison_label(j)}: the lower confidence bound {j['observed']:.4g} of its success rate exceeds its "
+            f"{limit_words(j)}, so the mechanism leaks more than it claims.")
 
 
 def _epsilon_violation(j: dict[str, Any]) -> str:
-    return (f"{j['id']}: the ε lower confidence bound {j['observed']:.4g} exceeds the accounted limit "
-            f"{j['theoretical']:.4g}, so the mechanism leaks more than it claims.")
+    return (f"{comparison_label(j)}: its error rates reject the claimed trade-off curve, an ε lower bound of "
+            f"{j['observed']:.4g} against its {limit_words(j)}, so the mechanism leaks more than it claims.")
 
 
 def _one_run_violation(j: dict[str, Any]) -> str:
-    return (f"{j['id']}: {j['observed']:.4g} of the guesses were correct, more than the {j['theoretical']:.4g} the "
-            "claimed trade-off curve allows at this level, so the mechanism leaks more than it claims.")
+    return (f"{comparison_label(j)}: {j['observed']:.4g} of the guesses were correct, more than its "
+            f"{limit_words(j)} at this level, so the mechanism leaks more than it claims.")
 
 
 def _restate_promise(row: dict[str, Any], claim: Claim, config: Config, where: str) -> None:
@@ -434,6 +435,7 @@ class Powerless:
     trials_needed: int | None  # None: no number of trials is enough (the kind's no_power says why)
     required: bool  # its kind's power_required
     no_power: str
+    label: str = ""  # its human label (:func:`fdp_audit.audit.labels.comparison_label`)
 
 
 def powerless(comparisons: list[dict[str, Any]], alpha: float) -> list[Powerless]:
@@ -447,7 +449,7 @@ def powerless(comparisons: list[dict[str, Any]], alpha: float) -> list[Powerless
         kind = comparison_kind(row, where)
         if not kind.can_fail(row, level, where):
             found.append(Powerless(row["id"], kind.trials_needed(row, level, where), kind.power_required,
-                                   kind.no_power))
+                                   kind.no_power, comparison_label(row)))
     return found
 
 
@@ -458,12 +460,12 @@ def unjudgeable(found: list[Powerless], alpha: float, count: int) -> str | None:
         return "No comparisons were made, so nothing was judged: this is not a pass."
     if len(found) < count and not any(p.required for p in found):
         return None
-    shown = [p for p in found if p.required] or found
-    parts = [f"{p.id} (" + (p.no_power if p.trials_needed is None else f"needs at least {p.trials_needed} trials")
-             + ")" for p in shown[:4]]
-    more = f" and {len(shown) - 4} more" if len(shown) > 4 else ""
+    # every one counted is listed (those that block a verdict first), so the count and the list agree
+    shown = sorted(found, key=lambda p: not p.required)
+    parts = [f"{p.label or p.id} (" + (p.no_power if p.trials_needed is None
+                                       else f"needs at least {p.trials_needed} trials") + ")" for p in shown]
     return (f"{len(found)} of {count} comparisons cannot fail at α={alpha:g} (Bonferroni over {count}): even a "
-            f"perfect attack would not exceed the bound, so a pass would mean nothing: {'; '.join(parts)}{more}")
+            f"perfect attack would not exceed the bound, so a pass would mean nothing: {'; '.join(parts)}")
 
 
 def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -475,17 +477,19 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
     if not isinstance(comparisons, list):
         raise BadInputError("must be a list", "results.comparisons")
     level = level_per_comparison(alpha, statistical_count(comparisons))
-    judged = []
+    judged, described = [], {}
     with Phase(f"judging {len(comparisons)} comparisons", len(comparisons), "comparison") as progress:
         for i, row in enumerate(comparisons):
             if not isinstance(row, dict) or not isinstance(row.get("id"), str):
                 raise BadInputError("each comparison needs an id", f"results.comparisons[{i}]")
             judged.append({"id": row["id"], "kind": row.get("kind"),
                            **judge_comparison(row, level, f"results.comparisons[{i}]")})
+            # what a sentence about it needs: the stored description (game, attack, relation) and the evaluation
+            described[row["id"]] = {k: v for k, v in row.items() if not isinstance(v, list | dict)} | judged[-1]
             progress.update()
     violations = [j for j in judged if j["violated"]]
-    unjudged = [Powerless(j["id"], j["trials_needed"], KINDS[j["kind"]].power_required, KINDS[j["kind"]].no_power)
-                for j in judged if not j["judged"]]
+    unjudged = [Powerless(j["id"], j["trials_needed"], KINDS[j["kind"]].power_required, KINDS[j["kind"]].no_power,
+                          comparison_label(described[j["id"]])) for j in judged if not j["judged"]]
     counted = [j for j in judged if j["judged"] and KINDS[j["kind"]].statistical]
     kept = [j for j in judged if j["kind"] == PROMISE and not j["violated"]]
     worst = max(counted, key=lambda j: j["margin"] if math.isfinite(j["margin"]) else -math.inf, default=None)
@@ -493,7 +497,7 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
     if violations:
         status = "VIOLATION"
         worst = max(violations, key=lambda j: (not KINDS[j["kind"]].statistical, j["margin"]))
-        explanation = KINDS[worst["kind"]].violation(worst)
+        explanation = KINDS[worst["kind"]].violation(described[worst["id"]])
     elif reason is not None:
         status, explanation = NOT_JUDGED, reason
     elif all(row.get("informational") is True for row in comparisons):
@@ -503,11 +507,14 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
                        f"{worst['id']} ({worst['observed']:.4g} against {worst['theoretical']:.4g}).")
     else:
         status = "PASS"
-        explanation = (f"No attack's lower confidence bound exceeds its theoretical limit; the closest is "
-                       f"{worst['id']} ({worst['observed']:.4g} against {worst['theoretical']:.4g})."
-                       + "".join(f" {j['id']}: kept (ε {j['observed']:.4g} spent of {j['theoretical']:.4g} "
-                                 "promised)." for j in kept)
-                       + (f" Not judged (they cannot fail at these trials): {', '.join(p.id for p in unjudged)}."
+        closest = described[worst["id"]]
+        unit = UNITS.get(worst["kind"], "value")
+        explanation = (f"No attack beats its limit by more than chance explains; the closest is "
+                       f"{comparison_label(closest)}: its {unit} at least {worst['observed']:.4g} "
+                       f"(lower confidence bound) against its {limit_words(closest)}."
+                       + "".join(f" {comparison_label(described[j['id']])}: kept (ε {j['observed']:.4g} spent of "
+                                 f"{j['theoretical']:.4g} promised)." for j in kept)
+                       + (f" Not judged (they cannot fail at these trials): {', '.join(p.label for p in unjudged)}."
                           if unjudged else ""))
     verdict = {
         "status": status,
@@ -608,18 +615,34 @@ def comparison_status(judged: dict[str, Any]) -> str:
     return "pass" if judged["judged"] else "not judged"
 
 
-def junit_xml(verdict: dict[str, Any], judged: list[dict[str, Any]], warnings: Sequence[Any] = ()) -> str:
-    """JUnit XML with one test case per comparison, failed when violated; each sanity warning
+def junit_xml(verdict: dict[str, Any], rows: list[dict[str, Any]], warnings: Sequence[Any] = ()) -> str:
+    """JUnit XML with one test case per comparison (``rows``: each stored comparison merged with the gate's
+    evaluation of it, or a row with its own ``label``), named by its human label and failed when violated, the
+    message saying what exceeded which limit and where that limit comes from; each sanity warning
     (:class:`fdp_audit.audit.sanity.SanityWarning`) is a ``warning`` property of the suite."""
     cases = []
-    for j in judged:
+    for row in rows:
         body = ""
-        if j["violated"]:
-            message = f"observed {j['observed']:.6g} > limit {j['theoretical']:.6g}"
-            body = f"<failure message={quoteattr(message)}/>"
-        cases.append(f'  <testcase classname="fdp-audit" name={quoteattr(j["id"])}>{body}</testcase>')
-    failures = sum(j["violated"] for j in judged)
+        if row["violated"]:
+            body = f"<failure message={quoteattr(_failure_message(row))}/>"
+        game = "regression" if row.get("label") else str(row.get("game") or row.get("kind"))
+        cases.append(f'  <testcase classname={quoteattr(f"fdp-audit.{game}")} '
+                     f'name={quoteattr(row.get("label") or comparison_label(row))}>{body}</testcase>')
+    failures = sum(row["violated"] for row in rows)
     properties = [f'    <property name="warning" value={quoteattr(w.message)}/>' for w in warnings]
     head = ["  <properties>", *properties, "  </properties>"] if properties else []
-    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="fdp-audit" tests="{len(judged)}" '
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<testsuite name="fdp-audit" tests="{len(rows)}" '
             f'failures="{failures}">\n' + "\n".join([*head, *cases]) + "\n</testsuite>\n")
+
+
+def _failure_message(row: dict[str, Any]) -> str:
+    observed, limit = f"{row['observed']:.6g}", f"{row['theoretical']:.6g}"
+    if row.get("label"):  # a rise since the baseline
+        return f"the success rate rose by at least {observed} since the baseline, more than the tolerated {limit}"
+    if row.get("kind") == "rate":
+        return (f"lower confidence bound of the success rate {observed} > limit {limit} ({limit_source(row)}); "
+                f"measured rate {row.get('rate', float('nan')):.4g} over {row.get('trials')} judged trials")
+    if row.get("kind") == "epsilon":
+        return f"the error rates reject the claimed curve: ε lower bound {observed} > claimed ε {limit} " \
+               f"({limit_source(row)})"
+    return f"share of correct guesses {observed} > {limit} ({limit_source(row)})"

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fdp_audit.audit.gate import judge
+from fdp_audit.audit.labels import comparison_label
 from fdp_audit.audit.stats import lower_confidence_bound, upper_confidence_bound
 from fdp_audit.errors import BadInputError
 
@@ -41,6 +42,7 @@ class Change:
     epsilon_before: float | None = None  # ε comparisons: the ε lower bounds
     epsilon_now: float | None = None
     regressed: bool = False
+    label: str = ""  # its human label (:func:`fdp_audit.audit.labels.comparison_label`)
 
     @property
     def margin_change(self) -> float | None:
@@ -96,7 +98,7 @@ def compare(current: dict[str, Any], baseline: dict[str, Any], alpha: float,
         a, b = now[key], before[key]
         change = {"id": key, "kind": str(a.get("kind")), "game": str(a.get("game", "")),
                   "attack": str(a.get("attack", key)), "margin_before": _finite(b.get("margin")),
-                  "margin_now": _finite(a.get("margin"))}
+                  "margin_now": _finite(a.get("margin")), "label": comparison_label(a)}
         if key in rate_pairs:
             rise = (lower_confidence_bound(a["successes"], a["trials"], level)
                     - upper_confidence_bound(b["successes"], b["trials"], level))

@@ -16,9 +16,11 @@ the same results.json; a PASS with any of them is reported as weak.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
+
+from fdp_audit.audit.labels import game_title
 
 LEARNED_NOTHING, EMPTY_SECTION, NEVER_BEAT_PRIOR = "learned_nothing", "empty_section", "never_beat_prior"
 # the sections of results.json that hold a list of rows, and the name of that list
@@ -83,7 +85,7 @@ def _empty_sections(results: dict[str, Any]) -> Iterator[SanityWarning]:
                                 f"games/{g}/attacks")
 
 
-def _never_beat_prior(results: dict[str, Any], label: Callable[[dict[str, Any]], str]) -> Iterator[SanityWarning]:
+def _never_beat_prior(results: dict[str, Any]) -> Iterator[SanityWarning]:
     """One warning per game view (the part of a rate comparison's id before the attack) in which no attack but the
     prior beat Ball anywhere: an attack built for one fault stays at the prior's level on a correct mechanism, and
     the view's other attacks carry its evidence, but a view where none did carries none."""
@@ -101,19 +103,23 @@ def _never_beat_prior(results: dict[str, Any], label: Callable[[dict[str, Any]],
         attacks = sorted({str(row.get("attack")) for row, _, _ in rates})
         row, rate, ball = best
         where = f" at ρ = {row['rho']:g}" if row.get("rho") is not None else ""
-        yield SanityWarning(NEVER_BEAT_PRIOR, f"{label(row)}: no attack beat the prior ({', '.join(attacks)}; the "
+        yield SanityWarning(NEVER_BEAT_PRIOR, f"{game_title(row)}: no attack beat the prior ({', '.join(attacks)}; the "
                             f"closest, {row.get('attack')}{where}, succeeded {rate:.3f} ≤ Ball {ball:.3f} over "
                             f"{row['trials']} judged trials), so this game's PASS shows no leakage its attacks "
                             "could find", f"comparisons/{rows[0][0]}")
 
 
-def sanity_warnings(results: dict[str, Any], label: Callable[[dict[str, Any]], str] | None = None
-                    ) -> list[SanityWarning]:
+def sanity_warnings(results: dict[str, Any]) -> list[SanityWarning]:
     """Every sanity warning of ``results`` (a results.json dictionary), in a fixed order: learned nothing, empty
-    sections, attacks that never beat the prior. ``label(row)`` names a comparison's game in the warning (by
-    default its ``game``)."""
-    name = label or (lambda row: str(row.get("game", "")))
-    return [*_learned_nothing(results), *_empty_sections(results), *_never_beat_prior(results, name)]
+    sections, games in which no attack beat the prior (each named by its title in the report).
+
+    Args:
+        results: the audit's results.
+
+    Returns:
+        The warnings, none when the PASS (if any) rests on something.
+    """
+    return [*_learned_nothing(results), *_empty_sections(results), *_never_beat_prior(results)]
 
 
 def weak_pass(status: str, warnings: list[SanityWarning]) -> str:

@@ -40,9 +40,10 @@ def run(args: argparse.Namespace) -> int:
     from fdp_audit.audit.one_run.evaluation import summary_lines as one_run_lines
     from fdp_audit.audit.results import write_results
     from fdp_audit.audit.runner import run_audit
+    from fdp_audit.audit.sanity import sanity_warnings
     from fdp_audit.data.prepare import prepare_data
     from fdp_audit.report.render import write_report
-    from fdp_audit.report.terminal import verdict_lines, warnings_of
+    from fdp_audit.report.terminal import verdict_lines
 
     start = time.time()
     config = demo_config(args.quick)
@@ -80,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     print("\n".join(summary_lines(results["checkpoint_audit"])))
     print("\n".join(one_run_lines(results["one_run"])) + f" — {results['one_run']['status']}")
     verdict = results["verdict"]
-    print("VERDICT: " + "\n".join(verdict_lines(verdict, warnings_of(results))))
+    print("VERDICT: " + "\n".join(verdict_lines(verdict, sanity_warnings(results))))
     print(f"report: {report}  ({time.time() - start:.0f} s)")
     return EXIT_OK
 

@@ -35,9 +35,10 @@ def run(args: argparse.Namespace) -> int:
     from fdp_audit.audit.gate import INFORMATIONAL, NOT_JUDGED, judge, junit_xml, restate_limits
     from fdp_audit.audit.regression import compare
     from fdp_audit.audit.results import read_results
+    from fdp_audit.audit.sanity import sanity_warnings
     from fdp_audit.errors import BadInputError
     from fdp_audit.report.markdown import gate_summary, rise_words
-    from fdp_audit.report.terminal import verdict_lines, warnings_of
+    from fdp_audit.report.terminal import verdict_lines
 
     for flag, value in (("--max-regression", args.max_regression is not None),
                         ("--allow-config-change", args.allow_config_change)):
@@ -62,12 +63,13 @@ def run(args: argparse.Namespace) -> int:
                 f" and {len(regression.config_changes) - 3} more" if len(regression.config_changes) > 3 else "")
             raise BadInputError(f"{args.baseline} audited other settings ({shown}); its success rates are no "
                                 "baseline for these. Pass --allow-config-change to compare them anyway", "--baseline")
-    cases = list(judged)
+    cases = [stored | j for stored, j in zip(comparisons, judged, strict=True)]
     if regression is not None and regression.tolerance is not None:
         # one JUnit case per tested rise, failed when the rise exceeds the tolerance
-        cases += [{"id": f"regression/{c.id}", "violated": c.regressed, "observed": c.rise_lower_bound,
-                   "theoretical": regression.tolerance} for c in regression.changes if c.rise_lower_bound is not None]
-    warnings = warnings_of(results)
+        cases += [{"id": f"regression/{c.id}", "label": f"Rise since the baseline · {c.label}",
+                   "violated": c.regressed, "observed": c.rise_lower_bound, "theoretical": regression.tolerance}
+                  for c in regression.changes if c.rise_lower_bound is not None]
+    warnings = sanity_warnings(results)
     if args.junit:
         atomic_write_text(args.junit, junit_xml(verdict, cases, warnings))
     markdown = args.markdown or (Path(args.junit).with_suffix(".md") if args.junit else None)

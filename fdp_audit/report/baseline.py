@@ -10,7 +10,7 @@ from fdp_audit.audit.regression import compare
 from fdp_audit.report import texts
 from fdp_audit.report.format import number, signed
 from fdp_audit.report.model import Cell, Node, Section, Table
-from fdp_audit.report.summary import game_label, margin_key
+from fdp_audit.report.summary import margin_key
 
 
 def _num(value: float | None, sign: bool = False) -> Cell:
@@ -25,8 +25,7 @@ def baseline_section(results: dict[str, Any], baseline: dict[str, Any]) -> Secti
     rows = []
     for change in sorted(regression.changes, key=lambda c: margin_key({"margin": c.margin_change}), reverse=True):
         rows.append([
-            Cell(change.id, {}, "mono"),
-            Cell(game_label(change.game, change.kind)),
+            Cell(change.label or change.id),
             _num(change.margin_before, sign=True),
             _num(change.margin_now, sign=True),
             _num(change.margin_change, sign=True),
@@ -49,7 +48,7 @@ def baseline_section(results: dict[str, Any], baseline: dict[str, Any]) -> Secti
     for label, ids in (("new since the baseline", regression.new), ("no longer compared", regression.gone)):
         if ids:
             section.facts.append((label, Cell(", ".join(ids))))
-    columns = ("Comparison", "Game", "Margin before", "Margin now", "Change", "Rate before → now",
+    columns = ("Comparison", "Margin before", "Margin now", "Change", "Rate before → now",
                "Rise (lower conf. bound)", "ε lower bound before → now")
     section.tables.append(Table("baseline-table", columns, rows, caption="Largest change of margin first"))
     return section

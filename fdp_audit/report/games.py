@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import re
 
+from markupsafe import Markup
+
 from fdp_audit.audit.games import ReportView, report_view
+from fdp_audit.audit.labels import section_limit_source
 from fdp_audit.report import figures, texts
 from fdp_audit.report.format import interval, number, signed
 from fdp_audit.report.generative import panels_svg
@@ -19,6 +22,7 @@ from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, 
 from fdp_audit.report.svg import inline_svg
 
 SECRET, RIGHT, WRONG = "#c2410c", "#15803d", "#b91c1c"  # frames of the example canaries
+PANEL_PIXELS = 104  # an example canary's panel in the report: at least 96 px on any screen
 # more rows than this are detail: folded into <details>, the figure carries the picture
 _LONG_TABLE = 8
 
@@ -67,7 +71,7 @@ def _rate_status(row: Node) -> Cell:
     cell = status(row["status"])
     rate, bound, lower = row["rate"].number(), row["bound"].number(), row["lower_bound"].number()
     if cell.text == "pass" and rate > bound:
-        note = (f"rate above the bound, but its lower confidence bound {number(lower)} is not: "
+        note = (f"rate above the limit, but its lower confidence bound {number(lower)} is not: "
                 "the excess is within chance")
         cell = Cell(cell.text, cell.fields, cell.css, note)
     return cell
@@ -89,9 +93,10 @@ def _attribute_section(game: Node, section_id: str, title: str, lead: str) -> Se
             ]
         )
     prior = game.present("prior")
-    facts = [("trials", num(game["trials"]))]
+    facts = [("trials played", num(game["trials"]))]
     facts += [("prior Pr[v | Ψ(x)]", numbers(prior))] if prior else []
-    facts += [("Ball (prior success)", num(game["ball"])), ("bound 1 − f(Ball)", num(game["bound"]))]
+    facts += [("Ball (prior success)", num(game["ball"])),
+              (f"limit ({section_limit_source(game.value)})", num(game["bound"]))]
     return Section(
         section_id,
         title,
@@ -104,13 +109,13 @@ def _attribute_section(game: Node, section_id: str, title: str, lead: str) -> Se
                 (
                     "Attack",
                     "Threat model",
-                    "Trials",
+                    "Judged trials",
                     "Successes",
                     "Rate",
                     "Interval",
                     "Lower conf. bound",
                     "Ball",
-                    "Bound",
+                    "Limit",
                     "Margin",
                     "Tightness",
                     "Status",
@@ -131,20 +136,59 @@ def _image_game(game: Node, section_id: str, view: ReportView) -> Section:
     examples = game.present("examples")
     if examples is not None:
         figure_id = f"fig-{section.id}"
-        label = f"{view.short}: example trials"
-        svg = inline_svg(examples_svg(examples, label), figure_id, label)
         first = examples["trials"].get(0)
         attacks = ", ".join(name for name, _ in first["picks"].items()) if first is not None else "none"
-        section.figures.append(FigureView(figure_id, svg, texts.IMAGE_EXAMPLES_CAPTION.format(attacks=attacks)))
+        section.figures.append(FigureView(figure_id, examples_view(examples, figure_id),
+                                          texts.IMAGE_EXAMPLES_CAPTION.format(attacks=attacks)))
     return section
+
+
+def examples_view(examples: Node, figure_id: str) -> Markup:
+    """An image game's example canaries for the report: per example trial, a row of labelled panels (the public
+    image, each candidate with the secret framed, each attack's pick framed by whether it is right), each panel
+    its own inline SVG shown at :data:`PANEL_PIXELS` or more, so that a row wraps on a narrow screen instead of
+    shrinking its images."""
+    shape = _image_shape(examples)
+    candidates = list(examples["candidates"].elements())
+
+    def panel(pixels: Node, caption: str, colour: str | None, where: str) -> Markup:
+        label = f"{caption} ({where})"
+        svg = panels_svg([[pixels]], shape[0], shape[1], label, {(0, 0): colour} if colour else None,
+                         target_width=PANEL_PIXELS)
+        return Markup('<div class="canary-panel">{}<p>{}</p></div>').format(
+            inline_svg(svg, f"{figure_id}-{where}", label), caption)
+
+    trials = []
+    for r, trial in enumerate(examples["trials"].elements()):
+        secret = _candidate(trial["secret"], len(candidates))
+        number_shown = trial.present("trial")
+        name = f"Trial {number_shown.value + 1}" if number_shown is not None else f"Example {r + 1}"
+        panels = [panel(examples["public"], "public image Ψ(x)", None, f"{r}-public")]
+        panels += [panel(candidate, f"candidate {k + 1}" + (" · the secret" if k == secret else ""),
+                         SECRET if k == secret else None, f"{r}-candidate-{k}")
+                   for k, candidate in enumerate(candidates)]
+        for a, (attack, pick) in enumerate(trial["picks"].items()):
+            chosen = _candidate(pick, len(candidates))
+            right = chosen == secret
+            panels.append(panel(candidates[chosen], f"{attack} picks {chosen + 1}: {'right' if right else 'wrong'}",
+                                RIGHT if right else WRONG, f"{r}-pick-{a}"))
+        trials.append(Markup('<div class="canary-trial"><p class="canary-trial-name">{}: the secret is candidate {}'
+                             '</p><div class="canary-panels">{}</div></div>').format(name, secret + 1,
+                                                                                   Markup("").join(panels)))
+    return Markup('<div class="canary-examples">{}</div>').format(Markup("").join(trials))
+
+
+def _image_shape(examples: Node) -> list[int]:
+    shape = examples["image_shape"].sequence()
+    if len(shape) != 2 or not all(isinstance(v, int) and v > 0 for v in shape):
+        raise examples["image_shape"].bad("expected [height, width]")
+    return shape
 
 
 def examples_svg(examples: Node, label: str) -> str:
     """An image game's example canaries (its section's ``examples``) as SVG: one row per example trial, the
     public image, the candidates (the secret framed), each attack's pick (framed by whether it is right)."""
-    shape = examples["image_shape"].sequence()
-    if len(shape) != 2 or not all(isinstance(v, int) and v > 0 for v in shape):
-        raise examples["image_shape"].bad("expected [height, width]")
+    shape = _image_shape(examples)
     candidates = list(examples["candidates"].elements())
     rows, frames = [], {}
     for r, trial in enumerate(examples["trials"].elements()):
@@ -168,7 +212,8 @@ def _candidate(node: Node, count: int) -> int:
 
 def _reconstruction(game: Node, section_id: str, view: ReportView) -> Section:
     section = Section(section_id, view.title, texts.RECONSTRUCTION, lead=view.lead,
-                      facts=[("trials", num(game["trials"]))])
+                      facts=[("trials played", num(game["trials"])),
+                             ("limit at each ρ", Cell(section_limit_source(game.value)))])
     prior = game.present("prior")
     if prior:
         for key, child in prior.items():
@@ -204,14 +249,14 @@ def _reconstruction(game: Node, section_id: str, view: ReportView) -> Section:
             (
                 "Attack",
                 "Threat model",
-                "Trials",
+                "Judged trials",
                 "ρ",
                 "Successes",
                 "Rate",
                 "Interval",
                 "Lower conf. bound",
                 "Ball(ρ)",
-                "Bound",
+                "Limit",
                 "Margin",
                 "Status",
             ),
@@ -230,7 +275,7 @@ def _distinguishing(game: Node, section_id: str, view: ReportView, accounting: N
         f"{view.title} ({relation.replace('_', '/')})",
         texts.DISTINGUISHING,
         lead=view.lead,
-        facts=[("trials", num(game["trials"])), ("neighbour relation", text(game["relation"]))],
+        facts=[("trials played", num(game["trials"])), ("neighbour relation", text(game["relation"]))],
     )
     rows = []
     for attack in game["attacks"].elements():

@@ -7,10 +7,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from fdp_audit.audit.labels import UNITS, comparison_label, limit_source
 from fdp_audit.audit.regression import Change, Regression
 from fdp_audit.audit.sanity import SanityWarning, weak_pass
 from fdp_audit.report.format import number, signed
-from fdp_audit.report.summary import game_label, margin_key
+from fdp_audit.report.summary import margin_key
+from fdp_audit.report.terminal import judged_count
 
 
 def _cell(text: str) -> str:
@@ -38,15 +40,17 @@ def gate_summary(verdict: dict[str, Any], judged: list[dict[str, Any]], comparis
     if warnings:
         lines += ["**Sanity warnings** (a PASS with any of them is weak evidence):", "",
                   *(f"- {_cell(w.message)}" for w in warnings), ""]
-    lines += [f"α = {number(verdict['alpha'])}, Bonferroni over {verdict['n_comparisons']} comparisons; the margin "
-              "is the lower confidence bound minus the limit (positive is a violation).", "",
-              "| Comparison | Game | Observed (lower bound) | Limit | Margin | Status |",
-              "|---|---|---:|---:|---:|---|"]
+    lines += [f"α = {number(verdict['alpha'])}, Bonferroni over {verdict['n_comparisons']} comparisons, "
+              f"{judged_count(verdict)}; the margin is the lower confidence bound minus the limit, in the unit of its "
+              "row (positive is a violation).", "",
+              "| Comparison | Lower confidence bound | Limit (where it comes from) | Margin | Status |",
+              "|---|---:|---|---:|---|"]
     rows = [stored | j for stored, j in zip(comparisons, judged, strict=True)]
     for row in sorted(rows, key=margin_key, reverse=True):
-        game = game_label(str(row.get("game", "")), str(row.get("kind")), row.get("relation"))
-        lines.append(f"| `{_cell(row['id'])}` | {_cell(game)} | {number(row.get('observed'))} | "
-                     f"{number(row.get('theoretical'))} | {_signed(row.get('margin'))} | {_status(row)} |")
+        unit = UNITS.get(str(row.get("kind")), "")
+        lines.append(f"| {_cell(comparison_label(row))} | {unit} {number(row.get('observed'))} | "
+                     f"{number(row.get('theoretical'))} ({_cell(limit_source(row))}) | {_signed(row.get('margin'))} | "
+                     f"{_status(row)} |")
     if regression is not None:
         lines += ["", *regression_summary(regression)]
     return "\n".join(lines) + "\n"
@@ -55,7 +59,7 @@ def gate_summary(verdict: dict[str, Any], judged: list[dict[str, Any]], comparis
 def rise_words(change: Change, confidence: float) -> str:
     """A success rate's change since the baseline in words: the rates, their difference, and what the confidence
     bound on the rise shows (a rise not above 0 is not significant, whatever the difference of the rates)."""
-    measured = f"{change.id} {number(change.rate_before)} → {number(change.rate_now)}"
+    measured = f"{change.label or change.id} {number(change.rate_before)} → {number(change.rate_now)}"
     if change.rate_before is not None and change.rate_now is not None:
         measured += f" ({signed(change.rate_now - change.rate_before)})"
     rise = change.rise_lower_bound
@@ -85,7 +89,7 @@ def regression_summary(regression: Regression) -> list[str]:
         eps = f"{number(c.epsilon_before)} → {number(c.epsilon_now)}" if c.kind == "epsilon" else ""
         rise = _signed(c.rise_lower_bound) if c.rise_lower_bound is not None else ""
         flag = "**REGRESSED**" if c.regressed else ""
-        lines.append(f"| `{_cell(c.id)}` | {_signed(c.margin_before)} → {_signed(c.margin_now)} | "
+        lines.append(f"| {_cell(c.label or c.id)} | {_signed(c.margin_before)} → {_signed(c.margin_now)} | "
                      f"{_signed(c.margin_change)} | {rates} | {rise} | {eps} | {flag} |")
     if regression.config_changes:
         lines += ["", "The baseline audited other settings (compared anyway, --allow-config-change): "
@@ -95,5 +99,5 @@ def regression_summary(regression: Regression) -> list[str]:
                   + "; ".join(_cell(change) for change in regression.mechanism_changes)]
     for label, ids in (("New since the baseline", regression.new), ("No longer compared", regression.gone)):
         if ids:
-            lines += ["", f"{label}: " + ", ".join(f"`{_cell(i)}`" for i in ids)]
+            lines += ["", f"{label} (ids): " + ", ".join(f"`{_cell(i)}`" for i in ids)]
     return lines

@@ -13,17 +13,17 @@ from typing import Any
 
 from markupsafe import Markup
 
-from fdp_audit.audit.sanity import SanityWarning
+from fdp_audit.audit.sanity import SanityWarning, sanity_warnings
 from fdp_audit.errors import BadInputError
 from fdp_audit.report import figures, texts
-from fdp_audit.report.format import number, signed
+from fdp_audit.report.banner import Verdict, verdict_view
+from fdp_audit.report.format import number
 from fdp_audit.report.games import game_sections, section_view
 from fdp_audit.report.generative import generative_section
 from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, scalar, span, status, text
 from fdp_audit.report.one_run import one_run_section
 from fdp_audit.report.summary import Summary, build_summary
 from fdp_audit.report.svg import UnsafeSvgError, inline_svg
-from fdp_audit.report.terminal import warnings_of
 
 SCHEMA_VERSION = 1
 CURVE_KEYS = ("f", "f_replace", "f_optimistic", "f_gdp_approx")
@@ -42,17 +42,6 @@ MECHANISM_FIELDS = {
     "public_loss": "public loss",
     "faulty": "known-faulty test mechanism",
 }
-
-
-@dataclass(frozen=True)
-class Verdict:
-    status: str
-    worst_margin: Cell
-    worst_comparison: Cell
-    explanation: Cell
-    alpha: Cell
-    n_comparisons: Cell
-    help: texts.Help = texts.VERDICT
 
 
 @dataclass(frozen=True)
@@ -86,7 +75,8 @@ def build_view(results: dict[str, Any], extra: list[Section] | None = None) -> R
     if version.value != SCHEMA_VERSION:
         raise version.bad(f"unsupported version {version.value!r}; this fdp-audit reads {SCHEMA_VERSION}")
     root["kind"].choice("audit")
-    verdict = _verdict(root["verdict"])
+    summary = build_summary(results)
+    verdict = verdict_view(root, summary)
     mechanism = root["mechanism"]
     faulty = mechanism["faulty"]
     if not isinstance(faulty.value, bool):
@@ -129,9 +119,9 @@ def build_view(results: dict[str, Any], extra: list[Section] | None = None) -> R
         created=text(created) if created else None,
         verdict=verdict,
         faulty=Faulty(text(mechanism["name"]), verdict.status == "VIOLATION") if faulty.value else None,
-        summary=build_summary(results),
+        summary=summary,
         sections=sections,
-        warnings=warnings_of(results),
+        warnings=sanity_warnings(results),
     )
 
 
@@ -147,21 +137,6 @@ def _explain_once(sections: list[Section]) -> None:
         count = titles[section.title] = titles.get(section.title, 0) + 1
         if count > 1:
             section.title = f"{section.title} ({count})"
-
-
-def _verdict(node: Node) -> Verdict:
-    return Verdict(
-        status=node["status"].choice("PASS", "VIOLATION", "INFORMATIONAL"),
-        worst_margin=num(node["worst_margin"], signed, nullable=True),
-        worst_comparison=_text_or_missing(node["worst_comparison"]),
-        explanation=text(node["explanation"]),
-        alpha=num(node["alpha"]),
-        n_comparisons=num(node["n_comparisons"]),
-    )
-
-
-def _text_or_missing(node: Node) -> Cell:
-    return Cell(number(None), {node.pointer: None}) if node.value is None else text(node)
 
 
 def _mechanism(node: Node) -> Section:

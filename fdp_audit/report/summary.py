@@ -15,27 +15,14 @@ from typing import Any
 from matplotlib.ticker import MaxNLocator
 
 from attacks.base import FINAL_MODEL  # threat models that see only the final model: the weakest evidence
-from fdp_audit.audit.games import comparison_view
 from fdp_audit.audit.gate import judge
+from fdp_audit.audit.labels import UNITS, attack_name, comparison_label, game_title, limit_source
 from fdp_audit.errors import BadInputError
 from fdp_audit.report.format import number, signed
 from fdp_audit.report.model import Node
 
 # the gate's assumption-free ε beside the family ε of an epsilon comparison
 EPSILON_ASSUMPTION_FREE = "epsilon_lower_bound_cp"
-
-
-def game_label(game: str, kind: str, relation: str | None = None) -> str:
-    """Which game a comparison belongs to, in the words of the report's section titles (the registered game's
-    :class:`~fdp_audit.audit.games.ReportView`)."""
-    if kind == "one_run":
-        return "One-run audit"
-    view = comparison_view(game, kind)
-    if view is None:
-        return game.replace("_", " ").capitalize()
-    if view.layout == "distinguishing" and relation:
-        return f"{view.title} ({relation.replace('_', '/')})"
-    return view.title
 
 
 @dataclass(frozen=True)
@@ -70,6 +57,17 @@ class Panel:
     ticks: list[tuple[float, str]]  # (percent of the track, label)
 
 
+@dataclass(frozen=True)
+class Closest:
+    """The judged comparison closest to its limit among those of one unit: margins in different units are never
+    compared with each other."""
+
+    unit: str
+    margin: str
+    label: str
+    id: str
+
+
 @dataclass
 class Summary:
     panels: list[Panel]
@@ -78,6 +76,7 @@ class Summary:
     shows: str
     caveats: list[str] = field(default_factory=list)
     assumption_free: bool = False  # some ε row also shows the Clopper–Pearson ε (a hollow point)
+    closest: list[Closest] = field(default_factory=list)  # per unit, in the order of UNITS
 
 
 def _scale(values: list[float], floor: float | None = None) -> tuple[float, float]:
@@ -104,31 +103,37 @@ def _status(row: dict[str, Any]) -> str:
     return "violation" if violated else "pass"
 
 
-def _rate_row(row: dict[str, Any], lo: float, hi: float, alpha: float, m: int) -> ChartRow:
+def _judged_of(row: dict[str, Any], total: int | None) -> str:
+    """``72 of 128 judged trials (256 played)``: a rate's successes over the trials it was judged on, and the
+    game's trials beside them when the judged ones are fewer."""
+    played = f" ({total} played)" if isinstance(total, int) and total != row.get("trials") else ""
+    return f"{row.get('successes', '?')} of {row.get('trials', '?')} judged trials{played}"
+
+
+def _rate_row(row: dict[str, Any], lo: float, hi: float, alpha: float, m: int, total: int | None) -> ChartRow:
     rate, low, high, lower, bound = row["rate"], row["ci_low"], row["ci_high"], row["lower_bound"], row["bound"]
     status = _status(row)
     label = "within ρ = " + number(row["rho"]) if row.get("rho") is not None else "success"
-    numbers = (f"{label} {number(rate)} ({row.get('successes', '?')} of {row.get('trials', '?')} trials), interval "
-               f"[{number(low)}, {number(high)}], lower confidence bound {number(lower)} against the bound "
-               f"{number(bound)} (prior Ball {number(row.get('ball'))})")
+    numbers = (f"{label} {number(rate)} ({_judged_of(row, total)}), interval [{number(low)}, {number(high)}], lower "
+               f"confidence bound {number(lower)} against its limit {number(bound)} ({limit_source(row)}; prior Ball "
+               f"{number(row.get('ball'))})")
     note = _not_judged_note(row) if status == "not judged" else ""
     if status == "pass" and rate > bound:
-        note = (f"PASS although the rate {number(rate)} is above the bound {number(bound)}: its lower confidence "
+        note = (f"PASS although the rate {number(rate)} is above its limit {number(bound)}: its lower confidence "
                 f"bound {number(lower)} is not, so at level α/m = {number(alpha / m)} the excess can be chance.")
     what = ("reconstructions land within ρ of the true protected features" if row.get("rho") is not None
             else "the attack guesses the protected attribute correctly")
-    meaning = (f"At confidence 1 − α/m, {what} more often than the claimed guarantee allows (Theorem 4 bound "
-               "1 − f(Ball)): the training leaks more than its privacy accounting says.")
+    meaning = (f"At confidence 1 − α/m, {what} more often than the claimed guarantee allows: the training leaks more "
+               "than its privacy accounting says.")
     marks = [Mark("interval", _position(low, lo, hi), _position(high, lo, hi) - _position(low, lo, hi),
                   f"interval [{number(low)}, {number(high)}]"),
              Mark("lower", _position(lower, lo, hi), title=f"lower confidence bound {number(lower)}"),
              Mark("point", _position(rate, lo, hi), title=f"rate {number(rate)}"),
-             Mark("bound", _position(bound, lo, hi), title=f"bound {number(bound)}")]
+             Mark("bound", _position(bound, lo, hi), title=f"limit {number(bound)} ({limit_source(row)})")]
     if row.get("ball") is not None:
         marks.insert(0, Mark("prior", _position(row["ball"], lo, hi), title=f"prior Ball {number(row['ball'])}"))
-    attack = str(row.get("attack", row["id"])) + (f" · ρ = {number(row['rho'])}" if row.get("rho") is not None else "")
-    return ChartRow(row["id"], game_label(str(row.get("game", "")), "rate"), attack, status, signed(row["margin"]),
-                    numbers, meaning, note, marks)
+    return ChartRow(row["id"], game_title(row), attack_name(row), status, signed(row["margin"]), numbers, meaning,
+                    note, marks)
 
 
 def _not_judged_note(row: dict[str, Any]) -> str:
@@ -145,7 +150,8 @@ def _epsilon_row(row: dict[str, Any], lo: float, hi: float) -> ChartRow:
     status = _status(row)
     family = row.get("epsilon_family")
     numbers = (f"ε lower bound {number(found)}" + (f" (family: {family})" if family else "")
-               + f" against the claimed ε {number(limit)}")
+               + f" against the claimed ε {number(limit)} ({limit_source(row)}), from the errors of "
+               f"{row.get('negatives', 0) + row.get('positives', 0)} judged trials")
     marks = [Mark("point", _position(found, lo, hi), title=f"ε lower bound {number(found)}")]
     clopper_pearson = row.get(EPSILON_ASSUMPTION_FREE)
     if clopper_pearson is not None:
@@ -164,8 +170,7 @@ def _epsilon_row(row: dict[str, Any], lo: float, hi: float) -> ChartRow:
         marks.append(Mark("bound", _position(limit, lo, hi), title=f"claimed ε {number(limit)}"))
     margin = signed(row["margin"]) if row.get("margin") is not None and math.isfinite(row["margin"]) else number(None)
     note = _not_judged_note(row) if status == "not judged" else ""
-    return ChartRow(row["id"], game_label(str(row.get("game", "")), "epsilon", row.get("relation")),
-                    str(row.get("attack", row["id"])), status, margin, numbers, meaning, note, marks)
+    return ChartRow(row["id"], game_title(row), attack_name(row), status, margin, numbers, meaning, note, marks)
 
 
 def judged_comparisons(results: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
@@ -192,14 +197,13 @@ def _observed_row(row: dict[str, Any], lo: float, hi: float) -> ChartRow:
     gate's observed value against its limit, and what a violation of that kind means."""
     observed, limit = row.get("observed"), row.get("theoretical")
     status = _status(row)
+    game, attack = game_title(row), attack_name(row)
     if row.get("kind") == "one_run":
-        game, attack = game_label("", "one_run"), row["id"].removeprefix("one-run/").replace("/", " · ") + " guesses"
         numbers = (f"{row.get('correct')} correct of {row.get('guesses')} guesses among {row.get('canaries', '?')} "
                    f"canaries: precision {number(observed)} against the {number(limit)} the claimed curve allows")
         meaning = ("At confidence 1 − α/m these guesses are more accurate than the claimed trade-off curve f allows: "
                    "the training leaks more than its privacy accounting says.")
     else:
-        game, attack = game_label(str(row.get("game", "")), str(row.get("kind"))), str(row.get("attack", row["id"]))
         numbers = f"observed {number(observed)} against the limit {number(limit)}"
         meaning = "The observed value exceeds what the claimed guarantee allows at confidence 1 − α/m."
     marks = [Mark("point", _position(observed, lo, hi), title=f"observed {number(observed)}")]
@@ -223,11 +227,13 @@ def build_summary(results: dict[str, Any]) -> Summary | None:
     rows.sort(key=margin_key, reverse=True)
     rate = [r for r in rows if r.get("kind") == "rate"]
     epsilon = [r for r in rows if r.get("kind") == "epsilon"]
+    reproducibility = results.get("reproducibility")
+    total = reproducibility.get("trials") if isinstance(reproducibility, dict) else None
     panels = []
     if rate:
         lo, hi = _scale([v for r in rate for v in (r["ci_low"], r["ci_high"], r["bound"], r.get("ball") or r["bound"])])
-        panels.append(Panel("summary-rate", "Success rate against its bound 1 − f(Ball)", "success rate",
-                            [_rate_row(r, lo, hi, alpha, m) for r in rate], _ticks(lo, hi)))
+        panels.append(Panel("summary-rate", "Success rate against its limit", "success rate",
+                            [_rate_row(r, lo, hi, alpha, m, total) for r in rate], _ticks(lo, hi)))
     if epsilon:
         values = [v for r in epsilon for v in (r["epsilon_lower_bound"], r.get("theoretical"),
                                               r.get(EPSILON_ASSUMPTION_FREE))
@@ -250,17 +256,23 @@ def build_summary(results: dict[str, Any]) -> Summary | None:
     failing = [row for panel in panels for row in panel.rows if row.status == "violation"]
     tested, shows, caveats = _plain_words(results, rows, alpha, bool(failing))
     assumption_free = any(r.get(EPSILON_ASSUMPTION_FREE) is not None for r in epsilon)
-    return Summary(panels, failing, tested, shows, caveats, assumption_free)
+    closest = [Closest(UNITS[kind], signed(row["margin"]), comparison_label(row), row["id"]) for kind in UNITS
+               for row in [next((r for r in rows if r.get("kind") == kind and _status(r) != "not judged"
+                                 and math.isfinite(margin_key(r))), None)] if row is not None]
+    return Summary(panels, failing, tested, shows, caveats, assumption_free, closest)
 
 
 def _plain_words(results: dict[str, Any], rows: list[dict[str, Any]], alpha: float,
                  violated: bool) -> tuple[str, str, list[str]]:
-    games: dict[str, int] = {}
+    games: list[str] = []
     for row in rows:
-        kind = "one_run" if row.get("kind") == "one_run" else "rate"  # a game's ε rows share its trials' label
-        name = game_label(str(row.get("game", "")), kind)
-        games.setdefault(name, int(row.get("trials") or 0))
-    listed = "; ".join(f"{name} ({trials} trials)" if trials else name for name, trials in games.items())
+        name = game_title(row)
+        if name not in games:
+            games.append(name)
+    reproducibility = results.get("reproducibility")
+    total = reproducibility.get("trials") if isinstance(reproducibility, dict) else None
+    played = isinstance(total, int) and any(row.get("kind") != "one_run" for row in rows)
+    listed = "; ".join(games) + (f" ({total} trials each)" if played else "")
     threat = {str(r.get("threat_model")) for r in rows if r.get("threat_model")}
     tested = (f"{len(rows)} comparisons of an attack against what the claimed privacy allows, from: {listed}. "
               f"Each is judged at confidence 1 − α/m with α = {number(alpha)} and m = {len(rows)} "

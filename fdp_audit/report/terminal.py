@@ -6,13 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fdp_audit.audit.sanity import SanityWarning, sanity_warnings, weak_pass
-from fdp_audit.report.summary import game_label
-
-
-def warnings_of(results: dict[str, Any]) -> list[SanityWarning]:
-    """The sanity warnings of ``results``, each game named as the report names it."""
-    return sanity_warnings(results, lambda row: game_label(str(row.get("game", "")), str(row.get("kind"))))
+from fdp_audit.audit.sanity import SanityWarning, weak_pass
 
 
 def judged_count(verdict: dict[str, Any]) -> str:

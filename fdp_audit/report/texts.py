@@ -108,9 +108,9 @@ REPRODUCIBILITY = Help(
 )
 
 IMAGE_EXAMPLES_CAPTION = (
-    "Example trials, one per row: the public image (drawn at full resolution), the K candidates (the secret "
-    "framed in orange), then each attack's pick ({attacks}; framed green when right, red when wrong). One grey "
-    "scale for every image of the game."
+    "Example trials, one per row: the public image Ψ(x), the K candidates sharing it (the secret framed in orange), "
+    "then each attack's pick ({attacks}; framed green when right, red when wrong). One grey scale for every image "
+    "of the game; each pixel drawn as a square."
 )
 OTHER_GAME = Help(
     "A game this version of the report has no dedicated layout for; its stored facts and attack rows are shown "

@@ -14,6 +14,7 @@ import pytest
 
 from fdp_audit.accounting.tradeoff import gaussian_epsilon, gaussian_tradeoff
 from fdp_audit.audit.gate import can_fail, judge, judge_comparison, junit_xml
+from fdp_audit.audit.labels import comparison_label
 from fdp_audit.audit.stats import (
     RocCounts,
     clopper_pearson,
@@ -200,16 +201,21 @@ def test_judge_comparison_level_is_used_as_given() -> None:
 def test_junit_xml_one_testcase_per_comparison() -> None:
     rows = [rate("attribute/<likelihood>", 100), rate('distinguishing-attribute/"iterates"', 195),
             epsilon("distinguishing-epsilon/iterates", [5, 2], [40, 60], claim={**GAUSSIAN_CLAIM,
-                                                                                 "noise_multiplier": 0.3})]
+                                                                                 "noise_multiplier": 0.3})
+            | {"game": "distinguishing", "attack": "iterates"}]
     verdict, judged = judge(rows, 0.05)
-    root = ET.fromstring(junit_xml(verdict, judged))
+    merged = [row | j for row, j in zip(rows, judged, strict=True)]
+    root = ET.fromstring(junit_xml(verdict, merged))
     assert root.tag == "testsuite"
     cases = root.findall("testcase")
-    assert [c.get("name") for c in cases] == [r["id"] for r in rows]  # names escaped and read back intact
+    # named by their human labels, escaped and read back intact
+    assert [c.get("name") for c in cases] == [comparison_label(row) for row in merged]
+    assert cases[2].get("name") == "Distinguishing game (add/remove) · iterates"
     assert root.get("tests") == "3" and root.get("failures") == "1"
     failed = [c.get("name") for c in cases if c.find("failure") is not None]
-    assert failed == ['distinguishing-attribute/"iterates"']
-    assert "limit" in cases[1].find("failure").get("message")
+    assert failed == [comparison_label(merged[1])]
+    message = cases[1].find("failure").get("message")  # the observed value is a lower bound: it says so
+    assert message.startswith("lower confidence bound of the success rate ") and "> limit 0.6" in message
 
 
 def test_a_perfect_attack_has_lower_bound_level_to_the_one_over_n() -> None:

@@ -92,7 +92,8 @@ def test_a_game_in_which_no_attack_beat_the_prior_is_named_once() -> None:
     found = sanity_warnings(results(comparisons=comparisons))
     assert [(w.kind, w.where) for w in found] == [(NEVER_BEAT_PRIOR, "comparisons/3"),
                                                  (NEVER_BEAT_PRIOR, "comparisons/5")]
-    assert found[0].message.startswith("image_record_canary: no attack beat the prior (informed_gradient, likelihood; "
+    assert found[0].message.startswith("Image game · record canaries: no attack beat the prior (informed_gradient, "
+                                       "likelihood; "
                                        "the closest, likelihood, succeeded 0.250 ≤ Ball 0.250 over 100 judged trials)")
     assert "the closest, reconstruction at ρ = 0.5, succeeded 0.050 ≤ Ball 0.118" in found[1].message
     comparisons[4]["successes"] = 26  # one attack above the prior: the game's evidence is not empty

@@ -368,7 +368,9 @@ def test_an_audit_that_cannot_fail_is_refused_before_training(cli, one_line_erro
     result = cli("audit", config, "--trials", "30", "--out", out)
     line = one_line_error(result.err)
     assert result.code == 2 and "audit.trials" in line and "cannot fail" in line
-    assert "distinguishing-attribute/iterates (needs at least 62 trials)" in line
+    # every comparison counted is listed, by its label (the count said four and the list named two)
+    assert line.count("needs at least") == 4 and "4 of 4 comparisons cannot fail" in line
+    assert "Attribute inference · gradient canaries (distinguishing game) · iterates (needs at least 62 trials)" in line
     assert not out.exists()
 
 
@@ -379,7 +381,7 @@ def test_a_prior_of_one_value_is_refused(cli, one_line_error, small_config, writ
     out = tmp_path / "certain"
     result = cli("audit", write_yaml(tmp_path / "certain.yaml", raw), "--out", out)
     line = one_line_error(result.err)
-    assert result.code == 2 and "attribute/likelihood (no number of trials" in line
+    assert result.code == 2 and "Attribute inference · record canaries · likelihood (no number of trials" in line
     assert not out.exists()
 
 

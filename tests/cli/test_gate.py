@@ -62,7 +62,8 @@ def test_pass(cli, passing: Path) -> None:
 def test_violation_exit_code_one(cli, violating: Path) -> None:
     result = cli("gate", violating)
     assert result.code == 1
-    assert result.out.startswith("VIOLATION") and "distinguishing-attribute/iterates" in result.out
+    assert result.out.startswith("VIOLATION at α=0.05, 2 of 2 comparisons judged: Attribute inference · gradient "
+                                 "canaries (distinguishing game) · iterates: the lower confidence bound ")
 
 
 def test_gate_rejudges_rather_than_trusting_the_stored_verdict(cli, tmp_path: Path) -> None:
@@ -172,7 +173,9 @@ def test_junit(cli, request, tmp_path: Path, fixture: str, failures: int) -> Non
     root = ET.parse(junit).getroot()
     cases = root.findall("testcase")
     ids = [c["id"] for c in json.loads(path.read_text())["comparisons"]]
-    assert [c.get("name") for c in cases] == ids
+    assert [c.get("name") for c in cases] == [
+        "Attribute inference · record canaries · likelihood",
+        "Attribute inference · gradient canaries (distinguishing game) · iterates"]
     assert int(root.get("tests")) == len(ids) and int(root.get("failures")) == failures
     assert sum(c.find("failure") is not None for c in cases) == failures
 

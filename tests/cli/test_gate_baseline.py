@@ -56,8 +56,8 @@ def test_baseline_is_reported_without_failing_by_default(cli, risen, baseline):
     assert result.out.startswith("PASS")
     assert "since the baseline: 2 comparisons matched, 0 regressed (report only)" in result.out
     # the rates, their difference and the confidence bound on the rise, never a bare signed bound
-    assert ("largest rise in success rate: distinguishing-attribute/iterates 0.55 → 0.75 (+0.2), a rise of at least "
-            "0.09") in result.out
+    assert ("largest rise in success rate: Attribute inference · gradient canaries (distinguishing game) · iterates "
+            "0.55 → 0.75 (+0.2), a rise of at least 0.09") in result.out
 
 
 def test_a_rise_that_is_not_significant_says_so(cli, baseline, tmp_path):
@@ -65,7 +65,7 @@ def test_a_rise_that_is_not_significant_says_so(cli, baseline, tmp_path):
     slightly = write_results(tmp_path / "slightly.json", results(iterates=230))
     result = cli("gate", slightly, "--baseline", baseline)
     assert result.code == 0
-    assert ("distinguishing-attribute/iterates 0.55 → 0.575 (+0.025), not a significant rise: at confidence 0.95 "
+    assert ("(distinguishing game) · iterates 0.55 → 0.575 (+0.025), not a significant rise: at confidence 0.95 "
             "the rise is only known to be above -0.") in result.out
 
 
@@ -77,12 +77,14 @@ def test_a_significant_rise_fails_with_max_regression(cli, risen, baseline, tmp_
     assert "REGRESSION: since the baseline: 2 comparisons matched, 1 regressed" in result.out
     suite = ET.parse(junit).getroot()
     failed = [case.get("name") for case in suite.iter("testcase") if case.find("failure") is not None]
-    assert failed == ["regression/distinguishing-attribute/iterates"]
+    assert failed == ["Rise since the baseline · Attribute inference · gradient canaries (distinguishing game) · "
+                      "iterates"]
     assert suite.get("tests") == "4"
     summary = markdown.read_text(encoding="utf-8")
     assert summary.startswith("## fdp-audit gate: PASS")
     assert "### Since the baseline: 1 regressed of 2 matched" in summary
-    row = next(line for line in summary.splitlines() if line.startswith("| `distinguishing-attribute/iterates` | -"))
+    row = next(line for line in summary.splitlines()
+               if line.startswith("| Attribute inference · gradient canaries (distinguishing game) · iterates | -"))
     assert "0.55 → 0.75" in row and "**REGRESSED**" in row
 
 
@@ -102,8 +104,11 @@ def test_same_results_never_regress(cli, baseline):
 def test_markdown_without_baseline_lists_comparisons_closest_first(cli, risen, tmp_path):
     markdown = tmp_path / "summary.md"
     assert cli("gate", risen, "--markdown", markdown).code == 0
-    lines = [line for line in markdown.read_text(encoding="utf-8").splitlines() if line.startswith("| `")]
-    assert [line.split("`")[1] for line in lines] == ["distinguishing-attribute/iterates", "attribute/likelihood"]
+    lines = [line for line in markdown.read_text(encoding="utf-8").splitlines() if line.startswith("| Attribute")]
+    assert [line.split(" | ")[0][2:] for line in lines] == [
+        "Attribute inference · gradient canaries (distinguishing game) · iterates",
+        "Attribute inference · record canaries · likelihood"]
+    assert "Theorem 4: 1 − f(Ball), add/remove" in lines[1]  # the limit says where it comes from
     assert "Since the baseline" not in markdown.read_text(encoding="utf-8")
 
 

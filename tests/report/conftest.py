@@ -142,6 +142,23 @@ def read_page(html: str) -> Page:
     return Page(reader.cells, reader.verdict_status, reader.svg_count)
 
 
+def assert_shows(cell: ShownCell, where: str, value: Any, results: dict[str, Any]) -> None:
+    """The text of ``cell`` shows the stored ``value`` at ``where``: a number as the report rounds it, a JSON block
+    as itself, a list in words item by item, and a comparison's id as its human label."""
+    from fdp_audit.audit.labels import comparison_label
+    from fdp_audit.report.format import number
+
+    if where == "/verdict/worst_comparison":
+        row = next(row for row in results["comparisons"] if row["id"] == value)
+        assert comparison_label(row) in cell.text, (where, value, cell.text)
+    elif isinstance(value, dict) or isinstance(value, list) and cell.text.startswith(("[", "{")):
+        assert json.loads(cell.text) == value, where
+    elif isinstance(value, list):
+        assert all(str(item) in cell.text for item in value), (where, value, cell.text)
+    else:
+        assert number(value) in cell.text, (where, value, cell.text)
+
+
 def resolve(document: Any, pointer: str) -> Any:
     """RFC 6901 JSON pointer lookup."""
     value = document
@@ -274,10 +291,14 @@ window.addEventListener("load", () => {
   const within = (inner, outer) => inner.left >= outer.left - 1 && inner.right <= outer.right + 1
     && inner.top >= outer.top - 1 && inner.bottom <= outer.bottom + 1;
   const box = (r) => [r.left, r.top, r.right, r.bottom].map(Math.round);
+  const name = (e) => `${e.tagName}#${e.id}.${e.className.baseVal ?? e.className}`;
+  // wider than the screen, or scrolling sideways inside (a table or a block that scrolls is cut on a phone)
   const wide = [...doc.querySelectorAll("body *")].filter((e) => {
     const r = e.getBoundingClientRect();
-    return r.width > 0 && r.right > win.innerWidth + 1 && !e.closest(".table-wrap, pre");
-  }).slice(0, 5).map((e) => `${e.tagName}#${e.id}.${e.className.baseVal ?? e.className}`);
+    return r.width > 0 && r.right > win.innerWidth + 1;
+  }).slice(0, 5).map(name);
+  const scrolls = [...doc.querySelectorAll("body *")].filter((e) => e.scrollWidth > e.clientWidth + 1
+    && ["auto", "scroll"].includes(win.getComputedStyle(e).overflowX)).slice(0, 5).map(name);
   const legends = [...doc.querySelectorAll("figure .legend, svg.figure g[id$='legend_1']")].map((e) => {
     const frame = e.closest("svg.figure") ?? e.closest("figure");
     const r = e.getBoundingClientRect();
@@ -288,7 +309,7 @@ window.addEventListener("load", () => {
     text: e.textContent, bottom: Math.round(e.getBoundingClientRect().bottom)}));
   const found = {
     viewport: [win.innerWidth, win.innerHeight],
-    scrollWidth: doc.scrollingElement.scrollWidth, scrollHeight: doc.scrollingElement.scrollHeight, wide,
+    scrollWidth: doc.scrollingElement.scrollWidth, scrollHeight: doc.scrollingElement.scrollHeight, wide, scrolls,
     titles: [...doc.querySelectorAll("h2")].map((e) => e.textContent.trim()),
     details: [...doc.querySelectorAll("details")].map((e) => ({open: e.open,
                                                              summary: e.querySelector("summary").textContent})),

@@ -3,7 +3,6 @@ fetches nothing."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import matplotlib.image
@@ -11,7 +10,8 @@ import numpy as np
 import pytest
 
 from fdp_audit.report import write_report
-from fdp_audit.report.format import number, signed
+from fdp_audit.report.format import signed
+from tests.report.conftest import assert_shows
 
 pytestmark = pytest.mark.browser
 
@@ -38,7 +38,7 @@ def _expected_pointers(results: dict) -> set[str]:
     """The values a reviewer must find on the page: verdict, the ε table, every attack row, utility."""
     wanted = {
         f"/verdict/{key}" for key in ("worst_margin", "worst_comparison", "explanation", "alpha", "n_comparisons")
-    }
+    } | {"/mechanism/name", "/mechanism/delta", "/reproducibility/trials"}
     wanted |= {f"/accounting/epsilon/{delta}" for delta in results["accounting"]["epsilon"]}
     for g, game in enumerate(results["games"]):
         for a, attack in enumerate(game["attacks"]):
@@ -55,18 +55,15 @@ def _expected_pointers(results: dict) -> set[str]:
 def test_dom_shows_the_verdict_and_the_stored_numbers(recorded_visit, results, page_reader, pointer):
     shown = page_reader(recorded_visit.dom)
     assert shown.verdict_status == results["verdict"]["status"] == "PASS"
-    # the trade-off curve, the ε sweep, two reconstruction plots (prior and attack), two ROC plots and the
-    # profile figure; the summary chart is HTML
-    assert shown.svg_count == 7
+    # the trade-off curve, the ε sweep, two reconstruction plots (prior and attack), two ROC plots each on linear
+    # and log-log axes and the profile figure; the summary chart is HTML
+    assert shown.svg_count == 9
     seen: set[str] = set()
     for cell in shown.cells:
         for where, value in cell.fields.items():
             assert pointer(results, where) == value, where
             seen.add(where)
-            if isinstance(value, dict | list):
-                assert json.loads(cell.text) == value, where
-            else:
-                assert number(value) in cell.text, (where, value, cell.text)
+            assert_shows(cell, where, value, results)
     missing = _expected_pointers(results) - seen
     assert not missing, f"not shown: {sorted(missing)[:10]}"
 
@@ -93,6 +90,7 @@ def test_violation_is_red_and_flags_the_faulty_mechanism(violation_results, chro
     shown = page_reader(visit.dom)
     assert shown.verdict_status == "VIOLATION"
     margin = next(c for c in shown.cells if "/verdict/worst_margin" in c.fields)
-    assert margin.text == signed(violation_results["verdict"]["worst_margin"]) == "+0.1171"
+    worst = signed(violation_results["verdict"]["worst_margin"])
+    assert margin.text.startswith(f"{worst} · ") and worst == "+0.1171"
     assert "Known-faulty test mechanism" in visit.dom
     assert "fdp_sgd_shared_batch" in visit.dom

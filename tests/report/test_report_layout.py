@@ -45,7 +45,8 @@ def _check_page(chromium, probe, page_html: str, name: str, screen: tuple[str, i
     shutil.copyfile(first.screenshot, screenshot_dir / f"{name}-{label}-first-screen.png")
     shutil.copyfile(whole.screenshot, screenshot_dir / f"{name}-{label}-page.png")
 
-    assert layout["scrollWidth"] <= width, f"wider than the {label} screen: {layout['wide']}"
+    assert layout["scrollWidth"] <= width and not layout["wide"], f"wider than the {label} screen: {layout['wide']}"
+    assert not layout["scrolls"], f"scrolls sideways at {label} width: {layout['scrolls']}"
     assert layout["legends"], "no legend measured: the probe lost its figures"
     outside = [legend for legend in layout["legends"] if not legend["inside"]]
     assert not outside, f"legends outside their figure at {label} width: {outside}"

@@ -442,6 +442,10 @@ class Game(ABC, Generic[Record]):
             The limit, Theorem 4's ``1 − f(Ball)`` or a binary game's smaller one.
         """
 
+    def limit_source(self) -> str:
+        """Where :meth:`stated_limit` comes from, in words, shown beside the limit wherever it appears."""
+        return "Theorem 4: 1 − f(Ball), add/remove"
+
 
 def game_attacks(names: tuple[str, ...], kind: AttributeKind, gradient_canary: bool = False,
                  input_canary: bool = False) -> dict[str, Attack]:

@@ -266,6 +266,10 @@ class GradientCanaryGame(base.Game[GameRecord]):
         return binary_game_bound(accountant("add-remove"),
                                  accountant("replace" if self.epsilon_relation == "replace" else "add-remove"))
 
+    def limit_source(self) -> str:
+        # Theorem 4 at Ball = ½, or the best any test of two neighbours under the game's relation achieves
+        return f"binary game: min(1 − f(½), ½ + δ(0)/2 of {self.epsilon_relation.replace('_', '/')} neighbours)"
+
 
 def _gradient_canary_view(game: str) -> base.ReportView:
     """The attribute view of a gradient-canary game's trials."""

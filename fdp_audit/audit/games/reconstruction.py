@@ -230,3 +230,6 @@ class ReconstructionGame(base.Game[ReconstructionRecord]):
 
     def stated_limit(self, ball: float, accountant: Callable[[str], MechanismAccountant]) -> float:
         return float(accountant("add-remove").bound(ball))
+
+    def limit_source(self) -> str:
+        return "Theorem 4: 1 − f(Ball(ρ)), add/remove"
