@@ -56,10 +56,10 @@ def run(args: argparse.Namespace) -> int:
 
     with flag_names(_FLAG_FIELDS):
         result = _report(accountant, accountant.spec, deltas, epsilons, alphas, balls, args.checkpoint)
-    if args.json:
-        print(json.dumps(result, allow_nan=False))
-    else:
-        print(_table(result))
+        if args.json:
+            print(json.dumps(result, allow_nan=False))
+        else:  # the JSON keeps its documented shape: --relation gives the other relation's ε there
+            print(_table(result, _epsilon_by_relation(accountant, deltas)))
     return 0
 
 
@@ -91,6 +91,22 @@ def _report(
             "discretization": accountant.discretization,
         },
     }
+
+
+def _epsilon_by_relation(accountant: MechanismAccountant, deltas: list[float]) -> dict[str, dict[str, float | None]]:
+    """ε(δ) under both neighbouring relations: the audit's games judge some comparisons under each (attribute and
+    simulator games under add/remove, the distinguishing game under replace-one), so both are the claim."""
+    import dataclasses
+
+    from fdp_audit.accounting.mechanism import accountant_for
+    from fdp_audit.json_numbers import json_float
+
+    found = {}
+    for relation in RELATIONS:
+        same = relation == accountant.spec.relation
+        other = accountant if same else accountant_for(dataclasses.replace(accountant.spec, relation=relation))
+        found[relation] = {_key(d): json_float(other.epsilon(d)) for d in deltas}
+    return found
 
 
 @contextlib.contextmanager
@@ -197,7 +213,8 @@ def _key(value: float) -> str:
     return repr(float(value))
 
 
-def _table(result: dict[str, Any]) -> str:
+def _table(result: dict[str, Any], by_relation: dict[str, dict[str, float | None]]) -> str:
+    """The text output; ``by_relation`` gives ε(δ) under each neighbouring relation, printed side by side."""
     params = result["parameters"]
     head = (
         f"{params['mechanism']} ({params['relation']}): noise multiplier {params['noise_multiplier']}, "
@@ -209,13 +226,18 @@ def _table(result: dict[str, Any]) -> str:
         head,
         f"accounting: {params['accountant']}, discretisation {params['discretization']:g}; f = {params['curve']}",
     ]
+    if by_relation:  # ε under every relation some game is judged under, side by side
+        lines += ["", "  " + f"{'delta':<12} " + "  ".join(f"{'epsilon (' + r + ')':<22}" for r in by_relation)]
+        for arg in result["epsilon"]:
+            shown = ["inf" if table[arg] is None else f"{table[arg]:.6g}" for table in by_relation.values()]
+            lines.append(f"  {float(arg):<12g} " + "  ".join(f"{value:<22}" for value in shown))
     sections = (
-        ("epsilon", "delta", "epsilon"),
+        ("epsilon", "delta", "epsilon") if not by_relation else None,
         ("delta", "epsilon", "delta"),
         ("f", "alpha", "f(alpha)"),
         ("bound", "Ball", "1 - f(Ball)  (Theorem 4 bound)"),
     )
-    for key, left, right in sections:
+    for key, left, right in filter(None, sections):
         lines.append("")
         lines.append(f"  {left:<12} {right}")
         for arg, value in result[key].items():

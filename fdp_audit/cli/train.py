@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fdp_audit.cli import EXIT_OK, SEED_HELP
+
+if TYPE_CHECKING:
+    from fdp_audit.config import Config
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -60,10 +64,19 @@ def run(args: argparse.Namespace) -> int:
     else:
         trained = train_one(config, data, seed, progress=True)
         save_checkpoint(out, trained.params, trained.metadata)
-    eps = trained.metadata["epsilon"]
-    eps_text = "∞" if eps is None else f"{eps:.3f}"
     print(f"trained {config.mechanism.name} (z={trained.metadata['noise_multiplier']:.4g}, "
-          f"p={config.mechanism.sample_rate:g}, T={config.mechanism.steps}): ε={eps_text} at "
+          f"p={config.mechanism.sample_rate:g}, T={config.mechanism.steps}): {claimed_epsilons(config)} at "
           f"δ={config.mechanism.delta:g}, test accuracy {trained.test_accuracy:.4f}")
     print(f"checkpoint: {out}")
     return EXIT_OK
+
+
+def claimed_epsilons(config: Config) -> str:
+    """``ε=1.856 (add/remove), ε=2.673 (replace-one)``: the ε the gate may judge against, under each relation."""
+    from fdp_audit.claim import Claim
+
+    claim, shown = Claim.from_config(config), []
+    for relation, words in (("add-remove", "add/remove"), ("replace", "replace-one")):
+        eps = float(claim.accountant(relation).epsilon(claim.delta))
+        shown.append(f"ε={'∞' if eps == float('inf') else f'{eps:.3f}'} ({words})")
+    return ", ".join(shown)

@@ -102,8 +102,8 @@ def test_account_checkpoint_metadata(capsys, monkeypatch):
     assert list(result["epsilon"]) == ["0.001", "1e-05", "1e-06"]  # the checkpoint's δ in order, not first
     fake.read_privacy_metadata = lambda path: {**meta, "delta": 1e-4}
     code, out, _ = _run(capsys, ["account", "--checkpoint", "model.pt"])
-    rows = out.split("  delta        epsilon")[1].split("\n\n")[0].split()
-    assert code == 0 and rows[::2] == ["0.001", "0.0001", "1e-05", "1e-06"]
+    rows = out.split("  delta        epsilon")[1].split("\n\n")[0].splitlines()[1:]
+    assert code == 0 and [row.split()[0] for row in rows] == ["0.001", "0.0001", "1e-05", "1e-06"]
     code, _, err = _run(capsys, ["account", "--checkpoint", "model.pt", "--steps", "5"])
     assert code == 2 and "--checkpoint" in err
     fake.read_privacy_metadata = lambda path: {**meta, "sample_rate": 2.0}
@@ -168,3 +168,20 @@ def test_calibrate_bad_input_is_one_line_exit_2(capsys, args, flag):
     code, out, err = _run(capsys, ["calibrate", *args])
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and flag in err and "Traceback" not in err
+
+
+def test_every_epsilon_the_gate_may_use_is_printed(capsys) -> None:
+    """``account`` printed ε = 1.856 (add/remove) while the gate judged the distinguishing game against 2.673
+    (replace-one): both relations' ε(δ) are printed, equal to ``--relation`` of each."""
+    from fdp_audit.cli import main
+
+    flags = ["--noise-multiplier", "1.0", "--sample-rate", "0.017", "--steps", "300", "--delta", "1e-5"]
+    both = {}
+    for relation in ("add-remove", "replace"):
+        assert main(["account", *flags, "--relation", relation, "--json"]) == 0
+        both[relation] = json.loads(capsys.readouterr().out)["epsilon"]["1e-05"]
+    assert both == {"add-remove": pytest.approx(1.8558, abs=1e-4), "replace": pytest.approx(2.6727, abs=1e-4)}
+    for relation in ("add-remove", "replace"):  # whichever relation is asked for, the table has both
+        assert main(["account", *flags, "--relation", relation]) == 0
+        row = capsys.readouterr().out.split("epsilon (replace)")[1].splitlines()[1].split()
+        assert row == ["1e-05", f"{both['add-remove']:.6g}", f"{both['replace']:.6g}"]

@@ -59,6 +59,12 @@ def test_progress_in_a_log_is_plain_lines_with_step_loss_and_epsilon(cli, small_
     assert final and final[1] == "25" and 0 < float(final[2]) < 1
     assert float(final[3]) == pytest.approx(metadata["epsilon"], rel=1e-2)  # shown with 3 digits
     assert len(result.err.splitlines()) <= 11  # a line per tenth and one at the end
+    # every ε the gate may judge against: the attribute games add/remove, the distinguishing game replace-one
+    claim = Claim.from_config(config_from_dict(small_config("fdp_sgd", rows=200, mechanism={"steps": 25})))
+    shown = re.search(r"ε=([0-9.]+) \(add/remove\), ε=([0-9.]+) \(replace-one\) at δ=1e-05", result.out)
+    assert shown and float(shown[1]) == pytest.approx(claim.epsilon, abs=1e-3)
+    assert float(shown[2]) == pytest.approx(claim.replace_one.epsilon(1e-5), abs=1e-3)
+    assert float(shown[2]) > float(shown[1])
 
 
 def test_progress_does_not_change_the_model(small_config):
