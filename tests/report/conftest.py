@@ -284,37 +284,41 @@ def _page_requests(log: Path) -> list[str]:
 # unchanged (srcdoc), so its own policy still forbids it any script.
 _LAYOUT_PROBE = """<!DOCTYPE html>
 <html><head><meta charset="utf-8"><style>body { margin: 0; } iframe { border: 0; display: block; }</style></head>
-<body><iframe id="report" width="%(width)d" height="%(height)d" srcdoc="%(page)s"></iframe>
+<body>%(frames)s
 <script>
 window.addEventListener("load", () => {
-  const win = document.getElementById("report").contentWindow, doc = win.document;
   const within = (inner, outer) => inner.left >= outer.left - 1 && inner.right <= outer.right + 1
     && inner.top >= outer.top - 1 && inner.bottom <= outer.bottom + 1;
   const box = (r) => [r.left, r.top, r.right, r.bottom].map(Math.round);
   const name = (e) => `${e.tagName}#${e.id}.${e.className.baseVal ?? e.className}`;
-  // wider than the screen, or scrolling sideways inside (a table or a block that scrolls is cut on a phone)
-  const wide = [...doc.querySelectorAll("body *")].filter((e) => {
-    const r = e.getBoundingClientRect();
-    return r.width > 0 && r.right > win.innerWidth + 1;
-  }).slice(0, 5).map(name);
-  const scrolls = [...doc.querySelectorAll("body *")].filter((e) => e.scrollWidth > e.clientWidth + 1
-    && ["auto", "scroll"].includes(win.getComputedStyle(e).overflowX)).slice(0, 5).map(name);
-  const legends = [...doc.querySelectorAll("figure .legend, svg.figure g[id$='legend_1']")].map((e) => {
-    const frame = e.closest("svg.figure") ?? e.closest("figure");
-    const r = e.getBoundingClientRect();
-    return {figure: e.closest("figure").id, inside: within(r, frame.getBoundingClientRect()),
-            legend: box(r), frame: box(frame.getBoundingClientRect())};
-  });
-  const failing = [...doc.querySelectorAll("#failing li")].map((e) => ({
-    text: e.textContent, bottom: Math.round(e.getBoundingClientRect().bottom)}));
-  const found = {
-    viewport: [win.innerWidth, win.innerHeight],
-    scrollWidth: doc.scrollingElement.scrollWidth, scrollHeight: doc.scrollingElement.scrollHeight, wide, scrolls,
-    titles: [...doc.querySelectorAll("h2")].map((e) => e.textContent.trim()),
-    details: [...doc.querySelectorAll("details")].map((e) => ({open: e.open,
-                                                             summary: e.querySelector("summary").textContent})),
-    legends, failing,
-  };
+  const found = {};
+  for (const frame of document.querySelectorAll("iframe")) {
+    const win = frame.contentWindow, doc = win.document;
+    // wider than the screen, or scrolling sideways inside (a table or a block that scrolls is cut on a phone)
+    const wide = [...doc.querySelectorAll("body *")].filter((e) => {
+      const r = e.getBoundingClientRect();
+      return r.width > 0 && r.right > win.innerWidth + 1;
+    }).slice(0, 5).map(name);
+    const scrolls = [...doc.querySelectorAll("body *")].filter((e) => e.scrollWidth > e.clientWidth + 1
+      && ["auto", "scroll"].includes(win.getComputedStyle(e).overflowX)).slice(0, 5).map(name);
+    const legends = [...doc.querySelectorAll("figure .legend, svg.figure g[id$='legend_1']")].map((e) => {
+      const outer = e.closest("svg.figure") ?? e.closest("figure");
+      const r = e.getBoundingClientRect();
+      return {figure: e.closest("figure").id, inside: within(r, outer.getBoundingClientRect()),
+              legend: box(r), frame: box(outer.getBoundingClientRect())};
+    });
+    const failing = [...doc.querySelectorAll("#failing li")].map((e) => ({
+      text: e.textContent, bottom: Math.round(e.getBoundingClientRect().bottom)}));
+    const panels = [...doc.querySelectorAll(".canary-panel svg")].map((e) => e.getBoundingClientRect().width);
+    found[frame.id] = {
+      viewport: [win.innerWidth, win.innerHeight],
+      scrollWidth: doc.scrollingElement.scrollWidth, scrollHeight: doc.scrollingElement.scrollHeight, wide, scrolls,
+      titles: [...doc.querySelectorAll("h2")].map((e) => e.textContent.trim()),
+      details: [...doc.querySelectorAll("details")].map((e) => ({open: e.open,
+                                                               summary: e.querySelector("summary").textContent})),
+      legends, failing, panels,
+    };
+  }
   const out = document.createElement("pre");
   out.id = "layout-probe";
   out.textContent = JSON.stringify(found);
@@ -324,17 +328,42 @@ window.addEventListener("load", () => {
 """
 
 
-def probed_copy(page: str, path: Path, width: int, height: int) -> Path:
-    """A page that shows ``page`` in a ``width`` × ``height`` frame and measures its layout once loaded."""
-    path.write_text(_LAYOUT_PROBE % {"width": width, "height": height, "page": html.escape(page, quote=True)},
-                    encoding="utf-8")
+def probed_pages(pages: dict[str, tuple[str, int, int]], path: Path) -> Path:
+    """A page that shows each of ``pages`` (name → (html, width, height)) in a frame of that size and measures
+    every frame's layout once all are loaded: one browser start for many reports."""
+    frames = "".join(f'<iframe id="{name}" width="{width}" height="{height}" '
+                     f'srcdoc="{html.escape(page, quote=True)}"></iframe>'
+                     for name, (page, width, height) in pages.items())
+    path.write_text(_LAYOUT_PROBE % {"frames": frames}, encoding="utf-8")
     return path
 
 
-def layout_of(visit: Visit) -> dict[str, Any]:
+def probed_copy(page: str, path: Path, width: int, height: int) -> Path:
+    """A page that shows ``page`` in a ``width`` × ``height`` frame and measures its layout once loaded."""
+    return probed_pages({"report": (page, width, height)}, path)
+
+
+def layouts_of(visit: Visit) -> dict[str, dict[str, Any]]:
+    """Each frame's measurements, by frame name."""
     found = re.search(r'<pre id="layout-probe">(.*?)</pre>', visit.dom, re.S)
     assert found, "the layout probe did not run"
     return json.loads(html.unescape(found.group(1)))
+
+
+def layout_of(visit: Visit) -> dict[str, Any]:
+    return layouts_of(visit)["report"]
+
+
+def assert_fits(layout: dict[str, Any], width: int, label: str) -> None:
+    """Nothing wider than the screen or scrolling sideways, every legend inside its figure, section titles
+    unique, detail folded away."""
+    assert layout["scrollWidth"] <= width and not layout["wide"], f"{label}: wider than the screen: {layout['wide']}"
+    assert not layout["scrolls"], f"{label}: scrolls sideways: {layout['scrolls']}"
+    outside = [legend for legend in layout["legends"] if not legend["inside"]]
+    assert not outside, f"{label}: legends outside their figure: {outside}"
+    titles = layout["titles"]
+    assert len(titles) == len(set(titles)), f"{label}: repeated section titles: {sorted(titles)}"
+    assert not [d["summary"] for d in layout["details"] if d["open"]], f"{label}: details open"
 
 
 @dataclass(frozen=True)

@@ -363,3 +363,71 @@ def test_sanity_warnings_sit_in_the_banner_and_a_pass_with_them_is_weak(results)
             comparison["successes"] = comparison["trials"]
     clean = render_report(results)
     assert 'id="warnings"' not in clean and 'class="weak"' not in clean
+
+
+def test_binary_games_show_their_roc_summary_and_a_log_log_roc(results):
+    """AUC and TPR at FPR 0.1 % and 1 % with their intervals for each attack of the distinguishing and simulator
+    games, the one the trials cannot resolve said so, and the ROC on log-log axes beside the linear one."""
+    import numpy as np
+
+    from fdp_audit.audit.roc import roc_summary
+
+    rng = np.random.default_rng(0)
+    for game in results["games"]:
+        if game["game"] in ("distinguishing", "simulator"):
+            for attack in game["attacks"]:
+                labels = rng.random(200) < 0.5
+                attack.update(roc_summary(rng.normal(size=200) + labels, labels))
+    html = render_report(results)
+    table = html.split('id="distinguishing-roc"')[1].split("</table>")[0]
+    attack = results["games"][-2]["attacks"][0] if results["games"][-2]["game"] == "distinguishing" else None
+    attack = attack or next(g for g in results["games"] if g["game"] == "distinguishing")["attacks"][0]
+    low, high = attack["auc_ci"]
+    assert f"{number(attack['auc'])} {interval(low, high)}" in table
+    strict, one_percent = attack["tpr_at_fpr"]
+    assert strict["resolved"] is False and "0.1 % needs ≥ 1000 negatives" in table
+    assert f"{number(one_percent['tpr'])} {interval(one_percent['ci_low'], one_percent['ci_high'])}" in table
+    assert 'id="fig-distinguishing-log"' in html and 'id="fig-simulator-log"' in html
+    assert "log-log ROC curves of the distinguishing game" in html
+
+
+def test_the_trade_off_plot_is_zoomed_to_its_points():
+    """The plot spanned 1e-6 … 1 while every point sat in one corner: its axes now start a factor 3 (x) and 1.5
+    (y) below the lowest point or whisker."""
+    from fdp_audit.report.figures import _data_limits
+
+    attribute = [("record", {"ball": 0.5, "rate": 0.6, "ci_low": 0.45})]
+    points = [("distinguishing", "replace", [{"fpr": 0.3, "fpr_ub": 0.4, "fnr": 0.5, "fnr_ub": 0.7}])]
+    assert _data_limits(attribute, points) == pytest.approx((0.3 / 3, 0.3 / 3 / 1.5))  # the curves at x = 0.1 too
+    assert _data_limits([], []) is None
+
+
+def test_every_comparison_has_one_label_in_the_report_the_gate_junit_and_markdown(tmp_path, cli):
+    """Wherever a comparison is named it is by its label (game · attack), never by its id: in the report's
+    summary chart, the JUnit test-case names, the Markdown summary and the gate's verdict line. The results are
+    configs/adult_fdp.yaml's (a small variant, recorded by the current code, so the gate re-derives them)."""
+    import gzip
+    import json
+    import xml.etree.ElementTree as ET
+
+    from fdp_audit.audit.labels import comparison_label
+    from fdp_audit.audit.results import write_results
+    from tests.report.fixtures.record_configs import OUT
+
+    results = json.loads(gzip.decompress((OUT / "adult_fdp.json.gz").read_bytes()))
+
+    html = render_report(results)
+    chart = html.split('id="summary"')[1].split("</section>")[0]
+    labels = {row["id"]: comparison_label(row) for row in results["comparisons"]}
+    shown = re.findall(r'<span class="row-game">([^<]+)</span><span class="row-attack">([^<]+)</span>', chart)
+    assert sorted(game + attack for game, attack in shown) == sorted(labels.values())
+    path = write_results(tmp_path / "results.json", results)
+    junit, markdown = tmp_path / "gate.xml", tmp_path / "gate.md"
+    gated = cli("gate", path, "--junit", junit, "--markdown", markdown)
+    assert gated.code == 0, gated.err
+    assert sorted(case.get("name") for case in ET.parse(junit).getroot().iter("testcase")) == sorted(labels.values())
+    summary = markdown.read_text(encoding="utf-8")
+    assert all(f"| {label} |" in summary for label in labels.values())
+    closest = results["verdict"]["worst_comparison"]
+    assert labels[closest] in gated.out
+    assert not any(ident in gated.out + summary for ident in labels)  # no id in what a person reads

@@ -3,8 +3,10 @@ trial runner (the gradient game's canary block travels with each chunk), journal
 ``fdp-audit gate`` re-derives their limits; the known-faulty mechanisms each give exit 1 in the image game that
 can see them, the correct ones exit 0.
 
-The settings are configs/images_games.yaml's (digits under 2× downsampling, the GroupNorm CNN, K = 4, Ball = ¼)
-with the mechanism, claim and data a row of :data:`CAUGHT` names. Each row's successes were measured on seed 0;
+The settings are configs/images_games.yaml's games (digits under 2× downsampling, the GroupNorm CNN, K = 4,
+Ball = ¼) on its small training of 40 images for T = 20 steps at p = ¼ (:data:`SMALL_TRAINING`; the shipped config
+trains on 300 images from a public pre-training, so that its model learns), with the mechanism, claim and data a
+row of :data:`CAUGHT` names. Each row's successes were measured on seed 0;
 its trial count makes a miss need the success to fall at least 3.6 binomial standard errors below the measured
 rate (half noise in the gradient game; 5 or more for the others): probability below 2e-4 per row by the normal
 approximation, the gate's one-sided Clopper–Pearson bound at α/2 = 0.025 lying about 2 standard errors below
@@ -32,16 +34,22 @@ GRADIENT = ("prior", "iterates", "iterates_public_aligned")
 FINAL_MODEL = ("prior", "likelihood")  # the informed attack catches nothing here this one misses, in twice the time
 
 
+# the games' small training, on which the counts below were measured: seconds per 100 trials
+SMALL_TRAINING = {"data": {"max_rows": 80, "population_fraction": 0.5},
+                  "mechanism": {"sample_rate": 0.25, "public_batch_size": 16, "steps": 20, "public_pretrain_steps": 0}}
+
+
 def image_config(mechanism: str, game: str, trials: int, claim: dict[str, Any] | None = None,
                  data: dict[str, Any] | None = None) -> dict[str, Any]:
-    """configs/images_games.yaml with one game, ``mechanism`` trained, ``claim`` (ε, p, T …) overriding the
-    mechanism's settings and ``data`` the data's."""
+    """configs/images_games.yaml with one game on :data:`SMALL_TRAINING`, ``mechanism`` trained, ``claim`` (ε, p,
+    T …) overriding the mechanism's settings and ``data`` the data's."""
     from fdp_audit.mechanisms import faulty_mechanisms
 
     raw = yaml.safe_load(IMAGE_GAMES.read_text(encoding="utf-8"))
     raw["device"] = "cpu"
-    raw["mechanism"] |= {"name": mechanism, "faulty": mechanism in faulty_mechanisms(), **(claim or {})}
-    raw["data"] |= data or {}
+    raw["mechanism"] |= {**SMALL_TRAINING["mechanism"], "name": mechanism, "faulty": mechanism in faulty_mechanisms(),
+                         **(claim or {})}
+    raw["data"] |= {**SMALL_TRAINING["data"], **(data or {})}
     raw["audit"] |= {"games": [game], "trials": trials}
     raw["audit"]["attacks"] = list(GRADIENT if game == ImageGradientCanaryGame.name else FINAL_MODEL)
     return raw
