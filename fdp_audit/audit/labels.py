@@ -14,7 +14,7 @@ from typing import Any
 from attacks import ATTACKS
 from fdp_audit.audit.games import GAMES, Game, comparison_view
 
-# what the margin of each kind of comparison is measured in
+# what the margin of each kind of comparison is measured in (another kind's is a "value")
 UNITS = {"rate": "success rate", "epsilon": "ε", "one_run": "share of correct guesses", "promise": "ε spent"}
 
 

@@ -87,6 +87,11 @@ def _audited(root: Node) -> list[tuple[str, Cell]]:
     trials = _trials(root)
     if trials is not None:
         facts.append(("trials", trials))
+    one_run = root.present("one_run")
+    canaries = one_run.present("canaries") if one_run else None
+    if canaries is not None:
+        facts.append(("canaries", Cell(f"{number(canaries.value)} in one training",
+                                       {canaries.pointer: canaries.value})))
     comparisons = root.present("comparisons")
     if comparisons:
         games = list(dict.fromkeys(game_title(row.value) for row in comparisons.elements()
@@ -111,6 +116,13 @@ def _claim(root: Node, mechanism: Node) -> list[tuple[str, Cell]]:
         if value is not None:
             parts.append(f"ε = {number(value.number())} ({relation})")
             fields[value.pointer] = value.value
+    one_run = root.present("one_run")
+    claimed = one_run.present("claimed_epsilon") if one_run else None
+    relation = one_run.present("claim_parameters") if one_run else None
+    relation = relation.present("relation") if relation else None
+    if claimed is not None and relation is not None and relation.value == "replace" and len(parts) < 2:
+        parts.append(f"ε = {number(claimed.number())} (replace-one, the one-run audit's claim)")
+        fields |= {claimed.pointer: claimed.value, relation.pointer: relation.value}
     if not parts:
         return []
     return [("claimed", Cell(f"{', '.join(parts)} at δ = {number(delta.number())}", fields))]

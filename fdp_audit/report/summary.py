@@ -104,9 +104,9 @@ def _status(row: dict[str, Any]) -> str:
 
 
 def _judged_of(row: dict[str, Any], total: int | None) -> str:
-    """``72 of 128 judged trials (256 played)``: a rate's successes over the trials it was judged on, and the
+    """``72 of 128 judged trials, 256 played``: a rate's successes over the trials it was judged on, and the
     game's trials beside them when the judged ones are fewer."""
-    played = f" ({total} played)" if isinstance(total, int) and total != row.get("trials") else ""
+    played = f", {total} played" if isinstance(total, int) and total != row.get("trials") else ""
     return f"{row.get('successes', '?')} of {row.get('trials', '?')} judged trials{played}"
 
 
