@@ -22,6 +22,7 @@ from fdp_audit.report.games import game_sections, section_view
 from fdp_audit.report.generative import generative_section
 from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, scalar, span, status, text
 from fdp_audit.report.one_run import one_run_section
+from fdp_audit.report.promise import promise_section
 from fdp_audit.report.summary import Summary, build_summary
 from fdp_audit.report.svg import UnsafeSvgError, inline_svg
 
@@ -99,9 +100,12 @@ def build_view(results: dict[str, Any], extra: list[Section] | None = None) -> R
         "corrdp": lambda node: _free_form(node, "corrdp", "CorrDP (correlation-aware DP)", texts.CORRDP),
         "utility": _utility,
         "generative": generative_section,
+        "promise": promise_section,
     }
     built = {key: build(root[key]) for key, build in optional.items() if root.present(key)}
     sections = [_mechanism(mechanism)]
+    if "promise" in built:  # the claim the games are judged against is the promise: right after the mechanism
+        sections.append(built.pop("promise"))
     if accounting:
         sections.append(_accounting(accounting, games))
     sections += by_kind["attribute"]

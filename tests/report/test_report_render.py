@@ -431,3 +431,22 @@ def test_every_comparison_has_one_label_in_the_report_the_gate_junit_and_markdow
     closest = results["verdict"]["worst_comparison"]
     assert labels[closest] in gated.out
     assert not any(ident in gated.out + summary for ident in labels)  # no id in what a person reads
+
+
+def test_a_promise_section_shows_the_plan_beside_what_was_run(results, page_reader, pointer):
+    """With integration: opacus the results hold what the training promised and what it ran: the report shows
+    both ε, the steps planned and taken and the accountant's runs, right after the mechanism."""
+    results["promise"] = {"library": "opacus", "source": "make_private_with_epsilon", "target_epsilon": 2.0,
+                          "epochs": 1.0, "delta": 1e-5, "engine_epsilon": 1.93,
+                          "planned": {"noise_multiplier": 1.1, "sample_rate": 0.01, "steps": 100},
+                          "trained": [{"noise_multiplier": 1.1, "sample_rate": 0.01, "steps": 200}],
+                          "steps_planned": 100, "steps_taken": 200, "promised_epsilon": 1.98,
+                          "spent_epsilon": 2.9, "status": "broken"}
+    html = render_report(results)
+    assert _section_ids(html)[2:4] == ["mechanism", "promise"]
+    section = html.split('<section id="promise"')[1].split("</section>")[0]
+    assert "The promise to the DP library" in section and 'class="status status-broken"' in section
+    shown = {where for cell in page_reader(section).cells for where in cell.fields}
+    for key in ("promised_epsilon", "spent_epsilon", "steps_planned", "steps_taken", "engine_epsilon"):
+        assert f"/promise/{key}" in shown, key
+    assert "/promise/trained/0/steps" in shown
