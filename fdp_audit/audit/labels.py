@@ -24,6 +24,8 @@ def game_title(row: dict[str, Any]) -> str:
     kind = str(row.get("kind"))
     if kind == "one_run":
         return "One-run audit"
+    if kind == "promise":
+        return "Training's promise"
     game = str(row.get("game", ""))
     view = comparison_view(game, kind)
     if view is None:

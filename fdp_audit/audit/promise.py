@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from fdp_audit.audit.labels import comparison_label
 from fdp_audit.errors import BadInputError
 
 KIND = "promise"
@@ -164,10 +165,11 @@ def promise_violation(j: dict[str, Any]) -> str:
         promise = f"make_private was given noise multiplier {j['noise_multiplier_promised']:.4g}"
     engine = ("" if j.get("engine_epsilon") is None
               else f"; the engine's own accountant counted ε = {j['engine_epsilon']:.4g}")
-    return (f"{j['id']}: the training spent more than it promised: ε = {j['spent_epsilon']:.4g} at δ = {j['delta']:g} "
-            f"in {j['steps_taken']} steps (noise multiplier {trained}) against ε = {j['promised_epsilon']:.4g} for "
-            f"the {j['steps_planned']} steps planned at sample rate {j['sample_rate']:g} (exact accounting of both; "
-            f"{promise}{engine})" + (f": {'; '.join(reasons)}." if reasons else "."))
+    return (f"{comparison_label(j)}: the training spent more than it promised: ε = {j['spent_epsilon']:.4g} at "
+            f"δ = {j['delta']:g} in {j['steps_taken']} steps (noise multiplier {trained}) against "
+            f"ε = {j['promised_epsilon']:.4g} for the {j['steps_planned']} steps planned at sample rate "
+            f"{j['sample_rate']:g} (exact accounting of both; {promise}{engine})"
+            + (f": {'; '.join(reasons)}." if reasons else "."))
 
 
 def promise_section(row: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]:

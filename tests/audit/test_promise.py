@@ -42,7 +42,8 @@ def test_twice_the_epochs_or_less_noise_break_the_promise() -> None:
     assert j["violated"] and j["spent_epsilon"] == pytest.approx(epsilon(Z, P, 20))
     assert j["spent_epsilon"] > j["promised_epsilon"] == pytest.approx(epsilon(Z, P, 10))
     explanation = twice[0]["explanation"]
-    assert twice[0]["status"] == "VIOLATION" and explanation.startswith("promise/opacus: the training spent more")
+    assert twice[0]["status"] == "VIOLATION"
+    assert explanation.startswith("Training's promise · opacus: the training spent more")
     for shown in (f"ε = {j['spent_epsilon']:.4g}", f"ε = {j['promised_epsilon']:.4g}", "promised ε = 4",
                   "it took 20 steps where 10 were planned"):
         assert shown in explanation
@@ -60,9 +61,9 @@ def test_the_promise_is_outside_the_bonferroni_count_and_explains_first() -> Non
     kept, _ = judge([rate, promise(((Z, P, 10),)).row()], 0.05)
     assert alone["status"] == kept["status"] == "VIOLATION" and kept["violations"] == ["attribute/likelihood"]
     broken, _ = judge([rate, promise(((Z, P, 20),)).row()], 0.05)
-    assert broken["explanation"].startswith("promise/opacus")
+    assert broken["explanation"].startswith("Training's promise · opacus")
     passing, _ = judge([{**rate, "successes": 100}, promise(((Z, P, 10),)).row()], 0.05)
-    assert passing["status"] == "PASS" and "promise/opacus: kept" in passing["explanation"]
+    assert passing["status"] == "PASS" and "Training's promise · opacus: kept" in passing["explanation"]
     assert passing["worst_comparison"] == "attribute/likelihood"
 
 

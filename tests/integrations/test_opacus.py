@@ -236,12 +236,12 @@ def test_twice_the_promised_epochs_is_a_violation_naming_the_promise(verdict_onl
     assert promise["spent_epsilon"] > promise["promised_epsilon"] and promise["target_epsilon"] == 4.0
     assert results["mechanism"]["steps"] == 20 and "promise/opacus" in results["verdict"]["violations"]
     explanation = results["verdict"]["explanation"]
-    assert explanation.startswith("promise/opacus: the training spent more than it promised")
+    assert explanation.startswith("Training's promise · opacus: the training spent more than it promised")
     assert "promised ε = 4 at δ = 1e-05 over 1 epoch" in explanation
     assert "it took 40 steps where 20 were planned" in explanation
     path = write_results(tmp_path / "results.json", results)
     gated = cli("gate", str(path))
-    assert gated.code == 1 and "promise/opacus: the training spent more" in gated.out
+    assert gated.code == 1 and "Training's promise · opacus: the training spent more" in gated.out
     edited = write_results(tmp_path / "edited.json", {**json.loads(path.read_text()),
                                                       "promise": {**promise, "status": "kept"}})
     refused = cli("gate", str(edited))
