@@ -87,7 +87,7 @@ def test_population_copies_are_informational_not_a_pass(cli, tmp_path, write_yam
     for path in (manifest, tmp_path / "v1.canaries.json"):
         result = cli("audit", weights, "--config", config, "--canaries", path, "--out", tmp_path / "out")
         assert result.code == 0, result.err
-        assert f"{INFORMATIONAL}: " in result.out and "PASS" not in result.out
+        assert f"\n{INFORMATIONAL} at α=" in result.out and "PASS" not in result.out
         assert "does not test" in result.out or "cannot test the mechanism" in result.out
         saved = json.loads((tmp_path / "out" / "results.json").read_text())
         assert saved["verdict"]["status"] == INFORMATIONAL and saved["one_run"]["status"] == INFORMATIONAL
