@@ -4,7 +4,8 @@ which cannot, never end in a plain PASS (INFORMATIONAL in stdout and results.jso
 
 Error probabilities: a correct training fails the audit with probability at most α = 0.05 over seeds (the f-DP
 test's level). The crafted canaries' verdict on the training without privacy is a power statement measured at
-these settings: 121 of its 125 most confident guesses correct (empirical ε 3.3 against the claimed 2.34)."""
+these settings: 132 of its 137 most confident guesses correct where 119 reject the claim (family ε 4.26
+against the claimed 2.34)."""
 
 from __future__ import annotations
 
