@@ -14,8 +14,11 @@ the traceback: the innermost frame that is fdp-audit's or the user's decides. Th
 (:class:`fdp_audit.errors.UserCodeError`, exit 2) carrying their traceback with fdp-audit's frames left out;
 fdp-audit's is a bug and is raised as it is (exit 3, its traceback with ``FDP_AUDIT_DEBUG=1``). Frames of the
 standard library and installed packages (torch, Opacus) decide nothing — except the folders of the user's own
-code loaded here, which count as theirs wherever they are installed — and fdp-audit's wrappers that only pass
-the user's arguments on to a library (:func:`passes_through`) count as that library.
+code loaded here, which count as theirs wherever they are installed. fdp-audit's wrappers that only hand the
+user's arguments on to a library, or call the user's own module (:func:`passes_through`), count as the user's:
+a failure below one of them, with no frame of fdp-audit's further in, is the user's even when fdp-audit's code
+called the wrapper (the canary wrapper's ``forward`` calling the user's module on the batch their loop gave it);
+their frames are not shown in the user's traceback.
 """
 
 from __future__ import annotations
@@ -63,7 +66,7 @@ def raise_failure(err: BaseException, what: str, field: str) -> NoReturn:
         BaseException: ``err``, when it is fdp-audit's.
     """
     frames, origins = _frames_and_origins(err)
-    deciding = [origin for origin in origins if origin != "library"]
+    deciding = [origin for origin in origins if origin != "library"]  # "through" decides as the user's
     if deciding and deciding[-1] == "ours" and not isinstance(err, SystemExit):
         raise err
     raise UserCodeError(f"{what}: {failure(err)}", field, user_traceback(err, frames, origins)) from err
@@ -76,7 +79,8 @@ def user_traceback(err: BaseException, frames: traceback.StackSummary, origins: 
     Args:
         err: the exception.
         frames: its traceback's frames below the caller's.
-        origins: whose code each frame runs (``ours``, ``user`` or ``library``).
+        origins: whose code each frame runs (``ours``, ``user``, ``library`` or ``through``: a
+            :func:`passes_through` wrapper, left out like fdp-audit's).
 
     Returns:
         The traceback's text, without a final newline.
@@ -85,7 +89,8 @@ def user_traceback(err: BaseException, frames: traceback.StackSummary, origins: 
     if first is None:  # nothing of theirs ran (a module not found): the line says it, or a SyntaxError's place
         return "".join(traceback.format_exception_only(type(err), err)).rstrip("\n") \
             if isinstance(err, SyntaxError) else ""
-    kept = [frame for frame, origin in zip(frames[first:], origins[first:], strict=True) if origin != "ours"]
+    kept = [frame for frame, origin in zip(frames[first:], origins[first:], strict=True)
+            if origin not in ("ours", "through")]
     hidden = max(0, len(kept) - SHOWN_FRAMES)
     lines = ["Traceback of the user's code (most recent call last; fdp-audit's frames left out):\n"]
     if hidden:
@@ -97,7 +102,15 @@ def user_traceback(err: BaseException, frames: traceback.StackSummary, origins: 
 
 def passes_through(function: Function) -> Function:
     """Mark one of fdp-audit's wrappers that only hands the user's arguments on to a library (a cache around
-    Opacus's noise calibration): a failure raised through it is the library's, hence the caller's, not fdp-audit's."""
+    Opacus's noise calibration) or calls the user's own module: a failure raised through it, with no frame of
+    fdp-audit's further in, is the user's, whoever called the wrapper (module docstring).
+
+    Args:
+        function: the wrapper; it must do nothing that can fail but the call it passes on.
+
+    Returns:
+        ``function`` itself, marked.
+    """
     _PASSING_THROUGH.add(function.__code__)
     return function
 
@@ -113,9 +126,9 @@ def _frames_and_origins(err: BaseException) -> tuple[traceback.StackSummary, lis
             [_origin(frame.filename, code) for frame, code in zip(frames[1:], codes[1:], strict=True)])
 
 
-def _origin(filename: str, code: CodeType) -> Literal["ours", "user", "library"]:
+def _origin(filename: str, code: CodeType) -> Literal["ours", "user", "library", "through"]:
     if code in _PASSING_THROUGH:
-        return "library"
+        return "through"
     return _file_origin(filename)
 
 

@@ -42,6 +42,7 @@ from torch import nn
 from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
 from fdp_audit.errors import BadInputError
+from fdp_audit.user_code import passes_through
 
 HEAD_NAME = "fdp_audit_canary"
 MIN_RADIX = 16
@@ -187,7 +188,7 @@ class AuditedModule(nn.Module):
         return getattr(self, HEAD_NAME)
 
     def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
-        logits = self.module(x, *args, **kwargs)
+        logits = _users_module_output(self.module, x, *args, **kwargs)
         index = self.canary_index(x, logits.shape[:-1]).to(logits.device)
         self._count(index)
         dtype = torch.promote_types(logits.dtype, torch.float32)  # the index column is exact up to 2^24
@@ -223,6 +224,13 @@ class AuditedModule(nn.Module):
             return super().__getattr__(name)
         except AttributeError:
             return getattr(super().__getattr__("module"), name)
+
+
+@passes_through
+def _users_module_output(module: nn.Module, x: object, *args, **kwargs) -> torch.Tensor:
+    """The user's module on the batch their loop gave the wrapper: what fails in it is theirs (a float64 batch
+    into a float32 layer), though fdp-audit's ``forward`` called it."""
+    return module(x, *args, **kwargs)
 
 
 def _unwrapped(tensor: torch.Tensor) -> torch.Tensor:

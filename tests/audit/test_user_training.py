@@ -129,6 +129,21 @@ def test_a_failure_of_fdp_audit_inside_the_users_loop_is_not_blamed_on_them(cli,
     assert 'fdp_audit/audit/canary_head.py", line' in result.err and ", in forward" in result.err
 
 
+def test_the_users_module_failing_on_their_batch_is_theirs_though_the_wrapper_called_it(cli, tmp_path):
+    """A float64 batch into the user's float32 nn.Linear fails inside torch, called by the canary wrapper's
+    forward (fdp-audit's): exit 2 naming mechanism.training with their traceback (their loop's line, torch's
+    frames), not an internal error."""
+    config = _user_loop_config(tmp_path, SGD_LOOP.replace("module(x)", "module(x.double())"))
+    result = cli("audit", str(config), "--out", str(tmp_path / "out"))
+    assert result.code == 2, result.err
+    lines = result.err.strip().splitlines()
+    assert lines[-1].startswith("fdp-audit: error: mechanism.training: the training function failed on a trial")
+    assert "must have the same dtype" in lines[-1]
+    shown = result.err[result.err.index("Traceback of the user's code"):]
+    assert f'{tmp_path / "train.py"}", line 7, in train' in shown and "F.linear" in shown
+    assert "fdp_audit" not in shown.replace(lines[-1], "")
+
+
 @pytest.mark.parametrize("shape", [(0, 5), (3, 5), (5,), (0, 1, 1, 5), (3, 1, 1, 5)])
 def test_the_wrapper_takes_any_batch_and_record_shape(shape):
     """Tables [B, d], images [B, C, H, W] (a loop that reshapes its records), one example [d] and empty
