@@ -268,6 +268,59 @@ def audit(config_or_path: Config | Mapping[str, Any] | str | os.PathLike[str], *
     return AuditResult(results, folder)
 
 
+DEMO_ONE_RUN_CANARIES = 1000
+
+
+def demo_config(quick: bool = False) -> Config:
+    """The demo's configuration: FDP-SGD calibrated to a target ε on the bundled Adult data (``fdp_audit/demo.yaml``).
+
+    Args:
+        quick: fewer rows, steps and trials, for a run of about a minute.
+
+    Returns:
+        The configuration.
+    """
+    from importlib import resources
+
+    import yaml
+
+    from fdp_audit.config import config_from_dict
+
+    config = config_from_dict(yaml.safe_load(resources.files("fdp_audit").joinpath("demo.yaml").read_text()))
+    if quick:
+        config = config.with_overrides({"data.max_rows": 6000, "mechanism.steps": 100, "mechanism.sample_rate": 0.04,
+                                        "audit.trials": 256})
+    return config
+
+
+def demo(*, quick: bool = False, out_dir: str | os.PathLike[str] | None = None, command: str = "") -> AuditResult:
+    """The end-to-end demo (docs/design.md): the game audit of :func:`demo_config`, and beside its verdict the
+    attacks on one trained model's real records and the one-run audit of one training with gradient canaries.
+
+    Args:
+        quick: the quick configuration (:func:`demo_config`) and 500 canaries instead of 1,000.
+        out_dir: the audit's folder (default ``report.out_dir``, ``reports/demo``); the trained models are
+            written there.
+        command: how the demo was started, recorded in the results.
+
+    Returns:
+        The result: the games' verdict, with the ``checkpoint_audit`` and ``one_run`` sections.
+    """
+    from fdp_audit.audit.checkpoint_audit import train_and_attack
+    from fdp_audit.audit.one_run.canaries import audit_with_canaries, train_with_canaries
+    from fdp_audit.data.prepare import prepare_data
+
+    config = demo_config(quick)
+    folder = Path(out_dir or config.report.out_dir)
+    games = audit(config, out_dir=folder, command=command)
+    data = prepare_data(config.data, config.seed)
+    checkpoint = train_and_attack(config, data, folder / "model.pt", config.audit.alpha)
+    trained = train_with_canaries(config, data, 500 if quick else DEMO_ONE_RUN_CANARIES,
+                                  folder / "one_run" / "model.pt")
+    one_run = audit_with_canaries(trained.checkpoint, trained.manifest, config.audit.alpha)
+    return AuditResult({**games.results, "checkpoint_audit": checkpoint, "one_run": one_run}, folder)
+
+
 def _alpha(alpha: float | None, default: float) -> float:
     value = default if alpha is None else alpha
     if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:

@@ -6,12 +6,8 @@ import argparse
 import shlex
 import sys
 import time
-from importlib import resources
-from pathlib import Path
 
 from fdp_audit.cli import EXIT_OK
-
-ONE_RUN_CANARIES = 1000
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -21,47 +17,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
-def demo_config(quick: bool):
-    import yaml
-
-    from fdp_audit.config import config_from_dict
-
-    config = config_from_dict(yaml.safe_load(resources.files("fdp_audit").joinpath("demo.yaml").read_text()))
-    if quick:
-        config = config.with_overrides({"data.max_rows": 6000, "mechanism.steps": 100, "mechanism.sample_rate": 0.04,
-                                        "audit.trials": 256})
-    return config
-
-
 def run(args: argparse.Namespace) -> int:
-    from fdp_audit.atomic_io import all_or_nothing
-    from fdp_audit.audit.checkpoint_audit import summary_lines, train_and_attack
-    from fdp_audit.audit.one_run.canaries import audit_with_canaries, train_with_canaries
+    from fdp_audit import api
+    from fdp_audit.audit.checkpoint_audit import summary_lines
     from fdp_audit.audit.one_run.evaluation import summary_lines as one_run_lines
-    from fdp_audit.audit.results import write_results
-    from fdp_audit.audit.runner import run_audit
     from fdp_audit.audit.sanity import sanity_warnings
-    from fdp_audit.data.prepare import prepare_data
-    from fdp_audit.report.render import write_report
     from fdp_audit.report.terminal import verdict_lines
 
     start = time.time()
-    config = demo_config(args.quick)
-    out = Path(args.out or config.report.out_dir)
+    config = api.demo_config(args.quick)
     mech = config.mechanism
     print(f"fdp-audit demo: {mech.name} on Adult, protected {', '.join(config.data.protected)}, "
           f"target ε={mech.target_epsilon:g} at δ={mech.delta:g}, {config.audit.trials} trials per game")
-    results = run_audit(config, out, command=shlex.join(["fdp-audit", *sys.argv[1:]]))
-    # : the trained model's real records too (informational; the games above give the verdict)
-    data = prepare_data(config.data, config.seed)
-    results["checkpoint_audit"] = train_and_attack(config, data, out / "model.pt", config.audit.alpha)
-    # one training with gradient canaries, judged on its own (shown beside the games' verdict)
-    canaries = 500 if args.quick else ONE_RUN_CANARIES
-    trained = train_with_canaries(config, data, canaries, out / "one_run" / "model.pt")
-    results["one_run"] = audit_with_canaries(trained.checkpoint, trained.manifest, config.audit.alpha)
-    with all_or_nothing():
-        write_results(out / "results.json", results)
-        report = write_report(results, out / "report.html")
+    result = api.demo(quick=args.quick, out_dir=args.out, command=shlex.join(["fdp-audit", *sys.argv[1:]]))
+    report = result.write(junit=False).report
+    results = result.results
     m = results["mechanism"]
     print(f"accounting: z={m['noise_multiplier']:.3f}, p={m['sample_rate']:g}, T={m['steps']} → "
           f"ε={m['epsilon']:.3f} at δ={m['delta']:g}")
