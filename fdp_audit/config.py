@@ -30,6 +30,7 @@ import yaml
 from fdp_audit.bounded_read import read_bounded
 from fdp_audit.errors import BadInputError
 from fdp_audit.mechanisms import ENGINE, MECHANISMS
+from fdp_audit.registry import registry_of
 from fdp_audit.user_code import resolve_file_spec
 
 MAX_CONFIG_BYTES = 1_000_000
@@ -83,6 +84,13 @@ def _choices(registry: dict[str, Any]):
     return {"choices": registry}
 
 
+def _registered(field: str, besides: tuple[str, ...] = ()):
+    """Field metadata: the value, or each value of a list, names an entry of ``field``'s registry
+    (:func:`fdp_audit.registry.registry_of`), or is one of ``besides``; read when a config is checked, so that
+    entries registered by the user or a plugin before it is built are accepted."""
+    return {"registered": field, "besides": besides}
+
+
 def _range(lo: float | None = None, hi: float | None = None, lo_open: bool = False, hi_open: bool = False):
     """Field metadata for a numeric range check (open or closed ends)."""
     return {"range": (lo, hi, lo_open, hi_open)}
@@ -113,7 +121,8 @@ class _Section:
 @dataclass(frozen=True)
 class DataConfig(_Section):
     _path: ClassVar[str] = "data"
-    dataset: str = "adult"  # a registered data set (docs/data.md): adult, german, diabetes, digits, fashion_mnist, …
+    # a registered data set (docs/data.md): adult, german, diabetes, digits, fashion_mnist, …
+    dataset: str = field(default="adult", metadata=_registered("data.dataset"))
     protected: tuple[str, ...] = ("marital-status", "relationship")
     public: tuple[str, ...] | None = None
     label: str | None = None
@@ -129,7 +138,7 @@ class DataConfig(_Section):
     synthetic_prior_kind: Literal["categorical", "gaussian", "box"] = "categorical"
     synthetic_public_features: int = field(default=5, metadata=_range(1, MAX_SYNTHETIC_FEATURES))
     # Ψ, a registered kind (docs/accounting.md, docs/images.md): columns, label_only, blur, downsample, …
-    public_map: str = "columns"
+    public_map: str = field(default="columns", metadata=_registered("data.public_map"))
     # public_map: blur; beyond a few hundred pixels a blur of any image this suite reads is constant
     blur_sigma: float = field(default=1.0, metadata=_range(0, MAX_BLUR_SIGMA, True))
     blur_tolerance: float = field(default=0.1, metadata=_range(0, 1, False, True))  # blur: protected if s ≤ τ·s_max
@@ -176,7 +185,7 @@ class MechanismConfig(_Section):
     # the user's own training of model.factory's module: train(module, dataset, seed) -> module
     training: UserCode | None = None
     # none, or a registered integration (docs/user_training.md) whose library the claim's unstated parts are read from
-    integration: str = "none"
+    integration: str = field(default="none", metadata=_registered("mechanism.integration", ("none",)))
     loss_reduction: Literal["mean", "sum"] = "mean"  # how the user's updates normalise the noisy clipped sum
 
 
@@ -186,8 +195,9 @@ class AuditConfig(_Section):
     trials: int = field(default=200, metadata=_range(1, 1_000_000))
     alpha: float = field(default=0.05, metadata=_range(0, 1, True, True))
     # names of fdp_audit.audit.games.GAMES; USER_LOOP_GAMES for the user's training or a third-party mechanism
-    games: tuple[str, ...] = ("attribute", "distinguishing")
-    attacks: tuple[str, ...] = ("prior", "likelihood", "gradient", "iterates")
+    games: tuple[str, ...] = field(default=("attribute", "distinguishing"), metadata=_registered("audit.games"))
+    attacks: tuple[str, ...] = field(default=("prior", "likelihood", "gradient", "iterates"),
+                                     metadata=_registered("audit.attacks"))
     target_prior: tuple[float, ...] = (0.5, 0.5)
     reconstruction_prior: Literal["gaussian", "box"] = "gaussian"
     reconstruction_scale: float = field(default=1.0, metadata=_range(0, None, True))
@@ -198,7 +208,7 @@ class AuditConfig(_Section):
     gate_on_estimated: bool = False
     max_models_per_chunk: int | None = field(default=None, metadata=_range(1))
     # where the trials run (docs/cluster.md): "local" (this process) or "dask"; they change no number
-    executor: str = "local"
+    executor: str = field(default="local", metadata=_registered("audit.executor"))
     scheduler: str | None = None  # dask: an existing scheduler's address (tcp://host:8786); none: a LocalCluster
     workers: int | None = field(default=None, metadata=_range(1, 4096))  # dask: the LocalCluster's processes
 
@@ -468,6 +478,9 @@ def _field_value(spec: dataclasses.Field, tp: Any, value: Any, where: str) -> An
     value = _coerce(value, tp, where)
     if "range" in spec.metadata:
         _check_range(value, spec.metadata["range"], where)
+    if "registered" in spec.metadata:
+        names = value if isinstance(value, tuple) else (value,)
+        registry_of(spec.metadata["registered"]).lookup([n for n in names if n not in spec.metadata["besides"]], where)
     if "choices" in spec.metadata and value not in spec.metadata["choices"]:
         raise BadInputError(f"must be one of {', '.join(map(repr, spec.metadata['choices']))}, got {_short(value)}",
                             where)

@@ -24,10 +24,15 @@ command line calls before it builds its parser) imports every one::
 
     [project.entry-points."fdp_audit.plugins"]
     my_attacks = "my_package.fdp_plugin"
+
+A configuration is checked against the registries when it is built (:func:`registry_of`): a field that names
+entries (``data.dataset``, ``audit.games`` …) must name registered ones, the built-in entries, the installed
+plugins' and those the user registered before building it.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -250,3 +255,43 @@ def load_plugins(group: str = PLUGIN_GROUP) -> list[str]:
                                 group) from err
         loaded.append(point.name)
     return loaded
+
+
+# The registry of each configuration field that names entries, as module:attribute: the module creates the
+# registry and registers the built-in entries. Those modules sit above the configuration (they read it), so the
+# configuration imports them only when it first checks such a field, by these names (tests/test_imports.py holds
+# this table to the registries' own modules and fields).
+CONFIG_REGISTRIES: dict[str, str] = {
+    "data.dataset": "fdp_audit.data.catalog:DATASETS",
+    "data.public_map": "fdp_audit.data.catalog:PUBLIC_MAPS",
+    "mechanism.integration": "fdp_audit.integrations:INTEGRATIONS",
+    "audit.games": "fdp_audit.audit.games:GAMES",
+    "audit.attacks": "attacks:ATTACKS",
+    "audit.executor": "fdp_audit.execution:EXECUTORS",
+}
+_plugins = {"state": "not loaded"}
+
+
+def registry_of(field: str) -> Registry[Any]:
+    """The registry whose entries a configuration field names, with its built-in entries and, the first time,
+    every installed plugin's (:func:`load_plugins`) registered.
+
+    Args:
+        field: a key of :data:`CONFIG_REGISTRIES`, e.g. ``"data.dataset"``.
+
+    Returns:
+        The registry.
+
+    Raises:
+        BadInputError: a plugin failed to load.
+    """
+    if _plugins["state"] == "not loaded":
+        _plugins["state"] = "loading"  # a plugin that builds a configuration while it loads sees the others so far
+        try:
+            load_plugins()
+        except BadInputError:
+            _plugins["state"] = "not loaded"
+            raise
+        _plugins["state"] = "loaded"
+    module, _, name = CONFIG_REGISTRIES[field].partition(":")
+    return getattr(importlib.import_module(module), name)

@@ -249,3 +249,96 @@ def test_every_file_a_config_names_is_read_from_its_folder(tmp_path, monkeypatch
     assert getattr(config.mechanism, field) == f"{tmp_path / 'code' / 'loop.py'}:train"
     if field == "training":
         assert config.model.factory == f"{tmp_path / 'code' / 'model.py'}:make"
+
+
+REGISTERED_FIELDS = {  # a configuration field that names registry entries: an unknown name built in Python
+    "data.dataset": {"data": {"dataset": "no_such"}},
+    "data.public_map": {"data": {"public_map": "no_such"}},
+    "mechanism.integration": {"mechanism": {"integration": "no_such"}},
+    "audit.games": {"audit": {"games": ["attribute", "no_such"]}},
+    "audit.attacks": {"audit": {"attacks": ["prior", "no_such"]}},
+    "audit.executor": {"audit": {"executor": "no_such"}},
+}
+
+
+@pytest.mark.parametrize("field", sorted(REGISTERED_FIELDS))
+def test_an_unknown_registered_name_is_refused_when_the_config_is_built(field):
+    """Whichever way the config is built (Python, a mapping, dataclasses.replace), before any data are read: one
+    line naming the field, the unknown name and the registered ones."""
+    import dataclasses
+
+    from fdp_audit.registry import registry_of
+
+    section, key = field.split(".")
+    for build in (lambda: Config(**REGISTERED_FIELDS[field]), lambda: config_from_dict(REGISTERED_FIELDS[field]),
+                  lambda: dataclasses.replace(Config(), **{section: REGISTERED_FIELDS[field][section]})):
+        with pytest.raises(BadInputError) as error:
+            build()
+        assert error.value.field == field and "'no_such'" in str(error.value)
+        assert all(name in str(error.value) for name in registry_of(field))
+
+
+def test_entries_registered_before_the_config_is_built_are_accepted():
+    from fdp_audit.execution import EXECUTORS, Executor, register_executor
+
+    @register_executor
+    class Nowhere(Executor):
+        name = "nowhere"
+
+        def map_unordered(self, task, chunks):
+            return iter(())
+
+    try:
+        assert Config(audit={"executor": "nowhere"}).audit.executor == "nowhere"
+    finally:
+        EXECUTORS.unregister("nowhere")
+    with pytest.raises(BadInputError, match="nowhere"):
+        Config(audit={"executor": "nowhere"})
+
+
+def test_installed_plugins_are_loaded_before_the_first_check(tmp_path, monkeypatch):
+    """A plugin's entries are accepted by a config built in Python without importing it, as on the command line."""
+    import importlib.metadata
+    import sys
+
+    from fdp_audit import registry
+    from fdp_audit.audit.games import GAMES
+
+    (tmp_path / "coin_plugin.py").write_text("from fdp_audit.audit.games import GAMES, register_game\n"
+                                            "register_game(type(GAMES['attribute'])('Coin', (GAMES['attribute'],), "
+                                            "{'name': 'coin_plugin', 'stream_block': 91}))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    point = importlib.metadata.EntryPoint("coin", "coin_plugin", registry.PLUGIN_GROUP)
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda group: [point] if group == point.group else [])
+    monkeypatch.setitem(registry._plugins, "state", "not loaded")
+    try:
+        assert Config(audit={"games": ["coin_plugin"]}).audit.games == ("coin_plugin",)
+    finally:
+        GAMES.unregister("coin_plugin")
+        sys.modules.pop("coin_plugin", None)
+    assert registry._plugins["state"] == "loaded"
+
+
+def test_every_config_field_that_names_entries_is_checked_against_its_registry():
+    """registry.CONFIG_REGISTRIES names, for each field, the registry that holds that field (a new registry named
+    by a config field must be listed there and marked on the field, or a typo would only be found when data are
+    read); mechanism.name's registry sits below the configuration and is read directly."""
+    import dataclasses
+    import typing
+
+    from fdp_audit.registry import CONFIG_REGISTRIES, registry_of
+
+    marked = {}
+
+    def walk(cls, prefix):
+        hints = typing.get_type_hints(cls)
+        for spec in dataclasses.fields(cls):
+            inner = [a for a in (hints[spec.name], *typing.get_args(hints[spec.name])) if dataclasses.is_dataclass(a)]
+            if inner:
+                walk(inner[0], f"{prefix}{spec.name}.")
+            elif "registered" in spec.metadata:
+                marked[f"{prefix}{spec.name}"] = spec.metadata["registered"]
+
+    walk(Config, "")
+    assert marked == {field: field for field in CONFIG_REGISTRIES} == {field: field for field in REGISTERED_FIELDS}
+    assert all(registry_of(field).field == field for field in CONFIG_REGISTRIES)

@@ -106,9 +106,8 @@ def test_registry_refuses_a_taken_name_or_stream_block(coin_game) -> None:
 def test_an_unknown_game_is_bad_input(small_config) -> None:
     from fdp_audit.errors import BadInputError
 
-    config = config_from_dict(small_config(audit={"games": ["telepathy"]}))
-    with pytest.raises(BadInputError) as error:
-        run_audit(config, None)
+    with pytest.raises(BadInputError) as error:  # when the config is built, before anything is read or trained
+        config_from_dict(small_config(audit={"games": ["telepathy"]}))
     assert error.value.field == "audit.games" and "telepathy" in str(error.value)
 
 
