@@ -101,9 +101,8 @@ def test_attribute_game_draws_secrets_from_the_prior(small_config) -> None:
     ({"games": ["reconstruction"]}, "data.protected"),  # its protected feature is categorical, not continuous
 ])
 def test_bad_game_setup_is_bad_input(small_config, audit: dict, field: str) -> None:
-    config = config_from_dict(small_config(rows=100, audit=audit))
-    with pytest.raises(BadInputError, match=re.escape(field)):
-        run_audit(config, None)
+    with pytest.raises(BadInputError, match=re.escape(field)):  # an unknown name already when the config is built
+        run_audit(config_from_dict(small_config(rows=100, audit=audit)), None)
 
 
 def test_shadow_attack_plays_the_attribute_game(small_config, monkeypatch) -> None:
