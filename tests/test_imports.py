@@ -1,6 +1,7 @@
 """Package boundaries (docs/design.md): every module of ``fdp_audit`` and ``attacks`` imports on its own in a
-fresh process, the module import graph has no cycle, and ``attacks`` reaches the core only through
-``fdp_audit.training.interface`` (and the error type and the generic registry)."""
+fresh process, the module import graph has no cycle (imports inside functions, modules imported by name and a lazy
+package's names count), and ``attacks`` reaches the core only through ``fdp_audit.training.interface`` (and the
+error type and the generic registry)."""
 
 from __future__ import annotations
 
@@ -95,7 +96,26 @@ def _targets(name: str, path: Path, tree: ast.Module, modules: dict[str, Path], 
             if node.level:
                 base = ".".join(package[:len(package) - node.level + 1] + ([base] if base else []))
             targets += [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        elif (named := _named_module(name, node, modules)) is not None:
+            targets.append(named)
     return targets
+
+
+def _named_module(name: str, node: ast.AST, modules: dict[str, Path]) -> str | None:
+    """The project module a string names, as code imports it by name (``importlib.import_module``, a registry
+    entry's ``module:function``): the whole string, or its part before ``:``, is a module's dotted name (a bare
+    word such as ``attacks`` is not read as one); an f-string may start with the module's own ``{__name__}``."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        text = node.value
+    elif (isinstance(node, ast.JoinedStr) and len(node.values) == 2 and isinstance(node.values[0], ast.FormattedValue)
+          and ast.unparse(node.values[0].value) == "__name__" and isinstance(node.values[1], ast.Constant)):
+        text = name + str(node.values[1].value)
+    else:
+        return None
+    module, colon, _ = text.partition(":")
+    if not colon and "." not in module:  # a bare word ("attacks" is also a key of the results) names nothing
+        return None
+    return module if module in modules and module != name else None
 
 
 def _edges(name: str, targets: list[str], modules: dict[str, Path]) -> set[str]:
@@ -135,11 +155,28 @@ def deferred_modules(name: str, path: Path, modules: dict[str, Path], read: list
     if path.name != "__init__.py":
         return set()
     tree = ast.parse(path.read_text(encoding="utf-8"))
-    if not set(read) - _defined_names(tree):
+    lazy = set(read) - _defined_names(tree)
+    if not lazy:
         return set()
     deferred = _deferred_nodes(tree)
     skip = {id(node) for node in ast.walk(tree) if id(node) not in deferred} | _type_only(tree)
-    return _edges(name, _targets(name, path, tree, modules, skip), modules)
+    provided = _provided_by(name, tree, modules)
+    named = {provided[n] for n in lazy if n in provided}
+    return _edges(name, _targets(name, path, tree, modules, skip), modules) | named
+
+
+def _provided_by(name: str, tree: ast.Module, modules: dict[str, Path]) -> dict[str, str]:
+    """A lazy package's table of which submodule provides each name (``{"tradeoff": ("compose_gaussian", …)}``,
+    which its ``__getattr__`` imports by name): lazy name → that submodule."""
+    provided = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if (isinstance(key, ast.Constant) and f"{name}.{key.value}" in modules
+                        and isinstance(value, ast.Tuple | ast.List)):
+                    provided |= {item.value: f"{name}.{key.value}" for item in value.elts
+                                 if isinstance(item, ast.Constant) and isinstance(item.value, str)}
+    return provided
 
 
 def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
@@ -238,8 +275,32 @@ def test_the_attacks_package_uses_only_the_public_surface_of_the_core():
             assert reached <= allowed, f"{name} imports {sorted(reached - allowed)}"
 
 
+def checked_registries() -> set[str]:
+    """The modules that checking a configuration imports by name: each registry a configuration field names."""
+    from fdp_audit.registry import CONFIG_REGISTRIES
+
+    return {spec.partition(":")[0] for spec in CONFIG_REGISTRIES.values()}
+
+
 def test_the_module_import_graph_has_no_cycles():
     modules = project_modules()
     graph = {name: imported_modules(name, path, modules) for name, path in modules.items()}
     assert graph["fdp_audit.audit.runner"] and graph["attacks.base"]  # the parser sees imports
+    assert "fdp_audit.reproduce.gate_proof" in graph["fdp_audit.reproduce"]  # and modules named by strings
+    assert "fdp_audit.accounting.tradeoff" in graph["fdp_audit.audit.stats"]  # and a lazy package's names
+    # The one arrow up the layers: a configuration's registered names (data.dataset, audit.games …) are checked
+    # against registries that sit above it; it imports them when it first checks one, never on import
+    # (test_importing_the_configuration_runs_no_registry).
+    assert checked_registries() <= graph["fdp_audit.registry"]
+    graph["fdp_audit.registry"] -= checked_registries()
     assert import_cycles(graph) == []
+
+
+def test_importing_the_configuration_runs_no_registry():
+    """Importing the schema (and the registry pattern) runs neither the registries above it nor a heavy library:
+    they load when a configuration is first checked."""
+    heavy = ("torch", "scipy", "sklearn", "matplotlib", "dp_accounting", "jinja2", "numpy", "statsmodels")
+    code = ("import sys, json, fdp_audit.config, fdp_audit.registry; "
+            f"print(json.dumps(sorted(m for m in {sorted(checked_registries() | set(heavy))!r} if m in sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert json.loads(done.stdout) == []
