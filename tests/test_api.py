@@ -101,7 +101,7 @@ def test_overrides_are_checked_and_named_by_the_keyword(tmp_path):
     assert error.value.field == "trials"
     with pytest.raises(BadInputError) as error:
         fdp_audit.audit("configs/adult_fdp.yaml", games=["no_such_game"], out_dir=tmp_path / "refused")
-    assert error.value.field == "audit.games" and not (tmp_path / "refused").exists()
+    assert error.value.field == "games" and "no_such_game" in str(error.value) and not (tmp_path / "refused").exists()
 
 
 def test_a_result_that_judged_nothing_is_never_handed_out():
