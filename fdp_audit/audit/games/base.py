@@ -443,7 +443,11 @@ class Game(ABC, Generic[Record]):
         """
 
     def limit_source(self) -> str:
-        """Where :meth:`stated_limit` comes from, in words, shown beside the limit wherever it appears."""
+        """Where :meth:`stated_limit` comes from, in words, shown beside the limit wherever it appears.
+
+        Returns:
+            The source, e.g. ``"Theorem 4: 1 − f(Ball), add/remove"``.
+        """
         return "Theorem 4: 1 − f(Ball), add/remove"
 
 
