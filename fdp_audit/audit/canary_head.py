@@ -20,9 +20,11 @@ coordinates of a parameter block of their own, whatever computes per-example gra
 * :class:`UpdateObserver` — the release: global optimizer step hooks (``torch.optim``) snapshot ``w`` around every
   step of an optimizer that holds it (an Opacus ``DPOptimizer`` steps its wrapped optimizer only when it does
   update, so skipped accumulation steps are not steps). For plain SGD the released update is ``−Δw/η − λ·w``
-  (learning rate η, weight decay λ); for other optimizers the gradient the optimizer consumed (its state makes
-  the change non-linear in it). Either is multiplied by a data-independent constant ``scale`` (the expected batch
-  for an averaged loss) to be in units of the noisy clipped sum. Nothing else is reconstructed.
+  (learning rate η, weight decay λ); for other optimizers the gradient the head held when ``step()`` began (its
+  state makes the change non-linear in it); a step that computed or changed that gradient inside ``step()`` (an
+  LBFGS closure) is refused, never read as a release of zeros. Either is multiplied by a data-independent
+  constant ``scale`` (the expected batch for an averaged loss) to be in units of the noisy clipped sum. Nothing
+  else is reconstructed.
 
 Memory and time grow with M, not with M times the module's parameters: recognition is O(B·D), the head's
 per-example gradients are B·(M + M₀) numbers (what any per-example engine stores for a parameter of that size),
@@ -262,8 +264,9 @@ class _Snapshot:
 class UpdateObserver:
     """Record the canary head's released update at every optimizer step (module docstring), while active."""
 
-    def __init__(self, head: nn.Parameter, scale: float = 1.0):
-        self.head, self.scale = head, scale
+    def __init__(self, head: nn.Parameter, scale: float = 1.0, field: str = "mechanism.training"):
+        self.head, self.scale, self.field = head, scale, field
+        self.unread: str | None = None  # why a step's release could not be read (then :attr:`releases` refuses)
         self._pending: list[torch.Tensor] = []
         self._moved: list[torch.Tensor] = []
         self._open: dict[int, _Snapshot] = {}
@@ -295,10 +298,15 @@ class UpdateObserver:
             return
         if snapshot.linear:
             update = -(self.head.detach() - snapshot.value) / snapshot.lr - snapshot.weight_decay * snapshot.value
-        elif snapshot.grad is not None:
+        elif snapshot.grad is not None and self.head.grad is not None and torch.equal(snapshot.grad, self.head.grad):
             update = snapshot.grad
-        else:
-            update = torch.zeros_like(snapshot.value)
+        else:  # never a release of zeros: what the step applied is unknown, and the audit refuses it
+            self.unread = self.unread or (
+                f"the canary head had no gradient when {type(optimizer).__name__}.step() began (a gradient computed "
+                "inside step(), by a closure as LBFGS's, or none)" if snapshot.grad is None else
+                f"{type(optimizer).__name__}.step() changed the gradient it was given (computed it again in a "
+                "closure, or noised or clipped it inside step())")
+            update = torch.full_like(snapshot.value, float("nan"))
         self._pending.append((update * self.scale).float())
         if len(self._pending) >= FLUSH_STEPS:
             self._flush()
@@ -314,7 +322,12 @@ class UpdateObserver:
 
     @property
     def releases(self) -> torch.Tensor:
-        """``[T, M + M₀]`` on the host: every observed step's update."""
+        """``[T, M + M₀]`` on the host: every observed step's update; refused (bad input naming ``field``) when a
+        step's could not be read: the release is the gradient the optimizer was given before ``step()``."""
+        if self.unread is not None:
+            raise BadInputError(f"{self.unread}: the release of that step cannot be read; step an optimizer on the "
+                                "gradient the loop computed before step() (SGD, Adam, Opacus's DPOptimizer)",
+                                self.field)
         self._flush()
         if not self._moved:
             return torch.zeros(0, self.head.numel())

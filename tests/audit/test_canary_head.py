@@ -137,3 +137,42 @@ def test_observer_releases_the_update_in_units_of_the_noisy_sum():
     torch.testing.assert_close(releases[1], torch.tensor([8.0, 0.0, 0.0]))
     torch.testing.assert_close(releases[2:, 0], 4.0 * torch.arange(300.0))
     assert observer.steps == 302
+
+
+@pytest.mark.parametrize("optimizer", ["lbfgs", "adam_with_closure", "adam_without_gradient", "noised_inside_step"])
+def test_a_step_whose_release_cannot_be_read_is_refused_never_zeros(optimizer):
+    """The release of a non-linear optimizer is the gradient the head held when step() began: a step that had
+    none, computed it in a closure (LBFGS, Adam.step(closure)) or changed it inside step() is refused naming
+    the field, instead of released as zeros (a non-private LBFGS loop passed with an all-zero release)."""
+    head = nn.Parameter(torch.zeros(3))
+
+    def closure():
+        head.grad = torch.ones(3)
+        return torch.tensor(0.0)
+
+    class NoisedInside(torch.optim.Optimizer):  # a hand-written "private" optimizer noising inside step()
+        def __init__(self, params):
+            super().__init__(params, {"lr": 0.1})
+
+        @torch.no_grad()
+        def step(self, closure=None):
+            for parameter in self.param_groups[0]["params"]:
+                parameter.grad.add_(torch.randn_like(parameter))
+                parameter.sub_(0.1 * parameter.grad)
+
+    observer = UpdateObserver(head, field="mechanism.training")
+    with observer.active():
+        if optimizer == "lbfgs":
+            torch.optim.LBFGS([head], max_iter=2).step(closure)
+        elif optimizer == "adam_with_closure":
+            head.grad = torch.zeros(3)
+            torch.optim.Adam([head]).step(closure)
+        elif optimizer == "adam_without_gradient":
+            torch.optim.Adam([head]).step()
+        else:
+            head.grad = torch.zeros(3)
+            NoisedInside([head]).step()
+    assert observer.steps == 1
+    with pytest.raises(BadInputError, match=r"cannot be read") as refused:
+        _ = observer.releases
+    assert refused.value.field == "mechanism.training"

@@ -144,6 +144,29 @@ def test_the_users_module_failing_on_their_batch_is_theirs_though_the_wrapper_ca
     assert "fdp_audit" not in shown.replace(lines[-1], "")
 
 
+def test_a_loop_whose_optimizer_computes_the_gradient_inside_step_is_refused(cli, tmp_path):
+    """Full-batch LBFGS without noise (its closure computes the gradient inside step()): the release cannot be
+    read, exit 2 naming mechanism.training and nothing written (it passed with an all-zero release)."""
+    loop = SGD_LOOP.replace("""optimizer = torch.optim.SGD(module.parameters(), lr=0.1)
+    loss = nn.functional.cross_entropy(module(x), y)
+    loss.backward()
+    optimizer.step()""", """optimizer = torch.optim.LBFGS(module.parameters(), lr=0.1, max_iter=3)
+
+    def closure():
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(module(x), y)
+        loss.backward()
+        return loss
+
+    optimizer.step(closure)""")
+    assert "LBFGS" in loop
+    result = cli("audit", str(_user_loop_config(tmp_path, loop)), "--out", str(tmp_path / "out"))
+    assert result.code == 2, result.err
+    assert result.err.strip().splitlines()[-1].startswith(
+        "fdp-audit: error: mechanism.training: the canary head had no gradient when LBFGS.step() began")
+    assert not (tmp_path / "out" / "results.json").exists()
+
+
 @pytest.mark.parametrize("shape", [(0, 5), (3, 5), (5,), (0, 1, 1, 5), (3, 1, 1, 5)])
 def test_the_wrapper_takes_any_batch_and_record_shape(shape):
     """Tables [B, d], images [B, C, H, W] (a loop that reshapes its records), one example [d] and empty

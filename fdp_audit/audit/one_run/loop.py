@@ -205,7 +205,7 @@ class GradientCanaries:
         device = next((p.device for p in module.parameters()), torch.device("cpu"))
         head = CanaryHead(self.gradients, self.null).to(device)
         self.audited = AuditedModule(module, self.inputs, head)
-        self.observer = UpdateObserver(head.weight)
+        self.observer = UpdateObserver(head.weight, field="attach")
         return self.audited
 
     def attach(self, optimizer: torch.optim.Optimizer) -> None:
