@@ -38,6 +38,7 @@ from scipy.special import log_softmax
 
 from attacks import ATTACKS, Knowledge, View, checkpoint_attacks
 from fdp_audit.audit.gate import INFORMATIONAL, comparison_status, judge
+from fdp_audit.audit.labels import audit_title
 from fdp_audit.audit.stats import clopper_pearson
 from fdp_audit.claim import Claim, noise_multiplier
 from fdp_audit.config import Config, ReportConfig, config_from_dict
@@ -347,7 +348,7 @@ def run_checkpoint_audit(checkpoint: Checkpoint, alpha: float, gate_on_estimated
                                    torch.as_tensor(data.test.y))[0])
     mechanism = claim.section()
     return finite_or_none({
-        "schema_version": 1, "kind": "audit", "title": config.report.title or f"{config.name} (checkpoint audit)",
+        "schema_version": 1, "kind": "audit", "title": audit_title(config, "checkpoint audit"),
         "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "verdict": verdict,
         "mechanism": mechanism,

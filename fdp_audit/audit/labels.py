@@ -1,6 +1,7 @@
 """What a person reads for a comparison (docs/files.md, "Labels"): one human label per stored comparison, and the
 source of its limit, used identically by the report, the commands' output, JUnit XML and the Markdown summary.
-The comparison's ``id`` stays what results.json and the journal key on.
+The comparison's ``id`` stays what results.json and the journal key on. An audit's title, unless the config
+gives one, says what was audited.
 
 The words come from the registries' entries: a game's report view (its title), an attack's title, and the game's
 own account of its limit (:meth:`fdp_audit.audit.games.Game.limit_source`); a comparison of a game or attack not
@@ -9,10 +10,13 @@ registered here (a newer results.json) is labelled by its stored names.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from attacks import ATTACKS
 from fdp_audit.audit.games import GAMES, Game, comparison_view
+
+if TYPE_CHECKING:
+    from fdp_audit.config import Config
 
 # what the margin of each kind of comparison is measured in (another kind's is a "value")
 UNITS = {"rate": "success rate", "epsilon": "ε", "one_run": "share of correct guesses", "promise": "ε spent"}
@@ -106,3 +110,25 @@ def section_limit_source(section: dict[str, Any]) -> str:
 
 def _source(game: type[Game] | None) -> str:
     return game().limit_source() if game is not None else "the stored bound of an unregistered game"
+
+
+def audit_title(config: Config, kind: str = "") -> str:
+    """The title of an audit's results and report: ``report.title`` if the config gives one, else its name and what
+    was audited, e.g. ``adult_fdp: fdp_sgd on adult (protected: marital-status, relationship)``.
+
+    Args:
+        config: the audited configuration.
+        kind: what kind of audit, in words (``"one-run audit"``), shown after the name; "" for the games.
+
+    Returns:
+        The title.
+    """
+    if config.report.title:
+        return config.report.title
+    protected = list(config.data.protected)
+    what = f"{config.mechanism.name} on {config.data.dataset}"
+    if len(protected) > 3:
+        what += f" ({len(protected)} attributes protected)"
+    elif protected:
+        what += f" (protected: {', '.join(protected)})"
+    return f"{config.name}{f' ({kind})' if kind else ''}: {what}"

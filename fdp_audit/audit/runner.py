@@ -24,6 +24,7 @@ from fdp_audit.audit.games import (
 )
 from fdp_audit.audit.gate import NOT_JUDGED, comparison_status, judge, powerless, unjudgeable
 from fdp_audit.audit.journal import Journal
+from fdp_audit.audit.labels import audit_title
 from fdp_audit.audit.promise import KIND as PROMISE
 from fdp_audit.audit.promise import Promise, promise_section
 from fdp_audit.audit.provenance import journal_key, user_source_digests, versions
@@ -208,7 +209,7 @@ def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Exe
     tightness = [row for game, record in played.records
                  for row in game.tightness_rows(record, played.judgements, played.claim)]
     return finite_or_none({
-        "schema_version": 1, "kind": "audit", "title": config.report.title or config.name,
+        "schema_version": 1, "kind": "audit", "title": audit_title(config),
         "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "verdict": played.verdict,
         "mechanism": claim.section(),

@@ -294,7 +294,9 @@ def _plain_words(results: dict[str, Any], rows: list[dict[str, Any]], alpha: flo
         caveats.append("The strongest evidence here comes from the attacks that observe every noisy update "
                        "(threat model: iterates), which is the adversary the accounting assumes.")
     one_run = results.get("one_run")
-    if isinstance(one_run, dict) and one_run.get("status"):
+    # a one-run audit of weights is the verdict (its comparisons are judged in it); beside the games it is not
+    judged_here = any(isinstance(c, dict) and c.get("kind") == "one_run" for c in results.get("comparisons") or ())
+    if isinstance(one_run, dict) and one_run.get("status") and not judged_here:
         caveats.append(f"The one-run audit below is judged on its own, not in this verdict: {one_run['status']} "
                        f"({one_run.get('explanation', '')}).")
     epsilon_found = [r["epsilon_lower_bound"] for r in rows if r.get("kind") == "epsilon"]

@@ -317,6 +317,8 @@ def test_a_one_run_violation_names_its_rejecting_guesses_inside_the_verdict(resu
     panel = html.split('id="summary-other"')[1].split('class="axis"')[0]
     assert re.findall(r'data-comparison="([^"]+)"', panel) == ["one-run/iterates/100", "one-run/iterates/400"]
     assert "2 comparisons of an attack against what the claimed privacy allows, from: One-run audit." in html
+    minimal["one_run"] = {"status": "VIOLATION", "explanation": "100 of 100 guesses reject the claimed f", "rows": []}
+    assert "judged on its own" not in render_report(minimal)  # its comparisons are this verdict's
 
 
 def test_summary_rows_take_the_gates_newer_fields_when_given():

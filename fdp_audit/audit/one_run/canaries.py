@@ -46,6 +46,7 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
+from fdp_audit.audit.labels import audit_title
 from fdp_audit.audit.one_run.evaluation import judge_scores, mechanism_claim, section_comparisons
 from fdp_audit.audit.one_run.guesser import candidate_pattern, threat_scores
 from fdp_audit.audit.one_run.manifest import (
@@ -436,7 +437,7 @@ def one_run_results(checkpoint: Path, manifest_path: Path, alpha: float, command
     verdict, _ = judge(comparisons, alpha)  # the same test at the same level as the section's: one verdict
     return finite_or_none({
         "schema_version": 1, "kind": "audit",
-        "title": loaded.config.report.title or f"{loaded.config.name} (one-run audit)",
+        "title": audit_title(loaded.config, "one-run audit"),
         "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "verdict": verdict, "mechanism": Claim.from_config(loaded.config).section(), "one_run": section,
         "comparisons": comparisons,

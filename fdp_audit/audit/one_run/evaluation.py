@@ -157,7 +157,7 @@ def judge_ranked(ranked_by_threat: Mapping[str, RankedGuesses], claim: ClaimedCu
                        f"f of {claim.description} at level {level:.3g} ({worst['rejecting_correct']} reject it)")
     else:
         explanation = (f"no threat model's {count} most confident guesses reject the claimed f of "
-                       f"{claim.description} (level {level:.3g} each; {critical} right guesses would)")
+                       f"{claim.description} (level {level:.3g} each; {critical} right guesses would reject it)")
     empirical = best["epsilon_family"] if best is not None else None
     return {
         "status": "VIOLATION" if violated else "PASS", "explanation": explanation, "alpha": alpha,

@@ -1,0 +1,20 @@
+"""An audit's title (fdp_audit/audit/labels.py): what was audited, unless the config names the report itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fdp_audit.audit.labels import audit_title
+from fdp_audit.config import load_config
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def test_the_title_says_what_was_audited_unless_the_config_gives_one() -> None:
+    tour = load_config(CONFIGS / "adult_fdp.yaml")
+    assert audit_title(tour) == "adult_fdp: fdp_sgd on adult (protected: marital-status, relationship)"
+    assert audit_title(tour, "one-run audit").startswith("adult_fdp (one-run audit): fdp_sgd on adult")
+    assert audit_title(load_config(CONFIGS / "images_games.yaml")) == "images_games: fdp_sgd on digits"
+    many = tour.with_overrides({"data.protected": ["age", "sex", "race", "relationship"]})
+    assert audit_title(many).endswith("(4 attributes protected)")
+    assert audit_title(tour.with_overrides({"report.title": "Nightly audit"})) == "Nightly audit"
