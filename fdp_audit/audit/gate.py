@@ -582,14 +582,24 @@ def _restate(results: dict[str, Any], config: Config, claim: Claim) -> None:
         if not isinstance(row, dict):
             raise BadInputError("must be a mapping", where)
         comparison_kind(row, where).restate(row, claim, config, where)
-    _restate_promise_section(results, comparisons)
+    _restate_promise_section(results, comparisons, config)
 
 
-def _restate_promise_section(results: dict[str, Any], comparisons: list[dict[str, Any]]) -> None:
-    """The ``promise`` section (what a report's banner shows) must be what its comparison re-derives."""
+def _restate_promise_section(results: dict[str, Any], comparisons: list[dict[str, Any]], config: Config) -> None:
+    """A promise is there exactly when the stated configuration's integration promises one, and the ``promise``
+    section (what a report's banner shows) is what its comparison re-derives."""
+    from fdp_audit.integrations import INTEGRATIONS
+
     rows = [(i, row) for i, row in enumerate(comparisons) if row.get("kind") == PROMISE]
     section = results.get(PROMISE)
-    if section is None and not rows:
+    name = config.mechanism.integration
+    promised = name != "none" and INTEGRATIONS[name].promises
+    if promised != bool(rows or section is not None):
+        raise BadInputError(f"missing: the stated mechanism.integration {name} promises what each training spends, "
+                            "and the results must judge it" if promised else
+                            f"present, but the stated mechanism.integration {name} promises nothing",
+                            f"results.{PROMISE}")
+    if not promised:
         return
     if len(rows) != 1 or not isinstance(section, dict):
         raise BadInputError("a promise section goes with exactly one promise comparison", f"results.{PROMISE}")

@@ -51,11 +51,14 @@ class Integration:
     """A training library whose loops are audited as written, named by ``mechanism.integration``.
 
     ``claimed_config(config, data)`` trains the user's loop once on S, before any trial, and returns the config
-    with the claim's unstated parts read from what the library was set up with, and what it promised."""
+    with the claim's unstated parts read from what the library was set up with, and what it promised.
+    ``promises``: every training through it states a promise (:meth:`Promised.promise` is never None), so the
+    gate requires a promise in the results of a configuration naming it (one deleted is refused)."""
 
     name: str
     description: str
     claimed_config: Callable[[Config, PreparedData], tuple[Config, Promised]]
+    promises: bool = False
 
 
 INTEGRATIONS: Registry[Integration] = Registry("integration", "mechanism.integration", (
@@ -110,4 +113,5 @@ def library_caches() -> Iterator[None]:
 
 
 register_integration(Integration("opacus", "Opacus's PrivacyEngine: the claim is what make_private or "
-                                 "make_private_with_epsilon was set up with", opacus.claimed_config))
+                                 "make_private_with_epsilon was set up with", opacus.claimed_config,
+                                 promises=True))

@@ -223,9 +223,12 @@ def test_twice_the_promised_epochs_is_a_violation_naming_the_promise(verdict_onl
     """make_private_with_epsilon calibrated for one epoch (20 steps at p = 0.05 on n = 195, no size dependence:
     int(9.75) = int(9.8) = 9), trained for two: the promise is broken whatever the games find (the claim is the
     plan, T = 20; the accountant counted 40), and the verdict says so. The gate re-judges it from results.json and
-    refuses a promise section that is not what its comparison gives."""
+    refuses a promise section that is not what its comparison gives, and results whose promise was deleted (the
+    section and the comparison, the verdict re-judged without it and the checksum rewritten: a PASS of the games
+    alone)."""
     import json
 
+    from fdp_audit.audit.gate import judge
     from fdp_audit.audit.results import write_results
 
     with warnings.catch_warnings():
@@ -246,3 +249,10 @@ def test_twice_the_promised_epochs_is_a_violation_naming_the_promise(verdict_onl
                                                       "promise": {**promise, "status": "kept"}})
     refused = cli("gate", str(edited))
     assert refused.code == 2 and "results.promise.status" in refused.err
+    stripped = {key: value for key, value in json.loads(path.read_text()).items() if key != "promise"}
+    stripped["comparisons"] = [row for row in stripped["comparisons"] if row["kind"] != "promise"]
+    stripped["verdict"] = judge(stripped["comparisons"], stripped["verdict"]["alpha"])[0]
+    assert stripped["verdict"]["status"] == "PASS"  # what the gate accepted when the promise was deleted
+    refused = cli("gate", str(write_results(tmp_path / "stripped.json", stripped)))
+    assert refused.code == 2, refused.out
+    assert "results.promise: missing: the stated mechanism.integration opacus promises" in refused.err
