@@ -104,6 +104,18 @@ def _write_yaml_fixture() -> Callable[[Path, dict[str, Any]], Path]:
     return write_yaml
 
 
+@pytest.fixture(scope="session")
+def audited_results(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The results.json of a real tiny audit (FDP-SGD on 60 synthetic rows, T = 2, 14 trials; a PASS, the same on
+    every run): a file ``gate`` and ``report`` verify. Copy it before changing it."""
+    from fdp_audit.cli import main
+
+    folder = tmp_path_factory.mktemp("audited")
+    config = write_yaml(folder / "c.yaml", small_config(rows=60, mechanism={"steps": 2}, audit={"trials": 14}))
+    assert main(["audit", str(config), "--out", str(folder / "out")]) == 0
+    return folder / "out" / "results.json"
+
+
 @contextlib.contextmanager
 def module_from_file(path: Path, source: str, name: str) -> Any:
     """A module loaded from ``source`` written at ``path`` under ``name`` (as ``file.py:function`` specs load the

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from xml.sax.saxutils import quoteattr
 
@@ -616,6 +617,33 @@ def _check_section(shown: dict[str, Any], expected: dict[str, Any], where: str, 
                 else abs(got - value) <= RESTATE_TOLERANCE * max(1.0, abs(value)))
         if not same:
             raise BadInputError(f"{got!r} is not the {value!r} {source}", f"{where}.{key}")
+
+
+def verified_results(path: str | Path, flag: str | None = None) -> dict[str, Any]:
+    """A results file as ``gate`` and ``report`` both take it, or one line of bad input naming the file (and the
+    command-line ``flag`` that named it, if not the positional argument): its
+    integrity (the checksum, and the MAC under ``FDP_AUDIT_HMAC_KEY``: :func:`fdp_audit.audit.results.read_results`),
+    every stored limit re-derived from the stated configuration (:func:`restate_limits`), and its verdict the one
+    that judging its comparisons at its α gives (never NOT JUDGED) — or INFORMATIONAL for an audit that compares
+    nothing. Nothing else
+    reads a results file to show or judge it, so no reader trusts what another refuses."""
+    from fdp_audit.audit.results import read_results
+
+    try:
+        results = read_results(path)
+        restate_limits(results)
+        stated = results["verdict"].get("status")
+        comparisons = results.get("comparisons", [])
+        if comparisons or stated != INFORMATIONAL:
+            verdict, _ = judge(comparisons, results["verdict"].get("alpha"))
+            if verdict["status"] == NOT_JUDGED:  # no comparisons, or none that can fail: nothing to show as a verdict
+                raise BadInputError(verdict["explanation"], "results.comparisons")
+            if verdict["status"] != stated:
+                raise BadInputError(f"{stated!r} is not the {verdict['status']!r} that its comparisons give at "
+                                    f"α={verdict['alpha']:g}", "results.verdict.status")
+    except BadInputError as err:
+        raise BadInputError(str(err), f"{flag} {path}" if flag else str(path)) from None
+    return results
 
 
 def comparison_status(judged: dict[str, Any]) -> str:

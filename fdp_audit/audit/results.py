@@ -45,14 +45,26 @@ def write_results(path: str | Path, results: dict[str, Any]) -> Path:
     return atomic_write_json(path, clean)
 
 
+def _non_finite(name: str) -> float:
+    raise ValueError(f"non-finite number {name}; results.json numbers are finite or null")
+
+
 def read_results(path: str | Path) -> dict[str, Any]:
     """Load and verify a results file: JSON, schema version, checksum, required sections."""
     path = Path(path)
     try:
-        results = json.loads(read_bounded(path, MAX_RESULTS_BYTES, "results file").decode("utf-8"),
-                             parse_int=bounded_json_integer)
-    except (UnicodeDecodeError, ValueError, RecursionError) as err:  # RecursionError: nested too deeply
-        raise BadInputError(f"results file is not valid JSON: {path}") from err
+        text = read_bounded(path, MAX_RESULTS_BYTES, "results file").decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise BadInputError(f"results file is not UTF-8 text: {path}") from err
+    try:
+        results = json.loads(text, parse_constant=_non_finite, parse_int=bounded_json_integer)
+    except json.JSONDecodeError as err:
+        raise BadInputError(f"results file is not valid JSON: {err.msg} at line {err.lineno}, column {err.colno}: "
+                            f"{path}") from err
+    except ValueError as err:  # a non-finite constant, an integer of too many digits
+        raise BadInputError(f"results file is not valid JSON: {err}: {path}") from err
+    except RecursionError as err:
+        raise BadInputError(f"results file is not valid JSON: nested too deeply: {path}") from err
     if not isinstance(results, dict):
         raise BadInputError("results file is not a JSON object", "results")
     if results.get("schema_version") != SCHEMA_VERSION:

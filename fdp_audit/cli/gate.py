@@ -6,6 +6,7 @@ docs/files.md, "The gate's outputs"."""
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from fdp_audit.cli import EXIT_OK, EXIT_VIOLATION
@@ -17,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--alpha", type=float, help="significance level (default: the audit's)")
     parser.add_argument("--junit", help="write JUnit XML here")
     parser.add_argument("--markdown", metavar="PATH", help="write a Markdown summary here, for a CI job summary "
-                        "(default with --junit: beside it, the JUnit path with the suffix .md)")
+                        "(default with --junit to a file: beside it, the JUnit path with the suffix .md)")
     parser.add_argument("--baseline", metavar="OLD_RESULTS",
                         help="an earlier results.json (e.g. the main branch's last audit): show how each "
                         "comparison's margin and ε lower bound moved")
@@ -30,11 +31,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=run)
 
 
+def beside_files(path: str | None) -> bool:
+    """Whether a file may be written beside ``path``: it is a regular file or a new name, not a device or a FIFO
+    (``--junit /dev/null`` or ``/dev/stdout`` would put a ``.md`` file in ``/dev``)."""
+    return path is not None and (not os.path.exists(path) or os.path.isfile(path))
+
+
 def run(args: argparse.Namespace) -> int:
     from fdp_audit.atomic_io import atomic_write_text
-    from fdp_audit.audit.gate import INFORMATIONAL, NOT_JUDGED, judge, junit_xml, restate_limits
+    from fdp_audit.audit.gate import INFORMATIONAL, NOT_JUDGED, judge, junit_xml, verified_results
     from fdp_audit.audit.regression import compare
-    from fdp_audit.audit.results import read_results
     from fdp_audit.audit.sanity import sanity_warnings
     from fdp_audit.errors import BadInputError
     from fdp_audit.report.markdown import gate_summary, rise_words
@@ -44,8 +50,7 @@ def run(args: argparse.Namespace) -> int:
                         ("--allow-config-change", args.allow_config_change)):
         if value and not args.baseline:
             raise BadInputError("needs --baseline", flag)
-    results = read_results(args.results)
-    restate_limits(results)
+    results = verified_results(args.results)
     alpha = args.alpha if args.alpha is not None else results["verdict"].get("alpha", 0.05)
     comparisons = results.get("comparisons", [])
     verdict, judged = judge(comparisons, alpha)
@@ -53,10 +58,7 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError(f"{args.results}: {verdict['explanation']}", "results.comparisons")
     regression = None
     if args.baseline:
-        try:
-            baseline = read_results(args.baseline)
-        except BadInputError as err:  # the message names the field; the user also needs to know which file
-            raise BadInputError(str(err), f"--baseline {args.baseline}") from None
+        baseline = verified_results(args.baseline, "--baseline")
         regression = compare(results, baseline, alpha, args.max_regression)
         if regression.config_changes and not args.allow_config_change:
             shown = "; ".join(regression.config_changes[:3]) + (
@@ -72,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     warnings = sanity_warnings(results)
     if args.junit:
         atomic_write_text(args.junit, junit_xml(verdict, cases, warnings))
-    markdown = args.markdown or (Path(args.junit).with_suffix(".md") if args.junit else None)
+    markdown = args.markdown or (Path(args.junit).with_suffix(".md") if beside_files(args.junit) else None)
     if markdown:
         atomic_write_text(markdown, gate_summary(verdict, judged, comparisons, regression, warnings))
     print("\n".join(verdict_lines(verdict, warnings)))

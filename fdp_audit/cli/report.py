@@ -1,7 +1,8 @@
 """`fdp-audit report RESULTS [-o HTML]` (docs/files.md): (re)render the HTML report of a results.json.
 
-Exit 0 when the report is written, 2 on bad input (missing or malformed results, an output path that is
-a directory or the results file itself), with one line naming the file or field.
+Exit 0 when the report is written, 2 on bad input (missing or malformed results, results that ``gate`` would
+refuse — a stale checksum or MAC, a limit or verdict that the stated configuration does not give — an output path
+that is a directory or the results file itself), with one line naming the file or field.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from fdp_audit.audit.gate import verified_results
     from fdp_audit.report import load_results, write_report
 
     source = Path(args.results)
@@ -45,10 +47,10 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError(f"{target} is a directory", "--output")
     if target.exists() and source.exists() and target.samefile(source):
         raise BadInputError("would overwrite RESULTS with the report", "--output")
-    results = load_results(source)
+    results = verified_results(source)  # exactly what `gate` verifies
     if args.profile:
         results["profile"] = load_results(args.profile)
-    baseline = load_results(args.baseline) if args.baseline else None
+    baseline = verified_results(args.baseline, "--baseline") if args.baseline else None
     try:
         written = write_report(results, target, baseline)
     except BadInputError as err:  # a contract error names the field; the user also needs the file

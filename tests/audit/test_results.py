@@ -85,7 +85,7 @@ def test_section_that_is_not_a_mapping(tmp_path: Path, section: str) -> None:
 
 @pytest.mark.parametrize(("content", "message"), [
     (b'{"schema_version": 1, "kind": "au', "not valid JSON"),
-    (b"\xff\xfe not text", "not valid JSON"),
+    (b"\xff\xfe not text", "not UTF-8 text"),
     (b"[1, 2, 3]", "not a JSON object"),
     (b"", "not valid JSON"),
 ])

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from fdp_audit.audit.gate import judge
 from fdp_audit.audit.results import SCHEMA_VERSION, write_results
 from fdp_audit.audit.stats import lower_confidence_bound
 from fdp_audit.claim import Claim
@@ -27,7 +28,8 @@ TRIALS, BOUND = 200, float(Claim.of(CONFIG.mechanism).add_remove.bound(0.5))
 BORDERLINE = next(k for k in range(TRIALS) if lower_confidence_bound(k, TRIALS, 0.025) > BOUND)
 
 
-def results(successes: int, alpha: float = 0.05, stored_status: str = "PASS") -> dict[str, Any]:
+def results(successes: int, alpha: float = 0.05, stored_status: str | None = None) -> dict[str, Any]:
+    """Results as an audit writes them (the verdict its comparisons give), or with ``stored_status`` instead."""
     comparisons = [
         {"id": "attribute/likelihood", "kind": "rate", "game": "attribute", "attack": "likelihood",
          "trials": TRIALS, "successes": 100, "ball": 0.5, "bound": BOUND},
@@ -35,7 +37,8 @@ def results(successes: int, alpha: float = 0.05, stored_status: str = "PASS") ->
          "trials": TRIALS, "successes": successes, "ball": 0.5, "bound": BOUND},
     ]
     return {"schema_version": SCHEMA_VERSION, "kind": "audit", "created": "2024-01-01T00:00:00Z",
-            "verdict": {"status": stored_status, "alpha": alpha},
+            "verdict": (judge(comparisons, alpha)[0] if stored_status is None
+                        else {"status": stored_status, "alpha": alpha}),
             "mechanism": finite_or_none(Claim.from_config(CONFIG).section()),
             "reproducibility": {"seed": 0, "config": CONFIG.to_dict()}, "comparisons": comparisons}
 
@@ -66,9 +69,11 @@ def test_violation_exit_code_one(cli, violating: Path) -> None:
                                  "canaries (distinguishing game) · iterates: the lower confidence bound ")
 
 
-def test_gate_rejudges_rather_than_trusting_the_stored_verdict(cli, tmp_path: Path) -> None:
+def test_a_stored_verdict_that_its_comparisons_do_not_give_is_refused(cli, one_line_error, tmp_path: Path) -> None:
+    """Never trusted: the gate judges the comparisons again, and refuses results whose stored verdict differs."""
     path = write_results(tmp_path / "results.json", results(190, stored_status="PASS"))
-    assert cli("gate", path).code == 1
+    result = cli("gate", path)
+    assert result.code == 2 and "results.verdict.status: 'PASS' is not the 'VIOLATION'" in one_line_error(result.err)
 
 
 def test_alpha_override(cli, tmp_path: Path) -> None:

@@ -109,7 +109,8 @@ profile:
 
 
 @pytest.mark.parametrize(("mechanism", "neighbour"), [("dp_sgd", "remove"), ("fdp_sgd", "replace")])
-def test_trained_mechanisms_give_a_labelled_estimate_and_a_report_section(tmp_path, capsys, mechanism, neighbour):
+def test_trained_mechanisms_give_a_labelled_estimate_and_a_report_section(tmp_path, capsys, mechanism, neighbour,
+                                                                         audited_results):
     out = tmp_path / "out"
     text = TRAINED.format(out=out, mechanism=mechanism, neighbour=neighbour, public_loss="mask")
     assert main(["profile", str(_write(tmp_path, text))]) == 0
@@ -129,7 +130,7 @@ def test_trained_mechanisms_give_a_labelled_estimate_and_a_report_section(tmp_pa
 
     # fdp-audit report RESULTS --profile SECTION shows the estimate in the HTML report
     html = tmp_path / "report.html"
-    assert main(["report", str(REPORT_FIXTURE), "-o", str(html), "--profile", str(out / "report_section.json")]) == 0
+    assert main(["report", str(audited_results), "-o", str(html), "--profile", str(out / "report_section.json")]) == 0
     page = html.read_text(encoding="utf-8")
     assert 'id="profile"' in page and "Monte Carlo estimate" in page and "fig-profile-0" in page
 

@@ -1,25 +1,22 @@
 """`fdp-audit report RESULTS [-o HTML]` (docs/files.md): writes the report atomically; bad input is one line and
-exit code 2, and leaves any earlier report untouched."""
+exit code 2, and leaves any earlier report untouched. It reads only what ``gate`` verifies
+(tests/reliability/test_results_verification.py)."""
 
 from __future__ import annotations
 
-import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
 
 from fdp_audit.cli import EXIT_BAD_INPUT, EXIT_OK, main
 
-REQUIRED = ("schema_version", "kind", "verdict", "mechanism", "reproducibility")
-
 
 @pytest.fixture
-def minimal(results, tmp_path: Path) -> Path:
-    """A results.json with only the required sections: renders in milliseconds."""
-    path = tmp_path / "results.json"
-    path.write_text(json.dumps({key: results[key] for key in REQUIRED}), encoding="utf-8")
-    return path
+def minimal(audited_results: Path, tmp_path: Path) -> Path:
+    """A real tiny audit's results.json: renders in milliseconds."""
+    return Path(shutil.copy(audited_results, tmp_path / "results.json"))
 
 
 def _one_line_error(capsys, *fragments: str) -> str:
@@ -31,10 +28,10 @@ def _one_line_error(capsys, *fragments: str) -> str:
     return err
 
 
-def test_writes_report_beside_the_results_by_default(results, tmp_path: Path, capsys):
+def test_writes_report_beside_the_results_by_default(audited_results: Path, tmp_path: Path, capsys):
     source = tmp_path / "audit" / "results.json"
     source.parent.mkdir()
-    source.write_text(json.dumps(results), encoding="utf-8")
+    shutil.copy(audited_results, source)
     assert main(["report", str(source)]) == EXIT_OK
     report = source.with_name("report.html")
     assert capsys.readouterr().out.strip() == f"wrote {report}"
@@ -52,12 +49,12 @@ def test_output_option_creates_missing_folders(minimal, tmp_path: Path):
 @pytest.mark.parametrize(
     ("content", "fragments"),
     [
-        (None, ("no such file",)),
+        (None, ("not found",)),
         ('{"schema_version": 1,', ("not valid JSON", "line 1")),
         ('{"schema_version": NaN}', ("non-finite number NaN",)),
-        ("[1, 2]", ("expected a JSON object",)),
+        ("[1, 2]", ("not a JSON object",)),
         (b"\xff\xfe{}", ("not UTF-8",)),
-        ('{"schema_version": 1, "kind": "audit"}', ("verdict: required but missing",)),
+        ('{"schema_version": 1, "kind": "audit"}', ("checksum mismatch",)),
     ],
 )
 def test_bad_results_file_is_one_line_and_exit_2(content, fragments, tmp_path: Path, capsys):
