@@ -1,5 +1,5 @@
 import sys
 
-from fdp_audit.cli import main
+from fdp_audit.supervision import main
 
 sys.exit(main())

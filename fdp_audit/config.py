@@ -211,6 +211,8 @@ class AuditConfig(_Section):
     executor: str = field(default="local", metadata=_registered("audit.executor"))
     scheduler: str | None = None  # dask: an existing scheduler's address (tcp://host:8786); none: a LocalCluster
     workers: int | None = field(default=None, metadata=_range(1, 4096))  # dask: the LocalCluster's processes
+    # seconds one trial of the user's code (mechanism.training, mechanism.third_party) may take; None: no limit
+    trial_timeout: float | None = field(default=None, metadata=_range(0, 1e7, True))
 
 
 # the default games when the config names the user's training or a third-party mechanism: with the add/remove

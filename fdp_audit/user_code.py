@@ -100,6 +100,19 @@ def user_traceback(err: BaseException, frames: traceback.StackSummary, origins: 
     return "".join(lines).rstrip("\n")
 
 
+def traceback_of_user_code(err: BaseException) -> str:
+    """:func:`user_traceback` of ``err`` raised through a call into the user's code (its traceback starts at the
+    frame that made the call).
+
+    Args:
+        err: the exception.
+
+    Returns:
+        The traceback's text from the user's first frame on, fdp-audit's frames left out.
+    """
+    return user_traceback(err, *_frames_and_origins(err))
+
+
 def passes_through(function: Function) -> Function:
     """Mark one of fdp-audit's wrappers that only hands the user's arguments on to a library (a cache around
     Opacus's noise calibration) or calls the user's own module: a failure raised through it, with no frame of
@@ -176,8 +189,7 @@ def load_function(spec: str | Callable[..., Any], field: str) -> Callable[..., A
     except BadInputError:
         raise
     except (Exception, SystemExit) as err:  # any failure of the user's module at import time is bad input
-        raise UserCodeError(f"cannot import {location!r}: {failure(err)}", field,
-                            user_traceback(err, *_frames_and_origins(err))) from err
+        raise UserCodeError(f"cannot import {location!r}: {failure(err)}", field, traceback_of_user_code(err)) from err
     function = getattr(module, name, None)
     if not callable(function):
         raise BadInputError(f"{location!r} has no function {name!r}", field)

@@ -104,13 +104,13 @@ def user_source_digests() -> dict[str, str]:
 
 def journal_key(config: Config, versions: dict[str, str], data: PreparedData) -> str:
     """The journal key of a run (16 hex digits): configuration (less the settings of where its trials run, so an
-    audit interrupted on a cluster resumes in-process and vice versa), library versions, the data's fingerprints (a
-    CSV path names a file whose rows may change), and the digests above. The modules a third-party file
-    imports are checked per journal line instead (:func:`user_source_digests`), since which of them are
-    loaded when the key is computed depends on what the process did before."""
+    audit interrupted on a cluster resumes in-process and vice versa, and of how long a trial may take), library
+    versions, the data's fingerprints (a CSV path names a file whose rows may change), and the digests above. The
+    modules a third-party file imports are checked per journal line instead (:func:`user_source_digests`), since
+    which of them are loaded when the key is computed depends on what the process did before."""
     third_party = config.mechanism.third_party
     settings = config.to_dict()
-    for name in EXECUTION_FIELDS:
+    for name in (*EXECUTION_FIELDS, "trial_timeout"):  # a run stopped by its time limit resumes under another
         del settings["audit"][name]
     content: dict[str, Any] = {
         "config": settings, "versions": versions, "source": source_digest(),

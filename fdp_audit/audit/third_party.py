@@ -52,7 +52,8 @@ from fdp_audit.errors import BadInputError
 from fdp_audit.threads import threads_for
 from fdp_audit.training.engine import Canaries, TrainingProblem, step_work
 from fdp_audit.training.models import Params
-from fdp_audit.user_code import load_function, raise_failure
+from fdp_audit.user_calls import UserCalls, copies
+from fdp_audit.user_code import load_function
 
 FIELD = "mechanism.third_party"
 TRIALS_PER_CHUNK = 32  # trials whose outputs are stacked before the attacks score them
@@ -85,16 +86,10 @@ def load_mechanism(spec: str) -> ThirdPartyMechanism:
     return function
 
 
-def call_mechanism(mechanism: ThirdPartyMechanism, problem: TrainingProblem, seed: int, canary: Canaries
-                   ) -> Params | MechanismOutput:
-    """One trial of the user's function, on the thread count the engine would choose for one model's step
-    (:func:`fdp_audit.training.engine.step_work`). Whatever it raises, or a ``sys.exit`` (even with status 0),
-    is bad input naming its error: no trial of a run whose mechanism failed may become a result."""
-    try:
-        with threads_for(step_work(problem)):
-            return mechanism(problem, seed, canary)
-    except (Exception, SystemExit) as err:
-        raise_failure(err, f"the mechanism failed on a trial (seed {seed})", FIELD)
+def mechanism_calls(total: int, timeout: float | None = None, on_trial: Callable[[int], object] | None = None
+                    ) -> UserCalls:
+    """The calls of a phase of ``total`` trials of a third-party mechanism (``timeout``: audit.trial_timeout)."""
+    return UserCalls(FIELD, "the mechanism", total, timeout, on_trial)
 
 
 def trial_seed(seed: int, index: int) -> int:
@@ -152,11 +147,20 @@ def _stack(outputs: list[MechanismOutput], record_iterates: bool) -> View:
 
 
 def train_third_party(mechanism: ThirdPartyMechanism, problem: TrainingProblem, seed: int, indices: torch.Tensor,
-                      canaries: Canaries, record_iterates: bool) -> Iterator[tuple[torch.Tensor, View]]:
+                      canaries: Canaries, record_iterates: bool, calls: UserCalls | None = None
+                      ) -> Iterator[tuple[torch.Tensor, View]]:
     """Run the mechanism once per trial (trial ``indices[i]`` with canary row i) and yield what the attacks
-    see, chunk by chunk, as the batched engine's trials are yielded."""
+    see, chunk by chunk, as the batched engine's trials are yielded. Each call gets copies of the problem and the
+    canary (:func:`fdp_audit.user_calls.copies`) and is made by ``calls`` (default: :func:`mechanism_calls`):
+    whatever it raises, or a ``sys.exit`` (even with status 0), is bad input naming its error, so that no trial of
+    a run whose mechanism failed may become a result."""
+    calls = calls or mechanism_calls(len(indices))
     for start in range(0, len(indices), TRIALS_PER_CHUNK):
         rows = torch.arange(start, min(start + TRIALS_PER_CHUNK, len(indices)))
-        outputs = [_output(call_mechanism(mechanism, problem, trial_seed(seed, int(indices[r])),
-                                          canaries.take(r[None])), problem, record_iterates) for r in rows]
+        outputs = []
+        for r in rows:
+            trial = trial_seed(seed, int(indices[r]))
+            with threads_for(step_work(problem)):  # the thread count the engine would choose for one model's step
+                value = calls.call(mechanism, copies((problem, trial, canaries.take(r[None]))), trial)
+            outputs.append(_output(value, problem, record_iterates))
         yield indices[rows], _stack(outputs, record_iterates)

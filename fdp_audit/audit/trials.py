@@ -22,7 +22,7 @@ import torch
 from attacks import Attack, View
 from fdp_audit.audit.games import TRIAL_BLOCK, Game, Setup
 from fdp_audit.audit.journal import Journal
-from fdp_audit.audit.third_party import load_mechanism, train_third_party
+from fdp_audit.audit.third_party import load_mechanism, mechanism_calls, train_third_party
 from fdp_audit.audit.user_training import train_user_trials, user_trainer
 from fdp_audit.claim import adopt_noise_multiplier, noise_multiplier
 from fdp_audit.config import Config
@@ -52,18 +52,14 @@ def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tenso
         mechanism = load_mechanism(config.mechanism.third_party)
         with Phase(f"{phase}: {len(indices)} models of {config.mechanism.third_party}", len(indices),
                    "model") as progress, library_caches():
-            for chunk_indices, view in train_third_party(mechanism, problem, config.seed, indices, canaries,
-                                                         record_iterates):
-                progress.update(len(chunk_indices))
-                yield chunk_indices, view
+            calls = mechanism_calls(len(indices), config.audit.trial_timeout, progress.update)
+            yield from train_third_party(mechanism, problem, config.seed, indices, canaries, record_iterates, calls)
         return
     if config.mechanism.training is not None:
         trainer = user_trainer(config, problem)
         with Phase(f"{phase}: {len(indices)} models of {config.mechanism.training}", len(indices),
                    "model") as progress, library_caches():
-            for chunk_indices, view in train_user_trials(trainer, config.seed, indices, canaries, record_iterates):
-                progress.update(len(chunk_indices))
-                yield chunk_indices, view
+            yield from train_user_trials(trainer, config.seed, indices, canaries, record_iterates, progress.update)
         return
     records, block = (None, canaries) if isinstance(canaries, CanaryBlock) else (canaries, None)
     for chunk in train_models(problem, config.seed, indices, records, record_iterates, device, max_chunk=max_chunk,

@@ -37,7 +37,8 @@ from fdp_audit.threads import threads_for
 from fdp_audit.training.engine import Canaries, TrainingProblem
 from fdp_audit.training.models import Params
 from fdp_audit.training.modules import ModuleModel, build_module
-from fdp_audit.user_code import load_function, raise_failure
+from fdp_audit.user_calls import UserCalls
+from fdp_audit.user_code import load_function
 
 FIELD = "mechanism.training"
 NOISE_COORDINATES = 15  # coordinates of the canary head that only noise reaches
@@ -68,12 +69,18 @@ class UserTrainer:
     update_scale: float  # the claimed expected batch p·n, or 1 for a summed loss
     initial_params: Params | None = None  # every trial's fixed start (the membership game's), else the factory's
     sample_rate: float = 1.0  # the claimed p: a step's work, from which the thread count is chosen, is p·n records
+    timeout: float | None = None  # audit.trial_timeout
 
     def dataset(self, canary_x: torch.Tensor | None, canary_y: int | None) -> TensorDataset:
+        """S, and the canary when it is present, as new tensors: the function may edit them in place."""
         if canary_x is None:
-            return TensorDataset(self.x, self.y)
+            return TensorDataset(self.x.clone(), self.y.clone())
         return TensorDataset(torch.cat([self.x, canary_x[None].to(self.x.dtype)]),
                              torch.cat([self.y, torch.tensor([canary_y], dtype=self.y.dtype)]))
+
+    def calls(self, total: int, on_trial: Callable[[int], object] | None = None) -> UserCalls:
+        """The calls of a phase of ``total`` trials of the training function."""
+        return UserCalls(FIELD, "the training function", total, self.timeout, on_trial)
 
     def fresh_module(self, seed: int) -> nn.Module:
         """The factory's module, initialised from ``seed`` or, when the game fixes one, from
@@ -87,13 +94,15 @@ class UserTrainer:
                     parameter.copy_(self.initial_params[name])
         return module
 
-    def run(self, seed: int, canary_x: torch.Tensor | None, canary_y: int | None, sign: float | None
-            ) -> TrialOutcome:
+    def run(self, seed: int, canary_x: torch.Tensor | None, canary_y: int | None, sign: float | None,
+            calls: UserCalls | None = None) -> TrialOutcome:
         """One trial: a record canary (``sign`` None; ``canary_x`` None when absent) or a gradient canary of
-        ``sign`` ∈ {−1, 0, +1} (0: absent from the data set)."""
+        ``sign`` ∈ {−1, 0, +1} (0: absent from the data set); ``calls`` counts it in its phase (default: a phase of
+        its own)."""
+        calls = calls or self.calls(1)
         module = self.fresh_module(seed)
         if sign is None:
-            trained = self._call(module, self.dataset(canary_x, canary_y), seed)
+            trained = self._call(module, self.dataset(canary_x, canary_y), seed, calls)
             return TrialOutcome(self._params(trained, module), None, 0)
         inputs = self.canary_inputs()
         gradient = (1.0 if sign == 0 else sign) * self.canary_norm_factor * self.clip_norm
@@ -102,7 +111,7 @@ class UserTrainer:
         present = sign != 0
         data = self.dataset(inputs.inputs(torch.tensor([0]))[0] if present else None, 0)
         with observer.active():
-            trained = self._call(audited, data, seed)
+            trained = self._call(audited, data, seed, calls)
         if not observer.steps:
             raise BadInputError("the training function made no optimizer step on the module's parameters "
                                 "(pass module.parameters() to the optimizer)", FIELD)
@@ -114,31 +123,27 @@ class UserTrainer:
 
     def train_once(self, module: nn.Module, dataset: TensorDataset, seed: int) -> object:
         """One call of the user's function on ``module`` and ``dataset`` (its failures are bad input)."""
-        return self._call(module, dataset, seed)
+        return self._call(module, dataset, seed, self.calls(1))
 
     def returned_params(self, returned: object, given: nn.Module) -> dict[str, torch.Tensor]:
         """The parameters of the module the function returned, checked to be the given one's, trained."""
         return self._params(returned, given)
 
-    def _call(self, module: nn.Module, dataset: TensorDataset, seed: int) -> object:
+    def _call(self, module: nn.Module, dataset: TensorDataset, seed: int, calls: UserCalls) -> object:
         work = int(self.sample_rate * len(dataset) * self.model.n_parameters)  # per step, as the engine's
-        try:
-            with threads_for(work), torch.random.fork_rng(devices=[]):
-                torch.manual_seed(seed)
-                return self.training(module, dataset, seed)
-        except BadInputError:
-            raise
-        except (Exception, SystemExit) as err:
-            raise_failure(err, f"the training function failed on a trial (seed {seed})", FIELD)
+        with threads_for(work), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return calls.call(self.training, (module, dataset, seed), seed)
 
     def _params(self, returned: object, given: nn.Module) -> dict[str, torch.Tensor]:
         module = unwrap(returned)
         if module is None:
             raise BadInputError(f"the training function returned a {type(returned).__name__}, not the module",
                                 FIELD)
+        if module is not given:  # another module's weights (a fresh one's) would be judged as the trained ones
+            raise BadInputError("the training function must return the module it was given, trained (it returned "
+                                "another module)", FIELD)
         if isinstance(given, AuditedModule):
-            if module is not given:
-                raise BadInputError("the training function must return the module it was given (trained)", FIELD)
             module = given.module
         shapes = self.model.shapes()
         params = {name: p.detach().float().cpu() for name, p in module.named_parameters()}
@@ -158,13 +163,16 @@ def user_trainer(config, problem: TrainingProblem) -> UserTrainer:
     scale = 1.0 if mech.loss_reduction == "sum" else mech.sample_rate * problem.n
     return UserTrainer(load_training(mech.training), problem.model, problem.x.cpu(), problem.y.cpu(),
                        mech.clip_norm, config.audit.canary_norm_factor, scale, problem.initial_params,
-                       mech.sample_rate)
+                       mech.sample_rate, config.audit.trial_timeout)
 
 
 def train_user_trials(trainer: UserTrainer, seed: int, indices: torch.Tensor, canaries: Canaries,
-                      record_iterates: bool) -> Iterator[tuple[torch.Tensor, View]]:
+                      record_iterates: bool, on_trial: Callable[[int], object] | None = None
+                      ) -> Iterator[tuple[torch.Tensor, View]]:
     """One call of the user's function per trial (trial ``indices[i]`` with canary row i), yielded in chunks as
-    the engine's trials are. Gradient canaries carry their sign in ``private_gradient[:, 0]`` (0: absent)."""
+    the engine's trials are; ``on_trial(1)`` after each (a phase's progress). Gradient canaries carry their sign in
+    ``private_gradient[:, 0]`` (0: absent)."""
+    calls = trainer.calls(len(indices), on_trial)
     marked = present = 0
     for start in range(0, len(indices), TRIALS_PER_CHUNK):
         rows = range(start, min(start + TRIALS_PER_CHUNK, len(indices)))
@@ -175,11 +183,11 @@ def train_user_trials(trainer: UserTrainer, seed: int, indices: torch.Tensor, ca
                 assert canaries.private_gradient is not None
                 sign = float(torch.sign(canaries.private_gradient[r, 0])) * bool(canaries.in_private[r])
                 present += sign != 0
-                outcome = trainer.run(seed_r, None, None, sign)
+                outcome = trainer.run(seed_r, None, None, sign, calls)
                 marked += outcome.marked
             else:
                 inside = bool(canaries.in_private[r])
-                outcome = trainer.run(seed_r, canaries.x[r] if inside else None, int(canaries.y[r]), None)
+                outcome = trainer.run(seed_r, canaries.x[r] if inside else None, int(canaries.y[r]), None, calls)
             outcomes.append(outcome)
         yield indices[list(rows)], _view(outcomes)
     if record_iterates and present >= 8 and marked == 0:

@@ -16,7 +16,7 @@ from attacks.base import ShadowTrainer
 from fdp_audit.accounting.mechanism import MechanismAccountant
 from fdp_audit.audit.games import base
 from fdp_audit.audit.games.categorical import GameRecord, attribute_section, candidate_scores, rate_comparisons
-from fdp_audit.audit.third_party import load_mechanism, train_third_party
+from fdp_audit.audit.third_party import load_mechanism, mechanism_calls, train_third_party
 from fdp_audit.audit.user_training import train_user_trials, user_trainer
 from fdp_audit.claim import Claim
 from fdp_audit.config import Config
@@ -49,7 +49,9 @@ def third_party_trainer(config: Config) -> ShadowTrainer | None:
     mechanism = load_mechanism(config.mechanism.third_party)
 
     def train(problem: TrainingProblem, seed: int, indices, canaries: Canaries):
-        for _, view in train_third_party(mechanism, problem, seed, torch.as_tensor(list(indices)), canaries, False):
+        calls = mechanism_calls(len(indices), config.audit.trial_timeout)
+        for _, view in train_third_party(mechanism, problem, seed, torch.as_tensor(list(indices)), canaries, False,
+                                         calls):
             yield view.params
 
     return train

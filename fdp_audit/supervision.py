@@ -1,0 +1,185 @@
+"""The command line's supervisor (docs/files.md, "Exit codes"): ``fdp-audit`` runs its command in a child process
+and exits with the child's own account of how the command ended, never merely with the process's status.
+
+The user's code runs inside the command (a model factory, a training function, a third-party mechanism) and can
+end the process in ways no ``try`` sees: ``os._exit(0)`` would end an audit with status 0 and no results, and a
+thread it leaves running would keep a finished audit from ever exiting. So the child tells the supervisor, through
+a pipe, when a call into the user's code starts and ends and, once the command has returned and its output is
+flushed, the exit code it chose; it then exits without waiting for stray threads. The supervisor exits with that
+code. A child that ended without saying so ended inside the user's code (bad input, exit 2, one line naming it)
+or inside fdp-audit's (internal error, exit 3); one killed by a signal keeps that signal's status (128 + N). A
+trial that runs past ``audit.trial_timeout`` is interrupted in the child (:mod:`fdp_audit.user_code`); one that
+ignores the interruption for :data:`GRACE_SECONDS` more is ended here.
+
+The supervisor imports neither torch nor the command's modules: it adds one interpreter start (about 20 ms) to
+a command. The library (``fdp_audit.audit`` and the rest) never starts a supervisor; in a Python program the
+channel is absent and the notes below do nothing.
+
+Messages, one line each on the file descriptor named by ``FDP_AUDIT_SUPERVISOR_FD`` (the child removes the
+variable from its environment, so that processes it starts do not write to a descriptor they do not have):
+``call ID TIMEOUT FIELD WHAT`` (TIMEOUT in seconds, ``-`` for none), ``done ID``, ``exit CODE``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+
+CHANNEL_VARIABLE = "FDP_AUDIT_SUPERVISOR_FD"
+GRACE_SECONDS = 10.0  # after audit.trial_timeout, how long an interrupted trial may take to stop before it is ended
+EXIT_BAD_INPUT, EXIT_INTERNAL = 2, 3
+_CHILD = "import fdp_audit.supervision as s; s.child()"
+_channel: int | None = None  # in a supervised child: the pipe to the supervisor
+
+
+def note_call(call_id: int, timeout: float | None, field_name: str, what: str) -> None:
+    """Tell the supervisor (if any) that a call into the user's code starts: ``what`` names it in one line."""
+    limit = "-" if timeout is None else repr(float(timeout))
+    _send(f"call {call_id} {limit} {field_name} {' '.join(what.split())}")
+
+
+def note_done(call_id: int) -> None:
+    """Tell the supervisor (if any) that the call ``call_id`` returned or raised."""
+    _send(f"done {call_id}")
+
+
+def _send(line: str) -> None:
+    if _channel is not None:
+        with contextlib.suppress(OSError):  # a supervisor that is gone cannot be told; the command goes on
+            os.write(_channel, (line[:3000] + "\n").encode("utf-8", "replace"))
+
+
+@dataclass
+class _Calls:
+    """What the supervisor knows of the child: the calls into the user's code now running, and its exit code."""
+
+    running: dict[str, tuple[float, float | None, str, str]] = field(default_factory=dict)
+    exit_code: int | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def read(self, fd: int) -> None:
+        pending = b""
+        while chunk := os.read(fd, 65536):
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                self.take(line.decode("utf-8", "replace"))
+
+    def take(self, line: str) -> None:
+        kind, _, rest = line.partition(" ")
+        with self.lock:
+            if kind == "call":
+                call_id, limit, name, what = (rest.split(" ", 3) + ["", "", ""])[:4]
+                self.running[call_id] = (time.monotonic(), None if limit == "-" else float(limit), name, what)
+            elif kind == "done":
+                self.running.pop(rest, None)
+            elif kind == "exit":
+                self.exit_code = int(rest)
+
+    def overdue(self) -> tuple[float, str, str] | None:
+        """The first call past its time limit and the grace after it: (limit, field, what)."""
+        now = time.monotonic()
+        with self.lock:
+            for start, limit, name, what in self.running.values():
+                if limit is not None and now > start + limit + GRACE_SECONDS:
+                    return limit, name, what
+        return None
+
+    def inside_user_code(self) -> tuple[str, str] | None:
+        with self.lock:
+            for _, _, name, what in self.running.values():
+                return name, what
+        return None
+
+
+def main() -> int:
+    """``fdp-audit``: run the command in a supervised child and return the exit code it gave (module docstring)."""
+    import subprocess
+
+    read_end, write_end = os.pipe()
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, *sys.argv[1:]], pass_fds=(write_end,),
+                             env={**os.environ, CHANNEL_VARIABLE: str(write_end)})
+    os.close(write_end)
+    calls = _Calls()
+    reader = threading.Thread(target=calls.read, args=(read_end,), daemon=True)
+    reader.start()
+
+    def forward(signum: int, frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            child.send_signal(signum)
+
+    # a terminal's Ctrl-C reaches the child too (one process group); the child takes the first SIGINT only
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, forward)
+    overdue = None
+    while True:
+        try:
+            status = child.wait(timeout=1.0)
+            break
+        except subprocess.TimeoutExpired:
+            overdue = calls.overdue()
+            if overdue is not None:
+                child.kill()
+    reader.join(timeout=1.0)  # the child's last lines are in the pipe; a grandchild may hold it open
+    if overdue is not None:
+        limit, name, what = overdue
+        return _error(f"audit.trial_timeout: {what} ({name}) ran past the limit of {limit:g} s and did not stop "
+                      f"when interrupted; the command was ended after {GRACE_SECONDS:g} s more (no results were "
+                      "written; the journal keeps the finished trials)", EXIT_BAD_INPUT)
+    if calls.exit_code is not None:
+        return calls.exit_code
+    inside = calls.inside_user_code()
+    if inside is not None:
+        name, what = inside
+        how = f"was killed by signal {-status}" if status < 0 else f"ended the process (status {status})"
+        return _error(f"{name}: {what} {how} instead of returning; no results were written", EXIT_BAD_INPUT)
+    if status < 0:
+        return 128 - status
+    return status if status else _error("internal error: the command ended (status 0) before it finished; no "
+                                        "results were written", EXIT_INTERNAL)
+
+
+def _error(message: str, code: int) -> int:
+    prefix = "fdp-audit: " if message.startswith("internal error") else "fdp-audit: error: "
+    print(prefix + message, file=sys.stderr, flush=True)
+    return code
+
+
+def child() -> None:
+    """The supervised command: ``fdp_audit.cli.main`` on the arguments, its exit code sent to the supervisor, then
+    an exit that waits for no thread the user's code left running."""
+    global _channel
+    descriptor = os.environ.pop(CHANNEL_VARIABLE, None)
+    if descriptor is not None:
+        _channel = int(descriptor)
+        os.set_inheritable(_channel, False)
+    signal.signal(signal.SIGINT, _first_interrupt)
+    from fdp_audit.cli import main as command
+
+    try:
+        code = command(sys.argv[1:])
+    except SystemExit as stop:  # argparse's --help and --version
+        code = stop.code if isinstance(stop.code, int) else int(stop.code is not None)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    _send(f"exit {code}")
+    stray = [t.name for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon
+             and t.is_alive()]
+    if stray:  # finalising would wait for them forever
+        print(f"fdp-audit: note: {len(stray)} thread(s) left running ({', '.join(stray[:3])}) were stopped with the "
+              "process", file=sys.stderr, flush=True)
+        os._exit(code)
+    sys.exit(code)
+
+
+def _first_interrupt(signum: int, frame: object) -> None:
+    """The first SIGINT interrupts the command; later ones (the supervisor forwards what the terminal also sent)
+    are ignored, so that the command's own handling of the interruption is not interrupted in turn."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
