@@ -38,13 +38,24 @@ _channel: int | None = None  # in a supervised child: the pipe to the supervisor
 
 
 def note_call(call_id: int, timeout: float | None, field_name: str, what: str) -> None:
-    """Tell the supervisor (if any) that a call into the user's code starts: ``what`` names it in one line."""
+    """Tell the supervisor (if any) that a call into the user's code starts.
+
+    Args:
+        call_id: this call's number, unique in the process.
+        timeout: its time limit in seconds (``audit.trial_timeout``), or None.
+        field_name: the config field naming the code.
+        what: the call, in words (``"the training function on trial 3 of 40 (seed 17)"``).
+    """
     limit = "-" if timeout is None else repr(float(timeout))
     _send(f"call {call_id} {limit} {field_name} {' '.join(what.split())}")
 
 
 def note_done(call_id: int) -> None:
-    """Tell the supervisor (if any) that the call ``call_id`` returned or raised."""
+    """Tell the supervisor (if any) that a call into the user's code returned or raised.
+
+    Args:
+        call_id: the number :func:`note_call` was given.
+    """
     _send(f"done {call_id}")
 
 
@@ -98,7 +109,12 @@ class _Calls:
 
 
 def main() -> int:
-    """``fdp-audit``: run the command in a supervised child and return the exit code it gave (module docstring)."""
+    """``fdp-audit``: run the command of ``sys.argv`` in a supervised child (module docstring).
+
+    Returns:
+        The exit code the child gave; or 2 when it ended inside the user's code or was ended past its time limit,
+        3 when it ended inside fdp-audit's code with status 0, 128 + N when signal N killed it.
+    """
     import subprocess
 
     read_end, write_end = os.pipe()

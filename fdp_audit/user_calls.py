@@ -53,7 +53,14 @@ class TrialTimeout(BaseException):  # noqa: N818 - named for what it says, as Ke
 def copies(value: Any) -> Any:
     """A copy of ``value`` for the user's code: tensors cloned; dataclasses, dicts, lists and tuples rebuilt around
     copies; anything else deep-copied (``copy.deepcopy`` of a tensor is slower than ``clone`` by orders of
-    magnitude)."""
+    magnitude).
+
+    Args:
+        value: what a call into the user's code is given (a training problem, a canary).
+
+    Returns:
+        The copy; no tensor of it shares memory with ``value``.
+    """
     import copy
 
     if isinstance(value, torch.Tensor):

@@ -90,7 +90,14 @@ CODE_FIELDS = ("model.factory", "mechanism.training", "mechanism.third_party")
 
 
 def named_code(raw: dict[str, Any]) -> dict[str, str]:
-    """The code a raw config names, by field (:data:`CODE_FIELDS`)."""
+    """The code a raw config names.
+
+    Args:
+        raw: a config as a mapping (a checkpoint's embedded config).
+
+    Returns:
+        ``{dotted field: spec}`` for each field of :data:`CODE_FIELDS` that is set.
+    """
     named = {}
     for dotted in CODE_FIELDS:
         section, key = dotted.split(".")

@@ -626,7 +626,18 @@ def verified_results(path: str | Path, flag: str | None = None) -> dict[str, Any
     every stored limit re-derived from the stated configuration (:func:`restate_limits`), and its verdict the one
     that judging its comparisons at its α gives (never NOT JUDGED) — or INFORMATIONAL for an audit that compares
     nothing. Nothing else
-    reads a results file to show or judge it, so no reader trusts what another refuses."""
+    reads a results file to show or judge it, so no reader trusts what another refuses.
+
+    Args:
+        path: the results file.
+        flag: the command-line flag that named it (``"--baseline"``), if not the positional argument.
+
+    Returns:
+        The results.
+
+    Raises:
+        BadInputError: the file is refused; the message names it.
+    """
     from fdp_audit.audit.results import read_results
 
     try:

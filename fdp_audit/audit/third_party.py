@@ -88,7 +88,16 @@ def load_mechanism(spec: str) -> ThirdPartyMechanism:
 
 def mechanism_calls(total: int, timeout: float | None = None, on_trial: Callable[[int], object] | None = None
                     ) -> UserCalls:
-    """The calls of a phase of ``total`` trials of a third-party mechanism (``timeout``: audit.trial_timeout)."""
+    """The calls of a phase of trials of a third-party mechanism.
+
+    Args:
+        total: the phase's trials.
+        timeout: ``audit.trial_timeout`` in seconds, or None.
+        on_trial: called with 1 after each trial (a phase's progress).
+
+    Returns:
+        The calls (:class:`fdp_audit.user_calls.UserCalls`).
+    """
     return UserCalls(FIELD, "the mechanism", total, timeout, on_trial)
 
 

@@ -79,7 +79,15 @@ class UserTrainer:
                              torch.cat([self.y, torch.tensor([canary_y], dtype=self.y.dtype)]))
 
     def calls(self, total: int, on_trial: Callable[[int], object] | None = None) -> UserCalls:
-        """The calls of a phase of ``total`` trials of the training function."""
+        """The calls of a phase of trials of the training function.
+
+        Args:
+            total: the phase's trials.
+            on_trial: called with 1 after each trial (a phase's progress).
+
+        Returns:
+            The calls, under this trainer's time limit.
+        """
         return UserCalls(FIELD, "the training function", total, self.timeout, on_trial)
 
     def fresh_module(self, seed: int) -> nn.Module:

@@ -148,7 +148,18 @@ def inflated_size(raw: bytes, name: str) -> int:
     sizes ``torch.load`` allocates for them (a record that inflates past its stated size is an error, and a
     storage must be exactly its record). Refused before anything is inflated: a legacy (not zip) file, whose
     storages are sized by the pickle alone; more than :data:`MAX_RECORDS` records; more than
-    :data:`MAX_INFLATED_BYTES` in all (a 2 MB file can inflate to gigabytes)."""
+    :data:`MAX_INFLATED_BYTES` in all (a 2 MB file can inflate to gigabytes).
+
+    Args:
+        raw: the file's bytes.
+        name: the file, for messages.
+
+    Returns:
+        The inflated size in bytes.
+
+    Raises:
+        BadInputError: the file is refused.
+    """
     if not raw.startswith(_ZIP_MAGIC):
         raise BadInputError(f"{name} is unreadable or truncated: not a torch.save zip archive (torch's legacy "
                             "format, before PyTorch 1.6, is not read: load and save the file again)")
@@ -171,7 +182,18 @@ def load_torch_file(raw: bytes, name: str) -> Any:
     """``torch.load(weights_only=True)`` of an untrusted ``torch.save`` file, on the CPU, with every size bounded
     first (:func:`inflated_size`) and no tensor larger than its storage: a tensor's shape and strides come from
     the pickle, and a stride of 0 presents a 12-byte storage as 10¹² elements that the first reduction over it
-    would allocate."""
+    would allocate.
+
+    Args:
+        raw: the file's bytes (read with a size limit).
+        name: the file, for messages (``"checkpoint model.pt"``).
+
+    Returns:
+        What the file holds: tensors in plain containers.
+
+    Raises:
+        BadInputError: the file is refused, unreadable, or holds objects other than tensors.
+    """
     inflated_size(raw, name)
     try:
         payload = torch.load(io.BytesIO(raw), map_location="cpu", weights_only=True)

@@ -35,7 +35,15 @@ def check_safetensors_header(raw: bytes, name: str) -> None:
     file is an 8-byte little-endian header length N, N bytes of JSON ``{name: {"dtype", "shape",
     "data_offsets": [begin, end]}}`` (and an optional ``__metadata__``), then the data; each tensor's
     ``Π shape × dtype size`` must be ``end − begin`` within the data, and all of them at most
-    :data:`~fdp_audit.training.checkpoint.MAX_INFLATED_BYTES`."""
+    :data:`~fdp_audit.training.checkpoint.MAX_INFLATED_BYTES`.
+
+    Args:
+        raw: the file's bytes.
+        name: the file, for messages.
+
+    Raises:
+        BadInputError: the header is malformed or states tensors the file does not hold.
+    """
     length = int.from_bytes(raw[:8], "little") if len(raw) >= 8 else -1
     if not 2 <= length <= len(raw) - 8:
         raise BadInputError(f"{name} is not a readable safetensors file (header length {length})")
