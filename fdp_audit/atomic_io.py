@@ -60,13 +60,27 @@ def _kind(path: Path) -> int | None:
         return None
 
 
-def _write_through(target: Path, data: bytes) -> None:
+@contextlib.contextmanager
+def naming(path: str | os.PathLike) -> Iterator[None]:
+    """Give an ``OSError`` raised in the block without a file name (a full disk: ``ENOSPC`` from a write, a flush or
+    an ``fsync``) the name of ``path``, which the command line reports as bad input naming it (exit 2) rather
+    than as an internal error.
+
+    Args:
+        path: the file the block writes.
+    """
     try:
-        with open(target, "ab") as handle:  # "a": never truncates; a device or FIFO has no contents to keep
-            handle.write(data)
-            handle.flush()
-    except OSError as err:  # /dev/full: ENOSPC with no file name, which would read as an internal error
-        raise OSError(err.errno, err.strerror, str(target)) from err
+        yield
+    except OSError as err:
+        if err.filename is not None:
+            raise
+        raise OSError(err.errno, err.strerror, str(path)) from err
+
+
+def _write_through(target: Path, data: bytes) -> None:
+    with naming(target), open(target, "ab") as handle:  # "a": never truncates; a device or FIFO keeps nothing
+        handle.write(data)
+        handle.flush()
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> Path:
@@ -90,7 +104,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> 
     real.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{real.name}.", suffix=".tmp", dir=real.parent)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with naming(target), os.fdopen(fd, "wb") as handle:
             os.fchmod(handle.fileno(), mode)
             write(handle)
             handle.flush()

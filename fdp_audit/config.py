@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Literal
 
 import yaml
 
+from fdp_audit.accounting.parameters import MAX_NOISE_MULTIPLIER
 from fdp_audit.bounded_read import read_bounded
 from fdp_audit.errors import BadInputError
 from fdp_audit.mechanisms import ENGINE, MECHANISMS
@@ -169,7 +170,7 @@ class MechanismConfig(_Section):
     _path: ClassVar[str] = "mechanism"
     name: str = field(default="fdp_sgd", metadata=_choices(MECHANISMS))  # a row of the mechanism registry
     faulty: bool = False
-    noise_multiplier: float | None = field(default=1.0, metadata=_range(0, None, True))
+    noise_multiplier: float | None = field(default=1.0, metadata=_range(0, MAX_NOISE_MULTIPLIER, True))
     target_epsilon: float | None = field(default=None, metadata=_range(0, None, True))
     delta: float = field(default=1e-5, metadata=_range(0, 1, True, True))
     sample_rate: float = field(default=0.01, metadata=_range(0, 1, True))

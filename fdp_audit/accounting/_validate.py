@@ -7,9 +7,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from fdp_audit.accounting.parameters import InvalidParameterError, positive_finite, rate, step_count
+from fdp_audit.accounting.parameters import InvalidParameterError, noise_multiplier, positive_finite, rate, step_count
 
-__all__ = ["InvalidParameterError", "deltas", "epsilons", "positive_finite", "rate", "step_count", "unit_interval"]
+__all__ = ["InvalidParameterError", "deltas", "epsilons", "noise_multiplier", "positive_finite", "rate", "step_count",
+           "unit_interval"]
 
 
 def deltas(values: npt.ArrayLike, field: str = "delta") -> np.ndarray:

@@ -124,7 +124,7 @@ def max_steps_for_budget(
     """
     target = float(_validate.epsilons(epsilon))
     d = float(_validate.deltas(delta))
-    z = _validate.positive_finite(noise_multiplier, "noise_multiplier")
+    z = _validate.noise_multiplier(noise_multiplier)
     p = _validate.rate(sample_rate, "sample_rate")
     relation = check_relation(relation)
     cap = _validate.step_count(max_steps, "max_steps")

@@ -50,7 +50,7 @@ class Segment:
     steps: int
 
     def __post_init__(self) -> None:
-        z = parameters.positive_finite(self.noise_multiplier, "noise_multiplier")
+        z = parameters.noise_multiplier(self.noise_multiplier)
         object.__setattr__(self, "noise_multiplier", z)
         object.__setattr__(self, "sample_rate", parameters.rate(self.sample_rate, "sample_rate"))
         object.__setattr__(self, "steps", parameters.step_count(self.steps, "steps"))

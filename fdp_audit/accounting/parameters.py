@@ -24,6 +24,33 @@ def positive_finite(value: float, field: str) -> float:
     return value
 
 
+# The largest noise multiplier accounted: one full-batch step at z = 1e6 has the privacy-loss scale 1/z = 1e-6, ten
+# of the accountant's finest grid steps (docs/accounting.md), and ε(1e-5) below 5e-6; a larger z says nothing more
+# than "no leakage", and beyond about z = 1e150 the loss 1/(2z²) underflows dp_accounting's arithmetic (1e200 was a
+# "math domain error", 1e160 an OverflowError).
+MAX_NOISE_MULTIPLIER = 1e6
+
+
+def noise_multiplier(value: float, field: str = "noise_multiplier") -> float:
+    """A noise multiplier z in (0, :data:`MAX_NOISE_MULTIPLIER`].
+
+    Args:
+        value: the noise multiplier (noise standard deviation over the clip norm).
+        field: the field or flag that gave it, for the message.
+
+    Returns:
+        ``value`` as a float.
+
+    Raises:
+        InvalidParameterError: it is not finite, not positive, or above the limit.
+    """
+    z = positive_finite(value, field)
+    if z > MAX_NOISE_MULTIPLIER:
+        raise InvalidParameterError(f"must be at most {MAX_NOISE_MULTIPLIER:g} (a larger one cannot be accounted "
+                                    f"apart from infinite noise), got {z!r}", field=field)
+    return z
+
+
 def rate(value: float, field: str) -> float:
     """A Poisson sampling rate p in (0, 1]."""
     value = float(value)

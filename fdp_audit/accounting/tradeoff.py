@@ -114,7 +114,7 @@ def gdp_clt_mu_approximation(noise_multiplier: float, sample_rate: float, steps:
     et al. says ``μ ≈ p · sqrt(T (e^{1/z²} - 1))`` for T Poisson-subsampled Gaussian steps. It
     understates leakage at small α (the true curve has heavier tails than ``G_μ``); reports show it
     only as a labelled comparison."""
-    z = _validate.positive_finite(noise_multiplier, "noise_multiplier")
+    z = _validate.noise_multiplier(noise_multiplier)
     p = _validate.rate(sample_rate, "sample_rate")
     t = _validate.step_count(steps, "steps")
     return float(p * math.sqrt(t * math.expm1(1.0 / (z * z))))

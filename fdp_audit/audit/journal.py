@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fdp_audit.atomic_io import naming
 from fdp_audit.audit.integrity import HMAC_KEY_VARIABLE, keyed_digest, same_digest
 from fdp_audit.audit.provenance import file_digest
 from fdp_audit.bounded_read import read_bounded
@@ -120,7 +121,7 @@ class Journal:
         if self.path is None:
             return
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "a+b") as handle:
+        with naming(self.path), open(self.path, "a+b") as handle:
             # after a killed run's torn last line, start a new line rather than extend (and lose) it
             size = handle.seek(0, os.SEEK_END)
             torn = size > 0 and handle.seek(size - 1) >= 0 and handle.read(1) != b"\n"

@@ -10,11 +10,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fdp_audit.accounting.events import RELATIONS
+from fdp_audit.accounting.parameters import noise_multiplier
 from fdp_audit.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -150,8 +150,7 @@ def _accountant(args: argparse.Namespace) -> tuple[MechanismAccountant, float | 
 
 def _check_parameters(z: float, p: float, steps: int, fields: dict[str, str]) -> None:
     """Range checks with the offending flag (or checkpoint key) in the message."""
-    if not (math.isfinite(z) and z > 0):
-        raise BadInputError(f"must be a finite number > 0, got {z!r}", field=fields["noise_multiplier"])
+    noise_multiplier(z, fields["noise_multiplier"])
     if not (0 < p <= 1):
         raise BadInputError(f"must be in (0, 1], got {p!r}", field=fields["sample_rate"])
     if isinstance(steps, bool) or int(steps) != steps or steps < 1:

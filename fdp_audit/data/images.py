@@ -31,6 +31,7 @@ FASHION_MNIST_FILES = {
     "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"),
 }
 MAX_IDX_BYTES = 1 << 30
+MAX_IDX_DIMENSIONS = 3  # images [N, H, W]; labels [N]
 # IDX type codes (the third byte of the magic number) and their big-endian numpy types
 IDX_TYPES = {0x08: ">u1", 0x09: ">i1", 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
@@ -78,7 +79,8 @@ class ImageSet:
 def read_idx(path: Path) -> np.ndarray:
     """An IDX file (LeCun's MNIST format; gzip-compressed when its name ends in ``.gz``): magic ``0 0 type
     ndim``, ``ndim`` big-endian uint32 sizes, then the values in row-major order. Every malformation is bad
-    input naming the file."""
+    input naming the file, the header's before anything is shaped: 1 to :data:`MAX_IDX_DIMENSIONS` dimensions,
+    none empty, and exactly the bytes they state."""
     try:
         with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as handle:
             raw = handle.read(MAX_IDX_BYTES + 1)
@@ -90,9 +92,14 @@ def read_idx(path: Path) -> np.ndarray:
         raise BadInputError(f"{path} is not an IDX file (bad magic number)", "data.path")
     ndim = raw[3]
     header = 4 + 4 * ndim
-    if ndim == 0 or len(raw) < header:
+    if not 1 <= ndim <= MAX_IDX_DIMENSIONS:
+        raise BadInputError(f"{path}: an IDX file of images or labels has 1 to {MAX_IDX_DIMENSIONS} dimensions, not "
+                            f"{ndim}", "data.path")
+    if len(raw) < header:
         raise BadInputError(f"{path}: truncated IDX header", "data.path")
     shape = tuple(int(v) for v in np.frombuffer(raw, dtype=">u4", count=ndim, offset=4))
+    if min(shape) == 0:  # an empty dimension would let the others be as large as 2³²−1 over no data
+        raise BadInputError(f"{path}: IDX header says {shape}, which holds nothing", "data.path")
     dtype = np.dtype(IDX_TYPES[raw[2]])
     expected = math.prod(int(size) for size in shape) * dtype.itemsize  # Python ints: no wrap-around
     if len(raw) - header != expected:

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from fdp_audit.accounting.parameters import MAX_NOISE_MULTIPLIER
 from fdp_audit.atomic_io import atomic_write_bytes
 from fdp_audit.bounded_read import bounded_json_integer, read_bounded
 from fdp_audit.config import EXTERNAL_MODEL_HINT
@@ -88,7 +89,7 @@ def validate_metadata(metadata: Any) -> dict[str, Any]:
     if info.faulty != metadata["faulty"]:
         raise BadInputError("faulty flag inconsistent with the mechanism", "checkpoint.metadata.faulty")
     checks = {
-        "noise_multiplier": metadata["noise_multiplier"] > 0 or not info.recipe.private,
+        "noise_multiplier": 0 < metadata["noise_multiplier"] <= MAX_NOISE_MULTIPLIER or not info.recipe.private,
         "sample_rate": 0 < metadata["sample_rate"] <= 1,
         "steps": metadata["steps"] >= 1,
         "clip_norm": metadata["clip_norm"] > 0,

@@ -99,7 +99,7 @@ class ModuleModel(Model):
             for key in keys.cpu():
                 torch.manual_seed(seed_for_key(key))
                 module = build_module(self.factory, self.n_inputs, self.n_classes)
-                per_model.append({name: p.detach().float() for name, p in module.named_parameters()})
+                per_model.append(finite_parameters(module))
         return {name: torch.stack([m[name] for m in per_model]).to(device) for name in per_model[0]}
 
     @property
@@ -109,6 +109,23 @@ class ModuleModel(Model):
         if self.plan is not None:
             return layer_plan.activation_floats(self.plan)
         return self.n_inputs + sum(s[0] for s in self.shapes().values() if s)
+
+
+def finite_parameters(module: nn.Module) -> Params:
+    """The factory's module's parameters (detached, float32), refused when one is not finite: a NaN weight would
+    fail the layer plan's checks, or make training look as if it diverged and blame the learning rate.
+
+    Args:
+        module: a module the factory built.
+
+    Returns:
+        Its parameters by name.
+    """
+    params = {name: p.detach().float() for name, p in module.named_parameters()}
+    for name, value in params.items():
+        if not torch.isfinite(value).all():
+            raise BadInputError(f"the factory's module has non-finite values in its parameter {name}", FIELD)
+    return params
 
 
 def build_module_model(spec: str, n_inputs: int, n_classes: int) -> ModuleModel:
@@ -152,6 +169,7 @@ def module_model(factory: Callable[..., nn.Module], n_inputs: int, n_classes: in
     if not list(module.parameters()):
         raise BadInputError("the module has no parameters", FIELD)
     _refuse_batch_norm(module)
+    finite_parameters(module)
     params = {name: p.detach() for name, p in module.named_parameters()}
     try:
         with torch.no_grad(), threads_for(0):  # a few examples: intra-op threads would only wait on each other
