@@ -83,7 +83,9 @@ def audited(args: argparse.Namespace):
     if args.games is not None and target.suffix != ".pt":
         raise BadInputError("replays a checkpoint's recipe; with a config use --trials", "--games")
     if args.config is not None:  # weights trained elsewhere
-        _refuse(args, ("--trials", "--seed", "--games"), "does not apply to external weights")
+        # the audit of weights trains nothing: no trials to seed, count or send to a cluster
+        _refuse(args, ("--trials", "--seed", "--games", "--scheduler", "--workers"),
+                "does not apply to external weights")
     elif target.suffix in api.WEIGHTS_SUFFIXES:
         pass  # the library refuses weights without a config, saying how to audit them
     elif args.canaries is not None:

@@ -181,3 +181,20 @@ def test_a_legacy_torch_file_is_refused(tmp_path: Path) -> None:
     torch.save({"weight": torch.zeros(2)}, path, _use_new_zipfile_serialization=False)
     with pytest.raises(BadInputError, match="legacy format"):
         read_state_dict(path)
+
+
+@pytest.mark.parametrize("flag", [("--workers", "2"), ("--scheduler", "tcp://127.0.0.1:1")])
+def test_execution_flags_are_refused_for_external_weights(cli, one_line_error, tmp_path: Path, small_config,
+                                                          write_yaml, flag: tuple[str, str]) -> None:
+    """``--workers`` and ``--scheduler`` were silently ignored for weights trained elsewhere (nothing is trained)."""
+    import torch
+    from safetensors.torch import save_file
+
+    (tmp_path / "model.py").write_text("from torch import nn\n\ndef make(n, k):\n    return nn.Linear(n, 1)\n")
+    config = write_yaml(tmp_path / "c.yaml", small_config("dp_sgd", rows=60, model={"kind": "module",
+                                                                                    "factory": "model.py:make"}))
+    save_file({"weight": torch.zeros(1, 7), "bias": torch.zeros(1)}, tmp_path / "w.safetensors")
+    result = cli("audit", tmp_path / "w.safetensors", "--config", config, *flag, "--out", tmp_path / "out")
+    line = one_line_error(result.err)
+    assert result.code == 2 and line == f"fdp-audit: error: {flag[0]}: does not apply to external weights", line
+    assert not (tmp_path / "out").exists()
