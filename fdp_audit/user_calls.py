@@ -125,9 +125,9 @@ class UserCalls:
         except TrialTimeout as err:
             raise UserCodeError(f"{self.what} ran past the limit of {self.timeout:g} s on a trial (seed {seed})",
                                 TIMEOUT_FIELD, traceback_of_user_code(err)) from None
-        except BadInputError:
+        except (BadInputError, KeyboardInterrupt):  # fdp-audit's refusal inside their call; Ctrl-C
             raise
-        except (Exception, SystemExit) as err:
+        except BaseException as err:  # noqa: BLE001 - sys.exit and any BaseException of theirs fail the trial
             raise_failure(err, f"{self.what} failed on a trial (seed {seed})", self.field)
         finally:
             running.finished = True

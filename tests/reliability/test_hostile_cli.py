@@ -263,3 +263,200 @@ def test_hostile_journals(finished_audit: Path, how: str) -> None:
         journal.write_text("\n".join(_tamper(lines, how)) + "\n", encoding="utf-8", errors="replace")
         run_and_check(["audit", root / "run" / "config.yaml", "--out", root / "run" / "out"], root,
                       root / "run" / "out")
+
+
+# -- the user's code in a config --------------------------------------------------------------------------------
+
+USER_MODEL = "from torch import nn\n\ndef make(n_inputs, n_classes):\n    return nn.Linear(n_inputs, n_classes)\n"
+USER_STEP = ("import copy, os, sys, threading, time\nimport torch\nimport torch.nn.functional as F\n"
+             "from torch import nn\n\n"
+             "def step(module, dataset):\n"
+             "    optimizer = torch.optim.SGD(module.parameters(), lr=0.1)\n"
+             "    x, y = dataset[:]\n"
+             "    loss = F.cross_entropy(module(x), y)\n"
+             "    optimizer.zero_grad()\n    loss.backward()\n    optimizer.step()\n\n"
+             "def train(module, dataset, seed):\n")
+# what the training function does (the body of train), honest or not; none of it writes a file or ends the process
+USER_BODIES = {
+    "trains": "    step(module, dataset)\n    return module",
+    "raises": "    raise ValueError('no GPU here')",
+    "raises BaseException": "    raise BaseException('not an Exception')",
+    "sys.exit(0)": "    sys.exit(0)",
+    "returns None": "    step(module, dataset)",
+    "returns a fresh module": "    fresh = copy.deepcopy(module)\n    step(module, dataset)\n    return fresh",
+    "returns it wrapped": "    step(module, dataset)\n    return nn.Sequential(module)",
+    "returns a dict": "    step(module, dataset)\n    return dict(module.named_parameters())",
+    "edits its inputs": "    dataset.tensors[0].mul_(0.0)\n    dataset.tensors[1].zero_()\n    step(module, dataset)\n"
+                        "    return module",
+    "changes folder": "    os.chdir('..')\n    step(module, dataset)\n    return module",
+    "no optimizer step": "    return module",
+    "NaN weights": "    step(module, dataset)\n    with torch.no_grad():\n        module.weight.fill_(float('nan'))\n"
+                   "    return module",
+    "sleeps": "    time.sleep(3)\n    step(module, dataset)\n    return module",
+    "spins": "    while True:\n        pass",
+    "daemon thread": "    threading.Thread(target=time.sleep, args=(60,), daemon=True).start()\n"
+                     "    step(module, dataset)\n    return module",
+    "edits the global seed": "    torch.manual_seed(0)\n    step(module, dataset)\n    return module",
+}
+
+
+@examples(16)
+@example("sleeps", ["attribute"], 0.5)
+@example("spins", ["distinguishing"], None)
+@example("edits its inputs", ["attribute"], None)
+@given(st.sampled_from(sorted(USER_BODIES)), st.sampled_from([["attribute"], ["distinguishing"]]),
+       st.sampled_from([None, None, 2.0, 1e-9, -1, "x", 1e300]))
+def test_hostile_user_code(body: str, games: list[str], timeout: Any) -> None:
+    """Training functions (``mechanism.training``) that fail, lie or misbehave, under hostile time limits."""
+    if body == "spins" and not isinstance(timeout, float) or body == "spins" and not 0 < timeout < 10:
+        timeout = 0.5  # a loop that never ends needs a limit that ends it
+    raw = copy.deepcopy(BASE)
+    raw["model"] = {"kind": "module", "factory": "model.py:make"}
+    raw["mechanism"] |= {"name": "dp_sgd", "training": "train.py:train"}
+    raw["audit"] |= {"games": games, "attacks": ["prior", "likelihood" if games == ["attribute"] else "iterates"],
+                     "trial_timeout": timeout}
+    with _workspace() as root:
+        (root / "model.py").write_text(USER_MODEL)
+        (root / "train.py").write_text(USER_STEP + USER_BODIES[body] + "\n")
+        config = root / "config.yaml"
+        config.write_text(yaml.safe_dump(raw))
+        event(f"user code: {body}")
+        run_and_check(["audit", config, "--out", root / "out"], root, root / "out")
+        assert Path.cwd() == root / "cwd"
+
+
+# -- weights trained elsewhere ----------------------------------------------------------------------------------
+
+
+def _weights(how: str, zip_bomb: Any) -> tuple[str, bytes]:
+    """A state_dict of ``nn.Linear(7, 2)`` (the synthetic table's 7 encoded columns, 2 classes), written as a
+    hostile file would be: (suffix, bytes)."""
+    import pickle
+    import struct
+
+    import torch
+    from safetensors.torch import save as safetensors_bytes
+
+    good = {"weight": torch.full((2, 7), 0.1), "bias": torch.zeros(2)}
+    tensors = {
+        "prefixed": {f"_module.{k}": v for k, v in good.items()},
+        "wrong shape": {**good, "weight": torch.zeros(7, 2)},
+        "missing": {"weight": good["weight"]},
+        "extra": {**good, "extra.weight": torch.zeros(3)},
+        "NaN": {**good, "weight": torch.full((2, 7), float("nan"))},
+        "integers": {**good, "weight": torch.zeros(2, 7, dtype=torch.int64)},
+        "half": {k: v.half() for k, v in good.items()},
+        "stride 0": {**good, "weight": torch.zeros(1, 1).expand(2, 7)},
+        "huge stride 0": {**good, "extra": torch.zeros(1).expand(1 << 40)},
+    }.get(how, good)
+    if how.startswith("safetensors"):
+        raw = safetensors_bytes({k: v.contiguous() for k, v in good.items()})
+        length = struct.unpack("<Q", raw[:8])[0]
+        if how == "safetensors":
+            return ".safetensors", raw
+        if how == "safetensors lying header":
+            header = raw[8:8 + length].replace(b"[2,7]", b"[2000,7000]")
+            return ".safetensors", struct.pack("<Q", len(header)) + header + raw[8 + length:]
+        if how == "safetensors huge header length":
+            return ".safetensors", struct.pack("<Q", 1 << 62) + raw[8:]
+        return ".safetensors", raw[: len(raw) // 2]
+    buffer = io.BytesIO()
+    if how == "legacy format":
+        torch.save(tensors, buffer, _use_new_zipfile_serialization=False)
+    elif how == "pickle":
+        return ".pt", pickle.dumps(tensors)
+    elif how == "zip bomb":
+        return ".pt", zip_bomb(good, (1 << 30) + (16 << 20))
+    else:
+        torch.save({"nested": tensors} if how == "nested" else tensors, buffer)
+    raw = buffer.getvalue()
+    if how == "truncated":
+        raw = raw[: len(raw) * 2 // 3]
+    return (".bin" if how == "bin" else ".pt"), raw
+
+
+WEIGHTS = ["good", "prefixed", "wrong shape", "missing", "extra", "NaN", "integers", "half", "stride 0",
+           "huge stride 0", "safetensors", "safetensors lying header", "safetensors huge header length",
+           "safetensors truncated", "legacy format", "pickle", "zip bomb", "nested", "truncated", "bin"]
+
+
+@examples(12)
+@example("zip bomb")
+@example("huge stride 0")
+@given(st.sampled_from(WEIGHTS))
+def test_hostile_external_weights(zip_bomb, how: str) -> None:
+    """``audit WEIGHTS --config CONFIG`` on state_dicts that are malformed, lie about their sizes or inflate."""
+    raw = copy.deepcopy(BASE)
+    raw["model"] = {"kind": "module", "factory": "model.py:make"}
+    with _workspace() as root:
+        (root / "model.py").write_text(USER_MODEL)
+        config = root / "config.yaml"
+        config.write_text(yaml.safe_dump(raw))
+        suffix, content = _weights(how, zip_bomb)
+        weights = root / f"weights{suffix}"
+        weights.write_bytes(content)
+        event(f"weights: {how}")
+        run_and_check(["audit", weights, "--config", config, "--out", root / "out"], root, root / "out")
+
+
+# -- image files ------------------------------------------------------------------------------------------------
+
+
+def _idx(array: Any, type_code: int = 0x08) -> bytes:
+    import struct
+
+    return bytes([0, 0, type_code, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape) + array.tobytes()
+
+
+IDX_EDITS = {
+    "none": lambda raw: raw,
+    "magic": lambda raw: b"\x01" + raw[1:],
+    "type code": lambda raw: raw[:2] + b"\x42" + raw[3:],
+    "float pixels": lambda raw: raw[:2] + b"\x0d" + raw[3:],
+    "ndim 0": lambda raw: raw[:3] + b"\x00" + raw[4:],
+    "ndim 255": lambda raw: raw[:3] + b"\xff" + raw[4:],
+    "ndim 4": lambda raw: raw[:3] + b"\x04" + raw[4:],
+    "empty count": lambda raw: raw[:4] + bytes(4) + raw[8:],
+    "huge sizes": lambda raw: raw[:4] + bytes(4) + b"\xff" * 8 + raw[16:],
+    "truncated body": lambda raw: raw[:-5],
+    "truncated header": lambda raw: raw[:7],
+    "extra bytes": lambda raw: raw + b"\x00" * 3,
+}
+
+
+@examples(12)
+@example("ndim 255", "none")
+@example("huge sizes", "none")
+@given(st.sampled_from(sorted(IDX_EDITS)), st.sampled_from(["none", "none", "magic", "ndim 4", "labels ≥ 10",
+                                                           "fewer labels", "gzip garbage"]))
+def test_hostile_image_files(images: str, labels: str) -> None:
+    """Fashion-MNIST IDX files whose headers lie (dimensions, sizes, types) or whose labels do not match."""
+    import gzip
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    with _workspace() as root:
+        folder = root / "fashion"
+        folder.mkdir()
+        for split, n in (("train", 40), ("t10k", 8)):
+            pixels = _idx(rng.integers(0, 256, (n, 8, 8), dtype=np.uint8))
+            (folder / f"{split}-images-idx3-ubyte").write_bytes(IDX_EDITS[images](pixels))
+            values = (np.arange(n - (labels == "fewer labels")) % (12 if labels == "labels ≥ 10" else 10))
+            label_bytes = _idx(values.astype(np.uint8))
+            label_bytes = IDX_EDITS.get(labels, lambda raw: raw)(label_bytes)
+            target = folder / f"{split}-labels-idx1-ubyte"
+            if labels == "gzip garbage":
+                target = target.with_name(target.name + ".gz")
+                label_bytes = gzip.compress(label_bytes)[:20]
+            target.write_bytes(label_bytes)
+        raw = copy.deepcopy(BASE)
+        raw["data"] = {"dataset": "fashion_mnist", "path": "fashion", "protected": [], "public_map": "downsample",
+                       "downsample_factor": 2}
+        raw["model"] = {"kind": "cnn", "hidden": [2, 2]}
+        raw["mechanism"] |= {"name": "dp_sgd", "public_loss": "public_image"}
+        raw["audit"] |= {"games": ["image_record_canary"], "attacks": ["prior", "likelihood"], "trials": 12}
+        config = root / "config.yaml"
+        config.write_text(yaml.safe_dump(raw))
+        event(f"images: {images}, labels: {labels}")
+        run_and_check(["audit", config, "--out", root / "out"], root, root / "out")

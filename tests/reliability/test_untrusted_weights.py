@@ -51,44 +51,6 @@ def test_checkpoint_metadata_never_names_code(cli, one_line_error, dp_sgd_checkp
     assert not marker.exists()
 
 
-def _stored_zip(records: dict[str, bytes], deflated: dict[str, tuple[bytes, int]]) -> bytes:
-    """A zip archive written by hand: ``records`` stored, ``deflated`` as (raw deflate stream, the size it states
-    once inflated). The CRCs are left 0: the archives are refused before anything is inflated or checked."""
-    import struct
-
-    body, directory = b"", b""
-    for name, (data, method, size) in ({k: (v, 0, len(v)) for k, v in records.items()}
-                                       | {k: (d, 8, n) for k, (d, n) in deflated.items()}).items():
-        encoded = name.encode()
-        directory += struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 20, 20, 0, method, 0, 0, 0, len(data), size,
-                                 len(encoded), 0, 0, 0, 0, 0, len(body)) + encoded
-        body += struct.pack("<IHHHHHIIIHH", 0x04034B50, 20, 0, method, 0, 0, 0, len(data), size, len(encoded), 0)
-        body += encoded + data
-    count = len(records) + len(deflated)
-    return body + directory + struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, count, count, len(directory), len(body), 0)
-
-
-def _zip_bomb(payload: object, inflated: int) -> bytes:
-    """``torch.save(payload)`` with its first storage record replaced by a deflate stream of ``inflated`` zero
-    bytes: blocks of 16 MiB each ending in a full flush (byte-aligned, no reference back), so one block's bytes
-    repeat, then an empty final block. About a thousandth of ``inflated``."""
-    import io
-    import zipfile
-    import zlib
-
-    import torch
-
-    buffer = io.BytesIO()
-    torch.save(payload, buffer)
-    archive = zipfile.ZipFile(io.BytesIO(buffer.getvalue()))
-    records = {info.filename: archive.read(info.filename) for info in archive.infolist()}
-    name = next(n for n in records if n.endswith("/data/0"))
-    del records[name]
-    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
-    block = compressor.compress(bytes(16 << 20)) + compressor.flush(zlib.Z_FULL_FLUSH)
-    return _stored_zip(records, {name: (block * (inflated >> 24) + b"\x03\x00", inflated)})
-
-
 @pytest.fixture
 def no_torch_load(monkeypatch: pytest.MonkeyPatch) -> None:
     """``torch.load`` fails the test: a refusal must come before anything is inflated."""
@@ -101,13 +63,13 @@ def no_torch_load(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_a_pt_zip_bomb_is_refused_before_it_is_inflated(cli, one_line_error, tmp_path: Path, write_yaml,
-                                                        small_config, no_torch_load) -> None:
+                                                        small_config, zip_bomb, no_torch_load) -> None:
     """A 2 MB ``.pt`` whose ``data/0`` inflates to 2 GiB reached 2.5 GB of memory before being refused (a 6 MB one
     was OOM-killed), as a checkpoint and as external weights: the size limit applied to compressed bytes only."""
     import torch
 
     bomb = tmp_path / "bomb.pt"
-    bomb.write_bytes(_zip_bomb({"weight": torch.zeros(1, 7), "bias": torch.zeros(1)}, 2 << 30))
+    bomb.write_bytes(zip_bomb({"weight": torch.zeros(1, 7), "bias": torch.zeros(1)}, 2 << 30))
     assert bomb.stat().st_size < 3 << 20
     (tmp_path / "model.py").write_text("from torch import nn\n\ndef make(n, k):\n    return nn.Linear(n, 1)\n")
     module = {"kind": "module", "factory": "model.py:make"}
