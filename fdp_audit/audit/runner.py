@@ -29,7 +29,7 @@ from fdp_audit.audit.promise import KIND as PROMISE
 from fdp_audit.audit.promise import Promise, promise_section
 from fdp_audit.audit.provenance import journal_key, user_source_digests, versions
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
-from fdp_audit.audit.trials import DEFAULT_CHUNK, play_game
+from fdp_audit.audit.trials import DEFAULT_CHUNK, play_game, refuse_what_cannot_fit
 from fdp_audit.audit.user_training import train_user_trials, user_trainer
 from fdp_audit.claim import Claim
 from fdp_audit.config import Config
@@ -181,7 +181,11 @@ def play_games(config: Config, data: PreparedData, journal: Journal, executor: E
     refusal = unjudgeable(found, audit.alpha, len(planned)) if planned else None
     if refusal is not None:  # before anything is trained
         raise BadInputError(refusal, "audit.trials")
-    records = [(game, play_game(game, config, data, journal, executor, device, chunk)) for game in games]
+    setups = {game.name: game.setup(config, data) for game in games}
+    for game in games:  # every game's trial must fit before any is trained
+        refuse_what_cannot_fit(game, config, setups[game.name], device)
+    records = [(game, play_game(game, config, data, journal, executor, device, chunk, setups[game.name]))
+               for game in games]
     verdict, comparisons, judgements = judge_games(records, claim, audit.alpha, selection_level(config), promises)
     if not comparisons:  # the games refuse their own misconfigurations first
         raise BadInputError("no configured attack can be judged in the configured games (only the prior?)",

@@ -31,7 +31,7 @@ from fdp_audit.errors import BadInputError
 from fdp_audit.execution import Executor, InProcessExecutor, split_chunks
 from fdp_audit.integrations import library_caches
 from fdp_audit.phases import Phase
-from fdp_audit.training.engine import Canaries, CanaryBlock, TrainingProblem, train_models
+from fdp_audit.training.engine import Canaries, CanaryBlock, TrainingProblem, chunk_size_for, train_models
 
 DEFAULT_CHUNK = 128  # trials per chunk handed to the executor, unless audit.max_models_per_chunk says otherwise
 CACHED_WORKSPACES = 2  # per process: a worker serving chunks of a few games keeps each game's problem
@@ -39,11 +39,12 @@ CACHED_WORKSPACES = 2  # per process: a worker serving chunks of a few games kee
 
 def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tensor, canaries: Canaries | CanaryBlock,
                   record_iterates: bool, device: torch.device, max_chunk: int,
-                  phase: str = "training") -> Iterator[tuple[torch.Tensor, View]]:
+                  phase: str = "training", scored: int = 0) -> Iterator[tuple[torch.Tensor, View]]:
     """Train one model per trial — batched by the engine, or one call per trial of a third-party mechanism or of
     the user's training function, inside the caches of the libraries it loaded
     (:func:`fdp_audit.integrations.library_caches`) — with the trial's canary records or its canary block, and
-    yield each chunk's trial indices with what the attacks see; ``phase`` names the progress shown."""
+    yield each chunk's trial indices with what the attacks see; ``phase`` names the progress shown, ``scored`` the
+    candidates the attacks will score on each model (the engine sizes its chunks for them too)."""
     user_code = config.mechanism.third_party is not None or config.mechanism.training is not None
     if user_code and isinstance(canaries, CanaryBlock):
         raise BadInputError("a canary block (parameters the model never reads) needs the built-in engine; a "
@@ -63,7 +64,7 @@ def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tenso
         return
     records, block = (None, canaries) if isinstance(canaries, CanaryBlock) else (canaries, None)
     for chunk in train_models(problem, config.seed, indices, records, record_iterates, device, max_chunk=max_chunk,
-                              progress=phase, canary_block=block):
+                              progress=phase, canary_block=block, scored=scored):
         it = chunk.iterates
         # final-model attacks score on the CPU beside their knowledge; the iterates attacks take the few
         # coordinates they read off the training device themselves
@@ -146,9 +147,10 @@ class TrialTask:
         parts: list[dict[str, np.ndarray]] = []
         trials = chunk - game.stream_block * TRIAL_BLOCK
         phase = f"{game.name} game, trials {trials.min() + 1}–{trials.max() + 1} of {config.audit.trials}"
+        scored = scored_candidates(game, workspace.setup, attacks)
         for model_indices, view in trained_views(config, workspace.setup.problem, torch.as_tensor(chunk), canaries,
                                                  game.records_iterates, torch.device(self.device), self.max_chunk,
-                                                 phase):
+                                                 phase, scored):
             part = {}
             with Phase(f"{phase}: {len(attacks)} attacks on {len(model_indices)} models",
                        len(attacks) * len(model_indices), "model-attack") as progress:
@@ -158,6 +160,46 @@ class TrialTask:
             parts.append(part)
         scores = {name: np.concatenate([part[name] for part in parts]) for name in attacks}
         return ChunkOutcome(chunk, game.secrets(config, workspace.setup, chunk), scores)
+
+
+def scored_candidates(game: Game, setup: Setup, attacks: dict[str, Attack]) -> int:
+    """The candidates each trial's final-model attacks run the trained model on (a K-candidate image game's K);
+    none when every attack reads only the release.
+
+    Args:
+        game: the game.
+        setup: its setup.
+        attacks: the attacks that score its trials.
+
+    Returns:
+        The candidates scored per trial.
+    """
+    reads_model = any(attack.threat_model in ("black_box", "white_box") for attack in attacks.values())
+    return game.score_width(setup) if reads_model else 0
+
+
+def refuse_what_cannot_fit(game: Game, config: Config, setup: Setup, device: torch.device | str) -> None:
+    """Refuse, before anything is trained, a game of which not even one trial fits a quarter of the available
+    memory: its model with its canaries, and the scoring of its candidates
+    (:func:`fdp_audit.training.engine.chunk_size_for`, whose message gives the estimate). Code that trains outside
+    the engine (a third-party mechanism, the user's training) is not estimated.
+
+    Args:
+        game: the game.
+        config: the audit's configuration.
+        setup: the game's setup.
+        device: where it trains.
+
+    Raises:
+        BadInputError: one trial does not fit.
+    """
+    if config.mechanism.third_party is not None or config.mechanism.training is not None:
+        return
+    canaries = game.canaries(config, setup, game.trial_indices(config.audit.trials)[:1])
+    block = canaries if isinstance(canaries, CanaryBlock) else None
+    chunk_size_for(setup.problem, game.records_iterates, torch.device(device), 1, None, block,
+                   0 if block is not None else canaries.count,
+                   scored_candidates(game, setup, game.attacks(config.audit.attacks)))
 
 
 def remember(task: TrialTask, workspace: Workspace) -> None:
@@ -171,15 +213,16 @@ def remember(task: TrialTask, workspace: Workspace) -> None:
 
 def play_game(game: Game, config: Config, data: PreparedData, journal: Journal | None = None,
               executor: Executor | None = None, device: torch.device | str = "cpu",
-              max_chunk: int = DEFAULT_CHUNK) -> Any:
+              max_chunk: int = DEFAULT_CHUNK, setup: Setup | None = None) -> Any:
     """Play ``config.audit.trials`` trials of ``game``: journaled trials are reused (after checking they hold
     this run's secrets), the others run on ``executor`` in chunks of at most ``max_chunk`` and are journaled as
-    they arrive. Returns the game's record, in trial order."""
+    they arrive. ``setup``: the game's, if already made. Returns the game's record, in trial order."""
     journal = Journal(None, "") if journal is None else journal
     executor = InProcessExecutor() if executor is None else executor
     calibrated = noise_multiplier(config.mechanism) if config.mechanism.target_epsilon is not None else None
     task = TrialTask(type(game), config, str(device), max_chunk, data.fingerprint, calibrated)
-    setup = game.setup(config, data)
+    setup = setup or game.setup(config, data)
+    refuse_what_cannot_fit(game, config, setup, device)
     remember(task, Workspace(data, setup))
     try:
         indices = game.trial_indices(config.audit.trials)

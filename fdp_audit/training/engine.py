@@ -531,21 +531,26 @@ def _available_bytes(device: torch.device) -> int:
     return host if worker is None else min(host, worker)
 
 
-def bytes_per_model(problem: TrainingProblem, record_iterates: bool, block_size: int = 0, canaries: int = 0) -> int:
+def bytes_per_model(problem: TrainingProblem, record_iterates: bool, block: CanaryBlock | None = None,
+                    canaries: int = 0, scored: int = 0) -> int:
     """Peak memory one model adds to a chunk, following the path its private part takes
-    (:func:`private_path`; float32, over the widest Poisson batch of its n + ``canaries`` records): the GLM
+    (:func:`private_path`; float32, over the widest Poisson batch of its n + ``canaries`` records, and the
+    ``block``'s M canaries, whose slots join every batch): the GLM
     path holds a few values per example and output (logits, their gradients, norms, weights; its gathered rows
     live in one shared cache-sized buffer); the ghost path holds each layer's inputs, pre-activations and
     output gradients on the records (and on the completed public inputs for ℓ_priv); neither materialises a
     per-example gradient. The ``torch.func`` path holds per-example gradients ``[K, P]`` and their clipped
     copies. All add the public batch's activations, a few parameter-sized vectors, the recorded iterates, and
     the model's canary records: a row of each per-record table (record, public inputs, precomputed products:
-    at most three record widths and a few values) and, for gradient canaries, two gradient vectors."""
+    at most three record widths and a few values) and, for gradient canaries, two gradient vectors. The attacks
+    then score ``scored`` candidate records on each trained model (K candidates of an image game): each candidate's
+    forward and backward activations, input and gradient ``4·(3A + d + P)`` bytes (A activations, d inputs, P
+    parameters), so that the memory of a game grows with K and is sized before anything is trained."""
     h, model = problem.hyper, problem.model
     rate = min(1.0, h.sample_rate * problem.recipe.rate_factor)
-    slots = problem.n + canaries
+    slots = problem.n + canaries + (0 if block is None else block.count)
     width = rate * slots + 6 * math.sqrt(max(rate * slots, 1)) + 16
-    p = model.n_parameters + block_size
+    p = model.n_parameters + (0 if block is None else block.size)
     activations = (model.activation_floats if isinstance(model, ModuleModel)
                    else model.n_inputs + sum(model.hidden) + model.n_outputs)
     batch = max(width, h.public_batch_size)
@@ -563,20 +568,41 @@ def bytes_per_model(problem: TrainingProblem, record_iterates: bool, block_size:
         private, public = 4 * width * p + width * activations, 3 * batch * activations
     per_step = 4 * (private + public + 8 * p)
     canary_rows = 4 * canaries * (3 * problem.x.shape[1] + 2 * p + 8)
-    return int(per_step + canary_rows + (8 * h.steps * p if record_iterates else 0))
+    scoring = 4 * scored * (3 * activations + problem.x.shape[1] + model.n_parameters)
+    return int(per_step + canary_rows + scoring + (8 * h.steps * p if record_iterates else 0))
 
 
 def chunk_size_for(problem: TrainingProblem, record_iterates: bool, device: torch.device,
-                   n_models: int, limit: int | None = None, block_size: int = 0, canaries: int = 0) -> int:
-    """Models per chunk: what fits in a quarter of the available memory (the resource guard)."""
-    per_model = bytes_per_model(problem, record_iterates, block_size, canaries)
+                   n_models: int, limit: int | None = None, block: CanaryBlock | None = None, canaries: int = 0,
+                   scored: int = 0) -> int:
+    """Models per chunk: what fits in a quarter of the available memory (the resource guard).
+
+    Args:
+        problem: the training problem.
+        record_iterates: whether every step's release is kept.
+        device: where the models train.
+        n_models: the models to train.
+        limit: at most this many per chunk.
+        block: each model's canary block, if any.
+        canaries: canary records per model.
+        scored: candidates the attacks score on each model.
+
+    Returns:
+        The models per chunk.
+
+    Raises:
+        BadInputError: not even one model fits; the message gives the estimate.
+    """
+    per_model = bytes_per_model(problem, record_iterates, block, canaries, scored)
     budget = _available_bytes(device) // 4
     fits = budget // max(per_model, 1)
     if fits < 1:
+        what = f", {scored} candidates scored per trial" if scored > 1 else ""
+        what += f", {block.count} block canaries" if block is not None else ""
         raise BadInputError(
-            f"one model needs about {per_model / 2**30:.1f} GiB for this configuration, more than a quarter "
-            f"of the available {budget * 4 / 2**30:.1f} GiB; lower the sample rate, the model size or the "
-            "steps recorded", "mechanism")
+            f"one model needs about {per_model / 2**30:.1f} GiB for this configuration{what}, more than a "
+            f"quarter of the available {budget * 4 / 2**30:.1f} GiB; lower the sample rate, the model size, the "
+            "candidates or the steps recorded", "mechanism")
     return int(max(1, min(n_models, fits, limit or n_models)))
 
 
@@ -584,8 +610,9 @@ def train_models(problem: TrainingProblem, seed: int, model_indices: Sequence[in
                  canaries: Canaries | None = None, record_iterates: bool = False,
                  device: torch.device | str = "cpu", max_chunk: int | None = None,
                  progress: bool | str = False, on_step: Callable[[int, Params], None] | None = None,
-                 canary_block: CanaryBlock | None = None) -> Iterator[ChunkResult]:
-    """Train one model per index, in memory-sized chunks, yielding each chunk when it is done.
+                 canary_block: CanaryBlock | None = None, scored: int = 0) -> Iterator[ChunkResult]:
+    """Train one model per index, in memory-sized chunks, yielding each chunk when it is done; ``scored``: the
+    candidates the caller's attacks score on each model of a chunk (they count against its memory).
 
     ``canaries`` (K canary records per model, :class:`Canaries`) or ``canary_block`` (M gradient canaries per
     model; the models' parameters then include :data:`BLOCK_KEY`), if given, has one row per entry of
@@ -600,8 +627,8 @@ def train_models(problem: TrainingProblem, seed: int, model_indices: Sequence[in
     problem = problem.to(device)
     if canaries is not None and canary_block is not None:
         raise ValueError("a model takes either canary records or a canary block")
-    size = chunk_size_for(problem, record_iterates, device, len(indices), max_chunk,
-                          0 if canary_block is None else canary_block.size, 0 if canaries is None else canaries.count)
+    size = chunk_size_for(problem, record_iterates, device, len(indices), max_chunk, canary_block,
+                          0 if canaries is None else canaries.count, scored)
     if progress:
         steps = problem.hyper.steps + (problem.hyper.public_pretrain_steps if problem.public_loss is not None else 0)
         name = progress if isinstance(progress, str) else "training"

@@ -73,3 +73,74 @@ def test_the_cli_refuses_with_exit_2(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert result.code == 2 and "Traceback" not in result.err
     assert result.err.splitlines()[-1].startswith("fdp-audit: error: mechanism: one model needs about")
     assert files_under(tmp_path) == ["c.yaml"]
+
+
+def _image_game_config(small_config, game: str, k: int) -> dict:
+    """An image game of K candidates on digits (8×8, Ψ the 2× block means), the tiny CNN."""
+    attacks = ["prior", "iterates"] if game == "image_gradient_canary" else ["prior", "likelihood"]
+    return small_config("fdp_sgd", data={"dataset": "digits", "protected": [], "public_map": "downsample",
+                                         "downsample_factor": 2, "max_rows": 80},
+                        model={"kind": "cnn", "hidden": [2, 2]},
+                        mechanism={"public_loss": "public_image", "steps": 2, "public_batch_size": 16},
+                        audit={"trials": 20, "games": [game], "attacks": attacks, "target_prior": [1 / k] * k})
+
+
+@pytest.mark.parametrize("game", ["image_record_canary", "image_gradient_canary"])
+def test_image_games_count_their_candidates_before_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, cli,
+                                                            one_line_error, small_config, write_yaml,
+                                                            game: str) -> None:
+    """An image game's memory grew with K (K = 1,000: 3.1 GB, 5,000: 13.5 GB) while the guard counted none of it:
+    K = 10,000 (about 27 GB) was not refused. The record game's attacks run the model on K candidates per trial,
+    the gradient game's K block canaries join every Poisson batch. Here the memory is faked so that one trial of
+    K = 4 fits and one of K = 2,000 does not: refused before anything is trained, the estimate in the message."""
+    from fdp_audit.audit.games import GAMES
+    from fdp_audit.audit.trials import scored_candidates
+    from fdp_audit.config import config_from_dict
+    from fdp_audit.data.prepare import prepare_data
+
+    def need(k: int) -> int:
+        config = config_from_dict(_image_game_config(small_config, game, k))
+        played = GAMES[game]()
+        setup = played.setup(config, prepare_data(config.data, config.seed))
+        canaries = played.canaries(config, setup, played.trial_indices(config.audit.trials)[:1])
+        block = canaries if isinstance(canaries, engine.CanaryBlock) else None
+        return engine.bytes_per_model(setup.problem, played.records_iterates, block,
+                                      0 if block is not None else canaries.count,
+                                      scored_candidates(played, setup, played.attacks(config.audit.attacks)))
+
+    small, large = need(4), need(2000)
+    assert large > 8 * small
+    fake_memory(monkeypatch, 4 * 2 * small)  # two trials of K = 4 fit
+
+    def trained(*args, **kwargs):
+        raise AssertionError("a model was trained before the game was refused")
+
+    monkeypatch.setattr(engine, "_train_chunks", trained)
+    config = write_yaml(tmp_path / "c.yaml", _image_game_config(small_config, game, 2000))
+    result = cli("audit", config, "--out", tmp_path / "out")
+    line = one_line_error(result.err)
+    assert result.code == 2 and "one model needs about" in line and "GiB" in line, line
+    assert ("2000 candidates scored per trial" if game == "image_record_canary" else "2000 block canaries") in line
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_bayes_optimal_success_of_many_candidates_is_drawn_in_bounded_blocks(monkeypatch: pytest.MonkeyPatch
+                                                                                 ) -> None:
+    """The gradient-canary image game's Bayes-optimal success (a Monte Carlo of 20,000 releases at a time, each
+    T × K draws) held 20,000·T·K·8 bytes an array: 3.2 GB at T = 20, K = 1,000. Now at most MONTE_CARLO_BYTES over
+    every array of a block (lowered here to 16 MiB), measured by tracemalloc (numpy reports its allocations to it):
+    T = 10, K = 50 held about 240 MB before. The result does not change."""
+    import tracemalloc
+
+    from fdp_audit.audit import image_games
+
+    whole = image_games.bayes_optimal_success(0.25, 1.0, 10, 50, draws=20_000)
+    monkeypatch.setattr(image_games, "MONTE_CARLO_BYTES", 16 << 20, raising=False)
+    tracemalloc.start()
+    try:
+        split = image_games.bayes_optimal_success(0.25, 1.0, 10, 50, draws=20_000)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 24 << 20, peak
+    assert split == whole and 0.02 < split[0] < 1  # the same draws, whatever the split
