@@ -74,7 +74,7 @@ def naming(path: str | os.PathLike) -> Iterator[None]:
     except OSError as err:
         if err.filename is not None:
             raise
-        raise OSError(err.errno, err.strerror, str(path)) from err
+        raise OSError(err.errno, err.strerror or str(err), str(path)) from err
 
 
 def _write_through(target: Path, data: bytes) -> None:
