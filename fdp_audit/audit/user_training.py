@@ -22,6 +22,7 @@ which it was never marked though it was in the data set of many trials is refuse
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -70,6 +71,8 @@ class UserTrainer:
     initial_params: Params | None = None  # every trial's fixed start (the membership game's), else the factory's
     sample_rate: float = 1.0  # the claimed p: a step's work, from which the thread count is chosen, is p·n records
     timeout: float | None = None  # audit.trial_timeout
+    # around each trial's training, given its seed: the integration's check of it (Opacus: its promise kept)
+    each_training: Callable[[int], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
 
     def dataset(self, canary_x: torch.Tensor | None, canary_y: int | None) -> TensorDataset:
         """S, and the canary when it is present, as new tensors: the function may edit them in place."""
@@ -165,13 +168,15 @@ class UserTrainer:
 
 def user_trainer(config, problem: TrainingProblem) -> UserTrainer:
     """The trainer of a config naming ``mechanism.training`` on ``problem``'s data set S."""
+    from fdp_audit.integrations import training_check  # integrations read the games' promise: imported late
+
     mech = config.mechanism
     if not isinstance(problem.model, ModuleModel):
         raise BadInputError("user training needs model.factory (the module it trains)", FIELD)
     scale = 1.0 if mech.loss_reduction == "sum" else mech.sample_rate * problem.n
     return UserTrainer(load_training(mech.training), problem.model, problem.x.cpu(), problem.y.cpu(),
                        mech.clip_norm, config.audit.canary_norm_factor, scale, problem.initial_params,
-                       mech.sample_rate, config.audit.trial_timeout)
+                       mech.sample_rate, config.audit.trial_timeout, training_check(config))
 
 
 def train_user_trials(trainer: UserTrainer, seed: int, indices: torch.Tensor, canaries: Canaries,
@@ -191,11 +196,13 @@ def train_user_trials(trainer: UserTrainer, seed: int, indices: torch.Tensor, ca
                 assert canaries.private_gradient is not None
                 sign = float(torch.sign(canaries.private_gradient[r, 0])) * bool(canaries.in_private[r])
                 present += sign != 0
-                outcome = trainer.run(seed_r, None, None, sign, calls)
+                with trainer.each_training(seed_r):
+                    outcome = trainer.run(seed_r, None, None, sign, calls)
                 marked += outcome.marked
             else:
                 inside = bool(canaries.in_private[r])
-                outcome = trainer.run(seed_r, canaries.x[r] if inside else None, int(canaries.y[r]), None, calls)
+                with trainer.each_training(seed_r):
+                    outcome = trainer.run(seed_r, canaries.x[r] if inside else None, int(canaries.y[r]), None, calls)
             outcomes.append(outcome)
         yield indices[list(rows)], _view(outcomes)
     if record_iterates and present >= 8 and marked == 0:

@@ -59,6 +59,8 @@ class Integration:
     description: str
     claimed_config: Callable[[Config, PreparedData], tuple[Config, Promised]]
     promises: bool = False
+    # judges every trial's training beside the games: a context manager around it, given its seed and the claim's δ
+    each_training: Callable[[int, float], contextlib.AbstractContextManager[None]] | None = None
 
 
 INTEGRATIONS: Registry[Integration] = Registry("integration", "mechanism.integration", (
@@ -101,6 +103,23 @@ def integrated_claim(config: Config, data: PreparedData) -> tuple[Config, Promis
     return INTEGRATIONS[config.mechanism.integration].claimed_config(config, data)
 
 
+def training_check(config: Config) -> Callable[[int], contextlib.AbstractContextManager[None]]:
+    """What runs around each trial's training of the user's loop: the integration's check of it
+    (:attr:`Integration.each_training`), else nothing.
+
+    Args:
+        config: a validated configuration.
+
+    Returns:
+        A function of the trial's seed giving the context manager to train it in.
+    """
+    entry = None if config.mechanism.integration == "none" else INTEGRATIONS[config.mechanism.integration]
+    if entry is None or entry.each_training is None:
+        return contextlib.nullcontext
+    check, delta = entry.each_training, config.mechanism.delta
+    return lambda seed: check(seed, delta)
+
+
 @contextlib.contextmanager
 def library_caches() -> Iterator[None]:
     """Within the block, the loaded libraries' pure computations are cached (Opacus:
@@ -114,4 +133,4 @@ def library_caches() -> Iterator[None]:
 
 register_integration(Integration("opacus", "Opacus's PrivacyEngine: the claim is what make_private or "
                                  "make_private_with_epsilon was set up with", opacus.claimed_config,
-                                 promises=True))
+                                 promises=True, each_training=opacus.promise_kept))

@@ -20,7 +20,10 @@ of one training on S (before any trial, so the audit is planned against it):
 
 Beside the games, the training is judged against its promise (:mod:`fdp_audit.audit.promise`): what the
 engine's accountant counted (every step's z and p) must spend no more ε than the plan. A loop that trains
-twice the epochs it calibrated for, or lowers the noise multiplier afterwards, is a VIOLATION saying so.
+twice the epochs it calibrated for, or lowers the noise multiplier afterwards, is a VIOLATION saying so. The
+promise compared is the probe's training; every trial's engine is read too and judged the same way
+(:func:`promise_kept`): a trial spending more than it promised is refused, so a loop cannot keep its promise on
+the probe's seed alone.
 
 The engine is read by wrapping ``PrivacyEngine.make_private`` and ``make_private_with_epsilon`` for the duration
 of that one training (restored afterwards). In that training and every trial, the noise multiplier's calibration
@@ -32,11 +35,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fdp_audit.audit.promise import Promise, planned_steps
+from fdp_audit.audit.promise import Promise, judge_promise, planned_steps
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
@@ -155,9 +159,9 @@ class EnginePromise:
                        target.get("target_epsilon"), target.get("epochs"), self.engine_epsilon)
 
 
-def engine_promise(record: EngineRecord, delta: float = 1e-5) -> EnginePromise:
+def engine_promise(record: EngineRecord, delta: float = 1e-5, read_engine_epsilon: bool = True) -> EnginePromise:
     """What one training's engine promised (module docstring); refuses what it cannot state as one DP-SGD claim.
-    The engine's own ε is read at the target's δ, else at ``delta``."""
+    The engine's own ε is read at the target's δ, else at ``delta`` (unless ``read_engine_epsilon`` is false)."""
     if len(record.setups) != 1:
         raise BadInputError(f"the training made {len(record.setups)} PrivacyEngine.make_private calls; the claim "
                             "is read from exactly one (state it in the config otherwise)", FIELD)
@@ -176,11 +180,45 @@ def engine_promise(record: EngineRecord, delta: float = 1e-5) -> EnginePromise:
     planned = counted if not target or target.get("epochs") is None else planned_steps(setup["sample_rate"],
                                                                                        target["epochs"])
     try:
-        engine_epsilon = float(engine.accountant.get_epsilon((target or {}).get("target_delta") or delta))
+        engine_epsilon = (float(engine.accountant.get_epsilon((target or {}).get("target_delta") or delta))
+                          if read_engine_epsilon else None)
     except (ValueError, ArithmeticError):  # an accountant that cannot answer at this δ: shown as unknown
         engine_epsilon = None
     return EnginePromise(setup["noise_multiplier"], rate, counted, planned, float(clip), setup["loss_reduction"],
                        setup["accountant"], target, history, engine_epsilon)
+
+
+@contextlib.contextmanager
+def promise_kept(seed: int, delta: float) -> Iterator[None]:
+    """Within the block, one trial's training; afterwards its engine's promise is judged as the probe's is
+    (:func:`fdp_audit.audit.promise.judge_promise`, once per distinct schedule). The audit's promise comparison
+    states the probe's training; a trial that spent more than it promised (a loop keeping its promise on the
+    probe's seed only) is refused, naming its seed.
+
+    Args:
+        seed: the trial's seed, for the message.
+        delta: the claim's δ (a target's own δ is used where it states one).
+
+    Raises:
+        BadInputError: the trial's training spent more than its engine promised, or cannot be read as one claim.
+    """
+    with recording_engines() as record:
+        yield
+    promise = engine_promise(record, delta, read_engine_epsilon=False).promise(delta)
+    judged = _judged_promise(json.dumps(promise.row(), sort_keys=True))
+    if judged["violated"]:
+        raise BadInputError(
+            f"the training of the trial of seed {seed} spent more than it promised: ε = {judged['spent_epsilon']:.4g} "
+            f"in {judged['steps_taken']} steps (noise multipliers "
+            f"{', '.join(f'{z:.4g}' for z in judged['noise_multipliers_trained'])}) where its plan spends "
+            f"ε = {judged['promised_epsilon']:.4g} in {judged['steps_planned']} steps (noise multiplier "
+            f"{judged['noise_multiplier_promised']:.4g}), at δ = {judged['delta']:g}; the promise judged beside the "
+            "games is one training's, so every trial must keep it", FIELD)
+
+
+@functools.lru_cache(maxsize=256)
+def _judged_promise(row: str) -> dict[str, Any]:
+    return judge_promise(json.loads(row), 0.0, FIELD)
 
 
 def claimed_config(config: Config, data: PreparedData) -> tuple[Config, EnginePromise]:

@@ -7,6 +7,8 @@
   canary and 10 with it, at n = 995 it is 9 in both worlds.
 * ``train_fixed_batch``: the same loop with the scale set to the planned batch of 10, whatever the size.
 * ``train_twice``: the same loop trained for twice the epochs ``make_private_with_epsilon`` was calibrated for.
+* ``train_twice_on_odd_seeds``: the promised epochs on even seeds, twice them on odd ones (a loop that keeps
+  its promise only in some trainings).
 """
 
 import torch
@@ -51,3 +53,7 @@ def train_twice(model, dataset, seed):
 def make_model(n_inputs, n_classes):
     """Logistic regression as a module: one logit per class."""
     return nn.Linear(n_inputs, n_classes)
+
+
+def train_twice_on_odd_seeds(model, dataset, seed):
+    return train(model, dataset, seed, epochs=EPOCHS * (1 + seed % 2))

@@ -218,6 +218,24 @@ def test_the_loop_without_a_size_dependence_passes(verdict_only_audit, function,
     assert results["verdict"]["status"] == "PASS", results["verdict"]["explanation"]
 
 
+def test_a_loop_keeping_its_promise_in_the_probe_only_is_refused_in_the_trial_that_breaks_it(verdict_only_audit):
+    """The promise compared beside the games is the probe's training (an even seed here: the promised epoch);
+    every trial's engine is judged too, so the first trial of an odd seed (two epochs: 40 steps where 20 were
+    planned) is refused naming its seed, instead of a PASS on the probe's promise."""
+    from fdp_audit.audit.third_party import trial_seed
+    from fdp_audit.errors import BadInputError
+    from fdp_audit.integrations.opacus import PROBE_INDEX
+
+    config = opacus_loop_config("train_twice_on_odd_seeds", 195, 24, 3, ("membership",))
+    assert trial_seed(config.seed, PROBE_INDEX) % 2 == 0
+    with warnings.catch_warnings(), pytest.raises(BadInputError, match=r"mechanism\.integration: the training "
+                                                  r"of the trial of seed \d*[13579] spent more than it promised"
+                                                  r".* in 40 steps .* in 20 steps") as refused:
+        warnings.simplefilter("ignore")
+        verdict_only_audit(config)
+    assert "every trial must keep it" in str(refused.value)
+
+
 @pytest.mark.slow
 def test_twice_the_promised_epochs_is_a_violation_naming_the_promise(verdict_only_audit, cli, tmp_path):
     """make_private_with_epsilon calibrated for one epoch (20 steps at p = 0.05 on n = 195, no size dependence:
