@@ -24,7 +24,11 @@ coordinates of a parameter block of their own, whatever computes per-example gra
   state makes the change non-linear in it); a step that computed or changed that gradient inside ``step()`` (an
   LBFGS closure) is refused, never read as a release of zeros. Either is multiplied by a data-independent
   constant ``scale`` (the expected batch for an averaged loss) to be in units of the noisy clipped sum. Nothing
-  else is reconstructed.
+  else is reconstructed. The head must move only in those steps: its value before each step is compared with its
+  value after the previous one (at first, its initial value), and at the end with its value after the last, so an
+  update made any other way — ``p -= lr·p.grad`` by hand, steps taken before the optimizer was attached — is
+  counted (:attr:`UpdateObserver.unobserved_changes`): the final weights are then not the product of the released
+  steps.
 
 Memory and time grow with M, not with M times the module's parameters: recognition is O(B·D), the head's
 per-example gradients are B·(M + M₀) numbers (what any per-example engine stores for a parameter of that size),
@@ -271,6 +275,8 @@ class UpdateObserver:
         self._moved: list[torch.Tensor] = []
         self._open: dict[int, _Snapshot] = {}
         self._handles: list = []
+        self._last = head.detach().clone()  # the head as the observed steps left it (before any: its initial value)
+        self._changes = torch.zeros((), dtype=torch.long, device=head.device)  # on the device: no sync per step
 
     def _group(self, optimizer: torch.optim.Optimizer) -> dict | None:
         for group in optimizer.param_groups:
@@ -289,8 +295,9 @@ class UpdateObserver:
         linear = (type(optimizer) is torch.optim.SGD and not group.get("momentum") and not group.get("nesterov")
                   and not group.get("maximize") and lr > 0)
         grad = None if self.head.grad is None or linear else self.head.grad.detach().clone()
-        self._open[id(optimizer)] = _Snapshot(self.head.detach().clone(), grad, lr,
-                                              float(group.get("weight_decay") or 0.0), linear)
+        value = self.head.detach().clone()
+        self._changes = self._changes.to(value.device) + self._moved_since_last(value)
+        self._open[id(optimizer)] = _Snapshot(value, grad, lr, float(group.get("weight_decay") or 0.0), linear)
 
     def after(self, optimizer: torch.optim.Optimizer, args, kwargs) -> None:
         snapshot = self._open.pop(id(optimizer), None)
@@ -308,6 +315,7 @@ class UpdateObserver:
                 "closure, or noised or clipped it inside step())")
             update = torch.full_like(snapshot.value, float("nan"))
         self._pending.append((update * self.scale).float())
+        self._last = self.head.detach().clone()
         if len(self._pending) >= FLUSH_STEPS:
             self._flush()
 
@@ -315,6 +323,16 @@ class UpdateObserver:
         if self._pending:
             self._moved.append(torch.stack(self._pending).cpu())
             self._pending = []
+
+    def _moved_since_last(self, value: torch.Tensor) -> torch.Tensor:
+        return (value != self._last.to(value.device, value.dtype)).any()
+
+    @property
+    def unobserved_changes(self) -> int:
+        """In how many gaps the head changed outside the observed steps: before the first, between two, or after the
+        last (up to now). Each holds updates the release does not, so the final weights are not the product of the
+        observed steps."""
+        return int(self._changes) + int(self._moved_since_last(self.head.detach()))
 
     @property
     def steps(self) -> int:

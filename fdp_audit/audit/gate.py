@@ -13,8 +13,9 @@ comparisons), exceeds what the accounted mechanism allows:
   Clopper–Pearson ε;
 * ``one_run``: a one-run audit's correct guesses reject the claimed trade-off curve
   (:func:`fdp_audit.audit.one_run.evaluation.judge_one_run`);
-* ``released_steps``: a user's training released more optimizer steps than the claim accounts for (a count read
-  from the release, not an estimate: no level applies).
+* ``released_steps``: a user's training released more optimizer steps than the claim accounts for, or updated
+  the model outside the optimizer steps it released (counts read from the training, not estimates: no level
+  applies).
 
 A comparison is *judged* only when it has power: some outcome of its trials (a perfect attack) would be a
 violation at that level. A comparison that cannot fail says nothing about the mechanism, so the verdict is
@@ -311,9 +312,10 @@ def _restate_one_run(row: dict[str, Any], claim: Claim, config: Config, where: s
 
 def _evaluate_released_steps(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
     released, claimed = _int(row, "released_steps", where), _int(row, "steps", where)
-    violated = released > claimed
+    unobserved = _int(row, "unobserved_updates", where) if "unobserved_updates" in row else 0
+    violated = released > claimed or unobserved > 0
     return {"observed": released, "theoretical": claimed, "violated": violated,
-            "margin": (released - claimed) / max(claimed, 1) if violated else -math.inf}
+            "margin": max(released - claimed, unobserved) / max(claimed, 1) if violated else -math.inf}
 
 
 def _restate_released_steps(row: dict[str, Any], claim: Claim, config: Config, where: str) -> None:
@@ -322,9 +324,32 @@ def _restate_released_steps(row: dict[str, Any], claim: Claim, config: Config, w
         raise BadInputError(f"{row['steps']} is not the stated mechanism's {steps}", f"{where}.steps")
 
 
+def release_beyond_claim(released: int, unobserved: int, claimed: int) -> str:
+    """Why a user loop's release is not what its claim describes, in words, or "" when it is: more optimizer steps
+    than the claim accounts for, or updates of the canary head outside the optimizer steps read (by hand, or
+    before the optimizer was attached), which released the module's updates without the claimed mechanism.
+
+    Args:
+        released: the optimizer steps read.
+        unobserved: the gaps before, between or after them in which the canary head changed.
+        claimed: the steps T the claim accounts for.
+
+    Returns:
+        The reasons, joined, ending in what they mean for the claim; "" when there are none."""
+    reasons = []
+    if unobserved:
+        reasons.append(f"the model was updated outside the {released} optimizer steps the audit read (the canary "
+                       f"head changed in {unobserved} gap{'s' * (unobserved != 1)} before, between or after them: an "
+                       "update without the optimizer's step, or steps before it was attached), so the final "
+                       "weights hold updates the claimed mechanism did not make")
+    if released > claimed:
+        reasons.append(f"the training released {released} optimizer steps, more than the {claimed} the claim "
+                       "accounts for")
+    return "; ".join(reasons) + (": the claim does not cover what was released" if reasons else "")
+
+
 def _released_steps_violation(j: dict[str, Any]) -> str:
-    return (f"{j['id']}: the training released {j['observed']} optimizer steps, more than the {j['theoretical']} the "
-            "claim accounts for, so the claim does not cover what was released.")
+    return f"{j['id']}: {release_beyond_claim(j['observed'], j.get('unobserved_updates', 0), j['theoretical'])}."
 
 
 def _rate_violation(j: dict[str, Any]) -> str:

@@ -176,3 +176,27 @@ def test_a_step_whose_release_cannot_be_read_is_refused_never_zeros(optimizer):
     with pytest.raises(BadInputError, match=r"cannot be read") as refused:
         _ = observer.releases
     assert refused.value.field == "mechanism.training"
+
+
+def test_observer_counts_every_change_of_the_head_outside_the_observed_steps():
+    """The head must move only in the steps read: a change before the first (steps before the observation), between
+    two (``p -= lr·p.grad`` by hand) or after the last is counted; a correct loop, with a non-linear optimizer too,
+    counts none."""
+    for moves in ((), ("before",), ("between",), ("after",), ("before", "between", "after")):
+        head = nn.Parameter(torch.zeros(3))
+        observer = UpdateObserver(head)
+        adam = torch.optim.Adam([head], lr=0.1)
+        head.grad = torch.ones(3)
+        if "before" in moves:
+            adam.step()  # not observed yet
+        with observer.active():
+            for step in range(4):
+                if step == 2 and "between" in moves:
+                    with torch.no_grad():
+                        head -= 0.1 * head.grad
+                head.grad = torch.full((3,), float(step + 1))
+                adam.step()
+            if "after" in moves:
+                with torch.no_grad():
+                    head[0] -= 0.5
+        assert observer.steps == 4 and observer.unobserved_changes == len(moves), moves

@@ -276,3 +276,24 @@ def test_a_powerless_epsilon_comparison_is_reported_but_does_not_block_a_pass() 
     needed = judged[1]["trials_needed"]
     half = needed // 2
     assert judge([rate("a", 100), epsilon("eps", [0], [0], n=half + 1)], 0.05)[1][1]["judged"]
+
+
+def test_a_user_loops_release_beyond_its_claim_is_a_violation_whatever_the_statistics() -> None:
+    """More optimizer steps than claimed, or any change of the canary head outside the steps read, is a count, not
+    an estimate: a violation at every α, explained in words; a release within the claim passes this comparison."""
+    def steps(released: int, unobserved: int | None) -> dict[str, Any]:
+        row = {"id": "one-run/released-steps", "kind": "released_steps", "released_steps": released, "steps": 20}
+        return row if unobserved is None else {**row, "unobserved_updates": unobserved}
+
+    assert not judge_comparison(steps(20, 0), 0.05, "row")["violated"]
+    assert not judge_comparison(steps(20, None), 0.05, "row")["violated"]  # results written before the count
+    for row, words in ((steps(30, 0), "released 30 optimizer steps, more than the 20"),
+                       (steps(20, 1), "updated outside the 20 optimizer steps the audit read (the canary head "
+                                      "changed in 1 gap "),
+                       (steps(40, 3), "changed in 3 gaps before, between or after")):
+        verdict, _ = judge([rate("weak", 100), row], 1e-9)
+        assert verdict["status"] == "VIOLATION" and verdict["violations"] == ["one-run/released-steps"]
+        assert words in verdict["explanation"] and "the claim does not cover what was released" in \
+            verdict["explanation"]
+    with pytest.raises(BadInputError, match="unobserved_updates"):
+        judge([steps(20, -1)], 0.05)

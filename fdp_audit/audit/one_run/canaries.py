@@ -46,6 +46,7 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
+from fdp_audit.audit.gate import release_beyond_claim
 from fdp_audit.audit.labels import audit_title
 from fdp_audit.audit.one_run.evaluation import judge_scores, mechanism_claim, section_comparisons
 from fdp_audit.audit.one_run.guesser import candidate_pattern, threat_scores
@@ -353,11 +354,10 @@ def audit_with_canaries(checkpoint: Path, manifest_path: Path, alpha: float, fam
     section.update({"game": game, "kind": kind,
                     "magnitude": manifest.get("magnitude"), "claim_parameters": parameters})
     if manifest.get("source") == "user_loop":
-        section["released_steps"] = manifest["steps"]
-        if manifest["steps"] > parameters["steps"]:
-            section.update(status="VIOLATION", explanation=(
-                f"the training released {manifest['steps']} optimizer steps; the claim accounts for "
-                f"{parameters['steps']}"))
+        section["released_steps"], section["unobserved_updates"] = manifest["steps"], manifest["unobserved_updates"]
+        beyond = release_beyond_claim(manifest["steps"], manifest["unobserved_updates"], parameters["steps"])
+        if beyond:
+            section.update(status="VIOLATION", explanation=beyond)
     if kind == "record":
         section["informational"] = True
         if section["status"] == "PASS":
@@ -397,11 +397,12 @@ def _input_canary_scores(checkpoint: Path, manifest: dict[str, Any], external: C
 
 
 def steps_comparison(section: dict[str, Any], parameters: dict[str, Any]) -> list[dict[str, Any]]:
-    """The gate's comparison of a user loop's released steps with the claimed steps (kind ``released_steps``)."""
+    """The gate's comparison of a user loop's release with the claimed steps (kind ``released_steps``): its
+    optimizer steps and its updates outside them."""
     if "released_steps" not in section:
         return []
     return [{"id": "one-run/released-steps", "kind": "released_steps", "released_steps": section["released_steps"],
-             **parameters}]
+             "unobserved_updates": section["unobserved_updates"], **parameters}]
 
 
 def claimed_user_config(config: Config) -> Config:

@@ -197,8 +197,11 @@ def public_aligned_scores(release: Release, pattern: np.ndarray) -> np.ndarray:
 
 def threat_scores(release: Release, pattern: np.ndarray) -> dict[str, np.ndarray]:
     """``[M, k]`` scores per threat model: the final weights when only they are released; else the updates
-    (whose sum is the final block, so the final-weights guesser would only add a comparison and cost
-    Bonferroni level) and, with a public batch, the public-aligned updates."""
+    and, with a public batch, the public-aligned updates. The final block is then a function of the updates (their
+    sum, for plain SGD), so the final-weights guesser would only add a comparison and cost Bonferroni level. That
+    holds only when the block moved in the released steps alone: the engine releases every step, and a user's
+    loop counts the block's changes outside its optimizer steps, each a violation of the claim
+    (:attr:`fdp_audit.audit.canary_head.UpdateObserver.unobserved_changes`)."""
     if release.updates is None:
         return {"final": final_scores(release, pattern)}
     scores = {"updates": update_scores(release, pattern)}

@@ -21,7 +21,9 @@ set when its secret is 1, with ``g_i = K·C`` (K ``audit.canary_norm_factor``, C
 (``u_v = 2v/(k−1) − 1``). A canary's raw norm K·C > C shows a loop that does not clip. The release is the head's
 update at every step of every optimizer holding it (:class:`~fdp_audit.audit.canary_head.UpdateObserver`), in
 units of the noisy clipped sum when the expected batch is known (an Opacus ``DPOptimizer`` with an averaged
-loss states it; otherwise 1: the guesser is scale-free), and the head's final values.
+loss states it; otherwise 1: the guesser is scale-free), and the head's final values. The head moves only in those
+steps in a training that releases what its claim describes; the manifest counts the gaps around them in which it
+moved (an update by hand, steps before :meth:`GradientCanaries.attach`), and the audit calls any a violation.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class OneRunFiles:
     release: Path
     manifest: Path
     steps: int
+    unobserved_updates: int  # gaps around the observed steps in which the head changed (a correct loop: 0)
 
 
 def _largest_magnitude(x: torch.Tensor) -> float:
@@ -280,6 +283,13 @@ class GradientCanaries:
         return self._write(path, audited.module, release_bytes(updates, updates_null, final, final_null),
                            len(updates))
 
+    @property
+    def unobserved_updates(self) -> int:
+        """In how many gaps before, between or after the optimizer steps read so far the head changed
+        (:attr:`~fdp_audit.audit.canary_head.UpdateObserver.unobserved_changes`): updates of the module that the
+        release does not hold, each a violation of any claim about the released steps."""
+        return 0 if self.observer is None else self.observer.unobserved_changes
+
     def _write(self, path: Path, module: nn.Module, release: bytes, steps: int) -> OneRunFiles:
         from safetensors.torch import save
 
@@ -289,6 +299,7 @@ class GradientCanaries:
         weights = save(tensors, metadata={RELEASE_METADATA_KEY: release_sha256})
         manifest = {"kind": "gradient", "source": "user_loop", "game": self.game, "k": self.k, "count": self.count,
                     "null": self.null, "seed": self.seed, "magnitude": self.magnitude, "steps": steps,
+                    "unobserved_updates": self.unobserved_updates,
                     "update_scale": None if self.observer is None else self.observer.scale,
                     "secrets": [int(s) for s in self.secrets], "release": release_path.name,
                     "release_sha256": release_sha256, "checkpoint_sha256": hashlib.sha256(weights).hexdigest()}
@@ -296,7 +307,7 @@ class GradientCanaries:
             atomic_write_bytes(path, weights)
             write_release(release_path, release)
             write_manifest(manifest_path, manifest)
-        return OneRunFiles(path, release_path, manifest_path, steps)
+        return OneRunFiles(path, release_path, manifest_path, steps, manifest["unobserved_updates"])
 
 
 

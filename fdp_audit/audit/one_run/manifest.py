@@ -38,8 +38,10 @@ from fdp_audit.training import streams
 from fdp_audit.training.checkpoint import MAX_CHECKPOINT_BYTES, load_torch_file
 
 MANIFEST_FORMAT = "fdp-audit canary manifest"
-MANIFEST_VERSION = 2  # version 1: written before the manifest bound the release into the weights and the steps
-READ_VERSIONS = (1, 2)
+# version 1: written before the manifest bound the release into the weights and the steps; version 2: before a
+# user's loop counted the head's changes outside the optimizer steps (``unobserved_updates``)
+MANIFEST_VERSION = 3
+READ_VERSIONS = (1, 2, 3)
 RELEASE_VERSION = 1
 SECRET_MODEL_INDEX = 40_000_000  # the GAME-stream index of one-run secrets, apart from every game's trials
 MAX_CANARIES = 100_000
@@ -166,6 +168,12 @@ def read_manifest(path: Path) -> dict[str, Any]:
             raise BadInputError("must be a file name beside the manifest", "manifest.release")
         if version >= 2:
             _field(manifest, "steps", int, lambda v: 0 <= v <= 10 ** 8)
+        if source == "user_loop":
+            if version < 3:
+                raise BadInputError("written before fdp-audit checked that the canary head moves only in the released "
+                                    "optimizer steps, so updates made outside them would go unseen: save the "
+                                    "training again with this version", "manifest.version")
+            _field(manifest, "unobserved_updates", int, lambda v: 0 <= v <= 10 ** 8)
     if source != "user_loop":
         _field(manifest, "mechanism", str)
     if kind == "record":

@@ -125,6 +125,33 @@ def test_save_writes_weights_release_and_manifest_bound_together(tmp_path):
     torch.testing.assert_close(torch.as_tensor(release.final), 0.1 * torch.as_tensor(release.updates).sum(0),
                                check_dtype=False)
     assert canaries.observer.steps == 7 and not canaries.observer._handles  # saving stops the observation
+    assert files.unobserved_updates == 0 and manifest["unobserved_updates"] == 0
+
+
+def test_a_pass_by_hand_after_the_observed_steps_is_counted_in_the_manifest(tmp_path):
+    """``p -= lr·p.grad`` outside any optimizer step (the auditor's non-private polish) moves the head, and the
+    manifest says so; a manifest of a user's loop without that count (version 2, or edited out) is refused."""
+    canaries = GradientCanaries(50, seed=2, null=20)
+    dataset = canaries.add_to(_data())
+    model = canaries.wrap(nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    canaries.attach(optimizer)
+    _sgd_loop(model, dataset, optimizer, 5)
+    x, y = dataset[:]
+    model.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter -= 0.1 * parameter.grad
+    files = canaries.save(model, tmp_path / "model.safetensors")
+    manifest = read_manifest(files.manifest)
+    assert files.unobserved_updates == 1 and manifest["unobserved_updates"] == 1 and manifest["steps"] == 5
+    for edit, message in (({"version": 2}, "moves only in the released optimizer steps"),
+                          ({"unobserved_updates": -1}, "missing or invalid")):
+        edited = tmp_path / "edited.canaries.json"
+        edited.write_text(json.dumps({**manifest, **edit}))
+        with pytest.raises(BadInputError, match=message):
+            read_manifest(edited)
 
 
 def test_a_loop_that_never_steps_or_never_shows_the_canaries_writes_nothing(tmp_path):

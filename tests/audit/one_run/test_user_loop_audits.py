@@ -9,7 +9,8 @@ audit with probability at most α = 0.05 over seeds (the f-DP test's level; thes
 each caught in 200 of 200 simulated exact releases of the same mechanism at these settings (z × 0.3, and no
 clipping: K = 10 times the claimed norm, the noise left at z·C), so each misses with probability below 1.5 % (95 %
 upper bound); no noise and the extra epoch without noise release the canaries exactly, and a loop that releases
-more optimizer steps than the claim accounts for is a violation whatever the guesses."""
+more optimizer steps than the claim accounts for, or that moves the canary head outside the optimizer steps read
+(an update by hand), is a violation whatever the guesses."""
 
 from __future__ import annotations
 
@@ -53,18 +54,22 @@ def test_a_correct_loop_passes(cli, tmp_path, write_yaml):
     assert audited.code == 0 and "PASS" in audited.out, audited.out + audited.err
     section = json.loads(results.read_text())["one_run"]
     assert section["status"] == "PASS" and section["released_steps"] == 20 and section["canaries"] == 1000
+    assert section["unobserved_updates"] == 0
     assert cli("gate", results).code == 0
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("training", ["by_hand_no_noise", "by_hand_no_clipping", "opacus_less_noise",
-                                      "opacus_plain_epoch", "opacus_twice_the_epochs"])
+                                      "opacus_plain_epoch", "opacus_twice_the_epochs", "opacus_pass_by_hand"])
 def test_every_fault_of_the_loop_is_a_violation(cli, tmp_path, training, write_yaml):
     audited, results = _train_and_audit(cli, tmp_path, training, write_yaml)
     assert audited.code == 1 and "VIOLATION" in audited.out, audited.out + audited.err
     section = json.loads(results.read_text())["one_run"]
     if training == "opacus_twice_the_epochs":  # 40 steps released against 20 claimed: the count decides
         assert section["released_steps"] == 40
+    elif training == "opacus_pass_by_hand":  # 20 steps read, then the head moved outside them: the count decides
+        assert section["released_steps"] == 20 and section["unobserved_updates"] >= 1
+        assert "updated outside the 20 optimizer steps the audit read" in audited.out
     else:  # the guesses alone reject the claimed curve
         assert any(row["rejects_claim"] for row in section["rows"]), section["explanation"]
     assert cli("gate", results).code == 1

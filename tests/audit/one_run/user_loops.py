@@ -16,7 +16,7 @@ NOISE_MULTIPLIER = 1.0
 CLIP_NORM = 1.0
 
 
-def _opacus(module, dataset, seed, epochs=EPOCHS, noise_scale_after=1.0, plain_epoch=False):
+def _opacus(module, dataset, seed, epochs=EPOCHS, noise_scale_after=1.0, plain_epoch=False, pass_by_hand=False):
     loader = DataLoader(dataset, batch_size=BATCH_SIZE, generator=torch.Generator().manual_seed(seed))
     optimizer = torch.optim.SGD(module.parameters(), lr=LR)
     engine = PrivacyEngine()
@@ -36,6 +36,13 @@ def _opacus(module, dataset, seed, epochs=EPOCHS, noise_scale_after=1.0, plain_e
             plain.zero_grad()
             F.cross_entropy(model(x), y).backward()
             plain.step()
+    if pass_by_hand:  # the same polish written by hand: no optimizer step at all
+        for x, y in loader:
+            model.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p -= LR * p.grad
     return model
 
 
@@ -50,6 +57,11 @@ def opacus_less_noise(module, dataset, seed):
 
 def opacus_plain_epoch(module, dataset, seed):
     return _opacus(module, dataset, seed, plain_epoch=True)
+
+
+def opacus_pass_by_hand(module, dataset, seed):
+    """The Opacus loop, then one non-private pass that updates the parameters by hand (``p -= lr·p.grad``)."""
+    return _opacus(module, dataset, seed, pass_by_hand=True)
 
 
 def opacus_twice_the_epochs(module, dataset, seed):
