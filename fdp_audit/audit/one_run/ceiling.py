@@ -68,18 +68,33 @@ def loss_distribution(curve: TradeoffCurve) -> tuple[np.ndarray, np.ndarray, np.
     return np.append(losses, np.inf), null / null.sum(), alternative / alternative.sum()
 
 
+def canonical_losses(curve: TradeoffCurve, secrets: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One release of independent canaries of the canonical pair of ``curve``: each canary's privacy loss, drawn
+    under the alternative where its secret is 1 and under the null where it is 0.
+
+    Args:
+        curve: the pair's trade-off curve.
+        secrets: ``[m]`` secrets in {0, 1}.
+        rng: the random stream.
+
+    Returns:
+        ``[m]`` privacy losses ``log(dP_1/dP_0)`` of the outputs (``inf`` for the outcome only P_1 has).
+    """
+    losses, null, alternative = loss_distribution(curve)
+    draws = rng.random(len(secrets))
+    under_null, under_alternative = np.cumsum(null), np.cumsum(alternative)
+    index = np.where(secrets == 1, np.searchsorted(under_alternative, draws * under_alternative[-1]),
+                     np.searchsorted(under_null, draws * under_null[-1]))
+    return losses[np.minimum(index, len(losses) - 1)]
+
+
 def ranked_correct(curve: TradeoffCurve, m: int, sims: int, rng: np.random.Generator) -> np.ndarray:
     """``[sims, m]`` running counts of right guesses, most confident first, of the Neyman–Pearson guesser on m
     independent canaries (secret uniform on {0, 1}) of the canonical pair of ``curve``."""
-    losses, null, alternative = loss_distribution(curve)
-    cumulative = (np.cumsum(null), np.cumsum(alternative))
     out = np.empty((sims, m), dtype=np.int32)
     for row in range(sims):
         secrets = rng.integers(0, 2, size=m)
-        draws = rng.random(m)
-        index = np.where(secrets == 1, np.searchsorted(cumulative[1], draws * cumulative[1][-1]),
-                         np.searchsorted(cumulative[0], draws * cumulative[0][-1]))
-        loss = losses[np.minimum(index, len(losses) - 1)]
+        loss = canonical_losses(curve, secrets, rng)
         guess = loss > 0
         order = np.argsort(-np.abs(loss), kind="stable")
         out[row] = np.cumsum(guess[order] == secrets[order])

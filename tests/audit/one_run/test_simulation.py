@@ -54,3 +54,46 @@ def test_tightness_of_the_gaussian_mechanism_with_ten_thousand_canaries():
                              updates=False, family_search=True)
     assert result["status"] == "PASS"
     assert 0.6 <= result["tightness"] <= 1.0
+
+
+FLAG_RATE = 0.06
+FLAGGED_RELEASES = 50
+# A claim-satisfying mechanism raises the verdict's alarm with probability <= α; the flagged one does only when its
+# flag is up (probability τ: with the flag down its release ignores the secrets and the guesses are coin flips),
+# so P[alarm | flag up] <= α/τ = 0.833, and more than 48 alarms in 50 flagged releases has probability 0.0013.
+MAX_FLAGGED_ALARMS = 48
+
+
+def test_flagged_alarm_threshold_is_a_binomial_test_at_the_stated_error():
+    assert stats.binom.sf(MAX_FLAGGED_ALARMS, FLAGGED_RELEASES, 0.05 / FLAG_RATE) < 0.0013
+
+
+@pytest.mark.slow
+def test_false_alarms_on_the_flagged_mechanism():
+    """The mechanism that satisfies the claim but correlates its canaries (fdp_audit/audit/one_run/ceiling.py:
+    with probability τ every canary is an independent draw of the leakier pair g_τ) judged through the verdict's
+    entry point against the claim it satisfies (DP-SGD z = 0.968, p = 0.017, T = 300: ε = 2 at δ = 1e-5; 1,000
+    canaries, so 203 of the 256 guesses the claim fixes reject it), with the Neyman–Pearson guesser's scores (the
+    privacy losses). It is the hardest known null: the critical count must hold against it. With the flag up, at
+    most 48 alarms in 50 releases (error probability 0.0013 if the verdict is valid; with the flag down an alarm
+    needs 203 heads in 256 coin flips, probability 4e-22). Measured: 15 of 50 here, 24 of 60 with another seed
+    (P[alarm] ≈ τ · 0.3–0.4 ≈ 0.02 <= α = 0.05); τ = 0.06, the flag rate nearest α that the ceiling tries, is
+    where the flagged mechanism comes closest to the level (0.4 against 0.83 with the flag up; 0.08 against 0.5 at
+    τ = 0.1). An analysis whose critical count were 185 instead of 203 (P[W >= 185 | flag up] = 0.99 in 400 draws)
+    would fail this test with probability 0.87."""
+    from fdp_audit.accounting.mechanism import accountant_for
+    from fdp_audit.audit.one_run.ceiling import canonical_losses, flagged_curve
+    from fdp_audit.audit.one_run.evaluation import judge_scores
+
+    claim = mechanism_claim("dp_sgd", 0.968, 0.017, 300, 1e-5, "add-remove")
+    assert claim.epsilon == pytest.approx(2.0, abs=0.01)
+    flagged = flagged_curve(accountant_for(claim.spec).curve(), FLAG_RATE)
+    rng = np.random.default_rng(31)
+    alarms = 0
+    for _ in range(FLAGGED_RELEASES):
+        secrets = rng.integers(0, 2, size=1000)
+        scores = np.stack([np.zeros(1000), canonical_losses(flagged, secrets, rng)], axis=1)
+        section = judge_scores({"updates": scores}, secrets, claim, 0.05, family_search=False)
+        assert (section["guesses"], section["rejecting_correct"]) == (256, 203)
+        alarms += section["status"] == "VIOLATION"
+    assert alarms <= MAX_FLAGGED_ALARMS
