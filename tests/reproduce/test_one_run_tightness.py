@@ -21,7 +21,8 @@ def test_quick_run_writes_the_rows_calibration_and_faults(tmp_path):
     assert {"epsilon", "canaries", "ratio_simulated", "ratio_trained"} <= set(opacus)
     for key in ("ratio_simulated", "ratio_trained", "steinke_simulated", "steinke_trained"):
         assert 0.0 <= built_in[key] <= 1.0, key
-    assert 0.0 < built_in["ceiling"] <= 1.0
+    assert 0.0 < built_in["ceiling"] <= 1.0 and built_in["ceilings"] == [built_in["ceiling"]]
+    assert 0.0 <= built_in["ratio_sampling_informed"] <= 1.0
     assert 0.0 <= opacus["ratio_trained"] <= 1.0 and 0.0 <= opacus["steinke_trained"] <= 1.0
     # a correct mechanism raises no alarm in these few runs (probability >= 0.95^11 = 0.57 if the rate were α;
     # the analysis is far more conservative than that, so this is a smoke check, not the calibration)

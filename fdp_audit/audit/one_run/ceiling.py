@@ -1,5 +1,7 @@
-"""What no valid one-run analysis of guess counts can certify: a mechanism that satisfies the claim and still makes
-many right guesses with probability above α (docs/one_run.md, "Ceiling").
+"""What no test of one pre-fixed guess count, valid for every mechanism that satisfies the claim, can certify: a
+mechanism that satisfies the claim and still makes many right guesses with probability above α (docs/one_run.md,
+"How far a test of one guess count can go"). Tests of several counts, tests of the scores, and tests that assume
+the claimed family or independent canaries are not bounded by it.
 
 **The flagged mechanism.** Let f be the claimed trade-off curve, ``f̄ = 1 - f`` its power and τ ∈ (0, 1). Draw
 one shared flag ``U ~ Bernoulli(τ)``. With ``U = 1`` every canary's output is an independent draw from the
@@ -15,7 +17,7 @@ flagged branch and ``α_0`` on the other, has power ``τ ḡ_τ(α_1) + (1 - τ)
 of the interval, which is the formula), so the power is at most ``f̄(α)``: the mechanism is f-DP for every
 canary. (ḡ_τ is concave, a minimum of concave functions, so g_τ is a trade-off curve.)
 
-**Why it bounds every analysis.** A test of the claim that is valid for every f-DP mechanism has
+**Which tests it bounds.** A test of the claim that is valid for every f-DP mechanism has
 ``P[reject] <= α`` under this one, hence ``P[reject | U = 1] <= α/τ``: on releases of the product of g_τ pairs it
 rejects with probability at most α/τ. For a test that rejects when the c most confident guesses contain at least
 v right ones, ``τ·P_{g_τ}[W_c >= v] <= α`` is necessary, so every valid critical count is at least
