@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import nn
@@ -174,9 +174,10 @@ def user_trainer(config, problem: TrainingProblem) -> UserTrainer:
     if not isinstance(problem.model, ModuleModel):
         raise BadInputError("user training needs model.factory (the module it trains)", FIELD)
     scale = 1.0 if mech.loss_reduction == "sum" else mech.sample_rate * problem.n
-    return UserTrainer(load_training(mech.training), problem.model, problem.x.cpu(), problem.y.cpu(),
-                       mech.clip_norm, config.audit.canary_norm_factor, scale, problem.initial_params,
-                       mech.sample_rate, config.audit.trial_timeout, training_check(config))
+    trainer = UserTrainer(load_training(mech.training), problem.model, problem.x.cpu(), problem.y.cpu(),
+                          mech.clip_norm, config.audit.canary_norm_factor, scale, problem.initial_params,
+                          mech.sample_rate, config.audit.trial_timeout)
+    return replace(trainer, each_training=training_check(config, trainer))
 
 
 def train_user_trials(trainer: UserTrainer, seed: int, indices: torch.Tensor, canaries: Canaries,

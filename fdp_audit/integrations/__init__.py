@@ -59,8 +59,9 @@ class Integration:
     description: str
     claimed_config: Callable[[Config, PreparedData], tuple[Config, Promised]]
     promises: bool = False
-    # judges every trial's training beside the games: a context manager around it, given its seed and the claim's δ
-    each_training: Callable[[int, float], contextlib.AbstractContextManager[None]] | None = None
+    # judges every trial's training beside the games: given the claimed config and the trials' trainer, a function
+    # of a trial's seed giving the context manager to train it in
+    each_training: Callable[[Config, Any], Callable[[int], contextlib.AbstractContextManager[None]]] | None = None
 
 
 INTEGRATIONS: Registry[Integration] = Registry("integration", "mechanism.integration", (
@@ -103,12 +104,13 @@ def integrated_claim(config: Config, data: PreparedData) -> tuple[Config, Promis
     return INTEGRATIONS[config.mechanism.integration].claimed_config(config, data)
 
 
-def training_check(config: Config) -> Callable[[int], contextlib.AbstractContextManager[None]]:
+def training_check(config: Config, trainer: Any) -> Callable[[int], contextlib.AbstractContextManager[None]]:
     """What runs around each trial's training of the user's loop: the integration's check of it
     (:attr:`Integration.each_training`), else nothing.
 
     Args:
-        config: a validated configuration.
+        config: a validated (claimed) configuration.
+        trainer: the trials' :class:`~fdp_audit.audit.user_training.UserTrainer`.
 
     Returns:
         A function of the trial's seed giving the context manager to train it in.
@@ -116,8 +118,7 @@ def training_check(config: Config) -> Callable[[int], contextlib.AbstractContext
     entry = None if config.mechanism.integration == "none" else INTEGRATIONS[config.mechanism.integration]
     if entry is None or entry.each_training is None:
         return contextlib.nullcontext
-    check, delta = entry.each_training, config.mechanism.delta
-    return lambda seed: check(seed, delta)
+    return entry.each_training(config, trainer)
 
 
 @contextlib.contextmanager
@@ -133,4 +134,4 @@ def library_caches() -> Iterator[None]:
 
 register_integration(Integration("opacus", "Opacus's PrivacyEngine: the claim is what make_private or "
                                  "make_private_with_epsilon was set up with", opacus.claimed_config,
-                                 promises=True, each_training=opacus.promise_kept))
+                                 promises=True, each_training=opacus.promise_check))

@@ -188,32 +188,66 @@ def engine_promise(record: EngineRecord, delta: float = 1e-5, read_engine_epsilo
                        setup["accountant"], target, history, engine_epsilon)
 
 
+_PROBE_KEPT: dict[Config, bool] = {}  # this process's: whether the probe's training of a claimed config kept it
+
+
+def promise_check(config: Config, trainer: Any) -> Callable[[int], contextlib.AbstractContextManager[None]]:
+    """The check of every trial's training of ``trainer`` (a :class:`~fdp_audit.audit.user_training.UserTrainer`
+    of the claimed ``config``): :func:`promise_kept` at the claim's δ, against the probe's training, which is
+    trained again in this process only when a trial broke its promise and the probe's status is not known here.
+
+    Args:
+        config: the claimed configuration (:func:`claimed_config`'s).
+        trainer: the trials' trainer.
+
+    Returns:
+        A function of a trial's seed giving the context manager to train it in.
+    """
+    def probe_kept() -> bool:
+        if config not in _PROBE_KEPT:
+            from fdp_audit.audit.third_party import trial_seed
+
+            with recording_engines() as record, calibration_cached():
+                trainer.run(trial_seed(config.seed, PROBE_INDEX), trainer.x[0], int(trainer.y[0]), None)
+            _PROBE_KEPT[config] = not _judged(engine_promise(record, config.mechanism.delta, False),
+                                              config.mechanism.delta)["violated"]
+        return _PROBE_KEPT[config]
+
+    return lambda seed: promise_kept(seed, config.mechanism.delta, probe_kept)
+
+
 @contextlib.contextmanager
-def promise_kept(seed: int, delta: float) -> Iterator[None]:
+def promise_kept(seed: int, delta: float, probe_kept: Callable[[], bool]) -> Iterator[None]:
     """Within the block, one trial's training; afterwards its engine's promise is judged as the probe's is
     (:func:`fdp_audit.audit.promise.judge_promise`, once per distinct schedule). The audit's promise comparison
-    states the probe's training; a trial that spent more than it promised (a loop keeping its promise on the
-    probe's seed only) is refused, naming its seed.
+    states the probe's training: when the probe kept its promise, a trial that spent more than it promised (a
+    loop keeping its promise on the probe's seed only) is refused, naming its seed; when the probe broke it, the
+    comparison is a VIOLATION already.
 
     Args:
         seed: the trial's seed, for the message.
         delta: the claim's δ (a target's own δ is used where it states one).
+        probe_kept: whether the probe's training kept its promise (asked only when this trial broke it).
 
     Raises:
-        BadInputError: the trial's training spent more than its engine promised, or cannot be read as one claim.
+        BadInputError: the trial's training spent more than its engine promised where the probe's did not, or it
+            cannot be read as one claim.
     """
     with recording_engines() as record:
         yield
-    promise = engine_promise(record, delta, read_engine_epsilon=False).promise(delta)
-    judged = _judged_promise(json.dumps(promise.row(), sort_keys=True))
-    if judged["violated"]:
+    judged = _judged(engine_promise(record, delta, read_engine_epsilon=False), delta)
+    if judged["violated"] and probe_kept():
         raise BadInputError(
             f"the training of the trial of seed {seed} spent more than it promised: ε = {judged['spent_epsilon']:.4g} "
             f"in {judged['steps_taken']} steps (noise multipliers "
             f"{', '.join(f'{z:.4g}' for z in judged['noise_multipliers_trained'])}) where its plan spends "
             f"ε = {judged['promised_epsilon']:.4g} in {judged['steps_planned']} steps (noise multiplier "
-            f"{judged['noise_multiplier_promised']:.4g}), at δ = {judged['delta']:g}; the promise judged beside the "
-            "games is one training's, so every trial must keep it", FIELD)
+            f"{judged['noise_multiplier_promised']:.4g}), at δ = {judged['delta']:g}, though the training whose "
+            "promise the audit compares kept it: every trial must keep it", FIELD)
+
+
+def _judged(promised: EnginePromise, delta: float) -> dict[str, Any]:
+    return _judged_promise(json.dumps(promised.promise(delta).row(), sort_keys=True))
 
 
 @functools.lru_cache(maxsize=256)
@@ -240,4 +274,6 @@ def claimed_config(config: Config, data: PreparedData) -> tuple[Config, EnginePr
     mechanism = replace(mech, sample_rate=promised.sample_rate, steps=promised.planned_steps,
                         clip_norm=promised.clip_norm, loss_reduction=promised.loss_reduction,
                         noise_multiplier=mech.noise_multiplier if stated else promised.noise_multiplier)
-    return replace(config, mechanism=mechanism), promised
+    claimed = replace(config, mechanism=mechanism)
+    _PROBE_KEPT[claimed] = not _judged(promised, mech.delta)["violated"]
+    return claimed, promised
