@@ -159,17 +159,18 @@ def promise_violation(j: dict[str, Any]) -> str:
                        f"{j['noise_multiplier_promised']:.4g} was promised")
     if j["source"] == "make_private_with_epsilon":
         epochs = f"{j['epochs']:g} epoch" + ("" if j["epochs"] == 1 else "s")
-        promise = (f"make_private_with_epsilon was promised ε = {j['target_epsilon']:g} at δ = {j['delta']:g} over "
-                   f"{epochs}")
+        plan = (f"the {j['steps_planned']} steps make_private_with_epsilon calibrated noise multiplier "
+                f"{j['noise_multiplier_promised']:.4g} for (its target ε = {j['target_epsilon']:g} at δ = "
+                f"{j['delta']:g} over {epochs} is Opacus's looser RDP accounting of the same plan)")
     else:
-        promise = f"make_private was given noise multiplier {j['noise_multiplier_promised']:.4g}"
+        plan = (f"the {j['steps_planned']} steps make_private was given noise multiplier "
+                f"{j['noise_multiplier_promised']:.4g} for")
     engine = ("" if j.get("engine_epsilon") is None
-              else f"; the engine's own accountant counted ε = {j['engine_epsilon']:.4g}")
-    return (f"{comparison_label(j)}: the training spent more than it promised: ε = {j['spent_epsilon']:.4g} at "
-            f"δ = {j['delta']:g} in {j['steps_taken']} steps (noise multiplier {trained}) against "
-            f"ε = {j['promised_epsilon']:.4g} for the {j['steps_planned']} steps planned at sample rate "
-            f"{j['sample_rate']:g} (exact accounting of both; {promise}{engine})"
-            + (f": {'; '.join(reasons)}." if reasons else "."))
+              else f"; the engine's own accountant counted ε = {j['engine_epsilon']:.4g} for what was trained")
+    return (f"{comparison_label(j)}: the training spent more than it promised: it took {j['steps_taken']} steps "
+            f"(noise multiplier {trained}), spending ε = {j['spent_epsilon']:.4g} at δ = {j['delta']:g}, where its "
+            f"plan, {plan}, spends ε = {j['promised_epsilon']:.4g} at sample rate {j['sample_rate']:g} (both ε by "
+            f"fdp-audit's exact accounting{engine})" + (f": {'; '.join(reasons)}." if reasons else "."))
 
 
 def promise_section(row: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]:

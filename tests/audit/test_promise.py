@@ -44,8 +44,8 @@ def test_twice_the_epochs_or_less_noise_break_the_promise() -> None:
     explanation = twice[0]["explanation"]
     assert twice[0]["status"] == "VIOLATION"
     assert explanation.startswith("Training's promise · opacus: the training spent more")
-    for shown in (f"ε = {j['spent_epsilon']:.4g}", f"ε = {j['promised_epsilon']:.4g}", "promised ε = 4",
-                  "it took 20 steps where 10 were planned"):
+    for shown in (f"spending ε = {j['spent_epsilon']:.4g}", f"spends ε = {j['promised_epsilon']:.4g}",
+                  "its target ε = 4", "it took 20 steps where 10 were planned"):
         assert shown in explanation
     quiet_verdict, (quiet,) = judge([promise(((Z, P, 1), (0.9, P, 9)), "make_private").row()], 0.05)
     assert quiet["violated"] and quiet["steps_taken"] == 10
