@@ -1,5 +1,5 @@
-"""An Opacus training script in the style of Opacus's tutorials, audited in one run: the six lines marked
-``# one-run audit`` are all it adds (docs/one_run.md).
+"""An Opacus training script in the style of Opacus's tutorials, audited in one run: the lines marked
+``# one-run audit`` and CANARIES are the audit (docs/one_run.md counts what else differs from train.py).
 
     python examples/opacus/one_run.py configs/opacus_one_run.yaml model.safetensors
     fdp-audit audit model.safetensors --config configs/opacus_one_run.yaml --canaries model.canaries.json
@@ -20,7 +20,7 @@ from fdp_audit.config import load_config
 from fdp_audit.data.prepare import prepare_data
 
 EPOCHS = 2
-BATCH_SIZE = 201
+BATCH_SIZE = 211  # 10 batches for 1,900 to 2,110 records: configs/opacus_one_run.yaml
 LR = 0.5
 NOISE_MULTIPLIER = 1.0
 MAX_GRAD_NORM = 1.0

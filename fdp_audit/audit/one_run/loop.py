@@ -268,7 +268,8 @@ class GradientCanaries:
     def save(self, module: nn.Module, path: str | Path) -> OneRunFiles:
         """Stop reading the release and write, together or not at all: the module's weights (safetensors, without
         the head; wrappers such as Opacus's are unwrapped), the release ``<stem>.canary-release.pt`` and the
-        manifest ``<stem>.canaries.json`` (secrets; keep it from the people who train)."""
+        manifest ``<stem>.canaries.json`` (secrets, which the training knows: they follow from the config's seed;
+        docs/one_run.md, "What the audit trusts")."""
         path = Path(path)
         if path.suffix != ".safetensors":
             raise BadInputError("the weights are written as safetensors: give a path ending in .safetensors", "path")

@@ -193,7 +193,31 @@ def test_the_examples_train_and_pass_their_one_run_audit(example, steps, tmp_pat
     assert section["released_steps"] == steps and section["canaries"] == 1000
 
 
-@pytest.mark.parametrize("example", ["opacus", "plain_dp_sgd"])
-def test_the_examples_add_at_most_ten_lines(example):
-    added = [line for line in EXAMPLES[example][0].read_text().splitlines() if "# one-run audit" in line]
-    assert 1 <= len(added) <= 10
+OPACUS_LINES_ADDED = 47  # docs/one_run.md states this count
+
+
+def test_the_opacus_example_differs_from_the_tutorial_loop_by_the_lines_the_docs_state():
+    """difflib of examples/opacus/one_run.py against the tutorial loop it extends, examples/opacus/train.py: every
+    line of the script that train.py lacks or has otherwise counts, marked or not; the marked audit lines are among
+    them."""
+    import difflib
+
+    tutorial = (REPO / "examples" / "opacus" / "train.py").read_text().splitlines()
+    script = EXAMPLES["opacus"][0].read_text().splitlines()
+    blocks = difflib.SequenceMatcher(None, tutorial, script, autojunk=False).get_opcodes()
+    added = [line for tag, _, _, start, stop in blocks if tag in ("insert", "replace") for line in script[start:stop]]
+    assert len(added) == OPACUS_LINES_ADDED
+    assert {line for line in script if "canaries" in line or "fdp_audit" in line} <= set(added)
+
+
+def test_the_plain_example_runs_the_tutorial_loop_unchanged():
+    """examples/plain_dp_sgd/one_run.py calls train.py's ``train`` as it is; every line that uses the audit's API,
+    marked or not, is counted."""
+    import ast
+
+    text = EXAMPLES["plain_dp_sgd"][0].read_text()
+    code = text.splitlines()[ast.parse(text).body[0].end_lineno:]  # after the module docstring
+    assert "from train import train" in code
+    statements = [line.split("#")[0] for line in code]
+    uses = [line for line in statements if "canaries" in line.lower() or line.strip() == "import fdp_audit"]
+    assert len(uses) == 7  # import fdp_audit, CANARIES, from_config, add_to, wrap, observing, save

@@ -1,6 +1,8 @@
 """Training loops as users write them, correct and with the faults a one-run audit must catch (configs name them as
-``mechanism.training``). Each trains for EPOCHS epochs with batches of BATCH_SIZE expected records; the configs of
-tests/audit/one_run/test_user_loop_audits.py state that claim."""
+``mechanism.training``). Each trains for EPOCHS epochs sampling each record at Opacus's rate for loader batches of
+BATCH_SIZE, 1 / ⌈n / BATCH_SIZE⌉; the configs of tests/audit/one_run/test_user_loop_audits.py state that claim."""
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -10,7 +12,7 @@ from torch.func import functional_call, grad, vmap
 from torch.utils.data import DataLoader
 
 EPOCHS = 2
-BATCH_SIZE = 201
+BATCH_SIZE = 211  # 10 batches for 1,900 to 2,110 records: configs/opacus_one_run.yaml
 LR = 0.5
 NOISE_MULTIPLIER = 1.0
 CLIP_NORM = 1.0
@@ -73,7 +75,7 @@ def _by_hand(module, dataset, seed, noise=NOISE_MULTIPLIER, clip=True):
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.SGD(module.parameters(), lr=LR)
     inputs, labels = dataset[:]
-    rate = BATCH_SIZE / len(dataset)
+    rate = 1 / math.ceil(len(dataset) / BATCH_SIZE)  # Opacus's rate for the same batch size
 
     def loss(params, x, y):
         return F.cross_entropy(functional_call(module, params, (x[None],)), y[None])
