@@ -362,6 +362,20 @@ def _epsilon_violation(j: dict[str, Any]) -> str:
             f"{j['observed']:.4g} against its {limit_words(j)}, so the mechanism leaks more than it claims.")
 
 
+def _closest_words(j: dict[str, Any], unit: str) -> str:
+    """What a passing comparison closest to its limit measured, in the words its kind's ``observed`` needs: a
+    success rate's is a lower confidence bound, an ε test's an ε lower bound, a one-run audit's the observed share
+    of right guesses (no bound: the test itself allows for chance, and a count fixes where it rejects)."""
+    if j.get("kind") == "one_run" and isinstance(j.get("guesses"), int):
+        rejecting = round(j["theoretical"] * j["guesses"]) + 1
+        return (f"observed share of correct guesses {j['observed']:.4g} ({j.get('correct')} of {j['guesses']} "
+                f"right); the claim is rejected only at {rejecting} or more right, a share above its "
+                f"{limit_words(j)}")
+    if j.get("kind") == "epsilon":
+        return f"ε lower bound {j['observed']:.4g} against its {limit_words(j)}"
+    return f"its {unit} at least {j['observed']:.4g} (lower confidence bound) against its {limit_words(j)}"
+
+
 def _one_run_violation(j: dict[str, Any]) -> str:
     return (f"{comparison_label(j)}: {j['observed']:.4g} of the guesses were correct, more than its "
             f"{limit_words(j)} at this level, so the mechanism leaks more than it claims.")
@@ -536,8 +550,7 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
         closest = described[worst["id"]]
         unit = UNITS.get(worst["kind"], "value")
         explanation = (f"No attack beats its limit by more than chance explains; the closest is "
-                       f"{comparison_label(closest)}: its {unit} at least {worst['observed']:.4g} "
-                       f"(lower confidence bound) against its {limit_words(closest)}."
+                       f"{comparison_label(closest)}: {_closest_words(closest, unit)}."
                        + "".join(f" {comparison_label(described[j['id']])}: kept (ε {j['observed']:.4g} spent of "
                                  f"{j['theoretical']:.4g} promised)." for j in kept)
                        + (f" Not judged (they cannot fail at these trials): {', '.join(p.label for p in unjudged)}."

@@ -40,12 +40,22 @@ def game_title(row: dict[str, Any]) -> str:
     return view.title
 
 
+# what a one-run audit's auditor sees of the training, by the threat model's id in results.json
+THREAT_MODELS = {"updates": "released updates", "updates_public_aligned": "released updates at the canaries' "
+                 "public steps", "final_model": "final model"}
+
+
+def threat_title(threat: str) -> str:
+    """A one-run threat model's id in words (``updates`` is ``released updates``); an unknown one by its id."""
+    return THREAT_MODELS.get(threat, threat.replace("_", " "))
+
+
 def attack_name(row: dict[str, Any]) -> str:
     """The attack of a stored comparison by its configured name (``audit.attacks``), with the radius of a
     reconstruction; for a one-run comparison, the guesses it counts."""
     if row.get("kind") == "one_run":
         parts = str(row.get("id", "")).split("/")
-        threat = parts[1].replace("_", " ") if len(parts) >= 3 else "?"
+        threat = threat_title(parts[1]) if len(parts) >= 3 else "?"
         return f"{row.get('guesses', '?')} most confident guesses on the {threat}"
     name = str(row.get("attack", row.get("id", "")))
     return name + (f" within ρ = {row['rho']:g}" if row.get("rho") is not None else "")

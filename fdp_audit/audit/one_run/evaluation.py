@@ -185,12 +185,14 @@ def simulated_audit(rng: np.random.Generator, m: int, game: str, k: int, noise_m
 
 def summary_lines(section: dict[str, Any]) -> list[str]:
     """Console lines of a one-run section: the headline guesses and the ε lower bounds beside the claim."""
+    from fdp_audit.audit.labels import threat_title
+
     best = section["best"]
     empirical = section["empirical_epsilon"]
     return [
         f"one-run audit: {section.get('canaries', '?')} canaries, best of {section['comparisons']} comparisons: "
-        f"{best['correct']} of {best['guesses']} guesses correct ({best['threat_model']}, {best['abstentions']} "
-        f"abstentions)",
+        f"{best['correct']} of {best['guesses']} guesses correct (on the {threat_title(best['threat_model'])}, "
+        f"{best['abstentions']} abstentions)",
         f"claimed ε = {section['claimed_epsilon']:.3f} at δ = {section['delta']:g}; empirical ε (confidence "
         f"{1 - section['alpha']:.2f}): family {'n/a' if empirical is None else f'{empirical:.3f}'}, "
         f"μ-GDP {section['epsilon_gdp']:.3f}, Steinke et al. {section['epsilon_steinke']:.3f}",

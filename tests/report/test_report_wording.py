@@ -1,0 +1,34 @@
+"""What the verdict's words say a number is (docs/files.md, "Labels"): an observed share is not called a bound, a
+threat model is named in words, a violation's margin is over its limit."""
+
+from __future__ import annotations
+
+from fdp_audit.audit.gate import judge
+from fdp_audit.audit.one_run.evaluation import summary_lines
+
+CLAIM = {"mechanism": "fdp_sgd", "noise_multiplier": 1.0, "sample_rate": 0.017, "steps": 300, "delta": 1e-5,
+         "relation": "replace"}
+
+
+def test_a_one_run_pass_calls_its_share_observed_and_says_where_the_claim_is_rejected():
+    row = {"id": "one-run/updates/328", "kind": "one_run", "canaries": 1000, "k": 2, "guesses": 328,
+           "correct": 222, **CLAIM}
+    verdict, (judged,) = judge([row], 0.05)
+    assert verdict["status"] == "PASS"
+    words = verdict["explanation"]
+    rejecting = round(judged["theoretical"] * 328) + 1
+    assert rejecting > 222 and (rejecting - 1) / 328 == judged["theoretical"]
+    assert "lower confidence bound" not in words and "at least" not in words
+    assert f"observed share of correct guesses {222 / 328:.4g} (222 of 328 right)" in words
+    assert f"rejected only at {rejecting} or more right" in words
+    assert "328 most confident guesses on the released updates" in words
+
+
+def test_the_one_run_console_line_names_the_threat_model_in_words():
+    section = {"canaries": 1000, "comparisons": 2, "claimed_epsilon": 2.673, "delta": 1e-5, "alpha": 0.05,
+               "empirical_epsilon": None, "epsilon_gdp": 0.1, "epsilon_steinke": 0.0,
+               "best": {"threat_model": "updates_public_aligned", "guesses": 328, "correct": 222,
+                        "abstentions": 672}}
+    line = summary_lines(section)[0]
+    assert "(on the released updates at the canaries' public steps, 672 abstentions)" in line
+    assert "(updates" not in line
