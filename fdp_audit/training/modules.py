@@ -46,17 +46,28 @@ def build_module(factory: Callable[..., nn.Module], n_inputs: int, n_classes: in
     """Call the user's factory (with ``(n_inputs, n_classes)`` when it takes two parameters) and check that it
     returned a module; its failures are bad input."""
     try:
-        takes = len(inspect.signature(factory).parameters)
-    except (TypeError, ValueError):
-        takes = 0
-    try:
-        module = factory(n_inputs, n_classes) if takes >= 2 else factory()
+        module = factory(n_inputs, n_classes) if takes_input_width(factory) else factory()
     except (Exception, SystemExit) as err:
         raise_failure(err, "the model factory failed", field_name)
     if not isinstance(module, nn.Module):
         raise BadInputError(f"the model factory returned a {type(module).__name__}, not a torch.nn.Module",
                             field_name)
     return module
+
+
+def takes_input_width(factory: Callable[..., nn.Module]) -> bool:
+    """Whether the factory is called as ``factory(n_inputs, n_classes)`` (two parameters or more), not ``factory()``.
+
+    Args:
+        factory: the user's model factory.
+
+    Returns:
+        True when it takes the input width.
+    """
+    try:
+        return len(inspect.signature(factory).parameters) >= 2
+    except (TypeError, ValueError):
+        return False
 
 
 def seed_for_key(key: torch.Tensor) -> int:

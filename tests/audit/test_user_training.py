@@ -167,6 +167,22 @@ def test_a_loop_whose_optimizer_computes_the_gradient_inside_step_is_refused(cli
     assert not (tmp_path / "out" / "results.json").exists()
 
 
+def test_a_factory_without_the_input_width_is_refused_by_the_default_games_before_any_training(cli, tmp_path):
+    """A zero-argument factory (documented) on the synthetic table's 7 columns: the default games of a user's loop
+    include the membership game, which adds columns; refused in one line naming model.factory and how to opt out,
+    before the other games train (it failed after the attribute game's trials, on a batch of [2, 264] inputs)."""
+    config = _user_loop_config(tmp_path, SGD_LOOP)
+    (tmp_path / "model.py").write_text("from torch import nn\n\ndef make():\n    return nn.Linear(7, 2)\n")
+    config.write_text(config.read_text().replace(", games: [distinguishing], attacks: [prior, iterates]", ""))
+    result = cli("audit", str(config), "--out", str(tmp_path / "out"))
+    assert result.code == 2, result.err
+    assert result.err.strip().splitlines()[-1] == (
+        "fdp-audit: error: model.factory: the membership game trains the module on 264 input columns (the data's 7 "
+        "and 257 of its own), so it needs a factory taking (n_inputs, n_classes), not one of none; or list "
+        "audit.games without membership")
+    assert "models of" not in result.err  # no game trained
+
+
 @pytest.mark.parametrize("shape", [(0, 5), (3, 5), (5,), (0, 1, 1, 5), (3, 1, 1, 5)])
 def test_the_wrapper_takes_any_batch_and_record_shape(shape):
     """Tables [B, d], images [B, C, H, W] (a loop that reshapes its records), one example [d] and empty

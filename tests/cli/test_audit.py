@@ -403,3 +403,4 @@ def test_the_membership_game_end_to_end(cli, small_config, write_yaml, tmp_path:
     assert cli("gate", out / "results.json").code == 0
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "Membership game (final model) (add/remove)" in html and "crafted input canaries" in html
+    assert "Membership game · success rate (crafted input canaries)" in html and "Attribute inference" not in html

@@ -57,7 +57,10 @@ from fdp_audit.errors import BadInputError
 from fdp_audit.training import streams
 from fdp_audit.training.engine import Canaries, TrainingProblem
 from fdp_audit.training.models import Params
+from fdp_audit.training.modules import FIELD as MODULE_FIELD
+from fdp_audit.training.modules import takes_input_width
 from fdp_audit.training.run import build_problem
+from fdp_audit.user_code import load_function
 
 NOISE_INPUTS = 256  # all-zero input columns whose weights hold only the noise: the scale's relative error ~ 1/√512
 MEMBERSHIP_COLUMNS = ("audit-member-canary", *(f"audit-member-noise-{i}" for i in range(NOISE_INPUTS)))
@@ -133,11 +136,11 @@ class MembershipGame(GradientCanaryGame):
         "A hidden bit chooses whether the crafted canary is trained on; the attacks query only the final model. "
         "Judged against the claimed curve f of the add/remove relation.")
     attribute_report = base.ReportView(
-        "attribute", "Attribute inference · crafted input canaries",
+        "attribute", "Membership game · success rate (crafted input canaries)",
         "The membership game's canary is a crafted record on an input column no other record has a value in, with a "
         "label the initial model gets badly wrong; a hidden bit decides whether it is trained on (n or n + 1 "
         "records), and the attacks query only the final model. The bit is the secret (Ball = ½).",
-        label="attribute, crafted input canaries")
+        label="membership, crafted input canaries")
 
     def in_private(self, bit: torch.Tensor) -> torch.Tensor:
         return bit.bool()
@@ -156,6 +159,11 @@ class MembershipGame(GradientCanaryGame):
                                 "image data", "model.kind")
         widened = with_protected_columns(data, MEMBERSHIP_COLUMNS)
         d, width = data.train.n_features, widened.train.n_features
+        if config.model.factory is not None and not takes_input_width(load_function(config.model.factory,
+                                                                                     MODULE_FIELD)):
+            raise BadInputError(f"the membership game trains the module on {width} input columns (the data's {d} and "
+                                f"{width - d} of its own), so it needs a factory taking (n_inputs, n_classes), not "
+                                "one of none; or list audit.games without membership", MODULE_FIELD)
         value = canary_value(config)
         problem = build_problem(config, widened)
         problem = replace(problem, initial_params=worst_case_initial_params(problem, self._start_key(config), d,
