@@ -133,8 +133,11 @@ def test_misuse_is_caught(cli, tmp_path):
 # accounting, the membership game's bound 0.553).
 LOOPS = Path(__file__).with_name("opacus_loops.py")
 # Trials: the fewest at which a success of 0.90 in the membership game misses with probability ≤ 1e-3
-# (evaluation_trials_for_power at the default games' level α/8: 44 evaluation trials); noise_scale measured
-# 94/100 on seed 0 (200 trials), whose 99 % lower confidence bound is 0.86.
+# (evaluation_trials_for_power at the default games' level α/8: 44 evaluation trials). noise_scale measured
+# 94/100 on seed 0 (200 trials), whose 99 % lower confidence bound is 0.86: at 0.86 these 44 evaluation trials
+# miss with probability 0.015, and ≤ 1e-3 would need 64 (128 trials). So the miss probability is ≤ 1e-3 if the
+# true success is at least 0.90 and ≤ 0.015 if it is only at least 0.86 (the seed is fixed: the test is
+# deterministic, and that is the chance the chosen seed is a miss).
 SIZE_LEAK_TRIALS = 88
 
 
@@ -192,7 +195,8 @@ def test_the_size_leak_of_the_tutorial_loop_is_caught_by_the_default_games(verdi
     it. Its trials do not depend on the other games (their own model indices), so the membership game played
     alone at α·m_membership/m_default judges its comparisons at the default audit's per-comparison level exactly:
     its VIOLATION is the default audit's. Seed 4 has an empty Poisson batch in a trial (no crash). Miss
-    probability ≤ 1e-3 at a success of 0.90 (SIZE_LEAK_TRIALS)."""
+    probability ≤ 1e-3 at a success of 0.90, ≤ 0.015 at 0.86, the measured rate's 99 % lower bound
+    (SIZE_LEAK_TRIALS)."""
     default = opacus_loop_config("train", 999, SIZE_LEAK_TRIALS, seed=4)
     assert default.audit.games == ("attribute", "distinguishing", "membership") and empty_batch_trials(default)
     alone = replace(default, audit=replace(default.audit, games=("membership",),
