@@ -1,7 +1,8 @@
 """Auditing an Opacus training loop as written (docs/games.md): ``mechanism.integration: opacus``.
 
 The user's ``train(module, dataset, seed)`` builds its ``PrivacyEngine`` as the Opacus tutorials do —
-``make_private`` or ``make_private_with_epsilon``, Poisson sampling or not, per-example gradients by hooks,
+``make_private`` or ``make_private_with_epsilon`` with Poisson sampling (``poisson_sampling=False``, shuffled
+batches the accountant would count as Poisson, is refused), per-example gradients by hooks,
 functorch or ghost clipping — and fdp-audit runs it as any user training
 (:mod:`fdp_audit.audit.user_training`): canaries are records of its dataset, updates are observed through its
 optimizer. What this module adds is the claim: where the config does not state it, it is read from the engine
@@ -78,7 +79,8 @@ def recording_engines() -> Iterator[EngineRecord]:
         record.setups.append({
             "noise_multiplier": float(optimizer.noise_multiplier), "max_grad_norm": optimizer.max_grad_norm,
             "loss_reduction": optimizer.loss_reduction, "accountant": engine.accountant.mechanism(),
-            "target": target, "optimizer": type(optimizer).__name__, "sample_rate": 1 / len(loader)})
+            "target": target, "optimizer": type(optimizer).__name__, "sample_rate": 1 / len(loader),
+            "poisson_sampling": bool(kwargs.get("poisson_sampling", True))})
         record.engines.append(engine)
         return returned
 
@@ -166,6 +168,10 @@ def engine_promise(record: EngineRecord, delta: float = 1e-5, read_engine_epsilo
         raise BadInputError(f"the training made {len(record.setups)} PrivacyEngine.make_private calls; the claim "
                             "is read from exactly one (state it in the config otherwise)", FIELD)
     (setup,), (engine,) = record.setups, record.engines
+    if not setup["poisson_sampling"]:
+        raise BadInputError("make_private was given poisson_sampling=False: the batches are shuffled, not Poisson "
+                            "samples, so the accountant's DP-SGD guarantee is not what was trained; use Poisson "
+                            "sampling, or audit the loop without an integration, stating its claim", FIELD)
     clip = setup["max_grad_norm"]
     if not isinstance(clip, int | float):
         raise BadInputError("per-layer clipping (a list of max_grad_norm) is not a single DP-SGD claim", FIELD)

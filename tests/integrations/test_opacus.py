@@ -86,10 +86,18 @@ def test_canary_is_released_as_plus_minus_c(mode, poisson):
 
 @pytest.mark.parametrize("poisson", [True, False])
 def test_promise_read_from_make_private(poisson):
+    """Read from a Poisson-sampling engine; one given poisson_sampling=False (shuffled batches, which Opacus's
+    accountant counts as Poisson) is refused naming the integration."""
+    from fdp_audit.errors import BadInputError
+
     trainer = _trainer(_loop("hooks", poisson, noise=1.3, epochs=2))
     with recording_engines() as record, warnings.catch_warnings():
         warnings.simplefilter("ignore")
         trainer.run(0, None, None, None)
+    if not poisson:
+        with pytest.raises(BadInputError, match=r"mechanism\.integration: make_private was given poisson_sampling"):
+            engine_promise(record)
+        return
     promised = engine_promise(record)
     assert (promised.noise_multiplier, promised.sample_rate, promised.steps, promised.clip_norm) == (1.3, 1 / 4, 8, 0.7)
     assert promised.accountant == "rdp" and promised.loss_reduction == "mean" and promised.target is None
