@@ -359,7 +359,27 @@ def _rate_violation(j: dict[str, Any]) -> str:
 
 def _epsilon_violation(j: dict[str, Any]) -> str:
     return (f"{comparison_label(j)}: its error rates reject the claimed trade-off curve, an ε lower bound of "
-            f"{j['observed']:.4g} against its {limit_words(j)}, so the mechanism leaks more than it claims.")
+            f"{epsilon_found(j)} against its {limit_words(j)}, so the mechanism leaks more than it claims.")
+
+
+def epsilon_found(j: dict[str, Any], digits: int = 4) -> str:
+    """An ε comparison's lower bound as a sentence shows it: the family's value, said to be at the family's cap
+    when the evidence rejects every member the search reaches (the bound is then only "at least", whatever the
+    number), with the assumption-free Clopper–Pearson ε beside it.
+
+    Args:
+        j: an ε comparison's judgement (``observed``, ``family_capped``, ``epsilon_lower_bound_cp``).
+        digits: significant digits.
+
+    Returns:
+        The words.
+    """
+    shown = f"{j['observed']:.{digits}g}"
+    if not j.get("family_capped"):
+        return shown
+    cp = j.get("epsilon_lower_bound_cp")
+    return (f"{shown} (at the cap of the family's search: at least that much"
+            + (f"; Clopper–Pearson ε {cp:.{digits}g}" if isinstance(cp, int | float) else "") + ")")
 
 
 def _closest_words(j: dict[str, Any], unit: str) -> str:
@@ -372,7 +392,7 @@ def _closest_words(j: dict[str, Any], unit: str) -> str:
                 f"right); the claim is rejected only at {rejecting} or more right, a share above its "
                 f"{limit_words(j)}")
     if j.get("kind") == "epsilon":
-        return f"ε lower bound {j['observed']:.4g} against its {limit_words(j)}"
+        return f"ε lower bound {epsilon_found(j)} against its {limit_words(j)}"
     return f"its {unit} at least {j['observed']:.4g} (lower confidence bound) against its {limit_words(j)}"
 
 
@@ -730,6 +750,6 @@ def _failure_message(row: dict[str, Any]) -> str:
         return (f"lower confidence bound of the success rate {observed} > limit {limit} ({limit_source(row)}); "
                 f"measured rate {row.get('rate', float('nan')):.4g} over {row.get('trials')} judged trials")
     if row.get("kind") == "epsilon":
-        return f"the error rates reject the claimed curve: ε lower bound {observed} > claimed ε {limit} " \
+        return f"the error rates reject the claimed curve: ε lower bound {epsilon_found(row, 6)} > claimed ε {limit} " \
                f"({limit_source(row)})"
     return f"share of correct guesses {observed} > {limit} ({limit_source(row)})"

@@ -105,6 +105,8 @@ def test_epsilon_comparison_is_rederived_from_the_stated_claim() -> None:
     verdict, (weak,) = judge([{**row, "claim": weaker}], 0.05)
     assert verdict["status"] == "PASS" and weak["observed"] < weak["theoretical"]
     assert j["family_capped"]  # the evidence rejects even half the claimed z: the family ε is "at least"
+    assert (f"an ε lower bound of {j['observed']:.4g} (at the cap of the family's search: at least that much; "
+            f"Clopper–Pearson ε {j['epsilon_lower_bound_cp']:.4g})") in judge([row], 0.05)[0]["explanation"]
 
 
 def test_epsilon_comparison_curve_test_by_hand() -> None:
