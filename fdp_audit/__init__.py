@@ -19,8 +19,8 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-__all__ = ["AuditResult", "Claim", "Config", "GradientCanaries", "__version__", "account", "audit", "audit_checkpoint",
-           "insert_record_canaries"]
+__all__ = ["AuditResult", "Claim", "Config", "GateResult", "GradientCanaries", "__version__", "account", "audit",
+           "audit_checkpoint", "gate", "insert_record_canaries"]
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: the public names load on first use
@@ -28,7 +28,7 @@ def __getattr__(name: str) -> Any:  # PEP 562: the public names load on first us
         import fdp_audit.audit as package  # the callable package; importing it binds the name
 
         return package
-    if name in ("AuditResult", "account", "audit_checkpoint"):
+    if name in ("AuditResult", "GateResult", "account", "audit_checkpoint", "gate"):
         from fdp_audit import api
 
         return getattr(api, name)

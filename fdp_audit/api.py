@@ -395,7 +395,7 @@ def audit_checkpoint(weights: str | os.PathLike[str], *,
 
 def account(noise_multiplier: float | None = None, sample_rate: float | None = None, steps: int | None = None, *,
             config: Config | Mapping[str, Any] | str | os.PathLike[str] | None = None,
-            relation: str = "add-remove") -> MechanismAccountant:
+            checkpoint: str | os.PathLike[str] | None = None, relation: str = "add-remove") -> MechanismAccountant:
     """The accountant of a claim (docs/accounting.md): f, ε(δ), δ(ε) and the Theorem 4 bound ``1 − f(Ball)``.
 
     Args:
@@ -403,6 +403,8 @@ def account(noise_multiplier: float | None = None, sample_rate: float | None = N
         sample_rate: its sampling rate p.
         steps: its number of private steps T.
         config: instead of z, p and T, a configuration whose mechanism states the claim (a target ε is calibrated).
+        checkpoint: instead, a checkpoint written by ``fdp-audit train``, whose privacy metadata states the claim
+            (:func:`checkpoint_claim`, which also gives its δ).
         relation: ``"add-remove"`` or ``"replace"`` neighbours.
 
     Returns:
@@ -415,6 +417,11 @@ def account(noise_multiplier: float | None = None, sample_rate: float | None = N
     from fdp_audit.claim import Claim
 
     parameters = (noise_multiplier, sample_rate, steps)
+    if checkpoint is not None:
+        if config is not None or any(value is not None for value in parameters):
+            raise BadInputError("give a checkpoint, a config or noise_multiplier, sample_rate and steps, one way",
+                                "checkpoint")
+        return checkpoint_claim(checkpoint, relation)[0]
     if config is not None:
         if any(value is not None for value in parameters):
             raise BadInputError("give a config or noise_multiplier, sample_rate and steps, not both", "config")
@@ -423,3 +430,202 @@ def account(noise_multiplier: float | None = None, sample_rate: float | None = N
         raise BadInputError("give noise_multiplier, sample_rate and steps (or a config)", "noise_multiplier")
     # DP-SGD and Algorithm 1 have the same curve (FDP paper Theorem 5); the name only labels the claim.
     return accountant_for(MechanismSpec.gaussian("fdp_sgd", noise_multiplier, sample_rate, steps, relation))
+
+
+def check_gaussian_parameters(z: float, p: float, steps: int, fields: Mapping[str, str]) -> None:
+    """Range checks of a Gaussian claim's z > 0, p in (0, 1] and integer T >= 1.
+
+    Args:
+        z: the noise multiplier.
+        p: the sampling rate.
+        steps: the number of steps.
+        fields: the name each of ``noise_multiplier``, ``sample_rate`` and ``steps`` has for the user (a flag, a
+            checkpoint's key), named in the error.
+
+    Raises:
+        BadInputError: a value out of range.
+    """
+    from fdp_audit.accounting.parameters import noise_multiplier
+
+    noise_multiplier(z, fields["noise_multiplier"])
+    if not (0 < p <= 1):
+        raise BadInputError(f"must be in (0, 1], got {p!r}", field=fields["sample_rate"])
+    if isinstance(steps, bool) or int(steps) != steps or steps < 1:
+        raise BadInputError(f"must be an integer >= 1, got {steps!r}", field=fields["steps"])
+
+
+def checkpoint_claim(path: str | os.PathLike[str], relation: str = "add-remove") -> tuple[MechanismAccountant,
+                                                                                          float | None]:
+    """The claim a checkpoint's privacy metadata states (its mechanism, z, p, T and public steps), and its δ.
+
+    Args:
+        path: a ``.pt`` checkpoint written by ``fdp-audit train``.
+        relation: ``"add-remove"`` or ``"replace"`` neighbours.
+
+    Returns:
+        The claim's accountant, and the δ the checkpoint states (None if it states none).
+
+    Raises:
+        BadInputError: an unreadable checkpoint, an unknown mechanism, or metadata missing or out of range.
+    """
+    from fdp_audit.accounting.mechanism import MechanismSpec, accountant_for
+    from fdp_audit.mechanisms import MECHANISMS
+    from fdp_audit.training.checkpoint import read_privacy_metadata
+
+    try:
+        meta = read_privacy_metadata(path)
+    except OSError as err:
+        raise BadInputError(f"cannot read {path}: {err.strerror or err}", field="checkpoint") from err
+    name = meta.get("mechanism")
+    if name not in MECHANISMS:
+        raise BadInputError(f"{path}: unknown mechanism {name!r} in the privacy metadata", field="checkpoint")
+    fields = {key: f"{path}: {key}" for key in ("noise_multiplier", "sample_rate", "steps")}
+    try:
+        row = MECHANISMS[name]
+        if not row.releases.needs_noise_multiplier:
+            spec = MechanismSpec(name, row.claimed_event(None, None, 0), relation)
+        else:
+            z, p, steps = meta.get("noise_multiplier"), meta.get("sample_rate"), meta.get("steps")
+            if z is None or p is None or steps is None:
+                raise BadInputError("privacy metadata lacks noise_multiplier, sample_rate or steps", field=path)
+            check_gaussian_parameters(float(z), float(p), steps, fields)
+            spec = MechanismSpec(name, row.claimed_event(float(z), float(p), int(steps)), relation,
+                                 int(meta.get("public_pretrain_steps", 0) or 0))
+        delta = meta.get("delta")
+        if delta is not None and not (0 < float(delta) < 1):
+            raise BadInputError(f"must be in (0, 1), got {delta!r}", field=f"{path}: delta")
+    except (TypeError, ValueError) as err:
+        raise BadInputError(f"malformed privacy metadata: {err}", field=path) from err
+    return accountant_for(spec), None if delta is None else float(delta)
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """The gate's judgement of saved results (docs/files.md, "The gate's outputs").
+
+    Attributes:
+        verdict: the verdict at ``alpha`` (``status``, ``explanation``, ``alpha``).
+        comparisons: the stored comparisons, in their order.
+        judged: each comparison's judgement at ``alpha``, in the same order.
+        cases: the JUnit test cases: every comparison, then one per tested rise since the baseline.
+        regression: the comparison with the baseline, or None without one.
+        warnings: the sanity warnings of the results.
+        alpha: the significance level judged at.
+    """
+
+    verdict: dict[str, Any]
+    comparisons: list[dict[str, Any]]
+    judged: list[dict[str, Any]]
+    cases: list[dict[str, Any]]
+    regression: Any
+    warnings: list[str]
+    alpha: float
+
+    @property
+    def failed(self) -> bool:
+        """True on a VIOLATION, or on a significant rise since the baseline."""
+        regressed = self.regression is not None and bool(self.regression.regressed)
+        return self.verdict["status"] == "VIOLATION" or regressed
+
+    def junit(self) -> str:
+        """Returns:
+            The JUnit XML of :attr:`cases`.
+        """
+        from fdp_audit.audit.gate import junit_xml
+
+        return junit_xml(self.verdict, self.cases, self.warnings)
+
+    def markdown(self) -> str:
+        """Returns:
+            The Markdown summary, for a CI job page.
+        """
+        from fdp_audit.report.markdown import gate_summary
+
+        return gate_summary(self.verdict, self.judged, self.comparisons, self.regression, self.warnings)
+
+    def lines(self) -> list[str]:
+        """Returns:
+            The terminal lines: the verdict with its warnings, then the rise since the baseline if there is one.
+        """
+        from fdp_audit.report.markdown import rise_words
+        from fdp_audit.report.terminal import verdict_lines
+
+        lines = list(verdict_lines(self.verdict, self.warnings))
+        regression = self.regression
+        if regression is not None:
+            worst = max(regression.changes, default=None,
+                        key=lambda c: c.rise_lower_bound if c.rise_lower_bound is not None else -2)
+            rule = ("report only" if regression.tolerance is None
+                    else f"fails above a rise of {regression.tolerance:g}")
+            line = f"since the baseline: {len(regression.changes)} comparisons matched, " \
+                   f"{len(regression.regressed)} regressed ({rule})"
+            if worst is not None and worst.rise_lower_bound is not None:
+                line += "; largest rise in success rate: " + rise_words(worst, 1 - self.alpha)
+            lines.append(("REGRESSION: " if regression.regressed else "") + line)
+        return lines
+
+
+def _stored_results(results: AuditResult | Mapping[str, Any] | str | os.PathLike[str],
+                    flag: str | None = None) -> dict[str, Any]:
+    """A results dictionary, its limits re-derived from its stated configuration: read and verified from a file
+    (naming it, and the keyword ``flag`` that named it), or a copy of one in memory."""
+    from fdp_audit.audit.gate import restate_limits, verified_results
+
+    if isinstance(results, AuditResult | Mapping):
+        stored = copy.deepcopy(dict(results.results if isinstance(results, AuditResult) else results))
+        restate_limits(stored)
+        return stored
+    return verified_results(results, flag)
+
+
+def gate(results: AuditResult | Mapping[str, Any] | str | os.PathLike[str], *, alpha: float | None = None,
+         baseline: AuditResult | Mapping[str, Any] | str | os.PathLike[str] | None = None,
+         max_regression: float | None = None, allow_config_change: bool = False) -> GateResult:
+    """Re-judge saved results at ``alpha``, and compare them with a baseline (docs/files.md, "The gate's outputs").
+
+    Args:
+        results: a ``results.json`` (verified: schema, checksum), its dictionary, or an :class:`AuditResult`.
+        alpha: the significance level (default: the audit's).
+        baseline: earlier results, read like ``results``: how each comparison's margin and ε lower bound moved.
+        max_regression: with ``baseline``, fail when an attack's success rate rose by more than this since the
+            baseline, at confidence 1 − α (default: report only).
+        allow_config_change: with ``baseline``, compare with a baseline that audited other settings.
+
+    Returns:
+        The judgement; :attr:`GateResult.failed` is what fails a CI job.
+
+    Raises:
+        BadInputError: a corrupt or edited results file, results with no comparison that can fail at ``alpha``
+            (NOT JUDGED or INFORMATIONAL: no pass), or a baseline of other settings without
+            ``allow_config_change``.
+    """
+    from fdp_audit.audit.gate import INFORMATIONAL, NOT_JUDGED, judge
+    from fdp_audit.audit.regression import compare
+    from fdp_audit.audit.sanity import sanity_warnings
+
+    for keyword, value in (("max_regression", max_regression is not None),
+                           ("allow_config_change", allow_config_change)):
+        if value and baseline is None:
+            raise BadInputError("needs baseline", keyword)
+    stored = _stored_results(results)
+    alpha = _alpha(alpha, stored["verdict"].get("alpha", 0.05))
+    comparisons = stored.get("comparisons", [])
+    verdict, judged = judge(comparisons, alpha)
+    if verdict["status"] in (NOT_JUDGED, INFORMATIONAL):  # nothing that can fail, or nothing that tests: no pass
+        where = f"{results}: " if isinstance(results, str | os.PathLike) else ""
+        raise BadInputError(f"{where}{verdict['explanation']}", "results.comparisons")
+    regression = None
+    if baseline is not None:
+        regression = compare(stored, _stored_results(baseline, "baseline"), alpha, max_regression)
+        if regression.config_changes and not allow_config_change:
+            changes = regression.config_changes
+            shown = "; ".join(changes[:3]) + (f" and {len(changes) - 3} more" if len(changes) > 3 else "")
+            raise BadInputError(f"{baseline} audited other settings ({shown}); its success rates are no baseline "
+                                "for these. Pass allow_config_change to compare them anyway", "baseline")
+    cases = [case | j for case, j in zip(comparisons, judged, strict=True)]
+    if regression is not None and regression.tolerance is not None:
+        # one JUnit case per tested rise, failed when the rise exceeds the tolerance
+        cases += [{"id": f"regression/{c.id}", "label": f"Rise since the baseline · {c.label}",
+                   "violated": c.regressed, "observed": c.rise_lower_bound, "theoretical": regression.tolerance}
+                  for c in regression.changes if c.rise_lower_bound is not None]
+    return GateResult(verdict, comparisons, judged, cases, regression, sanity_warnings(stored), alpha)

@@ -32,8 +32,9 @@ CONFIGURATION_MARKERS = ("<!-- config-reference:start -->", "<!-- config-referen
 
 # (section title, module, public names in the order the page lists them)
 API: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("The library", "fdp_audit.api", ("audit", "audit_checkpoint", "account", "AuditResult", "WrittenFiles",
-                                      "as_config", "shipped_config_path", "demo", "demo_config")),
+    ("The library", "fdp_audit.api", ("audit", "audit_checkpoint", "account", "gate", "AuditResult", "WrittenFiles",
+                                      "GateResult", "checkpoint_claim", "check_gaussian_parameters", "as_config",
+                                      "shipped_config_path", "demo", "demo_config")),
     ("The claim", "fdp_audit.claim", ("Claim", "noise_multiplier", "adopt_noise_multiplier")),
     ("Privacy events and their accountants", "fdp_audit.accounting",
      ("PrivacyEvent", "SubsampledGaussianEvent", "PublicOnlyEvent", "NonPrivateEvent", "Segment", "MechanismSpec",

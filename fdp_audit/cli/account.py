@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fdp_audit.accounting.events import RELATIONS
-from fdp_audit.accounting.parameters import noise_multiplier
 from fdp_audit.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -137,59 +136,15 @@ def _accountant(args: argparse.Namespace) -> tuple[MechanismAccountant, float | 
         given = [flag for flag, value in explicit.items() if value is not None]
         if given:
             raise BadInputError(f"cannot be combined with {', '.join(given)}", field="--checkpoint")
-        from fdp_audit.accounting.mechanism import accountant_for
-
-        spec, delta = _from_checkpoint(args.checkpoint, args.relation)
-        return accountant_for(spec), delta
+        try:
+            return api.checkpoint_claim(args.checkpoint, args.relation)
+        except BadInputError as err:
+            raise BadInputError(err.detail, "--checkpoint" if err.field == "checkpoint" else err.field) from None
     for flag, value in explicit.items():
         if value is None:
             raise BadInputError("is required (or give --checkpoint PATH)", field=flag)
-    _check_parameters(args.noise_multiplier, args.sample_rate, args.steps, _FLAG_FIELDS)
+    api.check_gaussian_parameters(args.noise_multiplier, args.sample_rate, args.steps, _FLAG_FIELDS)
     return api.account(args.noise_multiplier, args.sample_rate, args.steps, relation=args.relation), None
-
-
-def _check_parameters(z: float, p: float, steps: int, fields: dict[str, str]) -> None:
-    """Range checks with the offending flag (or checkpoint key) in the message."""
-    noise_multiplier(z, fields["noise_multiplier"])
-    if not (0 < p <= 1):
-        raise BadInputError(f"must be in (0, 1], got {p!r}", field=fields["sample_rate"])
-    if isinstance(steps, bool) or int(steps) != steps or steps < 1:
-        raise BadInputError(f"must be an integer >= 1, got {steps!r}", field=fields["steps"])
-
-
-def _from_checkpoint(path: str, relation: str) -> tuple[MechanismSpec, float | None]:
-    from fdp_audit.accounting.mechanism import MechanismSpec
-    from fdp_audit.mechanisms import MECHANISMS
-
-    try:
-        from fdp_audit.training.checkpoint import read_privacy_metadata
-    except ImportError as err:
-        raise BadInputError("checkpoint support is not available yet", field="--checkpoint") from err
-    try:
-        meta = read_privacy_metadata(path)
-    except OSError as err:
-        raise BadInputError(f"cannot read {path}: {err.strerror or err}", field="--checkpoint") from err
-    name = meta.get("mechanism")
-    if name not in MECHANISMS:
-        raise BadInputError(f"{path}: unknown mechanism {name!r} in the privacy metadata", field="--checkpoint")
-    fields = {key: f"{path}: {key}" for key in _FLAG_FIELDS}
-    try:
-        row = MECHANISMS[name]
-        if not row.releases.needs_noise_multiplier:
-            spec = MechanismSpec(name, row.claimed_event(None, None, 0), relation)
-        else:
-            z, p, steps = meta.get("noise_multiplier"), meta.get("sample_rate"), meta.get("steps")
-            if z is None or p is None or steps is None:
-                raise BadInputError("privacy metadata lacks noise_multiplier, sample_rate or steps", field=path)
-            _check_parameters(float(z), float(p), steps, fields)
-            spec = MechanismSpec(name, row.claimed_event(float(z), float(p), int(steps)), relation,
-                                 int(meta.get("public_pretrain_steps", 0) or 0))
-        delta = meta.get("delta")
-        if delta is not None and not (0 < float(delta) < 1):
-            raise BadInputError(f"must be in (0, 1), got {delta!r}", field=f"{path}: delta")
-    except (TypeError, ValueError) as err:
-        raise BadInputError(f"malformed privacy metadata: {err}", field=path) from err
-    return spec, None if delta is None else float(delta)
 
 
 def _default_deltas(checkpoint_delta: float | None) -> tuple[float, ...]:

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from fdp_audit.cli import EXIT_OK, EXIT_VIOLATION
+from fdp_audit.errors import BadInputError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -37,57 +38,31 @@ def beside_files(path: str | None) -> bool:
     return path is not None and (not os.path.exists(path) or os.path.isfile(path))
 
 
-def run(args: argparse.Namespace) -> int:
-    from fdp_audit.atomic_io import atomic_write_text
-    from fdp_audit.audit.gate import INFORMATIONAL, NOT_JUDGED, judge, junit_xml, verified_results
-    from fdp_audit.audit.regression import compare
-    from fdp_audit.audit.sanity import sanity_warnings
-    from fdp_audit.errors import BadInputError
-    from fdp_audit.report.markdown import gate_summary, rise_words
-    from fdp_audit.report.terminal import verdict_lines
+# the library's keywords, as the command's flags, in its one-line errors
+_FLAGS = {"max_regression": "--max-regression", "allow_config_change": "--allow-config-change",
+          "baseline": "--baseline", "alpha": "--alpha"}
 
-    for flag, value in (("--max-regression", args.max_regression is not None),
-                        ("--allow-config-change", args.allow_config_change)):
-        if value and not args.baseline:
-            raise BadInputError("needs --baseline", flag)
-    results = verified_results(args.results)
-    alpha = args.alpha if args.alpha is not None else results["verdict"].get("alpha", 0.05)
-    comparisons = results.get("comparisons", [])
-    verdict, judged = judge(comparisons, alpha)
-    if verdict["status"] in (NOT_JUDGED, INFORMATIONAL):  # nothing that can fail, or nothing that tests: no pass
-        raise BadInputError(f"{args.results}: {verdict['explanation']}", "results.comparisons")
-    regression = None
-    if args.baseline:
-        baseline = verified_results(args.baseline, "--baseline")
-        regression = compare(results, baseline, alpha, args.max_regression)
-        if regression.config_changes and not args.allow_config_change:
-            shown = "; ".join(regression.config_changes[:3]) + (
-                f" and {len(regression.config_changes) - 3} more" if len(regression.config_changes) > 3 else "")
-            raise BadInputError(f"{args.baseline} audited other settings ({shown}); its success rates are no "
-                                "baseline for these. Pass --allow-config-change to compare them anyway", "--baseline")
-    cases = [stored | j for stored, j in zip(comparisons, judged, strict=True)]
-    if regression is not None and regression.tolerance is not None:
-        # one JUnit case per tested rise, failed when the rise exceeds the tolerance
-        cases += [{"id": f"regression/{c.id}", "label": f"Rise since the baseline · {c.label}",
-                   "violated": c.regressed, "observed": c.rise_lower_bound, "theoretical": regression.tolerance}
-                  for c in regression.changes if c.rise_lower_bound is not None]
-    warnings = sanity_warnings(results)
+
+def run(args: argparse.Namespace) -> int:
+    for path, field in ((args.results, None), (args.baseline, "--baseline")):
+        if path is not None and not os.path.lexists(path):  # said before the heavy imports, not after seconds
+            raise BadInputError(f"results file not found: {path}", field)
+    from fdp_audit.api import gate
+    from fdp_audit.atomic_io import atomic_write_text
+
+    try:
+        judgement = gate(args.results, alpha=args.alpha, baseline=args.baseline,
+                         max_regression=args.max_regression, allow_config_change=args.allow_config_change)
+    except BadInputError as err:
+        keyword, _, rest = (err.field or "").partition(" ")
+        field = " ".join(filter(None, (_FLAGS.get(keyword, keyword), rest))) or None
+        detail = err.detail.replace("Pass allow_config_change", "Pass --allow-config-change")
+        raise BadInputError(detail, field) from None
     if args.junit:
-        atomic_write_text(args.junit, junit_xml(verdict, cases, warnings))
+        atomic_write_text(args.junit, judgement.junit())
     markdown = args.markdown or (Path(args.junit).with_suffix(".md") if beside_files(args.junit) else None)
     if markdown:
-        atomic_write_text(markdown, gate_summary(verdict, judged, comparisons, regression, warnings))
-    print("\n".join(verdict_lines(verdict, warnings)))
-    if regression is not None:
-        worst = max(regression.changes, key=lambda c: c.rise_lower_bound if c.rise_lower_bound is not None else -2,
-                    default=None)
-        rule = ("report only" if regression.tolerance is None
-                else f"fails above a rise of {regression.tolerance:g}")
-        line = f"since the baseline: {len(regression.changes)} comparisons matched, {len(regression.regressed)} " \
-               f"regressed ({rule})"
-        if worst is not None and worst.rise_lower_bound is not None:
-            line += "; largest rise in success rate: " + rise_words(worst, 1 - alpha)
-        print(("REGRESSION: " if regression.regressed else "") + line)
-    if verdict["status"] == "VIOLATION" or (regression is not None and regression.regressed):
-        return EXIT_VIOLATION
-    return EXIT_OK
+        atomic_write_text(markdown, judgement.markdown())
+    print("\n".join(judgement.lines()))
+    return EXIT_VIOLATION if judgement.failed else EXIT_OK
+

@@ -83,12 +83,6 @@ def test_account_missing_parameter(capsys):
     assert code == 2 and "--sample-rate" in err and len(err.strip().splitlines()) == 1
 
 
-def test_account_checkpoint_unavailable(capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "fdp_audit.training.checkpoint", None)  # import now fails
-    code, _, err = _run(capsys, ["account", "--checkpoint", "model.pt"])
-    assert code == 2 and "checkpoint support is not available yet" in err
-
-
 def test_account_checkpoint_metadata(capsys, monkeypatch):
     meta = {"mechanism": "fdp_sgd_shared_batch", "noise_multiplier": 1.0, "sample_rate": 0.0625, "steps": 100,
             "delta": 1e-5}
@@ -185,3 +179,19 @@ def test_every_epsilon_the_gate_may_use_is_printed(capsys) -> None:
         assert main(["account", *flags, "--relation", relation]) == 0
         row = capsys.readouterr().out.split("epsilon (replace)")[1].splitlines()[1].split()
         assert row == ["1e-05", f"{both['add-remove']:.6g}", f"{both['replace']:.6g}"]
+
+
+def test_library_account_of_a_checkpoint_is_the_commands(capsys, monkeypatch):
+    """``fdp_audit.account(checkpoint=...)`` states the claim the command prints; giving z, p, T as well is refused."""
+    import fdp_audit
+    from fdp_audit.errors import BadInputError
+
+    meta = {"mechanism": "fdp_sgd_shared_batch", "noise_multiplier": 1.0, "sample_rate": 0.0625, "steps": 100}
+    fake = types.SimpleNamespace(read_privacy_metadata=lambda path: dict(meta))
+    monkeypatch.setitem(sys.modules, "fdp_audit.training.checkpoint", fake)
+    accountant = fdp_audit.account(checkpoint="model.pt")
+    _, out, _ = _run(capsys, ["account", "--checkpoint", "model.pt", "--json"])
+    assert accountant.spec.name == "fdp_sgd_shared_batch"
+    assert accountant.epsilon(1e-5) == pytest.approx(json.loads(out)["epsilon"]["1e-05"], rel=1e-12)
+    with pytest.raises(BadInputError, match="checkpoint"):
+        fdp_audit.account(1.0, 0.1, 10, checkpoint="model.pt")

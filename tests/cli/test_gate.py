@@ -317,3 +317,28 @@ def test_reproduce_shows_progress_in_a_ci_log(cli, tmp_path: Path, monkeypatch: 
     lines = result.err.splitlines()
     assert lines[0].startswith("fdp-audit: reproduce label_dp --quick: running (")
     assert lines[-1].startswith("fdp-audit: reproduce label_dp --quick: done in ")
+
+
+def test_library_gate_is_what_the_command_prints(cli, violating: Path, tmp_path: Path) -> None:
+    """The command is a thin layer over fdp_audit.gate: the same verdict, lines and JUnit, from the file or from
+    its dictionary."""
+    import fdp_audit
+
+    junit = tmp_path / "junit.xml"
+    printed = cli("gate", violating, "--junit", junit)
+    from_file, in_memory = fdp_audit.gate(violating), fdp_audit.gate(results(190))
+    assert printed.code == 1 and from_file.failed and in_memory.failed
+    assert printed.out == "\n".join(from_file.lines()) + "\n"
+    assert junit.read_text() == from_file.junit() == in_memory.junit()
+    assert not fdp_audit.gate(results(110)).failed
+
+
+def test_missing_file_is_said_before_the_heavy_imports(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys; from fdp_audit.cli import main; code = main(['gate', sys.argv[1]]); "
+            "print(code, 'numpy' in sys.modules, 'torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code, str(tmp_path / "absent.json")], capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.split() == ["2", "False", "False"] and "not found" in done.stderr
