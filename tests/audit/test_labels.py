@@ -18,3 +18,16 @@ def test_the_title_says_what_was_audited_unless_the_config_gives_one() -> None:
     many = tour.with_overrides({"data.protected": ["age", "sex", "race", "relationship"]})
     assert audit_title(many).endswith("(4 attributes protected)")
     assert audit_title(tour.with_overrides({"report.title": "Nightly audit"})) == "Nightly audit"
+
+
+def test_an_attacks_registered_title_reaches_the_reports_rows() -> None:
+    """A comparison's attack is named by its configured name, and what it does by its registry entry's title."""
+    from attacks import ATTACKS
+    from fdp_audit.report.summary import build_summary
+
+    comparisons = [{"id": f"attribute/{name}", "kind": "rate", "game": "attribute", "attack": name, "trials": 200,
+                    "successes": 190, "ball": 0.5, "bound": 0.6} for name in ("likelihood", "unregistered")]
+    summary = build_summary({"verdict": {"status": "VIOLATION", "alpha": 0.05}, "comparisons": comparisons})
+    rows = {row.attack: row for panel in summary.panels for row in panel.rows}
+    assert rows["likelihood"].attack_title == ATTACKS["likelihood"].title != ""
+    assert rows["unregistered"].attack_title == ""

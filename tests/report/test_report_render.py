@@ -421,7 +421,7 @@ def test_every_comparison_has_one_label_in_the_report_the_gate_junit_and_markdow
     html = render_report(results)
     chart = html.split('id="summary"')[1].split("</section>")[0]
     labels = {row["id"]: comparison_label(row) for row in results["comparisons"]}
-    shown = re.findall(r'<span class="row-game">([^<]+)</span><span class="row-attack">([^<]+)</span>', chart)
+    shown = re.findall(r'<span class="row-game">([^<]+)</span><span class="row-attack"[^>]*>([^<]+)</span>', chart)
     assert sorted(game + attack for game, attack in shown) == sorted(labels.values())
     path = write_results(tmp_path / "results.json", results)
     junit, markdown = tmp_path / "gate.xml", tmp_path / "gate.md"

@@ -76,10 +76,6 @@ def canary_paths(weights: Path) -> tuple[Path, Path]:
             weights.with_name(weights.stem + ".canaries.json"))
 
 
-def sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
 def _body(manifest: dict[str, Any]) -> dict[str, Any]:
     return {key: value for key, value in manifest.items() if key != "mac"}
 
