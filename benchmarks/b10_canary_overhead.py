@@ -4,9 +4,9 @@ The user's training: Opacus's MNIST example as its tutorials write it (``make_pr
 per-example gradients by hooks, SGD) — its CNN (two convolutions, two linear layers, 26,010 parameters) on the
 60,000 Fashion-MNIST training images, expected batch 256, z = 1, C = 1 — for ``STEPS`` steps. The same script
 with the lines of docs/one_run.md added (``GradientCanaries(10_000)``: 10,000 canaries, about half of them
-records of the data set, 10,000 null coordinates; ``add_to``, ``wrap``, ``attach``, ``save``) is timed against it
-side by side: each run is a fresh process (so that peak memory is its own), the two alternating for ``ROUNDS``
-rounds.
+records of the data set, and the default 1,000 null coordinates; ``add_to``, ``wrap``, ``attach``, ``save``) is
+timed against it side by side: each run is a fresh process (so that peak memory is its own), the two alternating
+for ``ROUNDS`` rounds.
 
 Records: ``b10_canary_overhead_time`` (wall seconds from the data set in memory to the weights written: the
 canaries' set-up, the steps, and the release and manifest beside the weights), ``b10_canary_overhead_cpu`` (the
