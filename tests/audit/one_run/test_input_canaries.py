@@ -66,6 +66,21 @@ def test_crafted_canaries_catch_a_training_without_privacy_from_its_final_weight
 
 
 @pytest.mark.slow
+def test_crafted_canaries_catch_a_clipped_training_without_noise_when_it_moves_the_model_enough(
+        cli, tmp_path, write_yaml):
+    """DP-SGD that clips (C = 1) but adds no noise, 500 steps at learning rate 5, claimed as z = 4, p = 0.1,
+    T = 500 (ε = 2.34): 115 of the 121 most confident guesses right, VIOLATION from the final weights alone
+    (empirical ε 3.53). The same loop for 20 steps at learning rate 0.5 is not caught (docs/one_run.md says
+    why). Seeded: the training and the canaries are fixed, so this power statement does not flake."""
+    raw = _raw()
+    raw["mechanism"].update(noise_multiplier=4.0, steps=500)
+    config, weights = _train_outside(tmp_path, raw, "crafted", 1000, "by_hand_no_noise_long", write_yaml)
+    result = cli("audit", weights, "--config", config, "--canaries", tmp_path / "model.canaries.json",
+                 "--out", tmp_path / "out")
+    assert result.code == 1 and "VIOLATION" in result.out, result.out + result.err
+
+
+@pytest.mark.slow
 def test_crafted_canaries_pass_a_correct_training(cli, tmp_path, write_yaml):
     raw = _raw()
     raw["mechanism"].update(noise_multiplier=1.0, steps=20)  # by_hand_correct: z = 1, p = 0.1, two epochs

@@ -70,10 +70,10 @@ def opacus_twice_the_epochs(module, dataset, seed):
     return _opacus(module, dataset, seed, epochs=2 * EPOCHS)
 
 
-def _by_hand(module, dataset, seed, noise=NOISE_MULTIPLIER, clip=True):
+def _by_hand(module, dataset, seed, noise=NOISE_MULTIPLIER, clip=True, epochs=EPOCHS, lr=LR):
     """DP-SGD by hand: Poisson sampling, torch.func per-example gradients, clipping, noise z·C on the sum."""
     generator = torch.Generator().manual_seed(seed)
-    optimizer = torch.optim.SGD(module.parameters(), lr=LR)
+    optimizer = torch.optim.SGD(module.parameters(), lr=lr)
     inputs, labels = dataset[:]
     rate = 1 / math.ceil(len(dataset) / BATCH_SIZE)  # Opacus's rate for the same batch size
 
@@ -81,7 +81,7 @@ def _by_hand(module, dataset, seed, noise=NOISE_MULTIPLIER, clip=True):
         return F.cross_entropy(functional_call(module, params, (x[None],)), y[None])
 
     per_example = vmap(grad(loss), in_dims=(None, 0, 0))
-    for _ in range(EPOCHS * round(1 / rate)):
+    for _ in range(epochs * round(1 / rate)):
         batch = torch.rand(len(dataset), generator=generator) < rate
         grads = per_example({k: p.detach() for k, p in module.named_parameters()}, inputs[batch], labels[batch])
         norms = torch.stack([g.flatten(1).norm(dim=1) for g in grads.values()]).norm(dim=0)
@@ -99,6 +99,11 @@ def by_hand_correct(module, dataset, seed):
 
 def by_hand_no_noise(module, dataset, seed):
     return _by_hand(module, dataset, seed, noise=0.0)
+
+
+def by_hand_no_noise_long(module, dataset, seed):
+    """No noise, clipped, for 50 epochs (500 steps) at ten times the learning rate."""
+    return _by_hand(module, dataset, seed, noise=0.0, epochs=50, lr=10 * LR)
 
 
 def by_hand_no_clipping(module, dataset, seed):
