@@ -69,8 +69,8 @@ def test_crafted_canaries_catch_a_training_without_privacy_from_its_final_weight
 def test_crafted_canaries_catch_a_clipped_training_without_noise_when_it_moves_the_model_enough(
         cli, tmp_path, write_yaml):
     """DP-SGD that clips (C = 1) but adds no noise, 500 steps at learning rate 5, claimed as z = 4, p = 0.1,
-    T = 500 (ε = 2.34): 115 of the 121 most confident guesses right, VIOLATION from the final weights alone
-    (empirical ε 3.53). The same loop for 20 steps at learning rate 0.5 is not caught (docs/one_run.md says
+    T = 500 (ε = 2.34): 116 of the 121 most confident guesses right, VIOLATION from the final weights alone
+    (empirical ε 3.72). The same loop for 20 steps at learning rate 0.5 is not caught (docs/one_run.md says
     why). Seeded: the training and the canaries are fixed, so this power statement does not flake."""
     raw = _raw()
     raw["mechanism"].update(noise_multiplier=4.0, steps=500)
