@@ -359,7 +359,8 @@ def _rate_violation(j: dict[str, Any]) -> str:
 
 def _epsilon_violation(j: dict[str, Any]) -> str:
     return (f"{comparison_label(j)}: its error rates reject the claimed trade-off curve, an ε lower bound of "
-            f"{epsilon_found(j)} against its {limit_words(j)}, so the mechanism leaks more than it claims.")
+            f"{epsilon_found(j)}{_family_words(j)} against its {limit_words(j)}, so the mechanism leaks more than "
+            f"it claims.")
 
 
 def epsilon_found(j: dict[str, Any], digits: int = 4) -> str:
@@ -382,6 +383,17 @@ def epsilon_found(j: dict[str, Any], digits: int = 4) -> str:
             + (f"; Clopper–Pearson ε {cp:.{digits}g}" if isinstance(cp, int | float) else "") + ")")
 
 
+def _family_words(j: dict[str, Any]) -> str:
+    """The assumption an ε lower bound found in the claimed mechanism's family rests on, with the assumption-free
+    (Clopper–Pearson) bound beside it when given (and not already beside a capped bound)."""
+    if not j.get("epsilon_family"):
+        return ""
+    free = j.get("epsilon_lower_bound_cp")
+    return (f" (assuming the mechanism's family: {j['epsilon_family']}"
+            + (f"; assumption-free ε {free:.4g}" if isinstance(free, int | float) and not j.get("family_capped")
+               else "") + ")")
+
+
 def _closest_words(j: dict[str, Any], unit: str) -> str:
     """What a passing comparison closest to its limit measured, in the words its kind's ``observed`` needs: a
     success rate's is a lower confidence bound, an ε test's an ε lower bound, a one-run audit's the observed share
@@ -392,7 +404,7 @@ def _closest_words(j: dict[str, Any], unit: str) -> str:
                 f"right); the claim is rejected only at {rejecting} or more right, a share above its "
                 f"{limit_words(j)}")
     if j.get("kind") == "epsilon":
-        return f"ε lower bound {epsilon_found(j)} against its {limit_words(j)}"
+        return f"ε lower bound {epsilon_found(j)}{_family_words(j)} against its {limit_words(j)}"
     return f"its {unit} at least {j['observed']:.4g} (lower confidence bound) against its {limit_words(j)}"
 
 

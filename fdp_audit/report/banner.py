@@ -39,19 +39,21 @@ def verdict_view(root: Node, summary: Summary | None) -> Verdict:
 
 
 def _closest(node: Node, summary: Summary | None) -> list[tuple[str, Cell]]:
-    """Per unit (success rate, ε, one-run guesses), the judged comparison closest to its limit: its margin and
-    label. The stored worst margin is the one of these in its unit; margins of different units are never put
-    side by side as one number."""
+    """Per unit (success rate, ε, one-run guesses), the judged comparison closest to its limit (when violated,
+    furthest over it): its margin and label. The stored worst margin is the one of these in its unit; margins of
+    different units are never put side by side as one number."""
     worst, where = node["worst_margin"], node["worst_comparison"]
     worst.number(nullable=True)
     if summary is None or not summary.closest:
         shown = "" if worst.value is None else f"{number(worst.value)} · {where.value}"
-        return [("closest to its limit", Cell(shown or number(None), {worst.pointer: worst.value,
+        words = "furthest over its limit" if node["status"].value == "VIOLATION" else "closest to its limit"
+        return [(words, Cell(shown or number(None), {worst.pointer: worst.value,
                                                                       where.pointer: where.value}))]
     found = []
     for closest in summary.closest:
         stored = {worst.pointer: worst.value, where.pointer: where.value} if closest.id == where.value else {}
-        found.append((f"closest to its limit ({closest.unit})",
+        words = "furthest over its limit" if closest.violated else "closest to its limit"
+        found.append((f"{words} ({closest.unit})",
                       Cell(f"{closest.margin} · {closest.label}", stored, "closest")))
     return found
 

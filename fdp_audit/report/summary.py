@@ -67,6 +67,7 @@ class Closest:
     margin: str
     label: str
     id: str
+    violated: bool = False  # then it is the furthest over its limit
 
 
 @dataclass
@@ -150,7 +151,7 @@ def _epsilon_row(row: dict[str, Any], lo: float, hi: float) -> ChartRow:
     limit = claimed if claimed is not None and math.isfinite(claimed) else None
     status = _status(row)
     family = row.get("epsilon_family")
-    numbers = (f"ε lower bound {number(found)}" + (f" (family: {family})" if family else "")
+    numbers = (f"ε lower bound {number(found)}" + (f" (assuming the mechanism's family: {family})" if family else "")
                + f" against the claimed ε {number(limit)} ({limit_source(row)}), from the errors of "
                f"{row.get('negatives', 0) + row.get('positives', 0)} judged trials")
     marks = [Mark("point", _position(found, lo, hi), title=f"ε lower bound {number(found)}")]
@@ -258,7 +259,8 @@ def build_summary(results: dict[str, Any]) -> Summary | None:
     failing = [row for panel in panels for row in panel.rows if row.status == "violation"]
     tested, shows, caveats = _plain_words(results, rows, alpha, bool(failing))
     assumption_free = any(r.get(EPSILON_ASSUMPTION_FREE) is not None for r in epsilon)
-    closest = [Closest(UNITS[kind], signed(row["margin"]), comparison_label(row), row["id"]) for kind in UNITS
+    closest = [Closest(UNITS[kind], signed(row["margin"]), comparison_label(row), row["id"],
+                       bool(row.get("violated"))) for kind in UNITS
                for row in [next((r for r in rows if r.get("kind") == kind and _status(r) != "not judged"
                                  and math.isfinite(margin_key(r))), None)] if row is not None]
     return Summary(panels, failing, tested, shows, caveats, assumption_free, closest)

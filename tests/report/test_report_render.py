@@ -332,7 +332,8 @@ def test_summary_rows_take_the_gates_newer_fields_when_given():
                "epsilon_lower_bound_cp": 0.9, "curve_p_value": 1e-4}
     row = _epsilon_row(epsilon, 0.0, 2.5)
     assert row.status == "violation"
-    assert "family: fdp_sgd with a smaller z" in row.numbers and "Clopper–Pearson) ε 0.9" in row.numbers
+    assert "(assuming the mechanism's family: fdp_sgd with a smaller z)" in row.numbers
+    assert "Clopper–Pearson) ε 0.9" in row.numbers
     assert "lie below the claimed trade-off curve f" in row.meaning
     assert [m.css for m in row.marks] == ["point", "point-alt", "bound"]
     rate = {"id": "attribute/likelihood", "kind": "rate", "game": "attribute", "attack": "likelihood", "rate": 0.6,

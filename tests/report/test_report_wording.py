@@ -3,6 +3,8 @@ threat model is named in words, a violation's margin is over its limit."""
 
 from __future__ import annotations
 
+import re
+
 from fdp_audit.audit.gate import judge
 from fdp_audit.audit.one_run.evaluation import summary_lines
 
@@ -32,3 +34,26 @@ def test_the_one_run_console_line_names_the_threat_model_in_words():
     line = summary_lines(section)[0]
     assert "(on the released updates at the canaries' public steps, 672 abstentions)" in line
     assert "(updates" not in line
+
+
+def test_a_violation_banner_names_the_faulty_mechanism_and_no_ids(violation_results):
+    from fdp_audit.report import render_report
+    from tests.report.conftest import VIOLATED
+
+    html = render_report(violation_results)
+    banner = html.split('<section id="verdict"')[1].split("</section>")[0]
+    assert "Known-faulty test mechanism: fdp_sgd_shared_batch (see below)" in banner
+    assert "furthest over its limit (success rate)" in banner and "closest to its limit (ε)" in banner
+    words = re.sub(r"<[^>]*>", "", banner)  # the id stays in attributes and in results.json, never in the words
+    assert VIOLATED not in words
+
+
+def test_an_epsilon_bound_found_in_the_claimed_family_says_so():
+    from fdp_audit.audit.gate import _epsilon_violation
+
+    row = {"id": "distinguishing-epsilon/iterates", "kind": "epsilon", "game": "distinguishing",
+           "relation": "replace", "attack": "iterates", "observed": 10.29, "theoretical": 2.673,
+           "epsilon_family": "dp_sgd with a smaller z", "epsilon_lower_bound_cp": 0.9}
+    words = _epsilon_violation(row)
+    assert ("ε lower bound of 10.29 (assuming the mechanism's family: dp_sgd with a smaller z; assumption-free ε "
+            "0.9) against") in words
