@@ -20,6 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from fdp_audit import api
     from fdp_audit.audit.checkpoint_audit import summary_lines
+    from fdp_audit.audit.games import report_view
     from fdp_audit.audit.one_run.evaluation import summary_lines as one_run_lines
     from fdp_audit.audit.sanity import sanity_warnings
     from fdp_audit.report.terminal import verdict_lines
@@ -39,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"utility: {row['mechanism']:<12} test accuracy {row['accuracy']:.4f}")
     for game in results["games"]:
         for attack in game["attacks"]:
-            if game["game"] == "attribute":
+            view = report_view(game["game"], game.get("canary"))
+            if view is not None and view.layout == "attribute":
                 print(attribute_line(game, attack))
             else:
                 claimed = attack["epsilon_claimed"]

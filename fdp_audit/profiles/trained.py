@@ -43,6 +43,7 @@ from fdp_audit.data.features import FeatureSplit
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.json_numbers import json_float, json_floats
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.profiles.design import Design
 from fdp_audit.profiles.logistic import fit_newton
 from fdp_audit.profiles.monte_carlo import LABEL, MonteCarloLoss, default_cutoff, monte_carlo_privacy_loss
@@ -126,7 +127,7 @@ def training_problem(config: Config, settings: ProfileConfig, design: Design, la
     if config.model.kind != "logistic":
         raise BadInputError("privacy profiles train the logistic model", "model.kind")
     protected = settings.protected if settings.protected is not None else config.data.protected
-    if settings.mechanism == "fdp_sgd":
+    if _protects_features(settings.mechanism):
         missing = [c for c in protected if c not in settings.columns]
         if not protected or missing:
             raise BadInputError(
@@ -189,7 +190,7 @@ def run_trained_profile(config: Config, design: Design, label: str, neighbours: 
     mech = config.with_overrides({"mechanism.name": settings.mechanism}).mechanism
     if noise_multiplier(mech) == 0:
         raise BadInputError("a noise-free mechanism has no finite privacy loss to estimate", "mechanism")
-    if settings.mechanism == "fdp_sgd" and neighbours.kind == "remove":
+    if _protects_features(settings.mechanism) and neighbours.kind == "remove":
         # Theorem 5: FDP-SGD's insertion/deletion guarantee is against a simulator that still draws public
         # batches from Ψ(x), not against training on D − x, whose loss its ε does not bound.
         raise BadInputError("fdp_sgd bounds replacing a record's protected part, not removing the record; use "
@@ -288,8 +289,8 @@ def results_dict(run: TrainedProfileRun) -> dict[str, Any]:
             "steps": mech.steps,
             "clip_norm": mech.clip_norm,
             "optimizer": {"name": mech.optimizer.name, "lr": mech.optimizer.lr},
-            "public_loss": mech.public_loss if s.mechanism == "fdp_sgd" else None,
-            "public_batch_size": mech.public_batch_size if s.mechanism == "fdp_sgd" else None,
+            "public_loss": mech.public_loss if _protects_features(s.mechanism) else None,
+            "public_batch_size": mech.public_batch_size if _protects_features(s.mechanism) else None,
             "delta": mech.delta,
             "claimed_epsilon": json_float(run.claimed_epsilon),
             "claimed_epsilon_source": f"PLD accountant, {run.relation} relation, at δ = {mech.delta:g}",
@@ -374,3 +375,9 @@ def arrays_npz(run: TrainedProfileRun) -> bytes:
         erm_delta_norms=run.erm_delta_norms,
     )
     return buffer.getvalue()
+
+
+def _protects_features(mechanism: str) -> bool:
+    """Whether a mechanism privatises only the protected features' part of the loss (ℓ_priv = ℓ − ℓ_pub∘Ψ,
+    Algorithm 1), so that its profile needs protected columns and a public loss (its recipe says so)."""
+    return MECHANISMS[mechanism].recipe.private_loss == "decomposed"

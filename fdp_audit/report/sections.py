@@ -181,7 +181,8 @@ def _accounting(node: Node, games: list[Node]) -> Section:
         section.facts.append(("GDP approximation μ (comparison only)", num(mu)))
     curve = node.present("curve")
     if curve:
-        attribute = [_strongest(game) for game in games if game["game"].value == "attribute"]
+        attribute = [_strongest(game) for game in games
+                     if (view := section_view(game)) is not None and view.layout == "attribute"]
         trade_points = [
             (f"{g['game'].value}: {a['attack']}", g["relation"].value, a["points"])
             for g in games

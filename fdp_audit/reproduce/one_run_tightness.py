@@ -54,6 +54,7 @@ from fdp_audit.audit.one_run.loop import run_user_loop
 from fdp_audit.audit.one_run.simulation import oracle_correct
 from fdp_audit.config import load_config
 from fdp_audit.data.prepare import prepare_data
+from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.reproduce import CONFIGS, Summary
 from fdp_audit.reproduce.common import write_reproduction
 from fdp_audit.training.run import with_mechanism
@@ -192,7 +193,7 @@ def _trainings(out: Path, base, data, name: str, epsilon: float, z: float, m: in
     """``seeds`` trainings of ``name`` with noise multiplier z (calibrated to ε) and m gradient canaries, each
     audited against its claim."""
     config = with_mechanism(base, "dp_sgd").with_overrides(
-        {"mechanism.name": name, "mechanism.faulty": name != "dp_sgd", "mechanism.target_epsilon": None,
+        {"mechanism.name": name, "mechanism.faulty": MECHANISMS[name].faulty, "mechanism.target_epsilon": None,
          "mechanism.noise_multiplier": z, "mechanism.public_pretrain_steps": 0})
     rows = []
     for seed in range(seeds):
