@@ -18,16 +18,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from fdp_audit.accounting.calibration import calibrate_noise_multiplier
+from fdp_audit.accounting.events import relation_named
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec, accountant_for
 from fdp_audit.config import Config, MechanismConfig
 from fdp_audit.mechanisms import MECHANISMS, Mechanism
 
 # per process, by (ε, δ, p, T): a calibration costs seconds of accounting and an audit asks for it many times
 _CALIBRATED: dict[tuple[float, float, float, int], float] = {}
-
-# the relation names of the accountants (add-remove, replace) and of comparisons (add_remove, replace)
-_RELATIONS = {"add-remove": "add-remove", "add_remove": "add-remove", "replace": "replace"}
-
 
 def _calibration_key(mech: MechanismConfig) -> tuple[float, float, float, int]:
     return (mech.target_epsilon, mech.delta, mech.sample_rate, mech.steps)
@@ -142,7 +139,7 @@ class Claim:
             The spec.
         """
         event = self.row.claimed_event(self.noise_multiplier, self.sample_rate, self.steps)
-        return MechanismSpec(self.claimed_as, event, _relation(relation), self.mechanism.public_pretrain_steps)
+        return MechanismSpec(self.claimed_as, event, relation_named(relation), self.mechanism.public_pretrain_steps)
 
     @functools.cached_property
     def add_remove(self) -> MechanismAccountant:
@@ -163,7 +160,7 @@ class Claim:
         Returns:
             :attr:`add_remove` or :attr:`replace_one`.
         """
-        return self.replace_one if _relation(relation) == "replace" else self.add_remove
+        return self.replace_one if relation_named(relation) == "replace" else self.add_remove
 
     @functools.cached_property
     def epsilon(self) -> float:
@@ -190,8 +187,3 @@ class Claim:
                 "private_weight": mech.private_weight, "public_pretrain_steps": mech.public_pretrain_steps,
                 "public_loss": mech.public_loss, "epsilon": self.epsilon}
 
-
-def _relation(name: str) -> str:
-    if name not in _RELATIONS:
-        raise ValueError(f"unknown neighbouring relation {name!r} (known: {', '.join(_RELATIONS)})")
-    return _RELATIONS[name]

@@ -82,3 +82,17 @@ def test_a_target_epsilon_is_calibrated_once_per_process(monkeypatch: pytest.Mon
     mech = config_from_dict(small_config("dp_sgd", mechanism={"noise_multiplier": None, "target_epsilon": 2.0}))
     assert Claim.of(mech.mechanism).noise_multiplier == Claim.of(mech.mechanism).noise_multiplier == 2.5
     assert len(calls) == 1
+
+
+def test_one_relation_table_reads_both_spellings() -> None:
+    """Results files store "add_remove"; the accountants spell it "add-remove": one table reads either."""
+    import pytest
+
+    from fdp_audit.accounting.events import relation_named
+    from fdp_audit.errors import BadInputError
+
+    assert relation_named("add_remove") == relation_named("add-remove") == "add-remove"
+    assert relation_named("replace") == "replace"
+    for bad in ("add/remove", None, ["replace"]):
+        with pytest.raises(BadInputError, match="relation"):
+            relation_named(bad)

@@ -40,6 +40,28 @@ def check_relation(relation: str) -> Relation:
     return relation  # type: ignore[return-value]
 
 
+# results files store a comparison's relation as "add_remove" (an identifier in comparison ids); read either spelling
+_SPELLINGS: dict[str, Relation] = {"add-remove": "add-remove", "add_remove": "add-remove", "replace": "replace"}
+
+
+def relation_named(name: object) -> Relation:
+    """The neighbouring relation a stored or configured name means: ``"add-remove"`` and the spelling results files
+    store, ``"add_remove"``, are the same relation.
+
+    Args:
+        name: ``"add-remove"``, ``"add_remove"`` or ``"replace"``.
+
+    Returns:
+        The relation as the accountants spell it.
+
+    Raises:
+        InvalidParameterError: any other value.
+    """
+    if not isinstance(name, str) or name not in _SPELLINGS:
+        raise parameters.InvalidParameterError(f"must be one of {', '.join(RELATIONS)}, got {name!r}", "relation")
+    return _SPELLINGS[name]
+
+
 @dataclass(frozen=True)
 class Segment:
     """``steps`` steps of the Gaussian mechanism with noise multiplier ``noise_multiplier`` (noise std

@@ -36,6 +36,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
+from fdp_audit.accounting.events import relation_named
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec, accountant_for
 from fdp_audit.audit.games import GAMES
 from fdp_audit.audit.labels import UNITS, comparison_label, limit_source, limit_words
@@ -115,9 +116,6 @@ def _rate_can_fail(row: dict[str, Any], level: float, where: str) -> bool:
     return needed is not None and n >= needed
 
 
-RELATIONS = {"replace": "replace", "add_remove": "add-remove"}
-
-
 def _roc_counts(row: dict, where: str) -> RocCounts:
     negatives, positives = _int(row, "negatives", where), _int(row, "positives", where)
     thresholds = row.get("thresholds")
@@ -139,8 +137,10 @@ def claimed_accountant(row: dict, where: str) -> MechanismAccountant:
     """The accountant of the claim a comparison states (mechanism, z, p, T and the game's relation): the gate
     re-derives f and ε from it rather than trusting any stored bound."""
     claim, relation = row.get("claim"), row.get("relation")
-    if relation not in RELATIONS:
-        raise BadInputError(f"must be one of {', '.join(RELATIONS)}", f"{where}.relation")
+    try:
+        relation = relation_named(relation)
+    except BadInputError as err:
+        raise BadInputError(err.detail, f"{where}.relation") from None
     if not isinstance(claim, dict) or claim.get("mechanism") not in tuple(MECHANISMS):  # an unhashable name too
         raise BadInputError(f"must name the claimed mechanism, one of {', '.join(MECHANISMS)}",
                             f"{where}.claim.mechanism")
@@ -150,7 +150,7 @@ def claimed_accountant(row: dict, where: str) -> MechanismAccountant:
         _number(claim, "sample_rate", f"{where}.claim", 0, 1)
         _int(claim, "steps", f"{where}.claim")
     event = row.claimed_event(claim.get("noise_multiplier"), claim.get("sample_rate"), claim.get("steps", 0))
-    return accountant_for(MechanismSpec(row.claimed_as, event, RELATIONS[relation]))
+    return accountant_for(MechanismSpec(row.claimed_as, event, relation))
 
 
 def _judge_epsilon(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
