@@ -464,3 +464,64 @@ def test_hostile_image_files(images: str, labels: str) -> None:
         config.write_text(yaml.safe_dump(raw))
         event(f"images: {images}, labels: {labels}")
         run_and_check(["audit", config, "--out", root / "out"], root, root / "out")
+
+
+# -- one-run manifests and releases ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def caught_one_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A training without clipping, its 400 gradient canaries' manifest and release: caught (VIOLATION) as written."""
+    from tests.conftest import small_config
+
+    folder = tmp_path_factory.mktemp("one-run")
+    config = folder / "config.yaml"
+    config.write_text(yaml.safe_dump(small_config("dp_sgd_no_clip", mechanism={
+        "noise_multiplier": 2.0, "sample_rate": 0.2, "steps": 30})))
+    assert main(["train", str(config), "--canaries", "400", "--out", str(folder / "model.pt")]) == 0
+    return folder
+
+
+MANIFEST_KEYS = ["format", "version", "kind", "game", "k", "count", "seed", "mechanism", "secrets", "null",
+                 "magnitude", "release", "release_sha256", "steps", "checkpoint_sha256"]
+MANIFEST_VALUES = st.sampled_from([-1, 0, 1, 2, 3, 401, 10**30, 1.5, 1e308, float("nan"), None, "x", "",
+                                   "../model.pt", "/etc/passwd", [], [0] * 400, [2] * 400, {}, True])
+
+
+def _release_edit(release: Path, how: str) -> None:
+    data = release.read_bytes()
+    if how == "truncated":
+        release.write_bytes(data[: len(data) // 2])
+    elif how == "garbage":
+        release.write_bytes(b"\x00\xff not a release" * 64)
+    elif how == "empty":
+        release.write_bytes(b"")
+    elif how == "removed":
+        release.unlink()
+
+
+@examples(10)
+@example([("secrets", [0] * 400)], "none")
+@example([("count", 401)], "none")
+@example([], "truncated")
+@given(st.lists(st.tuples(st.sampled_from(MANIFEST_KEYS), MANIFEST_VALUES | st.just(KeyError)), max_size=2),
+       st.sampled_from(["none", "none", "none", "truncated", "garbage", "empty", "removed"]))
+def test_hostile_one_run_manifests(caught_one_run: Path, edits: list[tuple[str, Any]], release: str) -> None:
+    """A caught one-run training's manifest edited (keys removed or given hostile values) and its release damaged:
+    besides the four properties, the training stays caught or the audit is refused — an edit never makes a
+    training without clipping PASS."""
+    with _workspace() as root:
+        folder = root / "trained"
+        shutil.copytree(caught_one_run, folder)
+        manifest = json.loads((folder / "model.canaries.json").read_text())
+        for key, value in edits:
+            if value is KeyError:
+                manifest.pop(key, None)
+            else:
+                manifest[key] = value
+        (folder / "model.canaries.json").write_text(json.dumps(manifest))
+        _release_edit(folder / "model.canary-release.pt", release)
+        event(f"release {release}, manifest edits {[key for key, _ in edits]}")
+        code = run_and_check(["audit", folder / "model.pt", "--canaries", folder / "model.canaries.json",
+                              "--out", root / "out"], root, root / "out")
+    assert code in (1, 2), f"the caught training passed after {edits}, release {release}"
