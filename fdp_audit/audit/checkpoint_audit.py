@@ -41,7 +41,7 @@ from fdp_audit.audit.gate import INFORMATIONAL, comparison_status, judge
 from fdp_audit.audit.labels import audit_title
 from fdp_audit.audit.stats import clopper_pearson
 from fdp_audit.claim import Claim, noise_multiplier
-from fdp_audit.config import Config, ReportConfig, config_from_dict
+from fdp_audit.config import EXECUTION_FIELDS, AuditConfig, Config, ReportConfig, config_from_dict
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
@@ -112,8 +112,10 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
 
     A checkpoint is untrusted: its config is kept for the data and the recipe, but it never names code to run
     (the fields of :data:`CODE_FIELDS` are dropped here, the model is the metadata's built-in architecture, and
-    :func:`replay_config` refuses to replay a recipe that named code) nor a folder to write (``report.out_dir``
-    is reset to the default). A relative ``data.path`` is resolved from the checkpoint's folder, where ``train``
+    :func:`replay_config` refuses to replay a recipe that named code), nor where trials run (the execution fields
+    are reset to the defaults: a scheduler it named would send replies the client unpickles; the caller's own
+    choice applies on top), nor a folder to write (``report.out_dir`` is reset to the default). A relative
+    ``data.path`` is resolved from the checkpoint's folder, where ``train``
     stored it relative to, so a checkpoint moved with its data still finds them."""
     path = Path(path)
     params, metadata, model = load_checkpoint(path)
@@ -138,8 +140,9 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     if not info.recipe.private:
         pinned["mechanism.noise_multiplier"] = None
     pinned.update({"mechanism.target_epsilon": None, "data.path": data_path, "report.out_dir": ReportConfig().out_dir,
-                   **dict.fromkeys(CODE_FIELDS), "mechanism.integration": "none", "model.kind": model.kind,
-                   "model.hidden": model.hidden})
+                   **dict.fromkeys(CODE_FIELDS), "mechanism.integration": "none",
+                   **{f"audit.{name}": getattr(AuditConfig(), name) for name in EXECUTION_FIELDS},
+                   "model.kind": model.kind, "model.hidden": model.hidden})
     config = config.with_overrides(pinned, {f"mechanism.{field}": f"checkpoint.metadata.{key}"
                                             for field, key in PINNED_METADATA.items()})
     sha256 = hashlib.sha256(path.read_bytes()).hexdigest()

@@ -4,6 +4,7 @@ on the code before its fix."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,7 @@ def test_checkpoint_metadata_never_names_code(cli, one_line_error, dp_sgd_checkp
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Editing only the metadata to name ``model.factory`` and ``mechanism.training`` in the attacker's file made
     ``audit CKPT --games N`` import and run both (the training function ran once per trial) and PASS."""
+    from fdp_audit.audit.checkpoint_audit import read_checkpoint, replay_config
     from fdp_audit.training.checkpoint import load_checkpoint, save_checkpoint
 
     marker, planted = tmp_path / "ran", tmp_path / "planted.py"
@@ -37,6 +39,7 @@ def test_checkpoint_metadata_never_names_code(cli, one_line_error, dp_sgd_checkp
                        "    for p in module.parameters():\n        p.grad = torch.zeros_like(p)\n"
                        "    optimizer.step()\n    return module\n")
     params, metadata, _ = load_checkpoint(dp_sgd_checkpoint)
+    original = copy.deepcopy(metadata["config"])
     metadata["config"]["model"] = {"kind": "module", "factory": f"{planted}:make"}
     metadata["config"]["mechanism"]["training"] = f"{planted}:train"
     edited = tmp_path / "edited.pt"
@@ -49,6 +52,11 @@ def test_checkpoint_metadata_never_names_code(cli, one_line_error, dp_sgd_checkp
     result = cli("audit", edited, "--out", tmp_path / "records")  # the audit of its records runs none of it
     assert result.code == 0, result.err
     assert not marker.exists()
+    metadata["config"] = {**original, "audit": {**original.get("audit", {}), "executor": "dask",
+                                                "scheduler": "tcp://attacker.invalid:8786"}}
+    save_checkpoint(edited, params, metadata)  # nor does it choose where the replay's trials run
+    replay = replay_config(read_checkpoint(edited), 40).audit
+    assert (replay.executor, replay.scheduler, replay.workers) == ("local", None, None)
 
 
 @pytest.fixture
