@@ -38,7 +38,6 @@ DEFAULT_CHECKPOINT_OUT = "reports/run"  # a checkpoint's metadata never chooses 
 WEIGHTS_SUFFIXES = (".safetensors", ".pth", ".bin")  # state_dicts trained outside fdp-audit
 
 
-
 def shipped_config_path(path: str | os.PathLike[str]) -> Path:
     """A config file by path: as given when it exists, else the shipped config of that name.
 

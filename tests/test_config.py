@@ -13,7 +13,7 @@ from fdp_audit.cli import main
 from fdp_audit.config import Config, MechanismConfig, config_from_dict, load_config
 from fdp_audit.errors import BadInputError
 
-SPEC_COMMANDS = ("demo", "train", "account", "calibrate", "audit", "gate", "profile", "report", "corrdp")
+BUILT_IN_COMMANDS = ("demo", "train", "account", "calibrate", "audit", "gate", "profile", "report", "corrdp")
 
 # (YAML text or raw bytes, text the one-line message must contain: the dotted field, or for problems
 # with the file itself, what is wrong with it)
@@ -113,12 +113,12 @@ def test_cli_train_missing_config_exit_2_one_line(tmp_path, capsys):
     assert_one_line_exit_2(capsys, ["train", str(tmp_path / "absent.yaml")], "not found")
 
 
-def test_cli_help_lists_every_spec_command(capsys):
+def test_cli_help_lists_every_built_in_command(capsys):
     with pytest.raises(SystemExit) as info:
         main(["--help"])
     assert info.value.code == 0
     out = capsys.readouterr().out
-    for command in SPEC_COMMANDS:
+    for command in BUILT_IN_COMMANDS:
         assert re.search(rf"^\s+{command}\b", out, re.MULTILINE), f"{command} missing from --help"
 
 

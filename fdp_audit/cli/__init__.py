@@ -30,7 +30,6 @@ SEED_HELP = ("replace the config's seed, from which the data (split or synthetic
              "streams and the audit's trials all derive")
 
 
-
 @dataclass(frozen=True)
 class Command:
     """A subcommand of ``fdp-audit``: ``module`` exposes ``register(subparsers)``, imported when the parser is
