@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 
 CHANNEL_VARIABLE = "FDP_AUDIT_SUPERVISOR_FD"
+PARENT_VARIABLE = "FDP_AUDIT_SUPERVISOR_PID"
 GRACE_SECONDS = 10.0  # after audit.trial_timeout, how long an interrupted trial may take to stop before it is ended
 EXIT_BAD_INPUT, EXIT_INTERNAL = 2, 3
 _CHILD = "import fdp_audit.supervision as s; s.child()"
@@ -120,7 +121,7 @@ def main() -> int:
 
     read_end, write_end = os.pipe()
     child = subprocess.Popen([sys.executable, "-c", _CHILD, *sys.argv[1:]], pass_fds=(write_end,),
-                             env={**os.environ, CHANNEL_VARIABLE: str(write_end)})
+                             env={**os.environ, CHANNEL_VARIABLE: str(write_end), PARENT_VARIABLE: str(os.getpid())})
     os.close(write_end)
     calls = _Calls()
     reader = threading.Thread(target=calls.read, args=(read_end,), daemon=True)
@@ -171,6 +172,9 @@ def child() -> None:
     """The supervised command: ``fdp_audit.cli.main`` on the arguments, its exit code sent to the supervisor, then
     an exit that waits for no thread the user's code left running."""
     global _channel
+    parent = os.environ.pop(PARENT_VARIABLE, None)
+    if parent is not None:
+        _die_with(int(parent))
     descriptor = os.environ.pop(CHANNEL_VARIABLE, None)
     if descriptor is not None:
         _channel = int(descriptor)
@@ -193,6 +197,19 @@ def child() -> None:
               "process", file=sys.stderr, flush=True)
         os._exit(code)
     sys.exit(code)
+
+
+def _die_with(parent: int) -> None:
+    """End this process when the supervisor dies: a supervisor killed by SIGKILL forwards nothing, and the command
+    would go on writing results nobody waits for. Linux sends the child SIGKILL then (prctl PR_SET_PDEATHSIG); a
+    supervisor that died before the request was made is seen as a changed parent process."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL))  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(128 + int(signal.SIGKILL))
 
 
 def _first_interrupt(signum: int, frame: object) -> None:

@@ -1,0 +1,68 @@
+"""The command line's supervisor (:mod:`fdp_audit.supervision`): the real supervisor and the real child, with the
+command the child runs replaced by a small one that enters the user's code and waits there (an audit would take
+seconds to get that far, and the supervision is the same)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+# in the child: fdp_audit.cli.main replaced by a command that enters "the training function", writes its pid to the
+# file it is given and sleeps
+WAITING_IN_USER_CODE = (
+    "import os, pathlib, time, fdp_audit.cli as cli, fdp_audit.supervision as s\n"
+    "def command(argv):\n"
+    "    s.note_call(1, None, 'mechanism.training', 'the training function on trial 1 of 1')\n"
+    "    pathlib.Path(argv[0]).write_text(str(os.getpid()))\n"
+    "    time.sleep(120)\n"
+    "    return 0\n"
+    "cli.main = command\n")
+
+
+def supervisor(child_source: str, *argv: str | Path) -> subprocess.Popen:
+    """``fdp-audit ARGV`` whose child runs ``child_source`` before :func:`fdp_audit.supervision.child`."""
+    program = ("import sys, fdp_audit.supervision as s\n"
+               f"s._CHILD = {child_source + 's.child()'!r}\n"
+               "sys.exit(s.main())\n")
+    return subprocess.Popen([sys.executable, "-c", program, *map(str, argv)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def child_pid(marker: Path, timeout: float = 60.0) -> int:
+    deadline = time.monotonic() + timeout
+    while not (marker.exists() and marker.read_text()):
+        assert time.monotonic() < deadline, "the child never entered the user's code"
+        time.sleep(0.05)
+    return int(marker.read_text())
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_killed_supervisor_takes_the_command_with_it(tmp_path: Path) -> None:
+    """SIGKILL of the supervisor alone left the audit running 8½ minutes, writing results."""
+    marker = tmp_path / "pid"
+    process = supervisor(WAITING_IN_USER_CODE, marker)
+    pid = child_pid(marker)
+    try:
+        os.kill(process.pid, signal.SIGKILL)
+        process.communicate(timeout=30)
+        deadline = time.monotonic() + 5.0
+        while alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not alive(pid), "the child outlived its supervisor"
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
