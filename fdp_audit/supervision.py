@@ -7,7 +7,8 @@ thread it leaves running would keep a finished audit from ever exiting. So the c
 a pipe, when a call into the user's code starts and ends and, once the command has returned and its output is
 flushed, the exit code it chose; it then exits without waiting for stray threads. The supervisor exits with that
 code. A child that ended without saying so ended inside the user's code (bad input, exit 2, one line naming it)
-or inside fdp-audit's (internal error, exit 3); one killed by a signal keeps that signal's status (128 + N). A
+or inside fdp-audit's (internal error, exit 3); one killed by a signal keeps that signal's status (128 + N), inside
+the user's code too when the supervisor forwarded that signal (the user stopped the command; its code did not). A
 trial that runs past ``audit.trial_timeout`` is interrupted in the child (:mod:`fdp_audit.user_code`); one that
 ignores the interruption for :data:`GRACE_SECONDS` more is ended here.
 
@@ -127,7 +128,10 @@ def main() -> int:
     reader = threading.Thread(target=calls.read, args=(read_end,), daemon=True)
     reader.start()
 
+    forwarded: set[int] = set()  # a child killed by one of these was stopped by the user, not by its own code
+
     def forward(signum: int, frame: object) -> None:
+        forwarded.add(signum)
         with contextlib.suppress(ProcessLookupError):
             child.send_signal(signum)
 
@@ -151,6 +155,8 @@ def main() -> int:
                       "written; the journal keeps the finished trials)", EXIT_BAD_INPUT)
     if calls.exit_code is not None:
         return calls.exit_code
+    if status < 0 and -status in forwarded:
+        return 128 - status
     inside = calls.inside_user_code()
     if inside is not None:
         name, what = inside

@@ -66,3 +66,15 @@ def test_a_killed_supervisor_takes_the_command_with_it(tmp_path: Path) -> None:
     finally:
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_sent_to_the_supervisor_is_not_blamed_on_the_users_code(tmp_path: Path, signum: int) -> None:
+    """SIGTERM or SIGHUP forwarded during the user's code was reported as bad input: exit 2, "mechanism.training:
+    the training function … was killed by signal 15"."""
+    marker = tmp_path / "pid"
+    process = supervisor(WAITING_IN_USER_CODE, marker)
+    child_pid(marker)
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=30)
+    assert process.returncode == 128 + signum and "mechanism.training" not in err, err
