@@ -409,8 +409,11 @@ def _closest_words(j: dict[str, Any], unit: str) -> str:
 
 
 def _one_run_violation(j: dict[str, Any]) -> str:
-    return (f"{comparison_label(j)}: {j['observed']:.4g} of the guesses were correct, more than its "
-            f"{limit_words(j)} at this level, so the mechanism leaks more than it claims.")
+    counted = (f"{j['correct']} of {j['guesses']} guesses were right (a share of {j['observed']:.4g})"
+               if isinstance(j.get("guesses"), int) and isinstance(j.get("correct"), int)
+               else f"a share of {j['observed']:.4g} of the guesses was right")
+    return (f"{comparison_label(j)}: {counted}, more than its {limit_words(j)} at this level, so the mechanism "
+            "leaks more than it claims.")
 
 
 def _restate_promise(row: dict[str, Any], claim: Claim, config: Config, where: str) -> None:
