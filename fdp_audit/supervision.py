@@ -37,7 +37,9 @@ PARENT_VARIABLE = "FDP_AUDIT_SUPERVISOR_PID"
 GRACE_SECONDS = 10.0  # after audit.trial_timeout, how long an interrupted trial may take to stop before it is ended
 EXIT_BAD_INPUT, EXIT_INTERNAL = 2, 3
 _CHILD = "import fdp_audit.supervision as s; s.child()"
+DUPLICATE_SECONDS = 0.2  # a second SIGINT sooner than this after one is its copy (the terminal's and the forwarded)
 _channel: int | None = None  # in a supervised child: the pipe to the supervisor
+_last_interrupt = float("-inf")  # in a supervised child: when SIGINT last interrupted the command
 
 
 def note_call(call_id: int, timeout: float | None, field_name: str, what: str) -> None:
@@ -135,7 +137,7 @@ def main() -> int:
         with contextlib.suppress(ProcessLookupError):
             child.send_signal(signum)
 
-    # a terminal's Ctrl-C reaches the child too (one process group); the child takes the first SIGINT only
+    # a terminal's Ctrl-C reaches the child too (one process group); the child ignores the copy (_interrupt)
     for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, forward)
     overdue = None
@@ -185,7 +187,7 @@ def child() -> None:
     if descriptor is not None:
         _channel = int(descriptor)
         os.set_inheritable(_channel, False)
-    signal.signal(signal.SIGINT, _first_interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
     from fdp_audit.cli import main as command
 
     try:
@@ -218,8 +220,13 @@ def _die_with(parent: int) -> None:
         os._exit(128 + int(signal.SIGKILL))
 
 
-def _first_interrupt(signum: int, frame: object) -> None:
-    """The first SIGINT interrupts the command; later ones (the supervisor forwards what the terminal also sent)
-    are ignored, so that the command's own handling of the interruption is not interrupted in turn."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGINT interrupts the command, except a copy arriving within :data:`DUPLICATE_SECONDS` of the last one: a
+    terminal's Ctrl-C reaches both processes and the supervisor forwards its own, and the second copy would
+    interrupt the command's handling of the first. A later Ctrl-C interrupts again (a cleanup that hangs)."""
+    global _last_interrupt
+    now = time.monotonic()
+    if now - _last_interrupt < DUPLICATE_SECONDS:
+        return
+    _last_interrupt = now
     raise KeyboardInterrupt

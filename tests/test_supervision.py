@@ -78,3 +78,28 @@ def test_a_signal_sent_to_the_supervisor_is_not_blamed_on_the_users_code(tmp_pat
     process.send_signal(signum)
     _, err = process.communicate(timeout=30)
     assert process.returncode == 128 + signum and "mechanism.training" not in err, err
+
+
+def test_a_second_ctrl_c_interrupts_a_hanging_cleanup(tmp_path: Path) -> None:
+    """The child ignored every SIGINT after the first, so a cleanup that hung could not be interrupted; the copy of
+    one Ctrl-C (the terminal's, beside the supervisor's) must still not interrupt the cleanup it started."""
+    marker = tmp_path / "pid"
+    cleanup = ("    try:\n        time.sleep(120)\n    except KeyboardInterrupt:\n"
+               "        pathlib.Path(argv[0] + '.interrupted').touch()\n    time.sleep(120)\n")
+    process = supervisor(WAITING_IN_USER_CODE.replace("    time.sleep(120)\n", cleanup), marker)
+    pid = child_pid(marker)
+    try:
+        process.send_signal(signal.SIGINT)
+        os.kill(pid, signal.SIGINT)  # the terminal's copy, to the whole process group
+        deadline = time.monotonic() + 30
+        while not Path(f"{marker}.interrupted").exists():
+            assert time.monotonic() < deadline and process.poll() is None, process.communicate()[1]
+            time.sleep(0.05)
+        time.sleep(0.5)
+        assert process.poll() is None, "the copy of one Ctrl-C interrupted the command's cleanup"
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=30)
+        assert process.returncode == 128 + signal.SIGINT, err
+    finally:
+        if alive(pid):
+            os.kill(pid, signal.SIGKILL)
