@@ -123,7 +123,9 @@ def main() -> int:
     import subprocess
 
     read_end, write_end = os.pipe()
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, *sys.argv[1:]], pass_fds=(write_end,),
+    # the interpreter's own flags (-X dev, -W, -O, -I …) hold for the command as they would without a supervisor
+    interpreter = [sys.executable, *subprocess._args_from_interpreter_flags()]
+    child = subprocess.Popen([*interpreter, "-c", _CHILD, *sys.argv[1:]], pass_fds=(write_end,),
                              env={**os.environ, CHANNEL_VARIABLE: str(write_end), PARENT_VARIABLE: str(os.getpid())})
     os.close(write_end)
     calls = _Calls()

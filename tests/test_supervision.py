@@ -103,3 +103,15 @@ def test_a_second_ctrl_c_interrupts_a_hanging_cleanup(tmp_path: Path) -> None:
     finally:
         if alive(pid):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_the_interpreters_flags_reach_the_command() -> None:
+    """The child was started as ``python -c …``: ``python -X importtime -m fdp_audit`` timed the supervisor's
+    imports only, and -W, -X dev or -O did not hold for the command."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-W", "error::UserWarning", "-c",
+                           "import sys, fdp_audit.supervision as s\n"
+                           "s._CHILD = 'import warnings; print(warnings.filters[0][:3:2]);"
+                           " ' + s._CHILD\n"
+                           "sys.exit(s.main())", "--version"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "fdp_audit.cli" in done.stderr and "('error', <class 'UserWarning'>)" in done.stdout, done.stdout
