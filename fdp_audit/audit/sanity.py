@@ -8,7 +8,9 @@ A PASS says that no attack beat its limit by more than chance explains. It says 
   Ψ(x) alone, at no privacy cost), so the audit attacked a model no one would ship;
 * a section holds nothing: a game whose attacks list is empty, a table with a header and no rows;
 * no attack of a game beat the prior: every attack's success rate is at or below Ball (what guessing from the prior
-  alone achieves) in every comparison of that game, so the game's PASS reflects no leakage its attacks could find.
+  alone achieves) in every comparison of that game, so the game's PASS reflects no leakage its attacks could find;
+* a comparison passes only by chance: its measured success rate is above its limit and only its lower confidence
+  bound is not (more trials would decide), or an ε test's lower bound is 0 (its trials could show no leakage).
 
 The warnings are derived from the stored values alone, so ``audit``, ``gate`` and ``report`` give the same ones for
 the same results.json; a PASS with any of them is reported as weak.
@@ -20,9 +22,10 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fdp_audit.audit.labels import game_title
+from fdp_audit.audit.labels import comparison_label, game_title
 
 LEARNED_NOTHING, EMPTY_SECTION, NEVER_BEAT_PRIOR = "learned_nothing", "empty_section", "never_beat_prior"
+ABOVE_LIMIT, NO_POWER = "above_limit_by_chance", "epsilon_without_power"
 # the sections of results.json that hold a list of rows, and the name of that list
 ROW_LISTS = {"tightness": "rows", "utility": "rows", "one_run": "rows", "checkpoint_audit": "attacks"}
 TOLERANCE = 1e-9  # two accuracies or a rate and Ball equal up to float rounding are equal
@@ -109,9 +112,37 @@ def _never_beat_prior(results: dict[str, Any]) -> Iterator[SanityWarning]:
                             "could find", f"comparisons/{rows[0][0]}")
 
 
+def _inconclusive(results: dict[str, Any]) -> Iterator[SanityWarning]:
+    """A rate comparison whose measured rate is above its limit (it passes only because its trials cannot rule
+    chance out), and an ε test whose stored lower bound (its game section's) is 0."""
+    comparisons = results.get("comparisons")
+    rows = [row for row in (comparisons if isinstance(comparisons, list) else ()) if isinstance(row, dict)]
+    for c, row in enumerate(rows):
+        bound = _number(row.get("bound"))
+        if (row.get("kind") == "rate" and bound is not None and isinstance(row.get("trials"), int)
+                and row["trials"] > 0 and isinstance(row.get("successes"), int)
+                and row["successes"] / row["trials"] > bound + TOLERANCE):
+            yield SanityWarning(ABOVE_LIMIT, f"{comparison_label(row)}: its measured rate "
+                                f"{row['successes'] / row['trials']:.4g} is above its limit {bound:.4g}; it passes "
+                                f"only because {row['trials']} judged trials cannot rule chance out, so its PASS is "
+                                "inconclusive (more trials would decide)", f"comparisons/{c}")
+    by_id = {row.get("id"): (c, row) for c, row in enumerate(rows)}
+    games = results.get("games")
+    for game in games if isinstance(games, list) else ():
+        for attack in game.get("attacks", ()) if isinstance(game, dict) else ():
+            if not isinstance(attack, dict) or _number(attack.get("epsilon_lower_bound")) != 0.0:
+                continue
+            c, row = by_id.get(f"{game.get('game')}-epsilon/{attack.get('attack')}", (None, None))
+            if row is not None:
+                yield SanityWarning(NO_POWER, f"{comparison_label(row)}: its ε lower bound is 0 against the claimed "
+                                    f"ε, so its trials could show no leakage at all and its PASS is inconclusive",
+                                    f"comparisons/{c}")
+
+
 def sanity_warnings(results: dict[str, Any]) -> list[SanityWarning]:
     """Every sanity warning of ``results`` (a results.json dictionary), in a fixed order: learned nothing, empty
-    sections, games in which no attack beat the prior (each named by its title in the report).
+    sections, games in which no attack beat the prior (each named by its title in the report), comparisons that
+    pass only by chance.
 
     Args:
         results: the audit's results.
@@ -119,7 +150,8 @@ def sanity_warnings(results: dict[str, Any]) -> list[SanityWarning]:
     Returns:
         The warnings, none when the PASS (if any) rests on something.
     """
-    return [*_learned_nothing(results), *_empty_sections(results), *_never_beat_prior(results)]
+    return [*_learned_nothing(results), *_empty_sections(results), *_never_beat_prior(results),
+            *_inconclusive(results)]
 
 
 def weak_pass(status: str, warnings: list[SanityWarning]) -> str:

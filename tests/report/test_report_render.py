@@ -355,15 +355,21 @@ def test_sanity_warnings_sit_in_the_banner_and_a_pass_with_them_is_weak(results)
     from fdp_audit.audit.sanity import sanity_warnings
 
     html = render_report(results)
-    (warning,) = sanity_warnings(results)
-    assert warning.kind == "never_beat_prior"
+    warnings = sanity_warnings(results)  # and a rate above its limit, four ε tests whose lower bound is 0
+    assert [w.kind for w in warnings] == ["never_beat_prior", "above_limit_by_chance", *["epsilon_without_power"] * 4]
     assert '<span class="weak">weak</span>' in html and "<title>PASS (weak) · " in html
     banner = html[html.index('id="verdict"'):html.index("</section>", html.index('id="verdict"'))]
-    assert 'id="warnings"' in banner and "A weak PASS: 1 sanity warning" in banner
+    assert 'id="warnings"' in banner and "A weak PASS: 6 sanity warnings" in banner
     assert "Reconstruction: no attack beat the prior (reconstruction; the closest, reconstruction at ρ = 0.5" in banner
     for comparison in results["comparisons"]:
         if comparison["game"] == "reconstruction":
-            comparison["successes"] = comparison["trials"]
+            comparison["successes"] = int(comparison["bound"] * comparison["trials"])  # above Ball, not its limit
+        elif comparison["kind"] == "rate" and comparison["successes"] > comparison["bound"] * comparison["trials"]:
+            comparison["successes"] = int(comparison["bound"] * comparison["trials"])
+    for game in results["games"]:
+        for attack in game["attacks"]:
+            if "epsilon_lower_bound" in attack:
+                attack["epsilon_lower_bound"] = 0.5
     clean = render_report(results)
     assert 'id="warnings"' not in clean and 'class="weak"' not in clean
 

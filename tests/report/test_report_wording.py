@@ -57,3 +57,20 @@ def test_an_epsilon_bound_found_in_the_claimed_family_says_so():
     words = _epsilon_violation(row)
     assert ("ε lower bound of 10.29 (assuming the mechanism's family: dp_sgd with a smaller z; assumption-free ε "
             "0.9) against") in words
+
+
+def test_a_pass_above_its_limit_or_without_power_is_called_inconclusive(results):
+    from fdp_audit.audit.sanity import ABOVE_LIMIT, NO_POWER, sanity_warnings, weak_pass
+
+    row = next(c for c in results["comparisons"] if c["id"] == "attribute/likelihood")
+    assert all(w.where != f"comparisons/{results['comparisons'].index(row)}" for w in sanity_warnings(results))
+    row.update(trials=32, successes=25, bound=0.6222)  # rate 0.7812 > 0.6222, the lower bound of 25/32 is not
+    epsilon = next(g for g in results["games"] if g["game"] == "distinguishing")
+    epsilon["attacks"][0]["epsilon_lower_bound"] = 0.0
+    where = f"comparisons/{results['comparisons'].index(row)}"
+    found = {w.kind: w for w in sanity_warnings(results) if w.where == where or w.kind == NO_POWER}
+    assert "its measured rate 0.7812 is above its limit 0.6222" in found[ABOVE_LIMIT].message
+    assert "32 judged trials cannot rule chance out" in found[ABOVE_LIMIT].message
+    assert found[ABOVE_LIMIT].where == f"comparisons/{results['comparisons'].index(row)}"
+    assert "its ε lower bound is 0" in found[NO_POWER].message
+    assert weak_pass("PASS", list(found.values())).startswith("PASS (weak")
