@@ -176,6 +176,14 @@ def _epsilon_row(row: dict[str, Any], lo: float, hi: float) -> ChartRow:
                     attack_title(row))
 
 
+def _margin_words(row: dict[str, Any]) -> str:
+    """A margin as the banner shows it: an ε test's as its lower bound against the claimed ε (a negative margin
+    read as a negative ε), any other's signed."""
+    if row.get("kind") == "epsilon" and row.get("epsilon_lower_bound") is not None:
+        return f"ε lower bound {number(row['epsilon_lower_bound'])} vs claimed {number(row.get('theoretical'))}"
+    return signed(row["margin"])
+
+
 def judged_comparisons(results: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
     """The gate's evaluation of every stored comparison at the verdict's α, each merged with its stored
     description (game, attack, threat model, trials); bad input names its field."""
@@ -259,7 +267,7 @@ def build_summary(results: dict[str, Any]) -> Summary | None:
     failing = [row for panel in panels for row in panel.rows if row.status == "violation"]
     tested, shows, caveats = _plain_words(results, rows, alpha, bool(failing))
     assumption_free = any(r.get(EPSILON_ASSUMPTION_FREE) is not None for r in epsilon)
-    closest = [Closest(UNITS[kind], signed(row["margin"]), comparison_label(row), row["id"],
+    closest = [Closest(UNITS[kind], _margin_words(row), comparison_label(row), row["id"],
                        bool(row.get("violated"))) for kind in UNITS
                for row in [next((r for r in rows if r.get("kind") == kind and _status(r) != "not judged"
                                  and math.isfinite(margin_key(r))), None)] if row is not None]

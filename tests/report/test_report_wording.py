@@ -44,6 +44,7 @@ def test_a_violation_banner_names_the_faulty_mechanism_and_no_ids(violation_resu
     banner = html.split('<section id="verdict"')[1].split("</section>")[0]
     assert "Known-faulty test mechanism: fdp_sgd_shared_batch (see below)" in banner
     assert "furthest over its limit (success rate)" in banner and "closest to its limit (ε)" in banner
+    assert "ε lower bound 0 vs claimed 2 · Simulator game" in banner  # not a margin of −2 read as an ε
     words = re.sub(r"<[^>]*>", "", banner)  # the id stays in attributes and in results.json, never in the words
     assert VIOLATED not in words
 
