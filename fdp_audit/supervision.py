@@ -6,7 +6,8 @@ end the process in ways no ``try`` sees: ``os._exit(0)`` would end an audit with
 thread it leaves running would keep a finished audit from ever exiting. So the child tells the supervisor, through
 a pipe, when a call into the user's code starts and ends and, once the command has returned and its output is
 flushed, the exit code it chose; it then exits without waiting for stray threads. The supervisor exits with that
-code. A child that ended without saying so ended inside the user's code (bad input, exit 2, one line naming it)
+code, ending a child whose shutdown (an exit handler) still runs :data:`SHUTDOWN_SECONDS` later. A child that
+ended without saying so ended inside the user's code (bad input, exit 2, one line naming it)
 or inside fdp-audit's (internal error, exit 3); one killed by a signal keeps that signal's status (128 + N), inside
 the user's code too when the supervisor forwarded that signal (the user stopped the command; its code did not). A
 trial that runs past ``audit.trial_timeout`` is interrupted in the child (:mod:`fdp_audit.user_code`); one that
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field
 
 CHANNEL_VARIABLE = "FDP_AUDIT_SUPERVISOR_FD"
 PARENT_VARIABLE = "FDP_AUDIT_SUPERVISOR_PID"
+SHUTDOWN_SECONDS = 5.0  # after the child said its exit code, how long its shutdown (atexit, finalisers) may take
 GRACE_SECONDS = 10.0  # after audit.trial_timeout, how long an interrupted trial may take to stop before it is ended
 EXIT_BAD_INPUT, EXIT_INTERNAL = 2, 3
 _CHILD = "import fdp_audit.supervision as s; s.child()"
@@ -76,6 +78,7 @@ class _Calls:
 
     running: dict[str, tuple[float, float | None, str, str]] = field(default_factory=dict)
     exit_code: int | None = None
+    exited_at: float | None = None  # when the exit code came (time.monotonic)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def read(self, fd: int) -> None:
@@ -95,7 +98,7 @@ class _Calls:
             elif kind == "done":
                 self.running.pop(rest, None)
             elif kind == "exit":
-                self.exit_code = int(rest)
+                self.exit_code, self.exited_at = int(rest), time.monotonic()
 
     def overdue(self) -> tuple[float, str, str] | None:
         """The first call past its time limit and the grace after it: (limit, field, what)."""
@@ -105,6 +108,12 @@ class _Calls:
                 if limit is not None and now > start + limit + GRACE_SECONDS:
                     return limit, name, what
         return None
+
+    def shutdown_hangs(self) -> bool:
+        """Whether the child said its exit code more than :data:`SHUTDOWN_SECONDS` ago (the command is over; an
+        exit handler that hangs must not keep the supervisor waiting)."""
+        with self.lock:
+            return self.exited_at is not None and time.monotonic() > self.exited_at + SHUTDOWN_SECONDS
 
     def inside_user_code(self) -> tuple[str, str] | None:
         with self.lock:
@@ -149,7 +158,7 @@ def main() -> int:
             break
         except subprocess.TimeoutExpired:
             overdue = calls.overdue()
-            if overdue is not None:
+            if overdue is not None or calls.shutdown_hangs():
                 child.kill()
     reader.join(timeout=1.0)  # the child's last lines are in the pipe; a grandchild may hold it open
     if overdue is not None:

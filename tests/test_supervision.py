@@ -27,9 +27,8 @@ WAITING_IN_USER_CODE = (
 
 def supervisor(child_source: str, *argv: str | Path) -> subprocess.Popen:
     """``fdp-audit ARGV`` whose child runs ``child_source`` before :func:`fdp_audit.supervision.child`."""
-    program = ("import sys, fdp_audit.supervision as s\n"
-               f"s._CHILD = {child_source + 's.child()'!r}\n"
-               "sys.exit(s.main())\n")
+    source = "import fdp_audit.supervision as s\n" + child_source + "s.child()"
+    program = f"import sys, fdp_audit.supervision as s\ns._CHILD = {source!r}\nsys.exit(s.main())\n"
     return subprocess.Popen([sys.executable, "-c", program, *map(str, argv)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
@@ -115,3 +114,12 @@ def test_the_interpreters_flags_reach_the_command() -> None:
                            "sys.exit(s.main())", "--version"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert "fdp_audit.cli" in done.stderr and "('error', <class 'UserWarning'>)" in done.stdout, done.stdout
+
+
+def test_a_shutdown_that_hangs_after_the_exit_code_does_not_keep_the_command_alive() -> None:
+    """An exit handler that hung after the child had said its exit code kept the supervisor waiting forever."""
+    start = time.monotonic()
+    process = supervisor("import atexit, time\natexit.register(time.sleep, 120)\n", "--version")
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 0 and out.startswith("fdp-audit"), err
+    assert time.monotonic() - start < 30
