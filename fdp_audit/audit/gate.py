@@ -416,6 +416,10 @@ def _one_run_violation(j: dict[str, Any]) -> str:
             "leaks more than it claims.")
 
 
+def _promise_violation(j: dict[str, Any]) -> str:
+    return f"{comparison_label(j)}: {promise_violation(j)}"
+
+
 def _restate_promise(row: dict[str, Any], claim: Claim, config: Config, where: str) -> None:
     """The plan a promise states is the claim the games were judged against: its sample rate and steps are the
     stated mechanism's (its noise multiplier too, unless the configuration claims another)."""
@@ -464,7 +468,7 @@ KINDS: dict[str, ComparisonKind] = {
                               "even all guesses correct would not reject the claim at this level", False,
                               _restate_one_run, _one_run_violation),
     PROMISE: ComparisonKind(judge_promise, lambda row, level, where: True, lambda row, level, where: None,
-                            "", False, _restate_promise, promise_violation, statistical=False),
+                            "", False, _restate_promise, _promise_violation, statistical=False),
     "released_steps": ComparisonKind(_evaluate_released_steps, lambda row, level, where: True,
                                      lambda row, level, where: None, "", False, _restate_released_steps,
                                      _released_steps_violation, statistical=False),

@@ -21,7 +21,6 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from fdp_audit.audit.labels import comparison_label
 from fdp_audit.errors import BadInputError
 
 KIND = "promise"
@@ -149,7 +148,8 @@ def _optional_number(row: dict[str, Any], key: str, where: str) -> float | None:
 
 
 def promise_violation(j: dict[str, Any]) -> str:
-    """The verdict's explanation of a broken promise: spent and promised ε, steps planned and taken, and why."""
+    """The verdict's explanation of a broken promise, after its comparison's label: spent and promised ε, steps
+    planned and taken, and why (the label is the gate's to add, so that this module stays below the games)."""
     trained = ", ".join(f"{z:.4g}" for z in j["noise_multipliers_trained"])
     reasons = []
     if j["steps_taken"] > j["steps_planned"]:
@@ -167,7 +167,7 @@ def promise_violation(j: dict[str, Any]) -> str:
                 f"{j['noise_multiplier_promised']:.4g} for")
     engine = ("" if j.get("engine_epsilon") is None
               else f"; the engine's own accountant counted ε = {j['engine_epsilon']:.4g} for what was trained")
-    return (f"{comparison_label(j)}: the training spent more than it promised: it took {j['steps_taken']} steps "
+    return (f"the training spent more than it promised: it took {j['steps_taken']} steps "
             f"(noise multiplier {trained}), spending ε = {j['spent_epsilon']:.4g} at δ = {j['delta']:g}, where its "
             f"plan, {plan}, spends ε = {j['promised_epsilon']:.4g} at sample rate {j['sample_rate']:g} (both ε by "
             f"fdp-audit's exact accounting{engine})" + (f": {'; '.join(reasons)}." if reasons else "."))

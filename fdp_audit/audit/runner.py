@@ -30,13 +30,13 @@ from fdp_audit.audit.promise import Promise, promise_section
 from fdp_audit.audit.provenance import journal_key, user_source_digests, versions
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.audit.trials import DEFAULT_CHUNK, play_game, refuse_what_cannot_fit
-from fdp_audit.audit.user_training import train_user_trials, user_trainer
+from fdp_audit.audit.user_training import train_user_trials
 from fdp_audit.claim import Claim
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.execution import Executor, executor_for
-from fdp_audit.integrations import integrated_claim
+from fdp_audit.integrations import checked_user_trainer, integrated_claim
 from fdp_audit.json_numbers import finite_or_none
 from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training.engine import Canaries, accuracy, train_models
@@ -96,7 +96,7 @@ def utility_section(config: Config, data: PreparedData, claim: Claim, models: in
             absent = torch.zeros(models, dtype=torch.bool)
             canaries = Canaries(torch.zeros(models, data.train.n_features), torch.zeros(models, dtype=torch.long),
                                 absent, absent)
-            trained = (train_user_trials(user_trainer(config, problem), config.seed + 1, torch.arange(models),
+            trained = (train_user_trials(checked_user_trainer(config, problem), config.seed + 1, torch.arange(models),
                                          canaries, False) if training else
                        train_third_party(load_mechanism(third_party), problem, config.seed + 1, torch.arange(models),
                                          canaries, record_iterates=False))

@@ -23,13 +23,13 @@ from attacks import Attack, View
 from fdp_audit.audit.games import TRIAL_BLOCK, Game, Setup
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.third_party import load_mechanism, mechanism_calls, train_third_party
-from fdp_audit.audit.user_training import train_user_trials, user_trainer
+from fdp_audit.audit.user_training import train_user_trials
 from fdp_audit.claim import adopt_noise_multiplier, noise_multiplier
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.execution import Executor, InProcessExecutor, split_chunks
-from fdp_audit.integrations import library_caches
+from fdp_audit.integrations import checked_user_trainer, library_caches
 from fdp_audit.phases import Phase
 from fdp_audit.training.engine import Canaries, CanaryBlock, TrainingProblem, chunk_size_for, train_models
 
@@ -57,7 +57,7 @@ def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tenso
             yield from train_third_party(mechanism, problem, config.seed, indices, canaries, record_iterates, calls)
         return
     if config.mechanism.training is not None:
-        trainer = user_trainer(config, problem)
+        trainer = checked_user_trainer(config, problem)
         with Phase(f"{phase}: {len(indices)} models of {config.mechanism.training}", len(indices),
                    "model") as progress, library_caches():
             yield from train_user_trials(trainer, config.seed, indices, canaries, record_iterates, progress.update)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -167,17 +167,15 @@ class UserTrainer:
 
 
 def user_trainer(config, problem: TrainingProblem) -> UserTrainer:
-    """The trainer of a config naming ``mechanism.training`` on ``problem``'s data set S."""
-    from fdp_audit.integrations import training_check  # integrations read the games' promise: imported late
-
+    """The trainer of a config naming ``mechanism.training`` on ``problem``'s data set S, with nothing around each
+    trial's training (:func:`fdp_audit.integrations.checked_user_trainer` adds the integration's check)."""
     mech = config.mechanism
     if not isinstance(problem.model, ModuleModel):
         raise BadInputError("user training needs model.factory (the module it trains)", FIELD)
     scale = 1.0 if mech.loss_reduction == "sum" else mech.sample_rate * problem.n
-    trainer = UserTrainer(load_training(mech.training), problem.model, problem.x.cpu(), problem.y.cpu(),
-                          mech.clip_norm, config.audit.canary_norm_factor, scale, problem.initial_params,
-                          mech.sample_rate, config.audit.trial_timeout)
-    return replace(trainer, each_training=training_check(config, trainer))
+    return UserTrainer(load_training(mech.training), problem.model, problem.x.cpu(), problem.y.cpu(),
+                       mech.clip_norm, config.audit.canary_norm_factor, scale, problem.initial_params,
+                       mech.sample_rate, config.audit.trial_timeout)
 
 
 def train_user_trials(trainer: UserTrainer, seed: int, indices: torch.Tensor, canaries: Canaries,

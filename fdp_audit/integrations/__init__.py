@@ -15,14 +15,16 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from fdp_audit.audit.promise import Promise
+from fdp_audit.audit.user_training import UserTrainer, user_trainer
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.integrations import opacus
 from fdp_audit.registry import Has, Registry, Rule
+from fdp_audit.training.engine import TrainingProblem
 
 
 class Promised(Protocol):
@@ -119,6 +121,22 @@ def training_check(config: Config, trainer: Any) -> Callable[[int], contextlib.A
     if entry is None or entry.each_training is None:
         return contextlib.nullcontext
     return entry.each_training(config, trainer)
+
+
+def checked_user_trainer(config: Config, problem: TrainingProblem) -> UserTrainer:
+    """The trainer of ``config``'s user loop on ``problem`` with the integration's check around each trial's
+    training (:func:`training_check`): what the games train the user's loop with.
+
+    Args:
+        config: a validated (claimed) configuration naming ``mechanism.training``.
+        problem: the training problem (data set S, model) of the trials.
+
+    Returns:
+        The :class:`~fdp_audit.audit.user_training.UserTrainer` of :func:`~fdp_audit.audit.user_training.user_trainer`
+        with its ``each_training`` set.
+    """
+    trainer = user_trainer(config, problem)
+    return replace(trainer, each_training=training_check(config, trainer))
 
 
 @contextlib.contextmanager

@@ -17,12 +17,13 @@ from fdp_audit.accounting.mechanism import MechanismAccountant
 from fdp_audit.audit.games import base
 from fdp_audit.audit.games.categorical import GameRecord, attribute_section, candidate_scores, rate_comparisons
 from fdp_audit.audit.third_party import load_mechanism, mechanism_calls, train_third_party
-from fdp_audit.audit.user_training import train_user_trials, user_trainer
+from fdp_audit.audit.user_training import train_user_trials
 from fdp_audit.claim import Claim
 from fdp_audit.config import Config
 from fdp_audit.data.features import CandidateMap
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
+from fdp_audit.integrations import checked_user_trainer
 from fdp_audit.training.engine import Canaries, TrainingProblem
 from fdp_audit.training.run import build_problem
 
@@ -39,7 +40,7 @@ def third_party_trainer(config: Config) -> ShadowTrainer | None:
     (None: built-in)."""
     if config.mechanism.training is not None:
         def train_user(problem: TrainingProblem, seed: int, indices, canaries: Canaries):
-            trainer = user_trainer(config, problem)
+            trainer = checked_user_trainer(config, problem)
             for _, view in train_user_trials(trainer, seed, torch.as_tensor(list(indices)), canaries, False):
                 yield view.params
 
