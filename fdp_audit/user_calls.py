@@ -29,7 +29,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -73,6 +73,27 @@ def copies(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return type(value)(copies(item) for item in value)
     return copy.deepcopy(value)
+
+
+@contextlib.contextmanager
+def supervised_call(field_name: str, what: str) -> Iterator[None]:
+    """A call into the user's code outside a phase of trials (the model factory), told to the command line's
+    supervisor, so that an ``os._exit`` or a fatal signal inside it is reported as theirs (bad input naming
+    ``field_name``), not as an internal error.
+
+    Args:
+        field_name: the config field naming the code (``model.factory``).
+        what: the call, in words (``"the model factory"``).
+
+    Returns:
+        A context manager around the call.
+    """
+    call_id = next(_IDS)
+    note_call(call_id, None, field_name, what)
+    try:
+        yield
+    finally:
+        note_done(call_id)
 
 
 @dataclass

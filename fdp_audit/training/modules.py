@@ -36,6 +36,7 @@ from fdp_audit.threads import threads_for
 from fdp_audit.training import layer_plan, streams
 from fdp_audit.training.layer_plan import LayerPlan
 from fdp_audit.training.models import Model, Params
+from fdp_audit.user_calls import supervised_call
 from fdp_audit.user_code import load_function, raise_failure
 
 FIELD = "model.factory"
@@ -46,7 +47,8 @@ def build_module(factory: Callable[..., nn.Module], n_inputs: int, n_classes: in
     """Call the user's factory (with ``(n_inputs, n_classes)`` when it takes two parameters) and check that it
     returned a module; its failures are bad input."""
     try:
-        module = factory(n_inputs, n_classes) if takes_input_width(factory) else factory()
+        with supervised_call(field_name, "the model factory"):
+            module = factory(n_inputs, n_classes) if takes_input_width(factory) else factory()
     except (Exception, SystemExit) as err:
         raise_failure(err, "the model factory failed", field_name)
     if not isinstance(module, nn.Module):

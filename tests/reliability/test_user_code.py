@@ -163,3 +163,15 @@ def test_a_fresh_module_returned_instead_of_the_trained_one_is_refused(cli, one_
     result = cli("audit", config, "--out", tmp_path / "out")
     assert result.code == 2
     assert "must return the module it was given, trained (it returned another module)" in one_line_error(result.err)
+
+
+def test_os_exit_in_the_model_factory_is_bad_input(tmp_path: Path, write_yaml, small_config) -> None:
+    """``os._exit(0)`` in the model factory, called outside the supervised calls of the trials, was reported as an
+    internal error (exit 3)."""
+    config = user_config(tmp_path, "def train(module, dataset, seed):\n    step(module, dataset)\n    return module\n",
+                         write_yaml, small_config)
+    (tmp_path / "model.py").write_text("import os\n\ndef make(n_inputs, n_classes):\n    os._exit(0)\n")
+    done = supervised(["audit", config, "--out", tmp_path / "out"], tmp_path)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert lines[-1].startswith("fdp-audit: error: model.factory: the model factory ended the process (status 0)")
