@@ -123,3 +123,11 @@ def test_a_shutdown_that_hangs_after_the_exit_code_does_not_keep_the_command_ali
     out, err = process.communicate(timeout=60)
     assert process.returncode == 0 and out.startswith("fdp-audit"), err
     assert time.monotonic() - start < 30
+
+
+def test_the_installed_command_is_the_supervisor() -> None:
+    """``fdp-audit`` must start the supervisor, not the command itself: the exit codes above hold only there."""
+    from importlib.metadata import entry_points
+
+    scripts = {point.name: point.value for point in entry_points(group="console_scripts") if point.name == "fdp-audit"}
+    assert scripts == {"fdp-audit": "fdp_audit.supervision:main"}
