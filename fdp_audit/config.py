@@ -331,7 +331,19 @@ class Config(_Section):
         about an overridden field names it as ``names`` says (a command-line flag such as ``--seed``).
 
         ``mechanism.noise_multiplier`` and ``mechanism.target_epsilon`` are two ways to set one quantity: a
-        non-null override of one clears the other unless both are overridden."""
+        non-null override of one clears the other unless both are overridden.
+
+        Args:
+            overrides: dotted field → new value, each given as a YAML file would give it (a number, a string, a
+                list, ``None``).
+            names: dotted field → the name a message about that field uses instead (default: the dotted field).
+
+        Returns:
+            A new validated ``Config``; this one is unchanged (it is frozen).
+
+        Raises:
+            BadInputError: a field that does not exist, or a value the field or the whole config refuses.
+        """
         return _overridden(self, overrides, names or {})
 
 
@@ -580,7 +592,20 @@ def _check_consistency(config: Config) -> None:
 def config_from_dict(raw: Any) -> Config:
     """The validated config of a raw mapping. A ``mechanism.target_epsilon`` without a ``noise_multiplier``
     leaves the noise multiplier unset (it is calibrated), rather than at its default of 1; a config naming the
-    user's training or a third-party mechanism without ``audit.games`` plays :data:`USER_LOOP_GAMES`."""
+    user's training or a third-party mechanism without ``audit.games`` plays :data:`USER_LOOP_GAMES`.
+
+    Args:
+        raw: the configuration as plain data, sections of dotted fields (docs/files.md), as ``yaml.safe_load`` of
+            a config file or :meth:`Config.to_dict` gives it; a missing section or field takes its default
+            (docs/configuration.md). Relative paths are kept as given (:func:`load_config` resolves them).
+
+    Returns:
+        The validated ``Config``.
+
+    Raises:
+        BadInputError: an unknown field, a value of the wrong type or out of its range, or fields that contradict
+            each other; the message names the dotted field.
+    """
     model = raw.get("model") if isinstance(raw, dict) else None
     if isinstance(model, dict) and model.get("factory") is not None and "kind" not in model:
         raw = {**raw, "model": {**model, "kind": "module"}}  # a factory names a module
@@ -627,7 +652,18 @@ def load_config(path: str | Path) -> Config:
     """Read and validate a YAML config; every failure is a one-line :class:`BadInputError`. A relative
     ``data.path``, and the file of every ``file.py:function`` the config names (``model.factory``,
     ``mechanism.training``, ``mechanism.third_party``), are read from the config file's folder (and held as
-    absolute paths)."""
+    absolute paths).
+
+    Args:
+        path: the YAML file (docs/files.md; the keys and their defaults are in docs/configuration.md).
+
+    Returns:
+        The validated ``Config``.
+
+    Raises:
+        BadInputError: a file that cannot be read, is not UTF-8 YAML (a model file is named as such), repeats a
+            key, or holds a config that :func:`config_from_dict` refuses.
+    """
     path = Path(path)
     if path.suffix.lower() in MODEL_SUFFIXES:
         raise BadInputError(f"{path} is a model file, not a YAML config; {EXTERNAL_MODEL_HINT}")

@@ -35,7 +35,10 @@ API: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("The library", "fdp_audit.api", ("audit", "audit_checkpoint", "account", "gate", "AuditResult", "WrittenFiles",
                                       "GateResult", "checkpoint_claim", "check_gaussian_parameters", "as_config",
                                       "shipped_config_path", "demo", "demo_config")),
+    ("The configuration", "fdp_audit.config", ("Config", "load_config", "config_from_dict")),
     ("The claim", "fdp_audit.claim", ("Claim", "noise_multiplier", "adopt_noise_multiplier")),
+    ("One-run audits of the user's own training", "fdp_audit.audit.one_run.loop", ("GradientCanaries",)),
+    ("One-run audits with record canaries", "fdp_audit.audit.one_run.canaries", ("insert_record_canaries",)),
     ("Privacy events and their accountants", "fdp_audit.accounting",
      ("PrivacyEvent", "SubsampledGaussianEvent", "PublicOnlyEvent", "NonPrivateEvent", "Segment", "MechanismSpec",
       "MechanismAccountant", "accountant_for", "register_accountant")),
@@ -57,6 +60,27 @@ API: tuple[tuple[str, str, tuple[str, ...]], ...] = (
                                               "run_reproduction")),
     ("Commands", "fdp_audit.cli", ("Command", "COMMANDS", "register_command")),
 )
+
+PACKAGE_SECTION = "Other names of the package"
+
+
+def api_sections() -> tuple[tuple[str, str, tuple[str, ...]], ...]:
+    """The sections of the API reference: :data:`API`, and a last section for any name of ``fdp_audit.__all__``
+    that no section of :data:`API` lists, so that the reference and its docstring check cover every public name.
+
+    Returns:
+        ``(section title, module, names)`` triples in the order the page lists them.
+    """
+    import fdp_audit
+
+    listed = {id(getattr(importlib.import_module(module), name)) for _, module, names in API for name in names}
+    # ``fdp_audit.audit`` is the engine's package; calling it calls ``fdp_audit.api.audit``, which the page lists
+    called_through = {name for _, module, names in API if module == "fdp_audit.api" for name in names}
+    missing = tuple(name for name in fdp_audit.__all__ if not name.startswith("_")
+                    and id(getattr(fdp_audit, name)) not in listed
+                    and not (inspect.ismodule(getattr(fdp_audit, name)) and name in called_through))
+    return API + ((PACKAGE_SECTION, "fdp_audit", missing),) if missing else API
+
 
 _ROLES = re.compile(r":(?:class|func|meth|attr|data|mod|obj):`~?([^`]+)`")
 
@@ -85,7 +109,7 @@ def api_markdown() -> str:
     lines = ["# Python API reference", "",
              "Generated from the docstrings by `python -m fdp_audit.reference` (a test checks it is current). "
              "[extending.md](extending.md) shows each kind at work.", ""]
-    for title, module_name, names in API:
+    for title, module_name, names in api_sections():
         module = importlib.import_module(module_name)
         lines += [f"## {title}", "", f"`{module_name}`", ""]
         for name in names:
@@ -101,7 +125,7 @@ def undocumented() -> list[str]:
         One ``module.name: what is missing`` line each; empty when every docstring is complete.
     """
     problems = []
-    for _, module_name, names in API:
+    for _, module_name, names in api_sections():
         module = importlib.import_module(module_name)
         for name in names:
             for qualified, function in _functions(name, getattr(module, name)):

@@ -20,3 +20,14 @@ def test_the_api_page_lists_every_kind_with_its_registered_names():
                      "COMMANDS"):
         assert f"### `{registry}`" in page
     assert "registered: `prior`, `likelihood`" in page and "#### `Game.setup(config, data)`" in page
+
+
+def test_the_api_page_covers_every_name_the_package_exports():
+    import fdp_audit
+
+    page = api_markdown()
+    for name in fdp_audit.__all__:
+        if not name.startswith("_"):
+            assert f"### `{name}(" in page or f"### class `{name}(" in page or f"### `{name}`" in page, name
+    assert "#### `Config.with_overrides(overrides, names=None)`" in page
+    assert "#### `GradientCanaries.save(module, path)`" in page

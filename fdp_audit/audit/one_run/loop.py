@@ -129,24 +129,29 @@ class WithCanaries(Dataset):
 
 
 class GradientCanaries:
-    """M gradient canaries for one training run by the user's code (module docstring).
-
-    Args:
-        count: M, the number of canaries (1 … 100,000).
-        seed: the seed their secrets are drawn from; the audit's config must state the same seed.
-        clip_norm: the clip norm C the training claims; the canaries' raw norm is ``norm_factor·C``.
-        norm_factor: K > 1, so that a loop that does not clip shows it.
-        game: ``inclusion`` (DP, add/remove) or ``value`` (FDP, replace-one).
-        k: candidates per canary in the value game (2 for inclusion).
-        null: M₀, the head's coordinates that only noise reaches (default ``min(M, 1000)``: enough to read the
-            noise scale off, :data:`NULL_COORDINATES`).
-        expected_batch: the loop's expected batch when its loss is averaged and it is not an Opacus
-            ``DPOptimizer`` (which states it): releases are then in units of the noisy clipped sum.
-    """
+    """M gradient canaries for one training run by the user's code (module docstring; docs/one_run.md)."""
 
     def __init__(self, count: int, *, seed: int = 0, clip_norm: float = 1.0, norm_factor: float = 10.0,
                  game: str = "inclusion", k: int = 2, null: int | None = None,
                  expected_batch: float | None = None):
+        """Draw the canaries' secrets and their gradients: ``g_i = K·C`` for a present canary in the inclusion
+        game, ``g_i = K·C·u_{v_i}`` with ``u_v = 2v/(k−1) − 1`` in the value game.
+
+        Args:
+            count: M, the number of canaries (1 … 100,000).
+            seed: the seed their secrets are drawn from; the audit's config must state the same seed.
+            clip_norm: the clip norm C the training claims; the canaries' raw norm is ``norm_factor·C``.
+            norm_factor: K ≥ 1; K > 1 makes a loop that does not clip show it.
+            game: ``inclusion`` (DP, add/remove) or ``value`` (FDP, replace-one).
+            k: candidates per canary in the value game (2 for inclusion).
+            null: M₀, the head's coordinates that only noise reaches (default ``min(M, 1000)``: enough to read the
+                noise scale off, :data:`NULL_COORDINATES`).
+            expected_batch: the loop's expected batch when its loss is averaged and it is not an Opacus
+                ``DPOptimizer`` (which states it): releases are then in units of the noisy clipped sum.
+
+        Raises:
+            BadInputError: a count, game, k, clip norm, norm factor or M₀ out of range.
+        """
         if not isinstance(count, int) or not 1 <= count <= MAX_CANARIES:
             raise BadInputError(f"must be an integer between 1 and {MAX_CANARIES}", "count")
         if game not in GAMES or (game == "inclusion" and k != 2) or not 2 <= k <= 64:
@@ -195,7 +200,20 @@ class GradientCanaries:
 
     def add_to(self, dataset: Dataset) -> WithCanaries:
         """The data set with the canaries that are present appended as ordinary ``(x, y)`` records, without a copy
-        of the data (:class:`WithCanaries`: indexed as a ``TensorDataset`` is, so ``dataset[:]`` still works)."""
+        of the data (:class:`WithCanaries`: indexed as a ``TensorDataset`` is, so ``dataset[:]`` still works).
+        Each canary's input is a marked record built on a value above every input magnitude of the data set, so
+        that the head recognises it; its label is 0.
+
+        Args:
+            dataset: the training set, whose records are ``(x, y)`` pairs with floating-point inputs ``x``.
+
+        Returns:
+            The data set followed by the present canaries (those whose secret is 1 in the inclusion game; all of
+            them in the value game).
+
+        Raises:
+            BadInputError: a data set whose inputs are not floating-point.
+        """
         largest, x0, y0 = _scan_magnitude(dataset)
         if not torch.is_floating_point(x0):
             raise BadInputError(f"gradient canaries need floating-point inputs; the data set's are {x0.dtype}",
@@ -207,7 +225,20 @@ class GradientCanaries:
         return WithCanaries(dataset, x, y)
 
     def wrap(self, module: nn.Module) -> AuditedModule:
-        """The module followed by the canary head (on the module's device). Call after :meth:`add_to`."""
+        """The module followed by the canary head (on the module's device). Call after :meth:`add_to`.
+
+        The head has ``M + M₀`` coordinates: canary i's per-example gradient is ``g_i·e_i`` on coordinate i, and
+        the M₀ null coordinates receive only the training's noise.
+
+        Args:
+            module: the user's model, whose logits the head follows.
+
+        Returns:
+            The wrapped module, to train (and to build the optimizer on) in place of ``module``.
+
+        Raises:
+            BadInputError: :meth:`add_to` was not called first.
+        """
         if self.inputs is None:
             raise BadInputError("call add_to(dataset) before wrap(module): the canaries' inputs depend on the data",
                                 "wrap")
@@ -219,7 +250,17 @@ class GradientCanaries:
 
     def attach(self, optimizer: torch.optim.Optimizer) -> None:
         """Read the release at every step of every optimizer that holds the head, from now until :meth:`save`
-        (an Opacus ``DPOptimizer`` is read through the optimizer it wraps, when it really steps)."""
+        (an Opacus ``DPOptimizer`` is read through the optimizer it wraps, when it really steps). The updates are
+        read in units of the noisy clipped sum: multiplied by the expected batch when the loss is averaged (as a
+        ``DPOptimizer`` states it, or ``expected_batch`` gave it), and as they are otherwise.
+
+        Args:
+            optimizer: the optimizer built on the wrapped module's parameters (or an Opacus ``DPOptimizer``
+                around it).
+
+        Raises:
+            BadInputError: :meth:`wrap` was not called first, or the optimizer does not hold the canary head.
+        """
         if self.observer is None:
             raise BadInputError("call wrap(module) before attach(optimizer)", "attach")
         inner = getattr(optimizer, "original_optimizer", optimizer)
@@ -238,7 +279,14 @@ class GradientCanaries:
     @contextlib.contextmanager
     def observing(self) -> Iterator[None]:
         """Read the release of every optimizer holding the head within the block (for code that builds its own
-        optimizers, as a ``train(module, dataset, seed)`` function does)."""
+        optimizers, as a ``train(module, dataset, seed)`` function does).
+
+        Returns:
+            A context manager; the steps taken inside the ``with`` block are read.
+
+        Raises:
+            BadInputError: :meth:`wrap` was not called first.
+        """
         if self.observer is None:
             raise BadInputError("call wrap(module) first", "observing")
         if self.expected_batch:
@@ -251,7 +299,17 @@ class GradientCanaries:
     def release(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """``(updates [T, M], updates_null [T, M₀], final [M], final_null [M₀])`` observed so far (updates in the
         direction of the parameters' change, as :mod:`fdp_audit.audit.one_run.guesser` reads them); refuses a
-        training that never stepped an optimizer holding the head, or whose canaries never reached the module."""
+        training that never stepped an optimizer holding the head, or whose canaries never reached the module.
+
+        Returns:
+            ``updates`` ``[T, M]`` and ``updates_null`` ``[T, M₀]``, the head's change at each of the T observed
+            steps on the canaries' and the null coordinates, and ``final`` ``[M]`` and ``final_null`` ``[M₀]``,
+            the head's values now; float32 tensors on the CPU.
+
+        Raises:
+            BadInputError: no module was wrapped, no optimizer holding the head stepped, or present canaries
+                never reached the module.
+        """
         if self.observer is None or self.audited is None:
             raise BadInputError("the canaries were never wrapped around a module", "save")
         if not self.observer.steps:
@@ -267,7 +325,14 @@ class GradientCanaries:
 
     def guesser_release(self) -> Release:
         """What the training released about the canaries, as the one-run guesser reads it
-        (:func:`fdp_audit.audit.one_run.guesser.threat_scores`; the secrets are :attr:`secrets`)."""
+        (:func:`fdp_audit.audit.one_run.guesser.threat_scores`; the secrets are :attr:`secrets`).
+
+        Returns:
+            A ``Release`` of float64 arrays holding :meth:`release`'s four tensors.
+
+        Raises:
+            BadInputError: as :meth:`release`.
+        """
         updates, updates_null, final, final_null = (t.double().numpy() for t in self.release())
         return Release(final, final_null, updates, updates_null)
 
@@ -275,7 +340,21 @@ class GradientCanaries:
         """Stop reading the release and write, together or not at all: the module's weights (safetensors, without
         the head; wrappers such as Opacus's are unwrapped), the release ``<stem>.canary-release.pt`` and the
         manifest ``<stem>.canaries.json`` (secrets, which the training knows: they follow from the config's seed;
-        docs/one_run.md, "What the audit trusts")."""
+        docs/one_run.md, "What the audit trusts").
+
+        Args:
+            module: the module :meth:`wrap` returned, or a wrapper around it (an Opacus ``GradSampleModule``).
+            path: the weights file, ending in ``.safetensors``; the release and the manifest are written beside it.
+
+        Returns:
+            ``OneRunFiles``: the three paths written, the number of steps released, and the number of gaps in
+            which the head changed outside the observed steps (0 for a loop that releases what its claim
+            describes).
+
+        Raises:
+            BadInputError: a path not ending in ``.safetensors``, a module other than the wrapped one, or a
+                release that :meth:`release` refuses.
+        """
         path = Path(path)
         if path.suffix != ".safetensors":
             raise BadInputError("the weights are written as safetensors: give a path ending in .safetensors", "path")
