@@ -274,6 +274,35 @@ def build_summary(results: dict[str, Any]) -> Summary | None:
     return Summary(panels, failing, tested, shows, caveats, assumption_free, closest)
 
 
+def _trial_words(rows: list[dict[str, Any]], played: int) -> str:
+    """``64 trials played per game: success rates 32 judged (the other 32 choose the attack)``: the trials a kind
+    of comparison is judged on, named once beside those played, as the tables count them (a success rate is judged
+    on the trials its decision rule was not fitted on, an ε test on those its threshold was not chosen on).
+
+    Args:
+        rows: The judged comparisons.
+        played: The trials each game played.
+
+    Returns:
+        The words, without brackets.
+    """
+    judged: dict[str, set[int]] = {}
+    for row in rows:
+        if row.get("kind") == "rate" and isinstance(row.get("trials"), int):
+            judged.setdefault("success rates", set()).add(row["trials"])
+        elif row.get("kind") == "epsilon":
+            judged.setdefault("ε tests", set()).add(row.get("negatives", 0) + row.get("positives", 0))
+    chooses = {"success rates": "the attack", "ε tests": "the threshold"}
+    parts = []
+    for kind, counts in judged.items():
+        if len(counts) == 1 and 0 < played - min(counts) < played:
+            (count,) = counts
+            parts.append(f"{kind} {count} judged (the other {played - count} choose {chooses[kind]})")
+        else:
+            parts.append(f"{kind} {'/'.join(str(n) for n in sorted(counts))} judged")
+    return f"{played} trials played per game" + (": " + ", ".join(parts) if parts else "")
+
+
 def _plain_words(results: dict[str, Any], rows: list[dict[str, Any]], alpha: float,
                  violated: bool) -> tuple[str, str, list[str]]:
     games: list[str] = []
@@ -284,7 +313,7 @@ def _plain_words(results: dict[str, Any], rows: list[dict[str, Any]], alpha: flo
     reproducibility = results.get("reproducibility")
     total = reproducibility.get("trials") if isinstance(reproducibility, dict) else None
     played = isinstance(total, int) and any(row.get("kind") != "one_run" for row in rows)
-    listed = "; ".join(games) + (f" ({total} trials each)" if played else "")
+    listed = "; ".join(games) + (f" ({_trial_words(rows, total)})" if played else "")
     threat = {str(r.get("threat_model")) for r in rows if r.get("threat_model")}
     tested = (f"{len(rows)} comparisons of an attack against what the claimed privacy allows, from: {listed}. "
               f"Each is judged at confidence 1 − α/m with α = {number(alpha)} and m = {len(rows)} "
