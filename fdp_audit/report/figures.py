@@ -17,6 +17,7 @@ from markupsafe import Markup
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
+from fdp_audit.audit.labels import attack_title
 from fdp_audit.report.format import number
 from fdp_audit.report.svg import inline_svg
 
@@ -252,7 +253,8 @@ def roc_figure(
             if np.isfinite(rates).any():
                 floor = min(floor, float(np.nanmin(rates)) / 2)
             ax.plot(scale(_array(roc.get("fpr"))), scale(_array(roc.get("tpr"))), color=colour,
-                    label=f"{attack['attack']} ROC", drawstyle="steps-post" if log else "default")
+                    label=f"{attack_title(attack) or attack['attack']} ROC",
+                    drawstyle="steps-post" if log else "default")
             low_rates = (attack.get("tpr_at_fpr") or ()) if log else ()
             for row in low_rates:
                 floor = min(floor, 0.5 / max(row["negatives"], 1), 0.5 / max(row["positives"], 1))
@@ -270,7 +272,7 @@ def roc_figure(
                     linestyle="none",
                     color=colour,
                     markerfacecolor="none",
-                    label=f"{attack['attack']} conservative points (upper bounds)",
+                    label=f"{attack_title(attack) or attack['attack']} conservative points (upper bounds)",
                 )
         if log:
             grid = np.geomspace(floor, 1.0, 50)

@@ -14,11 +14,24 @@ import re
 from markupsafe import Markup
 
 from fdp_audit.audit.games import ReportView, report_view
-from fdp_audit.audit.labels import section_limit_source
+from fdp_audit.audit.labels import attack_title, section_limit_source
 from fdp_audit.report import figures, texts
 from fdp_audit.report.format import interval, number, signed
 from fdp_audit.report.generative import panels_svg
-from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, numbers, scalar, span, status, text
+from fdp_audit.report.model import (
+    Cell,
+    FigureView,
+    Node,
+    Section,
+    Table,
+    num,
+    numbers,
+    scalar,
+    span,
+    status,
+    text,
+    worded,
+)
 from fdp_audit.report.svg import inline_svg
 
 SECRET, RIGHT, WRONG = "#c2410c", "#15803d", "#b91c1c"  # frames of the example canaries
@@ -275,7 +288,10 @@ def _distinguishing(game: Node, section_id: str, view: ReportView, accounting: N
         f"{view.title} ({relation.replace('_', '/')})",
         texts.DISTINGUISHING,
         lead=view.lead,
-        facts=[("trials played", num(game["trials"])), ("neighbour relation", text(game["relation"]))],
+        facts=[
+            ("trials played", num(game["trials"])),
+            ("neighbour relation", worded(game["relation"], relation.replace("_", "/"))),
+        ],
     )
     rows = []
     for attack in game["attacks"].elements():
@@ -346,7 +362,8 @@ def _distinguishing(game: Node, section_id: str, view: ReportView, accounting: N
                 f"{section_id}-points-{a}",
                 ("Threshold", "FPR", "FNR", "FPR upper bound", "FNR upper bound"),
                 point_rows,
-                caption=f"{attack['attack'].text()}: error rates at each threshold with their upper confidence bounds",
+                caption=f"{attack_title(attack.value) or attack['attack'].text()}: error rates at each threshold "
+                "with their upper confidence bounds",
                 collapsed=True,
             )
         )

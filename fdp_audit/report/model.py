@@ -114,6 +114,11 @@ def text(node: Node) -> Cell:
     return Cell(node.text(), {node.pointer: node.value})
 
 
+def worded(node: Node, words: str, note: str = "") -> Cell:
+    """A stored id shown in words (the id stays in the cell's fields), with an optional note under it."""
+    return Cell(words, {node.pointer: node.value}, note=note)
+
+
 def status(node: Node) -> Cell:
     value = node.text()
     return Cell(value, {node.pointer: value}, f"status status-{value.lower()}")

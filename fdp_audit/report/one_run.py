@@ -3,8 +3,9 @@ bounds, and one row per threat model's comparison."""
 
 from __future__ import annotations
 
+from fdp_audit.audit.labels import threat_title
 from fdp_audit.report import texts
-from fdp_audit.report.model import Cell, Node, Section, Table, num, scalar, text
+from fdp_audit.report.model import Cell, Node, Section, Table, num, scalar, worded
 
 ONE_RUN = texts.Help(
     "Canaries inserted in one training, each with a random secret (inclusion, or a protected value from a known "
@@ -29,7 +30,8 @@ def one_run_section(node: Node) -> Section:
         child = node.present(key)
         if child:
             section.facts.append((label, scalar(child) or Cell("—")))
-    rows = [[text(r["threat_model"]), num(r["guesses"]), num(r["correct"]), num(r["abstentions"]),
+    rows = [[worded(r["threat_model"], threat_title(r["threat_model"].text())), num(r["guesses"]),
+             num(r["correct"]), num(r["abstentions"]),
              Cell("rejected" if r["rejects_claim"].value else "not rejected"),
              num(r["epsilon_gdp"]), num(r["epsilon_steinke"], nullable=True)]
             for r in node["rows"].elements()]

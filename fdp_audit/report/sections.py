@@ -13,6 +13,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from fdp_audit.audit.labels import attack_title
 from fdp_audit.audit.sanity import SanityWarning, sanity_warnings
 from fdp_audit.errors import BadInputError
 from fdp_audit.report import figures, texts
@@ -184,7 +185,7 @@ def _accounting(node: Node, games: list[Node]) -> Section:
         attribute = [_strongest(game) for game in games
                      if (view := section_view(game)) is not None and view.layout == "attribute"]
         trade_points = [
-            (f"{g['game'].value}: {a['attack']}", g["relation"].value, a["points"])
+            (f"{g['game'].value}: {attack_title(a) or a['attack']}", g["relation"].value.replace("_", "/"), a["points"])
             for g in games
             if (view := section_view(g)) is not None and view.layout == "distinguishing"
             for a in g["attacks"].sequence()
@@ -209,7 +210,7 @@ def _strongest(game: Node) -> tuple[str, dict[str, Any]]:
     attacks = [a for a in game["attacks"].sequence() if a.get("status") != "info"] or game["attacks"].sequence()
     best = max(attacks, key=lambda a: a.get("lower_bound") or 0.0)
     view = section_view(game)
-    return f"{view.short if view is not None else 'attribute'}: {best['attack']}", best
+    return f"{view.short if view is not None else 'attribute'}: {attack_title(best) or best['attack']}", best
 
 
 def _delta_value(key: str) -> float:

@@ -75,3 +75,23 @@ def test_a_pass_above_its_limit_or_without_power_is_called_inconclusive(results)
     assert found[ABOVE_LIMIT].where == f"comparisons/{results['comparisons'].index(row)}"
     assert "its ε lower bound is 0" in found[NO_POWER].message
     assert weak_pass("PASS", list(found.values())).startswith("PASS (weak")
+
+
+def test_the_page_names_relations_attacks_and_threat_models_in_words(results):
+    from fdp_audit.report import render_report
+    from fdp_audit.report.model import Node
+    from fdp_audit.report.one_run import one_run_section
+
+    game = next(g for g in results["games"] if g["game"] == "distinguishing" and g["attacks"][0].get("points"))
+    game["relation"] = "add_remove"  # the fact and the trade-off plot's legend say add/remove
+    game["attacks"][0]["points"] = game["attacks"][0]["points"][:1]
+    words = re.sub(r"<[^>]*>", " ", render_report(results))
+    assert "add_remove" not in words and "(1 rows)" not in words and "(1 row)" in words
+    assert "iterates_public_aligned ROC" not in words and "iterates_public_aligned (" not in words
+    assert "likelihood ratio on the released updates, at the canary's public steps ROC" in words
+    section = one_run_section(Node({"rows": [{"threat_model": "updates_public_aligned", "guesses": 10, "correct": 9,
+                                              "abstentions": 990, "rejects_claim": False, "epsilon_gdp": 0.1,
+                                              "epsilon_steinke": None}]}))
+    cell = section.tables[0].rows[0][0]
+    assert cell.text == "released updates at the canaries' public steps"
+    assert cell.fields == {"/rows/0/threat_model": "updates_public_aligned"}
