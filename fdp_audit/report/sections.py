@@ -192,16 +192,23 @@ def _accounting(node: Node, games: list[Node]) -> Section:
             if a.get("points")
         ]
         svg = figures.tradeoff_figure(curve.value, mu.value if mu else None, attribute, trade_points, "fig-tradeoff")
-        section.figures.append(
-            FigureView(
-                "fig-tradeoff",
-                svg,
-                "Trade-off curve as 1 − f(α) on log axes. Circles: attribute-inference success at α = Ball "
-                "with its interval; squares: distinguishing-game error rates, whiskers reaching the upper "
-                "confidence bounds that the ε lower bound uses.",
-            )
-        )
+        section.figures.append(FigureView("fig-tradeoff", svg, _tradeoff_caption(bool(attribute), bool(trade_points))))
     return section
+
+
+def _tradeoff_caption(circles: bool, squares: bool) -> str:
+    """The trade-off plot's caption, naming only the marks it draws and the curve each is judged against: an
+    attribute-inference success against the add/remove curve (Theorem 4's bound), a distinguishing game's error
+    rates against the curve of the game's own neighbour relation."""
+    words = ["Trade-off curve as 1 − f(α) on log axes."]
+    if circles:
+        words.append("Circles: attribute-inference success at α = Ball with its interval, judged against the "
+                     "add/remove PLD curve.")
+    if squares:
+        words.append("Squares: distinguishing-game error rates, whiskers reaching the upper confidence bounds that "
+                     "the ε lower bound uses; each is judged against the PLD curve of its game's neighbour relation "
+                     "(named in its legend entry), not against the other relation's curve.")
+    return " ".join(words)
 
 
 def _strongest(game: Node) -> tuple[str, dict[str, Any]]:

@@ -32,8 +32,9 @@ MECHANISM = Help(
 ACCOUNTING = Help(
     "What the privacy parameters buy: ε at several δ from the privacy-loss distribution (PLD, the number the "
     "audit uses), with Rényi DP shown only for comparison, and the whole trade-off curve f.",
-    "The plot shows 1 − f(α), the best true-positive rate any test achieves at false-positive rate α; every "
-    "empirical point (with its interval) must lie on or below the PLD curve. The GDP approximation is drawn "
+    "The plot shows 1 − f(α), the best true-positive rate any test achieves at false-positive rate α; each "
+    "empirical point (with its interval) must lie on or below the PLD curve of its own neighbour relation "
+    "(add/remove, or replacement for a game that audits replace-one). The GDP approximation is drawn "
     "for comparison only: it understates leakage at small α and is never used to judge.",
 )
 ATTRIBUTE = Help(

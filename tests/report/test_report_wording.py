@@ -95,3 +95,22 @@ def test_the_page_names_relations_attacks_and_threat_models_in_words(results):
     cell = section.tables[0].rows[0][0]
     assert cell.text == "released updates at the canaries' public steps"
     assert cell.fields == {"/rows/0/threat_model": "updates_public_aligned"}
+
+
+def _tradeoff_caption(results) -> str:
+    from fdp_audit.report.sections import build_view
+
+    accounting = next(s for s in build_view(results).sections if s.id == "accounting")
+    return next(f.caption for f in accounting.figures if f.id == "fig-tradeoff")
+
+
+def test_the_trade_off_caption_judges_each_point_against_its_own_relations_curve(results):
+    caption = _tradeoff_caption(results)
+    assert "Circles" in caption and "Squares" in caption
+    assert "PLD curve of its game's neighbour relation" in caption
+
+
+def test_a_trade_off_plot_without_empirical_points_says_nothing_of_circles_or_squares(results):
+    results["games"] = [g for g in results["games"] if g["game"] == "reconstruction"]
+    caption = _tradeoff_caption(results)
+    assert caption == "Trade-off curve as 1 − f(α) on log axes."
