@@ -1,0 +1,131 @@
+"""Every public function and method of the documented parts of ``fdp_audit`` carries the Google-style sections its
+signature calls for (docs/reference.md is generated from them): ``Args:`` when it takes parameters other than
+``self``/``cls``, ``Returns:`` (or ``Yields:``) when its return annotation is not ``None``.
+
+Public means no leading underscore, at a module's top level or a method of a public top-level class; a property is
+an attribute and is exempt. The check reads the source with ``ast`` (nothing is imported), so it names functions
+that the reference page does not list too. ``DOCUMENTED`` holds the packages and top-level modules already complete;
+each is added as its docstrings are written."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "fdp_audit"
+
+# Sub-packages and top-level modules of fdp_audit, relative to fdp_audit/, whose public functions are all documented.
+DOCUMENTED = (
+    "__init__.py", "__main__.py", "api.py", "errors.py", "mechanisms.py", "reference.py", "supervision.py",
+    "user_calls.py",
+)
+
+
+def missing_sections(source: str) -> list[str]:
+    """The public functions and methods of one module whose docstring lacks a section its signature calls for.
+
+    Args:
+        source: the module's Python source.
+
+    Returns:
+        One ``name: no Args section, no Returns section`` line per incomplete function (``Class.method`` for a
+        method), in source order; empty when the module is complete.
+    """
+    problems: list[str] = []
+
+    def walk(node: ast.AST, prefix: str, public: bool, depth: int) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef):
+                walk(child, f"{prefix}{child.name}.", public and not child.name.startswith("_"), depth + 1)
+            elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and depth <= 1:
+                if child.name.startswith("_") or not public:
+                    continue
+                if isinstance(node, ast.ClassDef) and any(isinstance(d, ast.Name) and d.id == "property"
+                                                          for d in child.decorator_list):
+                    continue
+                doc = ast.get_docstring(child) or ""
+                takes = [a for a in child.args.args + child.args.kwonlyargs if a.arg not in ("self", "cls")]
+                returns = child.returns is not None and not (isinstance(child.returns, ast.Constant)
+                                                             and child.returns.value is None)
+                missing = [section for section, needed in (("Args", bool(takes) and "Args:" not in doc),
+                                                           ("Returns", returns and "Returns:" not in doc
+                                                            and "Yields:" not in doc)) if needed]
+                if missing:
+                    problems.append(f"{prefix}{child.name}: " + ", ".join(f"no {s} section" for s in missing))
+
+    walk(ast.parse(source), "", True, 0)
+    return problems
+
+
+def _modules(part: str) -> list[Path]:
+    path = PACKAGE / part
+    return sorted(path.rglob("*.py")) if path.is_dir() else [path]
+
+
+@pytest.mark.parametrize("part", DOCUMENTED)
+def test_every_public_function_of_a_documented_part_has_its_sections(part):
+    assert (PACKAGE / part).exists(), f"fdp_audit/{part} does not exist: update DOCUMENTED"
+    problems = [f"{module.relative_to(PACKAGE.parent)}: {problem}"
+                for module in _modules(part) for problem in missing_sections(module.read_text(encoding="utf-8"))]
+    assert not problems, "public functions without their docstring sections:\n" + "\n".join(problems)
+
+
+def test_the_check_flags_a_missing_section_and_accepts_a_complete_docstring():
+    source = '''
+def complete(x: int) -> int:
+    """Twice x.
+
+    Args:
+        x: a number.
+
+    Returns:
+        2x.
+    """
+
+
+def no_returns(x: int) -> int:
+    """Twice x.
+
+    Args:
+        x: a number.
+    """
+
+
+def undocumented(x) -> None:
+    pass
+
+
+def generator() -> Iterator[int]:
+    """Numbers.
+
+    Yields:
+        0, 1, 2.
+    """
+
+
+def _private(x):
+    pass
+
+
+class Public:
+    def method(self, y: float) -> float:
+        """Half y."""
+
+    @property
+    def size(self) -> int:
+        return 1
+
+    def takes_nothing(self) -> None:
+        pass
+
+    class Nested:
+        def deeper(self, z): pass
+
+
+class _Private:
+    def method(self, y): pass
+'''
+    assert missing_sections(source) == ["no_returns: no Returns section", "undocumented: no Args section",
+                                        "Public.method: no Args section, no Returns section"]
