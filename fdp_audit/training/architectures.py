@@ -12,7 +12,20 @@ from fdp_audit.training.modules import build_module_model
 
 def build_model(config: ModelConfig, n_inputs: int, n_classes: int) -> Model:
     """The model ``config`` names: a built-in architecture, checked against the data's shape, or the user's
-    ``nn.Module`` from its factory."""
+    ``nn.Module`` from its factory.
+
+    Args:
+        config: the configuration's ``model`` section (``kind``, ``hidden`` widths, ``factory``).
+        n_inputs: the number of encoded input columns (pixels for images).
+        n_classes: the number of label classes (2 for a binary task, which gets one logit).
+
+    Returns:
+        The model: a :class:`Model` for ``logistic``/``mlp``, a :class:`ModuleModel` for ``cnn`` and ``module``.
+
+    Raises:
+        BadInputError: logistic regression given hidden layers, a ``cnn`` whose images do not fit its pooling, or a
+            factory whose module is refused.
+    """
     if config.kind == "module":
         assert config.factory is not None
         return build_module_model(config.factory, n_inputs, n_classes)

@@ -57,7 +57,19 @@ _REQUIRED: dict[str, type | tuple[type, ...]] = {
 
 def save_checkpoint(path: str | Path, params: Params, metadata: dict[str, Any]) -> Path:
     """Write one model's parameters (no model dimension) and its metadata atomically. The training data's path
-    is stored relative to the checkpoint's folder, so that the two can move together."""
+    is stored relative to the checkpoint's folder, so that the two can move together.
+
+    Args:
+        path: the checkpoint file to write.
+        params: the model's parameters by name, each of its own shape (no leading model dimension).
+        metadata: the privacy metadata (docs/files.md), checked by :func:`validate_metadata`.
+
+    Returns:
+        The path written.
+
+    Raises:
+        BadInputError: the metadata is incomplete or out of range.
+    """
     validate_metadata(metadata)
     data = metadata.get("config", {}).get("data", {})
     if isinstance(data.get("path"), str) and os.path.isabs(data["path"]):
@@ -72,6 +84,18 @@ def save_checkpoint(path: str | Path, params: Params, metadata: dict[str, Any]) 
 
 
 def validate_metadata(metadata: Any) -> dict[str, Any]:
+    """Check a checkpoint's privacy metadata field by field: every required field present with its type, the
+    format version, a known mechanism whose faulty flag matches, and each privacy parameter in range and finite.
+
+    Args:
+        metadata: the decoded metadata (untrusted).
+
+    Returns:
+        The same metadata, once it has passed.
+
+    Raises:
+        BadInputError: a field is missing, of the wrong type or out of range, naming the field.
+    """
     if not isinstance(metadata, dict):
         raise BadInputError("metadata is not a mapping", "checkpoint.metadata")
     for key, kind in _REQUIRED.items():
@@ -110,6 +134,18 @@ def validate_metadata(metadata: Any) -> dict[str, Any]:
 
 
 def model_from_metadata(metadata: dict[str, Any]) -> Model:
+    """The model a checkpoint's metadata describes, refused when the description is invalid or larger than a
+    checkpoint can hold (checked before anything is allocated).
+
+    Args:
+        metadata: validated checkpoint metadata (:func:`validate_metadata`).
+
+    Returns:
+        The built-in model (``logistic``, ``mlp`` or ``cnn``) the parameters belong to.
+
+    Raises:
+        BadInputError: the model description is invalid or too large.
+    """
     m = metadata["model"]
     try:
         model = Model(str(m["kind"]), int(m["n_inputs"]), int(m["n_classes"]), tuple(int(h) for h in m["hidden"]),
@@ -220,7 +256,18 @@ def load_torch_file(raw: bytes, name: str) -> Any:
 
 
 def load_checkpoint(path: str | Path) -> tuple[Params, dict[str, Any], Model]:
-    """Read and validate a checkpoint: parameters, metadata, and the model they belong to."""
+    """Read and validate a checkpoint: parameters, metadata, and the model they belong to.
+
+    Args:
+        path: the checkpoint file (untrusted; read with a size limit).
+
+    Returns:
+        The parameters (float32, by name, each of the model's shape), the validated metadata, and the model.
+
+    Raises:
+        BadInputError: the file is refused or unreadable, is a plain state_dict or another layout, or its metadata
+            or parameters do not match (names, shapes, non-finite values).
+    """
     path = Path(path)
     raw = read_bounded(path, MAX_CHECKPOINT_BYTES, "checkpoint")
     payload = load_torch_file(raw, f"checkpoint {path.name}")
@@ -253,6 +300,16 @@ def load_checkpoint(path: str | Path) -> tuple[Params, dict[str, Any], Model]:
 
 
 def read_privacy_metadata(path: str | Path) -> dict[str, Any]:
-    """The privacy parameters of a checkpoint (for ``fdp-audit account --checkpoint``)."""
+    """The privacy parameters of a checkpoint (for ``fdp-audit account --checkpoint``).
+
+    Args:
+        path: the checkpoint file.
+
+    Returns:
+        Its validated metadata.
+
+    Raises:
+        BadInputError: the checkpoint is refused (:func:`load_checkpoint`).
+    """
     _, metadata, _ = load_checkpoint(path)
     return metadata

@@ -23,7 +23,14 @@ DEFAULT_CNN_CHANNELS = (16, 32)
 
 
 def norm_groups(channels: int) -> int:
-    """GroupNorm's group count for a layer of ``channels``: 4 groups where 4 divides it, else 1."""
+    """GroupNorm's group count for a layer of ``channels``: 4 groups where 4 divides it, else 1.
+
+    Args:
+        channels: the layer's channel count.
+
+    Returns:
+        The number of groups.
+    """
     return 4 if channels % 4 == 0 else 1
 
 
@@ -47,6 +54,14 @@ class GroupNormCNN(nn.Module):
                 nn.init.zeros_(layer.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits of a batch of images.
+
+        Args:
+            x: pixels ``[B, side²]`` (any shape holding ``B·side²`` values, reshaped to ``[B, 1, side, side]``).
+
+        Returns:
+            Logits ``[B, n_outputs]``.
+        """
         return self.classifier(self.features(x.reshape(-1, 1, self.side, self.side)).flatten(1))
 
 
@@ -66,7 +81,21 @@ def _architecture(n_inputs: int, n_classes: int, hidden: tuple[int, ...], field:
 
 def cnn_size(n_inputs: int, n_classes: int, hidden: tuple[int, ...], field: str) -> tuple[int, int]:
     """The ``cnn`` model's parameter count and its first layer's activations per example, counted on the meta
-    device (nothing allocated): what a checkpoint's description is checked against before the model is built."""
+    device (nothing allocated): what a checkpoint's description is checked against before the model is built.
+
+    Args:
+        n_inputs: pixels per image (``side²``).
+        n_classes: label classes (2 gives one logit).
+        hidden: convolution widths (empty: :data:`DEFAULT_CNN_CHANNELS`).
+        field: the input field named in errors.
+
+    Returns:
+        ``(parameter count, first layer's activations per example)``.
+
+    Raises:
+        BadInputError: the widths are not positive or the images are not square with a side 2 divides once per
+            pooling block.
+    """
     side, channels, n_outputs = _architecture(n_inputs, n_classes, hidden, field)
     with torch.device("meta"):
         module = GroupNormCNN(side, channels, n_outputs)
@@ -75,7 +104,20 @@ def cnn_size(n_inputs: int, n_classes: int, hidden: tuple[int, ...], field: str)
 
 def cnn_model(n_inputs: int, n_classes: int, hidden: tuple[int, ...] = (), field: str = "model.kind") -> ModuleModel:
     """The ``cnn`` model on ``n_inputs = side²`` pixels: convolution widths ``hidden`` (default
-    :data:`DEFAULT_CNN_CHANNELS`); the side must be divisible by 2 per pooling block (bad input at ``field``)."""
+    :data:`DEFAULT_CNN_CHANNELS`); the side must be divisible by 2 per pooling block (bad input at ``field``).
+
+    Args:
+        n_inputs: pixels per image (``side²``).
+        n_classes: label classes (2 gives one logit).
+        hidden: convolution widths (empty: :data:`DEFAULT_CNN_CHANNELS`).
+        field: the input field named in errors.
+
+    Returns:
+        The :class:`ModuleModel` of :class:`GroupNormCNN`, with its layer plan.
+
+    Raises:
+        BadInputError: the widths or the image side do not fit the architecture.
+    """
     side, channels, n_outputs = _architecture(n_inputs, n_classes, hidden, field)
     return module_model(partial(GroupNormCNN, side, channels, n_outputs), n_inputs, n_classes, "cnn", tuple(hidden),
                         side)

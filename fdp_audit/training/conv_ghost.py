@@ -56,7 +56,14 @@ Route = Literal["auto", "ghost", "direct"]
 
 
 def supports(model: Model) -> bool:
-    """Whether the model has a layer plan (the built-in CNN, or a user module made of planned layers)."""
+    """Whether the model has a layer plan (the built-in CNN, or a user module made of planned layers).
+
+    Args:
+        model: the architecture.
+
+    Returns:
+        True for a :class:`ModuleModel` with a plan.
+    """
     return isinstance(model, ModuleModel) and model.plan is not None
 
 
@@ -68,7 +75,14 @@ def _plan(model: Model) -> LayerPlan:
 def floats_per_example(model: Model) -> tuple[int, int]:
     """Floats one example holds in a private step (per term of ℓ_priv) and in a plain forward pass: per convolution
     its input unfolded (C_i·kh·kw per output position), its output and gradient and, on the direct route, the layer's
-    gradient (C_o·C_i·kh·kw); per norm x̂, the output and their gradients; per other step its output and gradient."""
+    gradient (C_o·C_i·kh·kw); per norm x̂, the output and their gradients; per other step its output and gradient.
+
+    Args:
+        model: a model with a layer plan (:func:`supports`).
+
+    Returns:
+        ``(private step floats per term, forward pass floats)`` per example.
+    """
     plan = _plan(model)
     private = math.prod(plan.in_shape)
     for planned in plan.steps:
@@ -86,7 +100,14 @@ def floats_per_example(model: Model) -> tuple[int, int]:
 def multiply_adds_per_example(model: Model) -> int:
     """Multiply-adds of one example's plain forward pass through the convolutions and linear layers (how much work a
     step is: a convolution's parameters are reused at every output position, so the parameter count understates
-    it)."""
+    it).
+
+    Args:
+        model: a model with a layer plan (:func:`supports`).
+
+    Returns:
+        The multiply-adds per example.
+    """
     total = 0
     for planned in _plan(model).steps:
         step = planned.step
@@ -112,7 +133,14 @@ def _is_halving_average_pool(step: layer_plan.Step) -> bool:
 
 
 def fused(plan: LayerPlan) -> LayerPlan:
-    """The plan with every ReLU followed by a 2×2 average pooling as one :func:`relu_average_pool` step."""
+    """The plan with every ReLU followed by a 2×2 average pooling as one :func:`relu_average_pool` step.
+
+    Args:
+        plan: a traced layer plan.
+
+    Returns:
+        The fused plan (the same computation, fewer passes over the activations).
+    """
     steps: list[Planned] = []
     for planned in plan.steps:
         if steps and _is_halving_average_pool(planned.step) and _is_relu(steps[-1].step):
@@ -125,7 +153,17 @@ def fused(plan: LayerPlan) -> LayerPlan:
 def forward(model: Model, params: Params, x: torch.Tensor, records: list[Record] | None = None) -> torch.Tensor:
     """Logits ``[R, N, O]`` of R models on their own examples ``x`` ``[R, N, d]`` (grouped convolutions: model
     r's channels are the r-th block of every layer); with ``records``, each parametrised layer's input and output
-    (:class:`fdp_audit.training.layer_plan.Record`)."""
+    (:class:`fdp_audit.training.layer_plan.Record`).
+
+    Args:
+        model: a model with a layer plan (:func:`supports`).
+        params: the stacked parameters by name, ``[R, *shape]``.
+        x: each model's inputs ``[R, N, d]``.
+        records: a list to append each parametrised layer's record to, or None.
+
+    Returns:
+        Logits ``[R, N, O]``.
+    """
     return layer_plan.forward(fused(_plan(model)), params, x, records)
 
 
@@ -336,14 +374,37 @@ def _layers(model: Model, params: Params, batch: ghost.PrivateBatch, route: Rout
 
 
 def private_norms(model: Model, params: Params, batch: ghost.PrivateBatch, route: Route = "auto") -> torch.Tensor:
-    """Per-example gradient norms ``‖∇ℓ_priv‖`` (or ``‖∇ℓ‖`` without a public term), ``[R, K]``."""
+    """Per-example gradient norms ``‖∇ℓ_priv‖`` (or ``‖∇ℓ‖`` without a public term), ``[R, K]``.
+
+    Args:
+        model: a model with a layer plan (:func:`supports`).
+        params: the stacked parameters by name, ``[R, *shape]``.
+        batch: the private batch ``[R, K, ...]`` and its loss.
+        route: the convolutions' norm route: ``"ghost"``, ``"direct"``, or ``"auto"`` (whichever costs less per
+            layer, module docstring).
+
+    Returns:
+        The norms ``[R, K]``.
+    """
     return _layers(model, params, batch, route).squared_norms().clamp_min(0.0).sqrt().T
 
 
 def clipped_private_sum(model: Model, params: Params, batch: ghost.PrivateBatch, clip_norm: float | None,
                         override: ghost.GradientOverride | None = None, route: Route = "auto") -> torch.Tensor:
     """``Σ_k valid_k · clip_C(∇ℓ_priv,k)`` per model, ``[R, P]`` (no clipping when ``clip_norm`` is None);
-    overridden examples (a gradient canary) as in :func:`fdp_audit.training.ghost.clipped_private_sum`."""
+    overridden examples (a gradient canary) as in :func:`fdp_audit.training.ghost.clipped_private_sum`.
+
+    Args:
+        model: a model with a layer plan (:func:`supports`).
+        params: the stacked parameters by name, ``[R, *shape]``.
+        batch: the private batch ``[R, K, ...]`` and its loss.
+        clip_norm: the clipping norm C, or None for no clipping.
+        override: examples whose gradients are fixed vectors, or None.
+        route: the convolutions' norm route: ``"ghost"``, ``"direct"`` or ``"auto"``.
+
+    Returns:
+        The clipped sums ``[R, P]``, flattened in parameter order.
+    """
     layers = _layers(model, params, batch, route)
     weights = batch.valid.to(batch.x.dtype)
     computed = weights if override is None else weights * ~override.mask
@@ -356,7 +417,19 @@ def clipped_private_sum(model: Model, params: Params, batch: ghost.PrivateBatch,
 def gradient_sum(model: Model, params: Params, x: torch.Tensor, y: torch.Tensor, weights: torch.Tensor,
                  label_free: bool = False) -> torch.Tensor:
     """``Σ_k w_k ∇ℓ(x_k)`` per model ``[R, P]`` (the public gradient): one forward and one backward pass of the
-    weighted loss over all models."""
+    weighted loss over all models.
+
+    Args:
+        model: a model with a layer plan (:func:`supports`).
+        params: the stacked parameters by name, ``[R, *shape]``.
+        x: model inputs ``[R, K, d]``.
+        y: labels ``[R, K]``.
+        weights: each example's weight ``[R, K]``.
+        label_free: whether the loss is label DP's label-free one.
+
+    Returns:
+        The weighted gradient sums ``[R, P]``, flattened in parameter order.
+    """
     names = list(model.shapes())
     leaves = {name: params[name].detach().requires_grad_(True) for name in names}
     with torch.enable_grad():

@@ -121,6 +121,14 @@ class TrainingProblem:
         return self.x.shape[0]
 
     def to(self, device: torch.device | str) -> TrainingProblem:
+        """The same problem with its data set and starting parameters on ``device``.
+
+        Args:
+            device: the target device.
+
+        Returns:
+            A new problem (the model, Ψ and public loss shared).
+        """
         initial = None if self.initial_params is None else {k: v.to(device) for k, v in self.initial_params.items()}
         return replace(self, x=self.x.to(device), y=self.y.to(device), initial_params=initial)
 
@@ -145,12 +153,24 @@ class Canaries:
         return 1 if self.y.dim() == 1 else self.y.shape[1]
 
     def take(self, rows: torch.Tensor) -> Canaries:
+        """The canaries of the models at ``rows``.
+
+        Args:
+            rows: model rows to keep (indices or a boolean mask over R).
+
+        Returns:
+            The set restricted to those models, each field indexed on its model axis.
+        """
         pick = (lambda t: None if t is None else t[rows])  # noqa: E731
         return Canaries(self.x[rows], self.y[rows], self.in_private[rows], self.in_public[rows],
                         pick(self.private_gradient), pick(self.public_gradient))
 
     def per_canary(self) -> Canaries:
-        """The same set with the K axis present in every field."""
+        """The same set with the K axis present in every field.
+
+        Returns:
+            The canaries with fields ``[R, K, ...]`` (itself when they already have the axis).
+        """
         if self.y.dim() == 2:
             return self
         lift = (lambda t: None if t is None else t[:, None])  # noqa: E731
@@ -180,6 +200,15 @@ class CanaryBlock:
         return 2 * self.count + self.null
 
     def take(self, rows: torch.Tensor, device: torch.device) -> CanaryBlock:
+        """The block of the models at ``rows``, on ``device``.
+
+        Args:
+            rows: model rows to keep (indices or a boolean mask over R), on ``device``.
+            device: where the block's tensors are put.
+
+        Returns:
+            The block restricted to those models (the same ``null`` count).
+        """
         return CanaryBlock(self.private_values.to(device)[rows], self.public_values.to(device)[rows],
                            self.in_private.to(device)[rows], self.null)
 
@@ -208,12 +237,28 @@ class ChunkResult:
 
 
 def flatten(tree: Params, lead: int) -> torch.Tensor:
-    """Concatenate parameter-shaped tensors into ``[*lead_dims, P]`` (``lead`` leading dims kept)."""
+    """Concatenate parameter-shaped tensors into ``[*lead_dims, P]`` (``lead`` leading dims kept).
+
+    Args:
+        tree: tensors by parameter name, each ``[*lead_dims, *shape]``, in the model's parameter order.
+        lead: how many leading dimensions to keep.
+
+    Returns:
+        The flat tensor ``[*lead_dims, P]``, P the total parameter count.
+    """
     return torch.cat([v.reshape(*v.shape[:lead], -1) for v in tree.values()], dim=-1)
 
 
 def unflatten(flat: torch.Tensor, model: Model) -> Params:
-    """The inverse of :func:`flatten`; columns beyond the model's parameters are its canary block."""
+    """The inverse of :func:`flatten`; columns beyond the model's parameters are its canary block.
+
+    Args:
+        flat: flat parameters ``[..., P]`` (P may exceed the model's count by a canary block).
+        model: the architecture whose shapes split the columns.
+
+    Returns:
+        The tensors by name, ``[..., *shape]``, with :data:`BLOCK_KEY` holding any extra columns.
+    """
     out, start = {}, 0
     for name, shape in model.shapes().items():
         size = math.prod(shape)
@@ -225,7 +270,14 @@ def unflatten(flat: torch.Tensor, model: Model) -> Params:
 
 
 def without_block(params: Params) -> Params:
-    """The model's own parameters (a canary block, if any, left out: the model never reads it)."""
+    """The model's own parameters (a canary block, if any, left out: the model never reads it).
+
+    Args:
+        params: parameters by name, maybe with :data:`BLOCK_KEY`.
+
+    Returns:
+        The parameters without the block.
+    """
     return {name: value for name, value in params.items() if name != BLOCK_KEY}
 
 
@@ -241,7 +293,14 @@ def private_path(problem: TrainingProblem) -> str:
     the record: norms and sums straight from record tables, :mod:`fdp_audit.training.glm`), ``"ghost"``
     (other stacks of linear layers: ghost norms, :mod:`fdp_audit.training.ghost`), ``"conv"`` (modules with a
     layer plan, the CNN among them: :mod:`fdp_audit.training.conv_ghost`), or ``"materialised"`` (per-example
-    gradients from ``torch.func``)."""
+    gradients from ``torch.func``).
+
+    Args:
+        problem: the training problem (its model, recipe and public loss decide).
+
+    Returns:
+        The path's name.
+    """
     if conv_ghost.supports(problem.model):
         return "conv"
     if not ghost.supports(problem.model):
@@ -545,7 +604,18 @@ def bytes_per_model(problem: TrainingProblem, record_iterates: bool, block: Cana
     at most three record widths and a few values) and, for gradient canaries, two gradient vectors. The attacks
     then score ``scored`` candidate records on each trained model (K candidates of an image game): each candidate's
     forward and backward activations, input and gradient ``4·(3A + d + P)`` bytes (A activations, d inputs, P
-    parameters), so that the memory of a game grows with K and is sized before anything is trained."""
+    parameters), so that the memory of a game grows with K and is sized before anything is trained.
+
+    Args:
+        problem: the training problem.
+        record_iterates: whether every step's release is kept (``8·T·P`` bytes more).
+        block: each model's canary block, if any.
+        canaries: canary records per model.
+        scored: candidates the attacks score on each model.
+
+    Returns:
+        The estimate in bytes.
+    """
     h, model = problem.hyper, problem.model
     rate = min(1.0, h.sample_rate * problem.recipe.rate_factor)
     slots = problem.n + canaries + (0 if block is None else block.count)
@@ -621,6 +691,26 @@ def train_models(problem: TrainingProblem, seed: int, model_indices: Sequence[in
     so that callers never hold all models at once. ``on_step(done, params)``, if given, is called after every
     optimiser step of every chunk (``done`` counts public pre-training steps first, then private steps).
     ``progress`` (a phase name, or True) reports the model-steps done (:class:`fdp_audit.phases.Phase`).
+
+    Args:
+        problem: the training problem.
+        seed: the seed the model keys derive from (:func:`fdp_audit.training.streams.model_keys`).
+        model_indices: the models' indices; model i's randomness depends on (seed, i) only.
+        canaries: canary records per model, or None.
+        record_iterates: whether to keep every step's release (:class:`Iterates`).
+        device: where the models train.
+        max_chunk: at most this many models per chunk.
+        progress: a phase name, True for ``"training"``, or False for no progress.
+        on_step: called as ``on_step(done, params)`` after every optimiser step.
+        canary_block: a canary block per model, or None (not with ``canaries``).
+        scored: candidates the attacks score on each model.
+
+    Yields:
+        One :class:`ChunkResult` per chunk: its model indices, parameters ``[Rc, ...]`` and iterates (if recorded).
+
+    Raises:
+        BadInputError: not even one model fits in memory, or training diverged (:func:`check_finite`).
+        ValueError: both ``canaries`` and ``canary_block`` are given.
     """
     device = torch.device(device)
     indices = torch.as_tensor(list(model_indices), dtype=torch.long)
@@ -692,7 +782,11 @@ def step_work(problem: TrainingProblem, models: int = 1) -> int:
 def ieee_float32() -> Iterator[None]:
     """Convolutions and matrix products in IEEE float32 rather than TF32 (cuDNN's default for convolutions on
     recent GPUs): with TF32's 10-bit mantissa a per-example norm, hence the clip bound C, holds only to about
-    10⁻³ relative, and a model trained on the GPU would drift from its CPU twin by far more than rounding."""
+    10⁻³ relative, and a model trained on the GPU would drift from its CPU twin by far more than rounding.
+
+    Yields:
+        Nothing; TF32 is off while the context is open and restored as it was after.
+    """
     saved = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
     torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
     try:
@@ -707,7 +801,16 @@ def check_finite(params: Params, model_indices: torch.Tensor, hyper: Hyperparame
     parameters are finite only if every step's update was, released noisy sums and public gradients
     included: one reduction per parameter tensor per chunk (0.01 % of a 128-model Adult chunk) sees any
     divergence. A diverged model would otherwise be attacked and judged (NaN scores guess the first
-    candidate) as if it were a model."""
+    candidate) as if it were a model.
+
+    Args:
+        params: the chunk's final parameters by name, ``[Rc, *shape]``.
+        model_indices: the chunk's model indices ``[Rc]`` (their count is reported).
+        hyper: the settings (steps and learning rate, for the message).
+
+    Raises:
+        BadInputError: some model's parameters are not finite.
+    """
     finite = torch.stack([torch.isfinite(t).reshape(t.shape[0], -1).all(dim=1) for t in params.values()]).all(dim=0)
     if bool(finite.all()):
         return
@@ -817,12 +920,32 @@ def _apply(optimizer: Optimizer, params: Params, flat_grad: torch.Tensor, lr: fl
 
 
 def predict_logits(model: Model, params: Params, x: torch.Tensor) -> torch.Tensor:
-    """Logits of every model on shared inputs: ``[R, N, n_outputs]``."""
+    """Logits of every model on shared inputs: ``[R, N, n_outputs]``.
+
+    Args:
+        model: the architecture.
+        params: the stacked parameters by name, ``[R, *shape]``.
+        x: inputs ``[N, n_inputs]`` shared by every model.
+
+    Returns:
+        Logits ``[R, N, n_outputs]``.
+    """
     return ModelsMap(model.forward, in_dims=(0, None))(params, x)
 
 
 def accuracy(model: Model, params: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-    """Test accuracy of every model, ``[R]``."""
+    """Test accuracy of every model, ``[R]``: the fraction of ``x`` whose predicted class (logit > 0 for one logit,
+    else the arg max) is ``y``.
+
+    Args:
+        model: the architecture.
+        params: the stacked parameters by name, ``[R, *shape]``.
+        x: test inputs ``[N, n_inputs]``.
+        y: test labels ``[N]``.
+
+    Returns:
+        The accuracies ``[R]``, float64.
+    """
     logits = predict_logits(model, params, x)
     pred = (logits[..., 0] > 0).long() if logits.shape[-1] == 1 else logits.argmax(dim=-1)
     return (pred == y[None, :]).double().mean(dim=1)

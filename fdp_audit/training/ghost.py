@@ -44,7 +44,14 @@ from fdp_audit.training.public_losses import PublicLoss
 
 
 def supports(model: Model) -> bool:
-    """Whether the model is a stack of linear layers with ReLU between them (logistic regression, MLP)."""
+    """Whether the model is a stack of linear layers with ReLU between them (logistic regression, MLP).
+
+    Args:
+        model: the architecture.
+
+    Returns:
+        True for the ``logistic`` and ``mlp`` kinds.
+    """
     return model.kind in ("logistic", "mlp")
 
 
@@ -62,7 +69,16 @@ class InputSplit:
 def input_split(public_loss: PublicLoss | None, reads_protected: bool, n_inputs: int) -> InputSplit | None:
     """The :class:`InputSplit` of a public loss (docs/training.md constructions), or None when ``x'`` is not such a
     function of ``x`` (``gaussian_pad`` and ``impute`` complete each record differently, ``blur`` changes
-    every column). ``reads_protected``: the faulty recipe whose public loss reads the record itself."""
+    every column). ``reads_protected``: the faulty recipe whose public loss reads the record itself.
+
+    Args:
+        public_loss: the public loss, or None.
+        reads_protected: whether the recipe's public term reads the record itself (every column shared).
+        n_inputs: the model's input width.
+
+    Returns:
+        The split, or None.
+    """
     if reads_protected or (public_loss is not None and isinstance(public_loss.feature_map, LabelOnlyMap)):
         return InputSplit(torch.arange(n_inputs), torch.zeros(0, dtype=torch.long), torch.zeros(0))
     if public_loss is None or public_loss.fill is None or not isinstance(public_loss.feature_map, FeatureSplit):
@@ -106,14 +122,22 @@ class GradientOverride:
     ids: torch.Tensor | None = None  # [R, B] long: which of the K vectors each example takes
 
     def stacked(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The vectors ``[R, K, P]`` and each example's vector id ``[R, B]``."""
+        """The vectors ``[R, K, P]`` and each example's vector id ``[R, B]``.
+
+        Returns:
+            ``(vectors, ids)``; one vector per model is lifted to K = 1 with every id 0.
+        """
         if self.vectors.dim() == 2:
             return self.vectors[:, None, :], torch.zeros(self.mask.shape, dtype=torch.long, device=self.mask.device)
         assert self.ids is not None
         return self.vectors, self.ids
 
     def per_example(self) -> torch.Tensor:
-        """Each example's override vector, ``[R, B, P]`` (read where ``mask`` holds)."""
+        """Each example's override vector, ``[R, B, P]`` (read where ``mask`` holds).
+
+        Returns:
+            The vectors gathered by example.
+        """
         vectors, ids = self.stacked()
         return vectors.gather(1, ids[..., None].expand(-1, -1, vectors.shape[2]))
 
@@ -183,7 +207,16 @@ def _square_over(t: torch.Tensor, runs: Runs) -> torch.Tensor:
 def logit_gradients(logits: torch.Tensor, y: torch.Tensor, label_free: bool) -> torch.Tensor:
     """``∂ℓ/∂logits`` per example for the losses of :mod:`fdp_audit.training.models`: logistic loss
     ``σ(z) − y``, cross-entropy ``softmax(z) − onehot(y)``, and the label-free ``softplus`` /
-    ``logsumexp`` of label DP, whose gradients are ``σ(z)`` / ``softmax(z)``."""
+    ``logsumexp`` of label DP, whose gradients are ``σ(z)`` / ``softmax(z)``.
+
+    Args:
+        logits: logits ``[..., V]``.
+        y: integer labels ``[...]`` (ignored when ``label_free``).
+        label_free: whether the loss is label DP's label-free one.
+
+    Returns:
+        The gradients ``[..., V]``.
+    """
     if logits.shape[-1] == 1:
         probabilities = torch.sigmoid(logits)
         if label_free:  # torch's softplus is linear above 20, and so is the loss the engine defines
@@ -283,7 +316,15 @@ def _split_inner_products(record: torch.Tensor, shared_runs: Runs, completed_run
 def input_products(x: torch.Tensor, split: InputSplit | None) -> torch.Tensor:
     """The first layer's share of the norm identity that depends on the record alone, ``[..., 1]`` for the
     full loss (``split`` None): ``‖x̃‖² = ‖x‖² + 1``; ``[..., 3]`` for ℓ_priv under ``split``:
-    ``‖f‖², f·ã', ‖ã'‖²`` of the difference form (module docstring)."""
+    ``‖f‖², f·ã', ‖ã'‖²`` of the difference form (module docstring).
+
+    Args:
+        x: records ``[..., d]``.
+        split: the public loss's input split, or None for the full loss.
+
+    Returns:
+        The inner products ``[..., 1]`` or ``[..., 3]``.
+    """
     if split is None:
         return (_square(x) + 1.0)[..., None]
     fill = split.fill.to(x.device, x.dtype)
@@ -358,7 +399,17 @@ def _layer_weighted_sum(layer: _Layer | _SplitLayer, delta: torch.Tensor, delta_
 
 
 def private_norms(model: Model, params: Params, batch: PrivateBatch) -> torch.Tensor:
-    """Per-example gradient norms ``‖∇ℓ_priv‖`` ``[R, K]``, never materialising the gradients."""
+    """Per-example gradient norms ``‖∇ℓ_priv‖`` ``[R, K]``, never materialising the gradients (the norm identity
+    of the module docstring).
+
+    Args:
+        model: a stack of linear layers (:func:`supports`).
+        params: the stacked parameters by name, ``[R, *shape]``.
+        batch: the private batch ``[R, K, ...]`` and its loss.
+
+    Returns:
+        The norms ``[R, K]``.
+    """
     layers, output_grads = _trace(model, params, batch)
     # Rounding can leave −1e-12 where the terms cancel exactly.
     return _squared_norms(layers, output_grads, batch).clamp_min(0.0).sqrt()
@@ -370,6 +421,16 @@ def clipped_private_sum(model: Model, params: Params, batch: PrivateBatch, clip_
 
     Overridden examples (a gradient canary) have a known gradient, hence a known norm: they get weight 0
     in the re-weighted pass and their clipped vector is added directly.
+
+    Args:
+        model: a stack of linear layers (:func:`supports`).
+        params: the stacked parameters by name, ``[R, *shape]``.
+        batch: the private batch ``[R, K, ...]`` and its loss.
+        clip_norm: the clipping norm C, or None for no clipping.
+        override: examples whose gradients are fixed vectors, or None.
+
+    Returns:
+        The clipped sums ``[R, P]``, flattened in parameter order.
     """
     layers, output_grads = _trace(model, params, batch)
     weights = batch.valid.to(batch.x.dtype)
@@ -385,7 +446,17 @@ def clipped_private_sum(model: Model, params: Params, batch: PrivateBatch, clip_
 def add_override(flat: torch.Tensor, weights: torch.Tensor, override: GradientOverride | None,
                  clip_norm: float | None) -> torch.Tensor:
     """Add the overridden examples' clipped vectors to a clipped sum ``[R, P]`` that gave them weight 0:
-    each valid overridden example b (``weights`` > 0) contributes ``clip_C(vectors[r, ids[r, b]])``."""
+    each valid overridden example b (``weights`` > 0) contributes ``clip_C(vectors[r, ids[r, b]])``.
+
+    Args:
+        flat: the clipped sum of the computed examples ``[R, P]``.
+        weights: each example's weight ``[R, B]`` (0 for padding).
+        override: the overridden examples, or None (``flat`` is returned as is).
+        clip_norm: the clipping norm C, or None for no clipping.
+
+    Returns:
+        The completed sum ``[R, P]``.
+    """
     if override is None:
         return flat
     vectors, ids = override.stacked()
@@ -401,7 +472,19 @@ def gradient_sum(model: Model, params: Params, x: torch.Tensor, y: torch.Tensor,
                  label_free: bool = False) -> torch.Tensor:
     """``Σ_k w_k ∇ℓ(x_k)`` per model, ``[R, P]``: the public gradient of docs/training.md step 4 (inputs ``x`` built
     from Ψ, ``label_free`` for label DP) by the same forward and backward passes, without the per-model
-    ``torch.func`` transforms."""
+    ``torch.func`` transforms.
+
+    Args:
+        model: a stack of linear layers (:func:`supports`).
+        params: the stacked parameters by name, ``[R, *shape]``.
+        x: model inputs ``[R, K, d]``.
+        y: labels ``[R, K]``.
+        weights: each example's weight ``[R, K]`` (0 leaves it out).
+        label_free: whether the loss is label DP's label-free one.
+
+    Returns:
+        The weighted gradient sums ``[R, P]``.
+    """
     layers, output_grads = _trace(model, params, PrivateBatch(x, y, weights > 0), label_free)
     return torch.cat([_layer_weighted_sum(layer, *deltas, weights.to(x.dtype))
                       for layer, deltas in zip(layers, output_grads)], dim=1)

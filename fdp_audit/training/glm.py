@@ -61,7 +61,16 @@ def _dots(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def record_tables(records: torch.Tensor, public_inputs: torch.Tensor | None) -> RecordTables:
-    """Tables for the full loss (``public_inputs`` None) or for ℓ_priv with the given completed inputs."""
+    """Tables for the full loss (``public_inputs`` None) or for ℓ_priv with the given completed inputs: ``‖x̃‖²``,
+    or ``‖f‖², f·x̃', ‖x̃'‖²`` and ``f`` on the columns where ``x'`` differs (module docstring).
+
+    Args:
+        records: the records ``[N, d]`` (data set, then canaries).
+        public_inputs: their completed public inputs ``x'`` ``[N, d]``, or None for the full loss.
+
+    Returns:
+        The record tables.
+    """
     if public_inputs is None:
         return RecordTables(records, None, None, (_dots(records, records) + 1.0)[:, None])
     public_inputs = public_inputs.to(records.dtype)
@@ -94,7 +103,17 @@ def _gathered_blocks(table: torch.Tensor, rows: torch.Tensor, block: int) -> Ite
 
 def logits(table: torch.Tensor, rows: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None
            ) -> torch.Tensor:
-    """``W x_k + b`` for table rows ``rows`` ``[R, K]`` and per-model ``weight`` ``[R, o, d]``: ``[R, K, o]``."""
+    """``W x_k + b`` for table rows ``rows`` ``[R, K]`` and per-model ``weight`` ``[R, o, d]``: ``[R, K, o]``.
+
+    Args:
+        table: the table ``[N, d]`` the rows are read from.
+        rows: each model's table rows ``[R, K]``.
+        weight: each model's weight ``[R, o, d]``.
+        bias: each model's bias ``[R, o]``, or None.
+
+    Returns:
+        The logits ``[R, K, o]``.
+    """
     if rows.shape[1] == 0:  # no model sampled anyone at this step (small p)
         return table.new_zeros(rows.shape[0], 0, weight.shape[1])
     out = table.new_empty(rows.shape[0], weight.shape[1], rows.shape[1])
@@ -110,7 +129,16 @@ def logits(table: torch.Tensor, rows: torch.Tensor, weight: torch.Tensor, bias: 
 def weighted_rows(table: torch.Tensor, rows: torch.Tensor, coefficients: torch.Tensor) -> torch.Tensor:
     """``Σ_k c_k x_kᵀ`` per model for table rows ``rows`` ``[R, K]`` and coefficients ``[R, K, o]``:
     ``[R, o, d]``. For few outputs one ``embedding_bag`` (a bag per model and output) gathers and sums in one
-    pass; for many, a blocked matrix product reads each row once."""
+    pass; for many, a blocked matrix product reads each row once.
+
+    Args:
+        table: the table ``[N, d]`` the rows are read from.
+        rows: each model's table rows ``[R, K]``.
+        coefficients: the coefficients ``[R, K, o]``.
+
+    Returns:
+        The weighted sums ``[R, o, d]``.
+    """
     r, k, o = coefficients.shape
     d = table.shape[1]
     if k == 0:
@@ -134,7 +162,21 @@ def clipped_private_sum(params: Params, tables: RecordTables, rows: torch.Tensor
     """``Σ_k valid_k · clip_C(∇ℓ_priv,k)`` per model, ``[R, P]`` in the order of ``Model.shapes()``, for a
     logistic model and table rows ``rows`` (no clipping when ``clip_norm`` is None). ``public_label_free``:
     ℓ_pub is the label-free loss of label DP. Overridden examples (a gradient canary) are handled as in
-    :func:`fdp_audit.training.ghost.clipped_private_sum`."""
+    :func:`fdp_audit.training.ghost.clipped_private_sum`.
+
+    Args:
+        params: the stacked parameters ``layer0.weight`` ``[R, o, d]`` and ``layer0.bias`` ``[R, o]``.
+        tables: the record tables (:func:`record_tables`).
+        rows: each model's batch as table rows ``[R, K]``.
+        y: the batch's labels ``[R, K]``.
+        valid: which entries are real records ``[R, K]`` (the rest is Poisson padding).
+        clip_norm: the clipping norm C, or None for no clipping.
+        public_label_free: whether ℓ_pub is label DP's label-free loss.
+        override: examples whose gradients are fixed vectors, or None.
+
+    Returns:
+        The clipped sums ``[R, P]``.
+    """
     weight, bias = params["layer0.weight"], params["layer0.bias"]
     r, k = rows.shape
     z = logits(tables.records, rows, weight, bias)
@@ -171,7 +213,19 @@ def clipped_private_sum(params: Params, tables: RecordTables, rows: torch.Tensor
 def gradient_sum(params: Params, table: torch.Tensor, rows: torch.Tensor, y: torch.Tensor, weights: torch.Tensor,
                  label_free: bool = False) -> torch.Tensor:
     """``Σ_k w_k ∇ℓ(x_k)`` per model, ``[R, P]``, for a logistic model on table rows ``rows`` (the public
-    gradient of docs/training.md step 4 when ``table`` holds the public loss's inputs)."""
+    gradient of docs/training.md step 4 when ``table`` holds the public loss's inputs).
+
+    Args:
+        params: the stacked parameters ``layer0.weight`` ``[R, o, d]`` and ``layer0.bias`` ``[R, o]``.
+        table: the table ``[N, d]`` the rows are read from.
+        rows: each model's table rows ``[R, K]``.
+        y: their labels ``[R, K]``.
+        weights: each example's weight ``[R, K]``.
+        label_free: whether the loss is label DP's label-free one.
+
+    Returns:
+        The weighted gradient sums ``[R, P]``.
+    """
     z = logits(table, rows, params["layer0.weight"], params["layer0.bias"])
     weighted = ghost.logit_gradients(z, y, label_free) * weights.to(z.dtype)[..., None]
     return torch.cat([weighted_rows(table, rows, weighted).flatten(1), weighted.sum(dim=1)], dim=1)

@@ -34,7 +34,14 @@ class _ReluAveragePool(torch.autograd.Function):
 
 
 def relu_average_pool(y: torch.Tensor) -> torch.Tensor:
-    """``avg_pool2d(relu(y), 2)`` of ``y`` ``[N, C, H, W]`` (odd sides drop their last row or column)."""
+    """``avg_pool2d(relu(y), 2)`` of ``y`` ``[N, C, H, W]`` (odd sides drop their last row or column).
+
+    Args:
+        y: the pre-activations ``[N, C, H, W]``.
+
+    Returns:
+        The pooled activations ``[N, C, H/2, W/2]`` (sides rounded down).
+    """
     if y.shape[-1] % 2 or y.shape[-2] % 2:
         return F.avg_pool2d(F.relu(y), 2)
     return _ReluAveragePool.apply(y)
@@ -72,5 +79,16 @@ class _GroupNorm(torch.autograd.Function):
 def group_norm(z: torch.Tensor, groups: int, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5
                ) -> tuple[torch.Tensor, torch.Tensor]:
     """``F.group_norm(z, groups, weight, bias, eps)`` of ``z`` ``[N, C, *spatial]`` and x̂, the normalised input
-    before the scale and shift."""
+    before the scale and shift.
+
+    Args:
+        z: the input ``[N, C, *spatial]``.
+        groups: the number of groups (divides C).
+        weight: the per-channel scale ``[C]``.
+        bias: the per-channel shift ``[C]``.
+        eps: added to the variance.
+
+    Returns:
+        ``(output, x̂)``, both shaped like ``z``.
+    """
     return _GroupNorm.apply(z, groups, weight, bias, eps)

@@ -168,13 +168,27 @@ class Activations:
     models_first: bool
 
     def examples_first(self) -> torch.Tensor:
+        """The activations examples first.
+
+        Returns:
+            ``[N, R, *shape]`` (a transposed view when they are held models first).
+        """
         return self.values.transpose(0, 1) if self.models_first else self.values
 
     def by_model(self) -> torch.Tensor:
+        """The activations models first.
+
+        Returns:
+            ``[R, N, *shape]`` (a transposed view when they are held examples first).
+        """
         return self.values if self.models_first else self.values.transpose(0, 1)
 
     def channels(self) -> torch.Tensor:
-        """``[N, R·C, *spatial]``: model r's channels are the r-th block."""
+        """``[N, R·C, *spatial]``: model r's channels are the r-th block.
+
+        Returns:
+            The activations as one grouped batch of channels, as a grouped convolution reads them.
+        """
         h = self.examples_first()
         return h.reshape(h.shape[0], -1, *h.shape[3:])
 
@@ -203,7 +217,17 @@ def _record(records: list[Record] | None, planned: Planned, layer_input: torch.T
 
 def run_step(planned: Planned, params: dict[str, torch.Tensor], h: Activations, records: list[Record] | None
              ) -> Activations:
-    """One step on R models' activations; with ``records``, append the parametrised layer's :class:`Record`."""
+    """One step on R models' activations; with ``records``, append the parametrised layer's :class:`Record`.
+
+    Args:
+        planned: the step and its per-example shapes.
+        params: the stacked parameters by name, ``[R, *shape]``.
+        h: the step's input activations.
+        records: a list to append the layer's record to, or None.
+
+    Returns:
+        The step's output activations.
+    """
     step = planned.step
     if isinstance(step, Elementwise):
         return Activations(step.fn(h.values), h.models_first)
@@ -260,7 +284,17 @@ def run_step(planned: Planned, params: dict[str, torch.Tensor], h: Activations, 
 def forward(plan: LayerPlan, params: dict[str, torch.Tensor], x: torch.Tensor, records: list[Record] | None = None
             ) -> torch.Tensor:
     """Outputs ``[R, N, O]`` of R models on their own inputs ``x`` ``[R, N, d]``; with ``records``, each
-    parametrised layer's :class:`Record`."""
+    parametrised layer's :class:`Record`.
+
+    Args:
+        plan: the module's layer plan.
+        params: the stacked parameters by name, ``[R, *shape]``.
+        x: each model's inputs ``[R, N, d]``.
+        records: a list to append each parametrised layer's record to, or None.
+
+    Returns:
+        The outputs ``[R, N, O]``.
+    """
     h = Activations(x.reshape(*x.shape[:2], *plan.in_shape), True)
     for planned in plan.steps:
         h = run_step(planned, params, h, records)
@@ -504,7 +538,22 @@ def _check_parameters(module: nn.Module, steps: list[Planned]) -> None:
 
 def trace(module: nn.Module, n_inputs: int) -> LayerPlan:
     """The :class:`LayerPlan` of a module in eval mode on inputs ``[B, n_inputs]`` (module docstring); raises
-    :class:`Unsupported` naming the first call that has none."""
+    :class:`Unsupported` naming the first call that has none.
+
+    The plan is kept only when it reproduces the module's outputs and per-example gradients on random inputs, reads
+    every parameter in exactly one planned layer, and leaves the module's buffers unchanged.
+
+    Args:
+        module: the user's module, in eval mode.
+        n_inputs: the input width.
+
+    Returns:
+        The plan.
+
+    Raises:
+        Unsupported: torch.fx cannot trace the module, a call has no planned step, or the plan does not reproduce
+            the module.
+    """
     try:
         graph = fx.symbolic_trace(module)
     except Exception as err:  # noqa: BLE001 - any tracing failure: data-dependent control flow, unsupported Python
@@ -595,5 +644,12 @@ def _plan_gradients(plan: LayerPlan, params: dict[str, torch.Tensor], x: torch.T
 
 
 def activation_floats(plan: LayerPlan) -> int:
-    """Floats of one example's activations in a plain forward pass: every step's output."""
+    """Floats of one example's activations in a plain forward pass: every step's output.
+
+    Args:
+        plan: the layer plan.
+
+    Returns:
+        The input's size plus every step's output size.
+    """
     return math.prod(plan.in_shape) + sum(math.prod(p.out_shape) for p in plan.steps)

@@ -22,7 +22,11 @@ def worker_memory_headroom() -> int | None:
     """Bytes one task may still use when this process is a Dask worker with a memory limit: the limit less
     what the worker process holds now, shared among the worker's threads (each may run a task); None when
     this process is not a Dask worker or its worker has no limit. The nanny restarts a worker at 95 % of its
-    limit, so a task sized from the host's free memory instead could kill its worker over and over."""
+    limit, so a task sized from the host's free memory instead could kill its worker over and over.
+
+    Returns:
+        The bytes per task, or None.
+    """
     distributed = sys.modules.get("distributed")  # a worker has imported it; never import it here
     if distributed is None:
         return None
@@ -98,7 +102,14 @@ def kept_host_memory(device: torch.device) -> Iterator[None]:
     steps' own peak. When the last chunk in the process leaves, the trim threshold drops to 64 MiB, so the next
     free returns the surplus to the kernel (a Dask worker's resident memory falls back). No ``malloc_trim``: it
     also releases free pages inside the heap, and whatever runs next (in a benchmark, the baseline) would fault
-    them back."""
+    them back.
+
+    Args:
+        device: the device the chunk trains on.
+
+    Yields:
+        Nothing; the thresholds hold while the context is open.
+    """
     libc = _glibc() if device.type == "cpu" else None
     if libc is None:
         yield

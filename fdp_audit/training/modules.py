@@ -45,7 +45,20 @@ FIELD = "model.factory"
 def build_module(factory: Callable[..., nn.Module], n_inputs: int, n_classes: int, field_name: str = FIELD
                  ) -> nn.Module:
     """Call the user's factory (with ``(n_inputs, n_classes)`` when it takes two parameters) and check that it
-    returned a module; its failures are bad input."""
+    returned a module; its failures are bad input.
+
+    Args:
+        factory: the user's model factory.
+        n_inputs: the number of encoded input columns.
+        n_classes: the number of label classes.
+        field_name: the config field named in errors.
+
+    Returns:
+        The module the factory built.
+
+    Raises:
+        BadInputError: the factory failed or returned something other than an ``nn.Module``.
+    """
     try:
         with supervised_call(field_name, "the model factory"):
             module = factory(n_inputs, n_classes) if takes_input_width(factory) else factory()
@@ -73,7 +86,14 @@ def takes_input_width(factory: Callable[..., nn.Module]) -> bool:
 
 
 def seed_for_key(key: torch.Tensor) -> int:
-    """A torch seed from a model key ``[2]`` (int32 words) and the INIT stream: distinct keys, distinct seeds."""
+    """A torch seed from a model key ``[2]`` (int32 words) and the INIT stream: distinct keys, distinct seeds.
+
+    Args:
+        key: one model key ``[2]``.
+
+    Returns:
+        The 64-bit seed.
+    """
     low, high = (int(w) & 0xFFFFFFFF for w in key.tolist())
     return ((high << 32) | low) ^ (int(streams.Stream.INIT) << 59)
 
@@ -93,11 +113,25 @@ class ModuleModel(Model):
         return self.logits or super().n_outputs
 
     def shapes(self) -> dict[str, tuple[int, ...]]:
+        """The module's parameter shapes, with its own names, in the order of ``named_parameters()``.
+
+        Returns:
+            Each parameter's shape by name.
+        """
         assert self.module is not None
         return {name: tuple(p.shape) for name, p in self.module.named_parameters()}
 
     def forward(self, params: Params, x: torch.Tensor) -> torch.Tensor:
-        """Logits ``[..., n_outputs]`` for inputs ``[..., n_inputs]``."""
+        """Logits ``[..., n_outputs]`` for inputs ``[..., n_inputs]``: ``functional_call`` of the module with
+        ``params`` and its own buffers.
+
+        Args:
+            params: the parameters by name, without a model dimension.
+            x: inputs ``[..., n_inputs]``.
+
+        Returns:
+            Logits ``[..., n_outputs]``.
+        """
         assert self.module is not None
         lead = x.shape[:-1]
         buffers = {name: b.to(x.device) for name, b in self.module.named_buffers()}  # the module's own, on x's device
@@ -105,7 +139,18 @@ class ModuleModel(Model):
         return out.reshape(*lead, self.n_outputs)
 
     def init(self, keys: torch.Tensor, device: torch.device | str = "cpu") -> Params:
-        """The factory's initialisation for each model key, ``[R, *shape]`` (module docstring)."""
+        """The factory's initialisation for each model key, ``[R, *shape]`` (module docstring).
+
+        Args:
+            keys: model keys ``[R, 2]``; torch's generator is seeded from each (:func:`seed_for_key`).
+            device: where the parameters are put.
+
+        Returns:
+            The parameters by name, each ``[R, *shape]``.
+
+        Raises:
+            BadInputError: the factory fails or gives non-finite parameters.
+        """
         assert self.factory is not None
         per_model = []
         with torch.random.fork_rng(devices=[]):
@@ -143,7 +188,19 @@ def finite_parameters(module: nn.Module) -> Params:
 
 def build_module_model(spec: str, n_inputs: int, n_classes: int) -> ModuleModel:
     """The model of a ``model.factory`` spec on data of ``n_inputs`` encoded columns and ``n_classes`` labels;
-    refuses a module whose output does not have one logit per class (one for a binary task)."""
+    refuses a module whose output does not have one logit per class (one for a binary task).
+
+    Args:
+        spec: the factory, ``file.py:function`` or ``package.module:function``.
+        n_inputs: the number of encoded input columns.
+        n_classes: the number of label classes.
+
+    Returns:
+        The :class:`ModuleModel`.
+
+    Raises:
+        BadInputError: the factory cannot be loaded, fails, or its module is refused.
+    """
     return module_model(load_function(spec, FIELD), n_inputs, n_classes)
 
 
@@ -174,7 +231,23 @@ def _plan_or_reason(module: nn.Module, n_inputs: int) -> tuple[LayerPlan | None,
 
 def module_model(factory: Callable[..., nn.Module], n_inputs: int, n_classes: int, kind: str = "module",
                  hidden: tuple[int, ...] = (), image_side: int = 0) -> ModuleModel:
-    """The :class:`ModuleModel` of a factory (module docstring): checked, in eval mode, with its layer plan."""
+    """The :class:`ModuleModel` of a factory (module docstring): checked, in eval mode, with its layer plan.
+
+    Args:
+        factory: the user's model factory.
+        n_inputs: the number of encoded input columns.
+        n_classes: the number of label classes.
+        kind: the model kind recorded (``module``, or ``cnn`` for the built-in one).
+        hidden: the widths recorded in the model's description.
+        image_side: the image side recorded (0 for tabular data).
+
+    Returns:
+        The model, with its layer plan, or none and the call the trace could not plan.
+
+    Raises:
+        BadInputError: the module has no parameters, has BatchNorm, non-finite parameters, fails on a batch, or
+            gives logits of the wrong shape.
+    """
     module = build_module(factory, n_inputs, n_classes)
     module.eval()
     for p in module.parameters():

@@ -14,6 +14,17 @@ Params = dict[str, torch.Tensor]
 
 
 def learning_rate(config: OptimizerConfig, step: int, total_steps: int) -> float:
+    """The learning rate at ``step``: constant, multiplied by ``step_gamma`` every ``step_every`` steps (``step``), or
+    ``lr·(1 + cos(π·step/T))/2`` (``cosine``).
+
+    Args:
+        config: the mechanism's ``optimizer`` section (``lr``, ``schedule``, ``step_gamma``, ``step_every``).
+        step: the steps taken so far (0 for the first).
+        total_steps: the run's step count T (the cosine schedule's period).
+
+    Returns:
+        The learning rate.
+    """
     if config.schedule == "step":
         return config.lr * config.step_gamma ** (step // config.step_every)
     if config.schedule == "cosine":
@@ -30,6 +41,17 @@ class Optimizer:
     steps_taken: int = 0
 
     def step(self, params: Params, grads: Params, lr: float) -> Params:
+        """One update of every model's parameters from its (noisy) gradient: ``θ − η·g`` (SGD), ``θ − η·b`` with
+        ``b ← μ·b + g`` (heavy-ball momentum μ), or Adam (β₁ = 0.9, β₂ = 0.999, ε = 1e-8, bias-corrected moments).
+
+        Args:
+            params: the stacked parameters by name, ``[R, *shape]``.
+            grads: the gradients, same names and shapes.
+            lr: the learning rate of this step.
+
+        Returns:
+            The updated parameters (new tensors; the optimiser's own state is updated in place).
+        """
         self.steps_taken += 1
         updated = {}
         for name, value in params.items():
@@ -51,7 +73,15 @@ class Optimizer:
 
 
 def project_l2(params: Params, radius: float) -> Params:
-    """Project each model's full parameter vector onto the ℓ2 ball of ``radius``."""
+    """Project each model's full parameter vector onto the ℓ2 ball of ``radius``: ``θ·min(1, radius/‖θ‖₂)``.
+
+    Args:
+        params: the stacked parameters by name, ``[R, *shape]``.
+        radius: the ball's radius (> 0).
+
+    Returns:
+        The projected parameters, same names and shapes.
+    """
     r = next(iter(params.values())).shape[0]
     norm_sq = sum(v.reshape(r, -1).pow(2).sum(dim=1) for v in params.values())
     scale = torch.clamp(radius / norm_sq.sqrt().clamp_min(1e-30), max=1.0)

@@ -41,7 +41,15 @@ class EpsilonCurve:
     epsilons: tuple[float, ...]
 
     def upper_bound(self, done: int) -> float:
-        """An upper bound on ε after ``done`` private steps: ε at the first grid point >= done (0 at 0)."""
+        """An upper bound on ε after ``done`` private steps: ε at the first grid point >= done (0 at 0); ε(t) is
+        non-decreasing in t.
+
+        Args:
+            done: private steps taken.
+
+        Returns:
+            The bound on ε(δ) spent.
+        """
         if done <= 0:
             return 0.0
         return self.epsilons[min(bisect.bisect_left(self.steps, done), len(self.steps) - 1)]
@@ -52,7 +60,17 @@ def epsilon_curve(mech: MechanismConfig, noise_multiplier: float, final_epsilon:
     """ε(δ) of the mechanism (as it claims: faulty variants are accounted like the mechanism they claim to
     be) after a grid of step counts, ending with ``final_epsilon``, the accountant's ε(T) (from
     :class:`fdp_audit.claim.Claim`). Without private steps (nonprivate, public_only) ε does
-    not grow: the curve is the constant ``final_epsilon``."""
+    not grow: the curve is the constant ``final_epsilon``.
+
+    Args:
+        mech: the configuration's ``mechanism`` section (T, p, δ).
+        noise_multiplier: the claimed z.
+        final_epsilon: the accountant's ε(T).
+        points: grid points G; they are ``t_k = k·⌈T/G⌉`` below T, then T.
+
+    Returns:
+        The curve.
+    """
     total = mech.steps
     if not MECHANISMS[mech.name].recipe.private:
         return EpsilonCurve((total,), (final_epsilon,))
@@ -99,14 +117,34 @@ class TrainingProgress:
         self.phase.update(1, f"loss {self.loss:.4f}, ε ≤ {self.epsilon(done):.3g} spent")
 
     def epsilon(self, done: int) -> float:
+        """The bound on ε spent after ``done`` optimiser steps (public pre-training steps spend none).
+
+        Args:
+            done: optimiser steps taken, pre-training included.
+
+        Returns:
+            The bound (:meth:`EpsilonCurve.upper_bound`).
+        """
         return self.curve.upper_bound(done - self.pretrain)
 
     def training_loss(self, params: Params) -> float:
-        """Mean ℓ of model 0 on the fixed subsample."""
+        """Mean ℓ of model 0 on the fixed subsample.
+
+        Args:
+            params: the stacked parameters by name, ``[R, *shape]`` (model 0 is read).
+
+        Returns:
+            The mean loss.
+        """
         with torch.no_grad():
             model0 = {k: v[:1].to(self.x.device) for k, v in params.items()}
             logits = predict_logits(self.problem.model, model0, self.x)[0]
             return float(example_loss(logits, self.y).mean())
 
     def close(self, succeeded: bool = True) -> None:
+        """End the bar.
+
+        Args:
+            succeeded: whether training finished (False marks the phase as failed).
+        """
         self.phase.finish(succeeded)

@@ -46,7 +46,16 @@ class PublicLoss:
         return 0
 
     def inputs(self, view: PublicView, pad_noise: torch.Tensor | None = None) -> torch.Tensor:
-        """Model inputs built from Ψ(x) only (``[..., n_inputs]``)."""
+        """Model inputs built from Ψ(x) only (``[..., n_inputs]``): the protected columns filled by the loss's
+        construction (module docstring) and put back in place.
+
+        Args:
+            view: Ψ(x): its features, and the labels when they are public.
+            pad_noise: N(0, 1) draws ``[..., pad_width]`` for ``gaussian_pad``; unused otherwise.
+
+        Returns:
+            The model inputs ``[..., n_inputs]``.
+        """
         if self.name == "label_dp":
             return view.features
         if self.name == "public_image":
@@ -110,7 +119,20 @@ def _fit_imputer(split: FeatureSplit, population: EncodedData):
 
 
 def build_public_loss(name: str, feature_map: FeatureMap, population: EncodedData | None = None) -> PublicLoss:
-    """Construct a public loss; ``population`` is public data with protected values (mean, impute)."""
+    """Construct a public loss; ``population`` is public data with protected values (mean, impute).
+
+    Args:
+        name: ``mask``, ``mean``, ``gaussian_pad``, ``impute``, ``label_dp`` or ``public_image``.
+        feature_map: the data's Ψ.
+        population: the population split (needed by ``mean`` and ``impute``).
+
+    Returns:
+        The public loss (with its fill or fitted imputer).
+
+    Raises:
+        BadInputError: the loss is unknown, does not fit Ψ (label-only, image or column-subset map; a public
+            label), or needs a population split that is missing.
+    """
     if name == "label_dp":
         if not isinstance(feature_map, LabelOnlyMap):
             raise BadInputError("label_dp needs the label-only feature map (label DP)", "mechanism.public_loss")

@@ -15,7 +15,16 @@ from fdp_audit.training.models import Model, Params, example_loss, label_free_lo
 
 def models_logits(model: Model, params: Params, x: torch.Tensor) -> torch.Tensor:
     """Logits ``[R, N, O]`` of R models, each on its own inputs ``x`` ``[R, N, d]``: the layer plan's grouped
-    forward pass (:func:`fdp_audit.training.conv_ghost.forward`) where the model has one, ``vmap`` otherwise."""
+    forward pass (:func:`fdp_audit.training.conv_ghost.forward`) where the model has one, ``vmap`` otherwise.
+
+    Args:
+        model: the architecture.
+        params: the stacked parameters by name, ``[R, *shape]``.
+        x: each model's inputs ``[R, N, d]``.
+
+    Returns:
+        Logits ``[R, N, O]``.
+    """
     if conv_ghost.supports(model):
         return conv_ghost.forward(model, params, x)
     return vmap(model.forward)(params, x)
@@ -23,7 +32,16 @@ def models_logits(model: Model, params: Params, x: torch.Tensor) -> torch.Tensor
 
 def public_inputs(problem: TrainingProblem, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """The public loss's model inputs for records ``x`` ``[..., d]`` (ℓ_pub∘Ψ reads Ψ(x) only); a public loss
-    with fresh padding noise has none fixed."""
+    with fresh padding noise has none fixed.
+
+    Args:
+        problem: the training problem, with a public loss that draws no padding noise.
+        x: records ``[..., d]``.
+        y: their labels ``[...]``.
+
+    Returns:
+        The public loss's inputs ``[..., n_inputs]``, in ``x``'s dtype.
+    """
     assert problem.public_loss is not None and not problem.public_loss.pad_width
     flat = x.reshape(-1, x.shape[-1])
     inputs = problem.public_loss.inputs(problem.feature_map(flat, y.reshape(-1)))
@@ -32,7 +50,17 @@ def public_inputs(problem: TrainingProblem, x: torch.Tensor, y: torch.Tensor) ->
 
 def private_losses(problem: TrainingProblem, params: Params, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """``ℓ_priv`` ``[R, N]`` of R models on their own records ``x`` ``[R, N, d]``: ``ℓ − ℓ_pub∘Ψ`` for a
-    decomposed recipe, ``ℓ`` otherwise."""
+    decomposed recipe, ``ℓ`` otherwise.
+
+    Args:
+        problem: the training problem (recipe and public loss).
+        params: the stacked parameters by name, ``[R, *shape]``.
+        x: each model's records ``[R, N, d]``.
+        y: their labels ``[R, N]``.
+
+    Returns:
+        The private losses ``[R, N]``.
+    """
     loss = example_loss(models_logits(problem.model, params, x), y)
     public = problem.public_loss
     if problem.recipe.private_loss != "decomposed" or public is None:
@@ -42,7 +70,16 @@ def private_losses(problem: TrainingProblem, params: Params, x: torch.Tensor, y:
 
 
 def clipped_private_sums(problem: TrainingProblem, params: Params, clip_norm: float) -> torch.Tensor:
-    """``Σ_{x ∈ S} clip_C(∇ℓ_priv(θ_r; x))`` for every model r, ``[R, P]``, over the problem's whole data set."""
+    """``Σ_{x ∈ S} clip_C(∇ℓ_priv(θ_r; x))`` for every model r, ``[R, P]``, over the problem's whole data set.
+
+    Args:
+        problem: the training problem whose data set S is summed over.
+        params: the stacked parameters by name, ``[R, *shape]``.
+        clip_norm: the clipping norm C.
+
+    Returns:
+        The clipped sums, flattened in parameter order, ``[R, P]``.
+    """
     model = problem.model
     r = next(iter(params.values())).shape[0]
     x = problem.x.to(next(iter(params.values())).device)

@@ -23,6 +23,17 @@ from fdp_audit.training.public_losses import build_public_loss
 
 
 def resolve_device(name: str) -> torch.device:
+    """The torch device a config's ``device`` names: ``cuda``, ``cpu``, or ``auto`` (CUDA when available).
+
+    Args:
+        name: ``"auto"``, ``"cuda"`` or ``"cpu"``.
+
+    Returns:
+        The device.
+
+    Raises:
+        BadInputError: CUDA is requested and not available.
+    """
     if name == "cuda" or (name == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
             raise BadInputError("CUDA requested but not available", "device")
@@ -31,6 +42,20 @@ def resolve_device(name: str) -> torch.device:
 
 
 def build_problem(config: Config, data: PreparedData) -> TrainingProblem:
+    """The training problem of a config on prepared data: the model, the data tensors, Ψ, the public loss the
+    mechanism's recipe needs, and the hyperparameters with the claimed noise multiplier.
+
+    Args:
+        config: a validated configuration.
+        data: the prepared data set and its feature map Ψ.
+
+    Returns:
+        The problem the batched engine trains.
+
+    Raises:
+        BadInputError: the mechanism is not trained by the engine, needs public pre-training that is not
+            configured, or the model or public loss does not fit the data.
+    """
     mech = config.mechanism
     row = MECHANISMS[mech.name]
     if row.trained_by != ENGINE:
@@ -52,7 +77,15 @@ def build_problem(config: Config, data: PreparedData) -> TrainingProblem:
 
 def with_mechanism(config: Config, name: str) -> Config:
     """The same config with another (correct) built-in mechanism, for utility comparisons (the user's own
-    training, if the config names one, replaced by the engine's)."""
+    training, if the config names one, replaced by the engine's).
+
+    Args:
+        config: the configuration.
+        name: the registered mechanism to use instead.
+
+    Returns:
+        The new configuration.
+    """
     return config.with_overrides({"mechanism.name": name, "mechanism.faulty": False, "mechanism.training": None,
                                   "mechanism.integration": "none"})
 
@@ -67,7 +100,18 @@ class TrainedModel:
 def checkpoint_metadata(config: Config, data: PreparedData, problem: TrainingProblem, seed: int,
                         claim: Claim | None = None) -> dict[str, Any]:
     """What a checkpoint records beside the weights (docs/files.md): the claim (``claim``, by default the
-    configuration's), the data's fingerprint, the seed, the configuration and the model's shape."""
+    configuration's), the data's fingerprint, the seed, the configuration and the model's shape.
+
+    Args:
+        config: the configuration trained.
+        data: the prepared data (its fingerprint and Ψ are recorded).
+        problem: the training problem (its noise multiplier and model are recorded).
+        seed: the seed the model was trained with.
+        claim: the claim whose ε is recorded; None builds the configuration's.
+
+    Returns:
+        The metadata (JSON-serialisable; ``epsilon`` None when the claim's ε is infinite).
+    """
     mech, model = config.mechanism, problem.model
     epsilon = (claim or Claim.from_config(config)).epsilon
     return {
@@ -87,7 +131,20 @@ def checkpoint_metadata(config: Config, data: PreparedData, problem: TrainingPro
 
 def train_one(config: Config, data: PreparedData, seed: int | None = None, progress: bool = False) -> TrainedModel:
     """Train the configured mechanism once (model index 0 of ``seed``); ``progress`` shows a per-step bar
-    with the training loss and the ε spent so far (:mod:`fdp_audit.training.progress`)."""
+    with the training loss and the ε spent so far (:mod:`fdp_audit.training.progress`).
+
+    Args:
+        config: a validated configuration.
+        data: the prepared data.
+        seed: the seed; None takes the configuration's.
+        progress: whether to show the progress bar.
+
+    Returns:
+        The trained model's parameters (on the CPU), its checkpoint metadata and its test accuracy.
+
+    Raises:
+        BadInputError: the configuration cannot be trained (:func:`build_problem`) or training diverged.
+    """
     seed = config.seed if seed is None else seed
     device = resolve_device(config.device)
     problem = build_problem(config, data)

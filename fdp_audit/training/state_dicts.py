@@ -76,7 +76,19 @@ def check_safetensors_header(raw: bytes, name: str) -> None:
 
 
 def read_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], str]:
-    """The tensors of a state_dict file and the file's SHA-256; anything else is a one-line bad input."""
+    """The tensors of a state_dict file and the file's SHA-256; anything else is a one-line bad input.
+
+    Args:
+        path: a ``.pt``/``.pth``/``.bin`` (``torch.save``, read with ``weights_only=True``) or ``.safetensors`` file
+            (untrusted; its sizes are bounded before anything is inflated).
+
+    Returns:
+        ``(tensors by name, SHA-256 of the file's bytes in hex)``.
+
+    Raises:
+        BadInputError: the suffix is not a state_dict's, the file is refused or unreadable, is an fdp-audit
+            checkpoint, or does not map names to tensors.
+    """
     path = Path(path)
     if path.suffix.lower() not in SUFFIXES:
         raise BadInputError(f"{path.name}: a state_dict is a {', '.join(SUFFIXES)} file")
@@ -100,6 +112,15 @@ def read_state_dict(path: str | Path) -> tuple[dict[str, torch.Tensor], str]:
 
 
 def without_wrapper_prefix(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The tensors without the prefixes wrappers add to every name (:data:`WRAPPER_PREFIXES`: Opacus's ``_module.``,
+    ``DataParallel``'s ``module.``), each stripped in turn where every name has it.
+
+    Args:
+        tensors: a state_dict's tensors by name.
+
+    Returns:
+        The same tensors, renamed where every name had the prefix.
+    """
     for prefix in WRAPPER_PREFIXES:
         if all(key.startswith(prefix) for key in tensors):
             tensors = {key[len(prefix):]: value for key, value in tensors.items()}
@@ -107,7 +128,19 @@ def without_wrapper_prefix(tensors: dict[str, torch.Tensor]) -> dict[str, torch.
 
 
 def module_params(tensors: dict[str, torch.Tensor], model: Model, name: str) -> Params:
-    """The model's parameters from a state_dict's tensors, checked name by name and shape by shape."""
+    """The model's parameters from a state_dict's tensors, checked name by name and shape by shape.
+
+    Args:
+        tensors: the state_dict's tensors (a wrapper's prefix is removed first).
+        model: the model whose parameters are read (tensors it does not have are ignored).
+        name: the file, for messages.
+
+    Returns:
+        The parameters by name, float32, each of the model's shape.
+
+    Raises:
+        BadInputError: a parameter is missing, has another shape, or is not finite floating point.
+    """
     tensors = without_wrapper_prefix(tensors)
     shapes = model.shapes()
     missing = sorted(set(shapes) - set(tensors))
@@ -128,7 +161,16 @@ def module_params(tensors: dict[str, torch.Tensor], model: Model, name: str) -> 
 
 def external_metadata(config: Any, fingerprint: str, noise_multiplier: float) -> dict[str, Any]:
     """What an fdp-audit checkpoint's metadata would hold, from the config that describes external weights: the
-    claim, the seed, and the data's fingerprint (the config's data are taken as the training data)."""
+    claim, the seed, and the data's fingerprint (the config's data are taken as the training data).
+
+    Args:
+        config: the configuration describing how the weights were trained.
+        fingerprint: the data set's fingerprint.
+        noise_multiplier: the claimed z.
+
+    Returns:
+        The metadata (marked ``external``).
+    """
     mech = config.mechanism
     return {"mechanism": mech.name, "faulty": False, "noise_multiplier": noise_multiplier,
             "sample_rate": mech.sample_rate, "steps": mech.steps, "clip_norm": mech.clip_norm, "delta": mech.delta,

@@ -87,7 +87,15 @@ def model_keys(seed: int, model_indices: torch.Tensor | range | list[int]) -> to
 
     for the seed's words ``(s₁, s₂)`` and the index's ``(i₁, i₂)`` (low word first). For one seed each word is
     a bijection of the index's low word, so no two models of an audit share either word; models of two seeds
-    (an audit's trials and its shadow models) share a key with probability about 2^-64 per pair."""
+    (an audit's trials and its shadow models) share a key with probability about 2^-64 per pair.
+
+    Args:
+        seed: the audit's seed (64 bits are used).
+        model_indices: the models' indices, ``R`` of them.
+
+    Returns:
+        The keys ``[R, 2]``, int32 words.
+    """
     index = torch.as_tensor(list(model_indices) if isinstance(model_indices, range) else model_indices,
                             dtype=torch.int64)
     seed_low = _as_words(torch.full_like(index, seed & _MASK32))
@@ -137,7 +145,18 @@ def _uniforms(words: torch.Tensor) -> torch.Tensor:
 
 def uniform(keys: torch.Tensor, step: int, stream: Stream, count: int,
             device: torch.device | str = "cpu") -> torch.Tensor:
-    """``[R, count]`` float64 uniforms in the open interval (0, 1), 53 random bits each."""
+    """``[R, count]`` float64 uniforms in the open interval (0, 1), 53 random bits each.
+
+    Args:
+        keys: model keys ``[R, 2]`` (:func:`model_keys`).
+        step: the training step (or another counter) the draws belong to.
+        stream: the stream they are drawn from.
+        count: draws per model.
+        device: where the draws are made.
+
+    Returns:
+        The uniforms ``[R, count]``; draw j of model r depends only on (key r, step, stream, j).
+    """
     return _uniforms(_words(keys, step, stream, 2 * count, torch.device(device)))
 
 
@@ -155,7 +174,19 @@ def normal(keys: torch.Tensor, step: int, stream: Stream, count: int,
     device's generator (Philox on CUDA, the Mersenne Twister on the CPU): a model with more parameters than
     :data:`HASHED_NORMALS` gets other (equally distributed) initial weights and noise on a GPU than on the CPU,
     so its results are reproducible on the same kind of device, not across kinds; drawing them on the CPU
-    would make a GPU wait on the CPU for every step's noise."""
+    would make a GPU wait on the CPU for every step's noise.
+
+    Args:
+        keys: model keys ``[R, 2]`` (:func:`model_keys`).
+        step: the training step the draws belong to.
+        stream: the stream they are drawn from.
+        count: draws per model.
+        device: where the draws are made.
+        dtype: the floating type of the draws.
+
+    Returns:
+        The normals ``[R, count]``.
+    """
     device = torch.device(device)
     r = keys.shape[0]
     head = min(count, HASHED_NORMALS)
@@ -188,12 +219,21 @@ def poisson_sample(keys: torch.Tensor, step: int, n: int, rate: float,
     """Poisson sampling of ``n`` records at ``rate`` for each model: every record is included
     independently with probability ``rate`` (stream A).
 
-    Returns ``(indices, valid)``, both ``[R, K]``: the included record indices in increasing order,
-    padded to a common width K, and which entries are real. Exact and O(R·rate·n): the gaps between
-    included records are i.i.d. Geometric(rate), drawn by inversion, gap j from uniform j of stream A; if
-    the first draw of gaps does not reach the end of the data set for some model (a binomial count beyond
-    :data:`POISSON_WIDTH_SIGMAS` standard deviations: probability below 1e-4), more gaps are drawn at the
-    next positions. The width costs time only: the sample is the same for any width.
+    Exact and O(R·rate·n): the gaps between included records are i.i.d. Geometric(rate), drawn by inversion,
+    gap j from uniform j of stream A; if the first draw of gaps does not reach the end of the data set for some
+    model (a binomial count beyond :data:`POISSON_WIDTH_SIGMAS` standard deviations: probability below 1e-4),
+    more gaps are drawn at the next positions. The width costs time only: the sample is the same for any width.
+
+    Args:
+        keys: model keys ``[R, 2]`` (:func:`model_keys`).
+        step: the training step.
+        n: the number of records.
+        rate: the inclusion probability in (0, 1]; 1 includes every record.
+        device: where the sample is made.
+
+    Returns:
+        ``(indices, valid)``, both ``[R, K]``: the included record indices in increasing order, padded to a
+        common width K (the largest sample), and which entries are real.
     """
     device = torch.device(device)
     r = keys.shape[0]
@@ -222,7 +262,19 @@ def poisson_sample(keys: torch.Tensor, step: int, n: int, rate: float,
 
 def uniform_indices(keys: torch.Tensor, step: int, stream: Stream, count: int, population: torch.Tensor,
                     device: torch.device | str = "cpu") -> torch.Tensor:
-    """``[R, count]`` indices drawn uniformly with replacement from ``range(population[r])`` (stream B)."""
+    """``[R, count]`` indices drawn uniformly with replacement from ``range(population[r])`` (stream B).
+
+    Args:
+        keys: model keys ``[R, 2]`` (:func:`model_keys`).
+        step: the training step.
+        stream: the stream the draws come from.
+        count: indices per model.
+        population: each model's population size ``[R]`` (positive).
+        device: where the indices are made.
+
+    Returns:
+        int64 indices ``[R, count]``, row r in ``[0, population[r])``.
+    """
     u = uniform(keys, step, stream, count, device)
     sizes = population.to(device=u.device, dtype=torch.float64)[:, None]
     return torch.minimum(torch.floor(u * sizes), sizes - 1).to(torch.int64)
