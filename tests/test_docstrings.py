@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "fdp_audit"
 # Sub-packages and top-level modules of fdp_audit, relative to fdp_audit/, whose public functions are all documented.
 DOCUMENTED = (
     "__init__.py", "__main__.py", "api.py", "errors.py", "mechanisms.py", "reference.py", "supervision.py",
-    "user_calls.py",
+    "user_calls.py", "training",
 )
 
 

@@ -107,10 +107,10 @@ def cnn_model(n_inputs: int, n_classes: int, hidden: tuple[int, ...] = (), field
     :data:`DEFAULT_CNN_CHANNELS`); the side must be divisible by 2 per pooling block (bad input at ``field``).
 
     Args:
-        n_inputs: pixels per image (``side²``).
-        n_classes: label classes (2 gives one logit).
-        hidden: convolution widths (empty: :data:`DEFAULT_CNN_CHANNELS`).
-        field: the input field named in errors.
+        n_inputs: the image's pixel count, ``side²``.
+        n_classes: the number of label classes; a binary task gets one logit.
+        hidden: one convolution block per entry, its output channels (empty: the default widths).
+        field: the config field named in errors (``model.kind``, or the checkpoint's model description).
 
     Returns:
         The :class:`ModuleModel` of :class:`GroupNormCNN`, with its layer plan.
