@@ -34,13 +34,32 @@ from fdp_audit.accounting.tradeoff import TradeoffCurve, TradeoffFunction, gauss
 
 
 def clopper_pearson(successes: int, trials: int, alpha: float) -> tuple[float, float]:
-    """Exact two-sided 1 − α interval."""
+    """Exact two-sided 1 − α Clopper–Pearson interval of a success probability (docs/statistics.md).
+
+    Args:
+        successes: the success count k.
+        trials: the trial count N (0 gives the interval [0, 1]).
+        alpha: the two-sided error probability α, in (0, 1).
+
+    Returns:
+        ``(lower, upper)``, the α/2 quantile of Beta(k, N − k + 1) and the 1 − α/2 quantile of Beta(k + 1, N − k)
+        (0 when k = 0, 1 when k = N).
+    """
     lo, hi = proportion_confint(successes, trials, alpha=alpha, method="beta")
     return float(np.nan_to_num(lo, nan=0.0)), float(np.nan_to_num(hi, nan=1.0))
 
 
 def lower_confidence_bound(successes: int, trials: int, alpha: float) -> float:
-    """Exact one-sided lower bound at level 1 − α (the lower end of the two-sided 1 − 2α interval)."""
+    """Exact one-sided lower bound at level 1 − α (the lower end of the two-sided 1 − 2α interval).
+
+    Args:
+        successes: the success count k.
+        trials: the trial count N.
+        alpha: the one-sided error probability α, in (0, ½).
+
+    Returns:
+        The lower confidence bound on the success probability (0 when k = 0).
+    """
     return clopper_pearson(successes, trials, 2 * alpha)[0]
 
 
@@ -49,7 +68,18 @@ def evaluation_trials_for_power(rate: float, bound: float, level: float, miss: f
     """The fewest evaluation trials N at which an attack whose true success probability is ``rate`` is judged
     above ``bound`` with probability at least ``1 − miss``: ``P[k ≥ k_N] ≥ 1 − miss`` for k ~ Binomial(N, rate),
     where k_N is the fewest successes whose one-sided Clopper–Pearson lower bound at ``level`` exceeds the bound
-    (the gate's rate comparison). None when no N up to ``most`` is enough (``rate ≤ bound`` never is)."""
+    (the gate's rate comparison). None when no N up to ``most`` is enough (``rate ≤ bound`` never is).
+
+    Args:
+        rate: the attack's true success probability.
+        bound: the limit the rate is compared with (e.g. Theorem 4's bound).
+        level: the one-sided error probability of the gate's lower bound.
+        miss: the allowed probability of not judging the rate above the bound.
+        most: the largest N tried.
+
+    Returns:
+        The fewest such N, or None.
+    """
     if rate <= bound:
         return None
     for trials in range(1, most + 1):
@@ -66,13 +96,31 @@ def evaluation_trials_for_power(rate: float, bound: float, level: float, miss: f
 
 
 def upper_confidence_bound(successes: int, trials: int, alpha: float) -> float:
-    """Exact one-sided upper bound at level 1 − α."""
+    """Exact one-sided upper bound at level 1 − α.
+
+    Args:
+        successes: the success (or error) count k.
+        trials: the trial count N.
+        alpha: the one-sided error probability α, in (0, ½).
+
+    Returns:
+        The upper confidence bound on the probability (1 when k = N).
+    """
     return clopper_pearson(successes, trials, 2 * alpha)[1]
 
 
 def upper_confidence_bounds(errors: np.ndarray, trials: int, alpha: float) -> np.ndarray:
     """Vectorised one-sided Clopper–Pearson upper bounds at level 1 − α: the (1 − α) quantile of
-    Beta(k + 1, n − k), and 1 when k = n or n = 0."""
+    Beta(k + 1, n − k), and 1 when k = n or n = 0.
+
+    Args:
+        errors: error counts k, any shape.
+        trials: the trial count n every count is out of.
+        alpha: the one-sided error probability α of each bound.
+
+    Returns:
+        The bounds, float array of the shape of ``errors``.
+    """
     k = np.asarray(errors, dtype=float)
     if trials == 0:
         return np.ones_like(k)
@@ -82,7 +130,17 @@ def upper_confidence_bounds(errors: np.ndarray, trials: int, alpha: float) -> np
 
 
 def tightness(rate: float, ball: float, bound: float) -> float | None:
-    """Share of the advantage Theorem 4 allows that the attack realises: (rate − Ball)/(bound − Ball)."""
+    """Share of the advantage Theorem 4 allows that the attack realises: (rate − Ball)/(bound − Ball).
+
+    Args:
+        rate: the attack's success rate (or its lower confidence bound).
+        ball: the prior's success probability Ball.
+        bound: Theorem 4's bound ``1 − f(Ball)``.
+
+    Returns:
+        The share (1 when the attack reaches the bound, 0 at the prior), or None when the bound allows no
+        advantage over Ball.
+    """
     return None if bound - ball <= 1e-12 else (rate - ball) / (bound - ball)
 
 
@@ -99,6 +157,16 @@ class RocCounts:
 
 
 def roc_counts(scores: np.ndarray, labels: np.ndarray, thresholds: np.ndarray) -> RocCounts:
+    """The false positives and false negatives of the threshold tests "positive when score ≥ t", for every t.
+
+    Args:
+        scores: one score per trial, shape (n,).
+        labels: the world of each trial (True: world 1, the positives), shape (n,).
+        thresholds: the thresholds t, shape (k,).
+
+    Returns:
+        The counts: per threshold, the negatives scoring at least t and the positives scoring below it.
+    """
     scores, labels = np.asarray(scores, float), np.asarray(labels, bool)
     thresholds = np.asarray(thresholds, float)
     negative, positive = np.sort(scores[~labels]), np.sort(scores[labels])
@@ -111,7 +179,14 @@ def threshold_split(trials: int) -> tuple[np.ndarray, np.ndarray]:
     """Indices of the trials that choose a distinguishing game's test (every fourth) and of those that judge
     it (the rest). Choosing one threshold needs fewer trials than judging it: at a few hundred trials a
     quarter doubles the chance that an optimal attack shows a non-zero ε, compared with half (simulated), and
-    at thousands it costs nothing measurable."""
+    at thousands it costs nothing measurable.
+
+    Args:
+        trials: the number of judged trials of the game.
+
+    Returns:
+        ``(selection, evaluation)``, the two index arrays (disjoint, together ``range(trials)``).
+    """
     trial = np.arange(trials)
     return trial[trial % 4 == 0], trial[trial % 4 != 0]
 
@@ -130,7 +205,17 @@ def select_test(scores: np.ndarray, labels: np.ndarray, level: float) -> Selecte
     whose Clopper–Pearson box (at ``level`` per bound) certifies the largest GDP parameter
     ``μ = Φ⁻¹(1 − FPR_ub) − Φ⁻¹(FNR_ub)`` (:func:`gdp_mu_lower_bound`). μ is only the selection criterion: it
     ranks boxes by their distance below the trade-off curves, and whatever is chosen here is judged on other
-    trials, so a poor choice costs power, never validity."""
+    trials, so a poor choice costs power, never validity.
+
+    Args:
+        scores: the selection trials' scores, shape (n,).
+        labels: their worlds (True: world 1), shape (n,).
+        level: the one-sided error probability of each Clopper–Pearson bound of the criterion.
+
+    Returns:
+        The chosen orientation and threshold (orientation 1 at the median score when the trials hold only one
+        world).
+    """
     scores, labels = np.asarray(scores, float), np.asarray(labels, bool)
     best = (-math.inf, 1, float(np.median(scores)) if scores.size else 0.0)
     if labels.all() or not labels.any():
@@ -148,7 +233,15 @@ def select_test(scores: np.ndarray, labels: np.ndarray, level: float) -> Selecte
 
 def error_bounds(counts: RocCounts, level: float) -> tuple[np.ndarray, np.ndarray]:
     """Upper confidence bounds (FPR_ub, FNR_ub) of every threshold, holding *jointly* with probability
-    ≥ 1 − ``level``: Bonferroni over the 2k one-sided Clopper–Pearson bounds of k thresholds."""
+    ≥ 1 − ``level``: Bonferroni over the 2k one-sided Clopper–Pearson bounds of k thresholds.
+
+    Args:
+        counts: the error counts of the tests on the evaluation trials.
+        level: the joint error probability.
+
+    Returns:
+        ``(fpr_ub, fnr_ub)``, one bound per threshold in each, shape (k,).
+    """
     each = level / (2 * max(len(counts.thresholds), 1))
     return (upper_confidence_bounds(counts.false_positives, counts.negatives, each),
             upper_confidence_bounds(counts.false_negatives, counts.positives, each))
@@ -176,7 +269,15 @@ def curve_p_value(counts: RocCounts, f: TradeoffFunction) -> np.ndarray:
     when both carry evidence).
 
     The supremum over α is bounded rigorously on a grid: P0 falls with α and f does too, so on
-    [α_i, α_{i+1}] the product is at most P0(α_i)·P1(f(α_{i+1})); the grid only makes the test conservative."""
+    [α_i, α_{i+1}] the product is at most P0(α_i)·P1(f(α_{i+1})); the grid only makes the test conservative.
+
+    Args:
+        counts: the error counts of the tests on the evaluation trials.
+        f: the claimed trade-off function (α ↦ β, vectorised).
+
+    Returns:
+        The p-values, one per threshold, shape (k,).
+    """
     grid = _ALPHA_GRID
     f_values = np.clip(np.asarray(f(grid), float), 0.0, 1.0)
     k0 = np.asarray(counts.false_positives, float)[:, None]
@@ -190,14 +291,32 @@ def curve_p_value(counts: RocCounts, f: TradeoffFunction) -> np.ndarray:
 
 def curve_rejected(counts: RocCounts, f: TradeoffFunction, level: float) -> bool:
     """The curve test at joint level ``level``: some threshold's p-value (:func:`curve_p_value`) is at most
-    level/k (Bonferroni over the k thresholds)."""
+    level/k (Bonferroni over the k thresholds).
+
+    Args:
+        counts: the error counts of the tests on the evaluation trials.
+        f: the claimed trade-off function.
+        level: the joint error probability of the test.
+
+    Returns:
+        True when the claim f is rejected.
+    """
     return bool(np.any(curve_p_value(counts, f) <= level / max(len(counts.thresholds), 1)))
 
 
 def gdp_mu_lower_bound(fpr_ub: np.ndarray, fnr_ub: np.ndarray) -> np.ndarray:
     """The μ whose Gaussian trade-off curve passes through the corner (a, b), G_μ(a) = b:
     ``Φ⁻¹(1 − a) − Φ⁻¹(b)``; every μ' below it has G_μ'(a) > b. G_μ is symmetric, so the mirrored corner
-    gives the same μ."""
+    gives the same μ.
+
+    Args:
+        fpr_ub: upper bounds a on the false positive rate, any shape.
+        fnr_ub: upper bounds b on the false negative rate, the same shape.
+
+    Returns:
+        μ per corner, the shape of the inputs: 0 on the diagonal a + b = 1, negative above it, +inf at a = 0 or
+        b = 0 (when the other is below 1).
+    """
     with np.errstate(divide="ignore"):
         return norm.isf(np.asarray(fpr_ub, float)) - norm.ppf(np.asarray(fnr_ub, float))
 
@@ -206,7 +325,17 @@ def epsilon_lower_bound(counts: RocCounts, delta: float, alpha: float) -> tuple[
     """The assumption-free ε: ``max_t max(log((1 − δ − FNR_ub)/FPR_ub), log((1 − δ − FPR_ub)/FNR_ub))`` with
     the jointly valid upper bounds of :func:`error_bounds`. Any (ε, δ)-DP mechanism has
     β ≥ 1 − δ − e^ε α and α ≥ 1 − δ − e^ε β for every test, so with probability ≥ 1 − α its ε is at least
-    this bound."""
+    this bound.
+
+    Args:
+        counts: the error counts of the tests on the evaluation trials.
+        delta: the claimed δ.
+        alpha: the joint error probability of the bounds.
+
+    Returns:
+        ``(epsilon, points)``: the bound (0 when no corner gives a positive one) and, per threshold, a dict of
+        ``threshold``, the observed ``fpr`` and ``fnr`` and their upper bounds ``fpr_ub`` and ``fnr_ub``.
+    """
     fpr_ub, fnr_ub = error_bounds(counts, alpha)
     best, points = 0.0, []
     for t, fp, fn, a_ub, b_ub in zip(counts.thresholds, counts.false_positives, counts.false_negatives, fpr_ub,
@@ -268,6 +397,15 @@ def family_epsilon(spec: MechanismSpec, counts: RocCounts, level: float, delta: 
     * A claim without noise multiplier (``nonprivate``, ``public_only``): the μ-GDP family. G_μ' falls as
       μ' grows, so the rejected μ' are all below a boundary μ*, found by bisection (to 1e-3, the reported end
       the smaller μ), and ε = ε_{G_μ*}(δ) from δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2).
+
+    Args:
+        spec: the claimed mechanism.
+        counts: the error counts of the tests on the evaluation trials.
+        level: the error probability of the curve test.
+        delta: the δ at which ε is read.
+
+    Returns:
+        The family's ε at δ, with the boundary parameter and the family's description.
     """
     if not spec.is_gaussian:
         low, high = 0.0, _GDP_SEARCH_HIGH  # invariant: low rejected (or 0), high not rejected

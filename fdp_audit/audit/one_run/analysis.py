@@ -93,7 +93,21 @@ def _check_counts(m: int, guesses: int, correct: int) -> None:
 # -- (ε, δ): Steinke, Nasr & Jagielski ---------------------------------------------------------------------------
 
 def steinke_p_value(m: int, guesses: int, correct: int, epsilon: float, delta: float) -> float:
-    """Upper bound on ``P[W >= correct]`` for an (ε, δ)-DP mechanism (Theorem 3 of Steinke et al.; module doc)."""
+    """Upper bound on ``P[W >= correct]`` for an (ε, δ)-DP mechanism (Theorem 3 of Steinke et al.; module doc).
+
+    Args:
+        m: the number of canaries in the training.
+        guesses: the number c of canaries guessed (the others abstained on).
+        correct: the number c' of correct guesses.
+        epsilon: the claimed ε.
+        delta: the claimed δ.
+
+    Returns:
+        The p-value of the claim "(ε, δ)-DP", capped at 1.
+
+    Raises:
+        ValueError: unless 0 ≤ correct ≤ guesses ≤ m and m ≥ 1.
+    """
     _check_counts(m, guesses, correct)
     q = 1.0 / (1.0 + math.exp(-epsilon))
     tail = float(stats.binom.sf(correct - 1, guesses, q))
@@ -122,7 +136,21 @@ def _largest_rejected(rejects: Callable[[float], bool], low: float, high: float,
 
 
 def steinke_epsilon(m: int, guesses: int, correct: int, delta: float, alpha: float) -> float:
-    """The largest ε such that "(ε, δ)-DP" is rejected at level α: ``sup{ε : p(ε) <= α}`` (0 if none)."""
+    """The largest ε such that "(ε, δ)-DP" is rejected at level α: ``sup{ε : p(ε) <= α}`` (0 if none).
+
+    Args:
+        m: the number of canaries in the training.
+        guesses: the number c of canaries guessed (the others abstained on).
+        correct: the number c' of correct guesses.
+        delta: the δ of the claims.
+        alpha: the level α of the test.
+
+    Returns:
+        The empirical ε (to a relative precision of 1e-6, the rejected end).
+
+    Raises:
+        ValueError: unless 0 ≤ correct ≤ guesses ≤ m and m ≥ 1.
+    """
     _check_counts(m, guesses, correct)
     if guesses == 0:
         return 0.0
@@ -138,7 +166,14 @@ def _as_input(y: npt.ArrayLike) -> tuple[np.ndarray, bool]:
 
 def gaussian_inverse_power(mu: float) -> InversePower:
     """``f̄⁻¹`` of μ-GDP: ``1 - G_μ(α) = Φ(Φ⁻¹(α) + μ)``, so ``f̄⁻¹(y) = Φ(Φ⁻¹(y) - μ)`` (vectorised, as every
-    ``f̄⁻¹`` here)."""
+    ``f̄⁻¹`` here).
+
+    Args:
+        mu: the GDP parameter μ ≥ 0 (``inf``: no privacy, f̄⁻¹ ≡ 0).
+
+    Returns:
+        ``f̄⁻¹`` as a function of y in [0, 1], scalar or array.
+    """
 
     def inverse(y: npt.ArrayLike) -> float | np.ndarray:
         array, scalar = _as_input(y)
@@ -151,7 +186,15 @@ def gaussian_inverse_power(mu: float) -> InversePower:
 
 def eps_delta_inverse_power(epsilon: float, delta: float) -> InversePower:
     """``f̄⁻¹`` of (ε, δ)-DP: ``f̄(α) = min(1, δ + e^ε α, 1 - e^{-ε}(1 - δ - α))``, the minimum of increasing
-    lines, so its inverse is the maximum of theirs: ``max(0, (y - δ) e^{-ε}, 1 - δ - e^ε (1 - y))``."""
+    lines, so its inverse is the maximum of theirs: ``max(0, (y - δ) e^{-ε}, 1 - δ - e^ε (1 - y))``.
+
+    Args:
+        epsilon: the claimed ε ≥ 0.
+        delta: the claimed δ in [0, 1].
+
+    Returns:
+        ``f̄⁻¹`` as a function of y in [0, 1], scalar or array.
+    """
     scale = math.exp(-epsilon)
 
     def inverse(y: npt.ArrayLike) -> float | np.ndarray:
@@ -164,7 +207,14 @@ def eps_delta_inverse_power(epsilon: float, delta: float) -> InversePower:
 
 def curve_inverse_power(curve: TradeoffCurve) -> InversePower:
     """``f̄⁻¹`` of a piecewise-linear curve (the PLD accountant's): invert its power ``1 - f`` by interpolation
-    (the power is non-decreasing; a flat run returns its smallest α, the infimum)."""
+    (the power is non-decreasing; a flat run returns its smallest α, the infimum).
+
+    Args:
+        curve: the claimed trade-off curve (its vertices' α and power ``1 − β``).
+
+    Returns:
+        ``f̄⁻¹`` as a function of y in [0, 1], scalar or array (0 up to the power at the curve's first vertex).
+    """
     power, alpha = np.asarray(curve.power), np.asarray(curve.alpha)
     # np.interp needs increasing abscissae: keep the first vertex of each run of equal power (the infimum).
     keep = np.append(True, np.diff(power) > 0)
@@ -179,7 +229,22 @@ def curve_inverse_power(curve: TradeoffCurve) -> InversePower:
 
 
 def fdp_statistic(inverse_power: InversePower, m: int, guesses: int, correct: int, k: int, alpha: float) -> float:
-    """``r_0 + h_0 - c/m`` of the recursion in the module doc at τ = α: positive means the claim is rejected."""
+    """``r_0 + h_0 - c/m`` of the recursion in the module doc at τ = α: positive means the claim is rejected.
+
+    Args:
+        inverse_power: the claim's ``f̄⁻¹``.
+        m: the number of canaries in the training.
+        guesses: the number c of canaries guessed (the others abstained on).
+        correct: the number c' of correct guesses.
+        k: the number of values a canary's secret takes (2 for membership).
+        alpha: the level α of the test (the τ the recursion starts from).
+
+    Returns:
+        The statistic (−1 when no guess was made).
+
+    Raises:
+        ValueError: unless 0 ≤ correct ≤ guesses ≤ m, m ≥ 1 and k ≥ 2.
+    """
     _check_counts(m, guesses, correct)
     if k < 2:
         raise ValueError("k must be >= 2")
@@ -201,7 +266,21 @@ def critical_count(inverse_power: InversePower, m: int, guesses: int, k: int, al
     (``guesses + 1`` when none does): the recursion of the module doc run for every starting count at once.
 
     Rejecting whenever ``W >= critical_count`` is a test of level α because the recursion rejects that count:
-    ``P[W >= v] <= α`` for the smallest rejecting v whatever happens above it."""
+    ``P[W >= v] <= α`` for the smallest rejecting v whatever happens above it.
+
+    Args:
+        inverse_power: the claim's ``f̄⁻¹``.
+        m: the number of canaries in the training.
+        guesses: the number c of canaries guessed.
+        k: the number of values a canary's secret takes (2 for membership).
+        alpha: the level α of the test.
+
+    Returns:
+        The critical count, in 1 … guesses + 1.
+
+    Raises:
+        ValueError: unless 0 ≤ guesses ≤ m, m ≥ 1 and k ≥ 2.
+    """
     _check_counts(m, guesses, 0)
     if k < 2:
         raise ValueError("k must be >= 2")
@@ -219,12 +298,39 @@ def critical_count(inverse_power: InversePower, m: int, guesses: int, k: int, al
 
 
 def fdp_rejects(inverse_power: InversePower, m: int, guesses: int, correct: int, k: int, alpha: float) -> bool:
-    """Whether ``correct`` of ``guesses`` guesses among ``m`` k-ary canaries reject the claimed f at level α."""
+    """Whether ``correct`` of ``guesses`` guesses among ``m`` k-ary canaries reject the claimed f at level α.
+
+    Args:
+        inverse_power: the claim's ``f̄⁻¹``.
+        m: the number of canaries in the training.
+        guesses: the number c of canaries guessed (the others abstained on).
+        correct: the number c' of correct guesses.
+        k: the number of values a canary's secret takes.
+        alpha: the level α of the test.
+
+    Returns:
+        True when :func:`fdp_statistic` is positive.
+
+    Raises:
+        ValueError: unless 0 ≤ correct ≤ guesses ≤ m, m ≥ 1 and k ≥ 2.
+    """
     return fdp_statistic(inverse_power, m, guesses, correct, k, alpha) > 0
 
 
 def gdp_mu_lower_bound(m: int, guesses: int, correct: int, k: int, alpha: float) -> float:
-    """The largest μ such that μ-GDP is rejected at level α (0 if none; ``inf`` if every μ is)."""
+    """The largest μ such that μ-GDP is rejected at level α (0 if none; 1e6, the search's end, if every μ up to it
+    is).
+
+    Args:
+        m: the number of canaries in the training.
+        guesses: the number c of canaries guessed (the others abstained on).
+        correct: the number c' of correct guesses.
+        k: the number of values a canary's secret takes.
+        alpha: the level α of the test.
+
+    Returns:
+        μ, a 1 − α lower confidence bound on the mechanism's GDP parameter (to a relative precision of 1e-4).
+    """
     if guesses == 0:
         return 0.0
     return _largest_rejected(
@@ -244,16 +350,49 @@ class Family:
 
 
 def gdp_family(delta: float) -> Family:
+    """The μ-GDP family (parameter μ), its claims read as ε at δ from the Gaussian privacy profile
+    (docs/accounting.md, ``δ(ε) = Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2)``).
+
+    Args:
+        delta: the δ at which each claim's ε is read.
+
+    Returns:
+        The family.
+    """
     return Family("μ-GDP", gaussian_inverse_power, lambda mu: gaussian_epsilon(delta, mu))
 
 
 def eps_delta_family(delta: float) -> Family:
+    """The (ε, δ)-DP family at fixed δ (parameter ε).
+
+    Args:
+        delta: the fixed δ.
+
+    Returns:
+        The family, whose ε(δ) of each claim is its parameter.
+    """
     return Family(f"(ε, δ={delta:g})-DP", lambda e: eps_delta_inverse_power(e, delta), lambda e: e)
 
 
 def family_epsilon(family: Family, m: int, guesses: int, correct: int, k: int, alpha: float,
                    tolerance: float = 1e-3) -> float:
-    """ε(δ) of the weakest claim of ``family`` rejected at level α (0 if even perfect privacy is not rejected)."""
+    """ε(δ) of the weakest claim of ``family`` rejected at level α (0 if even perfect privacy is not rejected).
+
+    Args:
+        family: the claimed mechanism's family.
+        m: the number of canaries in the training.
+        guesses: the number c of canaries guessed (the others abstained on).
+        correct: the number c' of correct guesses.
+        k: the number of values a canary's secret takes.
+        alpha: the level α of the test.
+        tolerance: the relative precision of the boundary parameter (its rejected end is reported).
+
+    Returns:
+        The empirical ε at the family's δ.
+
+    Raises:
+        ValueError: unless 0 ≤ correct ≤ guesses ≤ m and m ≥ 1.
+    """
     _check_counts(m, guesses, correct)
     if guesses == 0:
         return 0.0

@@ -101,7 +101,18 @@ def _check_game(game: str, k: int, where: str) -> None:
 
 
 def canary_block(game: str, k: int, secrets: np.ndarray, magnitude: float) -> CanaryBlock:
-    """The engine's block for one model (module doc: private values, public values, presence)."""
+    """The engine's block for one model (module doc: private values, public values, presence).
+
+    Args:
+        game: ``"inclusion"`` or ``"value"``.
+        k: the number of candidate values.
+        secrets: the canaries' secrets, shape (M,).
+        magnitude: the raw canary gradient ``a`` (``audit.canary_norm_factor`` times the clip norm).
+
+    Returns:
+        The block of one model: private values ``a`` (inclusion) or ``a·u_v``, public values ``a``, and presence
+        (inclusion: secret 1; value: every canary), each of shape (1, M).
+    """
     count = len(secrets)
     if game == "inclusion":
         private = torch.full((1, count), magnitude)
@@ -138,7 +149,25 @@ def train_with_canaries(config: Config, data: PreparedData, count: int, out: Pat
                         game: str | None = None, k: int = 2, kind: str = "gradient") -> CanaryTraining:
     """Train once with ``count`` canaries of ``kind`` and write the weights, the manifest and (gradient canaries)
     the release (module doc). A config naming ``mechanism.training`` runs the user's loop once with gradient
-    canaries and writes safetensors weights."""
+    canaries and writes safetensors weights.
+
+    Args:
+        config: the validated configuration of the training.
+        data: its prepared data.
+        count: the number of canaries M, 1 … ``MAX_CANARIES``.
+        out: the weights' path; the manifest and release are written beside it.
+        seed: the training's seed (default the config's).
+        game: ``"inclusion"`` or ``"value"`` (default: the mechanism's, :func:`~.manifest.default_game`).
+        k: the number of candidate values.
+        kind: ``"gradient"``, ``"record"`` or ``"crafted"``.
+
+    Returns:
+        The files written, the model's test accuracy and the checkpoint's metadata.
+
+    Raises:
+        BadInputError: a count, game, k or kind out of range, a mechanism that is not private, or input canaries
+            for a user's training.
+    """
     if not 1 <= count <= MAX_CANARIES:
         raise BadInputError(f"must be between 1 and {MAX_CANARIES}", "--canaries")
     mech = config.mechanism
@@ -275,7 +304,17 @@ def insert_record_canaries(config: Config, count: int, manifest_path: Path, game
 # -- the audit ---------------------------------------------------------------------------------------------------
 
 def weights_release_digest(path: Path) -> str | None:
-    """The release digest a safetensors file's header names (:meth:`GradientCanaries.save`), if any."""
+    """The release digest a safetensors file's header names (:meth:`GradientCanaries.save`), if any.
+
+    Args:
+        path: the weights file.
+
+    Returns:
+        The hex digest, or None for a file that is not ``.safetensors`` or names none.
+
+    Raises:
+        BadInputError: a ``.safetensors`` file whose header cannot be read.
+    """
     from safetensors import safe_open
 
     if path.suffix != ".safetensors":
@@ -334,7 +373,22 @@ def audit_with_canaries(checkpoint: Path, manifest_path: Path, alpha: float, fam
     """The one-run audit of weights: the guesser on the release (gradient canaries) or on the final model's losses
     (input canaries), judged against the claim. ``external``: weights trained outside fdp-audit (read with their
     config): input canaries inserted by :func:`insert_record_canaries`, or gradient canaries of a user's loop
-    (:mod:`fdp_audit.audit.one_run.loop`)."""
+    (:mod:`fdp_audit.audit.one_run.loop`).
+
+    Args:
+        checkpoint: the weights' path.
+        manifest_path: the canary manifest's path (the release is read beside it).
+        alpha: the level of the verdict.
+        family_search: also compute the empirical ε in the claimed mechanism's family.
+        external: external weights with their config, or None for an fdp-audit checkpoint.
+
+    Returns:
+        The one-run section (:func:`~fdp_audit.audit.one_run.evaluation.judge_scores`) with ``game``, ``kind``,
+        ``magnitude`` and ``claim_parameters``, and for a user's loop its released steps.
+
+    Raises:
+        BadInputError: the manifest, the release or the weights are invalid or do not belong together.
+    """
     manifest = read_manifest(manifest_path)
     audited = _audited_of(checkpoint, external)
     _check_manifest(manifest, audited, external is not None)
@@ -398,7 +452,15 @@ def _input_canary_scores(checkpoint: Path, manifest: dict[str, Any], external: C
 
 def steps_comparison(section: dict[str, Any], parameters: dict[str, Any]) -> list[dict[str, Any]]:
     """The gate's comparison of a user loop's release with the claimed steps (kind ``released_steps``): its
-    optimizer steps and its updates outside them."""
+    optimizer steps and its updates outside them.
+
+    Args:
+        section: a one-run section (:func:`audit_with_canaries`).
+        parameters: the claim's fields the gate reads.
+
+    Returns:
+        One comparison, or none when the section is not a user's loop's.
+    """
     if "released_steps" not in section:
         return []
     return [{"id": "one-run/released-steps", "kind": "released_steps", "released_steps": section["released_steps"],
@@ -407,7 +469,17 @@ def steps_comparison(section: dict[str, Any], parameters: dict[str, Any]) -> lis
 
 def claimed_user_config(config: Config) -> Config:
     """The config whose claim judges a user's loop: with ``integration: opacus`` and a training function, the claim's
-    unstated parts read from the engine of one training (:func:`fdp_audit.integrations.opacus.claimed_config`)."""
+    unstated parts read from the engine of one training (:func:`fdp_audit.integrations.opacus.claimed_config`).
+
+    Args:
+        config: the validated configuration.
+
+    Returns:
+        ``config`` itself, or with ``integration: opacus`` the config completed from the engine.
+
+    Raises:
+        BadInputError: ``integration: opacus`` without ``mechanism.training``.
+    """
     mech = config.mechanism
     if mech.integration != "opacus":
         return config
@@ -423,7 +495,21 @@ def claimed_user_config(config: Config) -> Config:
 def one_run_results(checkpoint: Path, manifest_path: Path, alpha: float, command: str = "",
                     external: Checkpoint | None = None) -> dict[str, Any]:
     """results.json of a one-run audit: the verdict is the one-run section's (the f-DP test of the claim, the
-    released steps of a user's loop); population copies are INFORMATIONAL unless violated."""
+    released steps of a user's loop); population copies are INFORMATIONAL unless violated.
+
+    Args:
+        checkpoint: the weights' path.
+        manifest_path: the canary manifest's path.
+        alpha: the level of the verdict.
+        command: the command line recorded for reproduction.
+        external: external weights with their config, or None for an fdp-audit checkpoint.
+
+    Returns:
+        The results document (JSON-ready; non-finite numbers as None).
+
+    Raises:
+        BadInputError: as :func:`audit_with_canaries`.
+    """
     from fdp_audit.audit.checkpoint_audit import read_checkpoint
     from fdp_audit.audit.gate import judge
     from fdp_audit.audit.provenance import versions

@@ -47,7 +47,18 @@ GRID_POINTS = 20_000
 
 
 def flagged_curve(curve: TradeoffCurve, tau: float) -> TradeoffCurve:
-    """g_τ of the module doc, as a piecewise-linear curve on a log-spaced grid of type-I errors."""
+    """g_τ of the module doc, as a piecewise-linear curve on a log-spaced grid of type-I errors.
+
+    Args:
+        curve: the claimed trade-off curve f.
+        tau: the flag rate τ, in (0, 1].
+
+    Returns:
+        g_τ, with ``GRID_POINTS + 1`` vertices.
+
+    Raises:
+        ValueError: τ is outside (0, 1].
+    """
     if not 0 < tau <= 1:
         raise ValueError(f"tau must be in (0, 1], got {tau}")
     x = np.concatenate([[0.0], np.geomspace(1e-14, 1.0, GRID_POINTS)])
@@ -60,7 +71,15 @@ def flagged_curve(curve: TradeoffCurve, tau: float) -> TradeoffCurve:
 def loss_distribution(curve: TradeoffCurve) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The canonical pair of ``curve``: privacy losses and their masses under the null and the alternative.
     Between vertices the power rises by ``Δpower`` while α rises by ``Δα``: an outcome of loss
-    ``log(Δpower/Δα)`` with those masses; the power at α = 0 is an outcome of infinite loss."""
+    ``log(Δpower/Δα)`` with those masses; the power at α = 0 is an outcome of infinite loss.
+
+    Args:
+        curve: a piecewise-linear trade-off curve.
+
+    Returns:
+        ``(losses, null, alternative)``, three arrays of one length: the losses (the last ``inf``) and their
+        probabilities under P_0 and P_1 (each summing to 1).
+    """
     d_alpha, d_power = np.diff(curve.alpha), np.diff(curve.power)
     keep = d_alpha > 0
     with np.errstate(divide="ignore"):
@@ -92,7 +111,17 @@ def canonical_losses(curve: TradeoffCurve, secrets: np.ndarray, rng: np.random.G
 
 def ranked_correct(curve: TradeoffCurve, m: int, sims: int, rng: np.random.Generator) -> np.ndarray:
     """``[sims, m]`` running counts of right guesses, most confident first, of the Neyman–Pearson guesser on m
-    independent canaries (secret uniform on {0, 1}) of the canonical pair of ``curve``."""
+    independent canaries (secret uniform on {0, 1}) of the canonical pair of ``curve``.
+
+    Args:
+        curve: the pair's trade-off curve.
+        m: the number of canaries.
+        sims: the number of simulated releases.
+        rng: the random stream.
+
+    Returns:
+        The counts, int32 array of shape (sims, m).
+    """
     out = np.empty((sims, m), dtype=np.int32)
     for row in range(sims):
         secrets = rng.integers(0, 2, size=m)

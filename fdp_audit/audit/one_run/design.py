@@ -43,14 +43,30 @@ FAMILY_SPAN = 3.0  # the family grid reaches claims with 1/z a third of the clai
 
 def predicted_correct(spec: MechanismSpec, m: int, k: int) -> np.ndarray:
     """``[m]`` mean right guesses among the c most confident (c = 1 … m) of the Neyman–Pearson guesser on exact
-    releases of ``spec`` with m canaries and k candidates (module doc)."""
+    releases of ``spec`` with m canaries and k candidates (module doc).
+
+    Args:
+        spec: the claimed Gaussian mechanism (its z, p, T and relation).
+        m: the number of canaries.
+        k: the number of candidate values.
+
+    Returns:
+        The mean counts, shape (m,).
+    """
     assert spec.noise_multiplier is not None and spec.sample_rate is not None
     return oracle_correct(np.random.default_rng(DESIGN_SEED), m, game_of(spec.relation), k, spec.noise_multiplier,
                           spec.sample_rate, spec.steps, DESIGN_SEEDS).mean(axis=0)
 
 
 def candidate_counts(m: int) -> np.ndarray:
-    """The geometric grid of guess counts the design chooses from."""
+    """The geometric grid of guess counts the design chooses from.
+
+    Args:
+        m: the number of canaries.
+
+    Returns:
+        Distinct guess counts from min(8, m) to m, ascending.
+    """
     return np.unique(np.geomspace(min(MIN_COUNT, m), m, COUNT_POINTS).astype(int))
 
 

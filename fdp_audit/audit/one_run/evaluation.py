@@ -134,7 +134,17 @@ def judge_scores(scores_by_threat: Mapping[str, np.ndarray], secrets: np.ndarray
 
 def judge_ranked(ranked_by_threat: Mapping[str, RankedGuesses], claim: ClaimedCurve, alpha: float,
                  family_search: bool = True) -> dict[str, Any]:
-    """:func:`judge_scores` from guesses already ranked (one :class:`RankedGuesses` per threat model)."""
+    """:func:`judge_scores` from guesses already ranked (one :class:`RankedGuesses` per threat model).
+
+    Args:
+        ranked_by_threat: the ranked guesses per threat model, all of the same m and k.
+        claim: the claimed trade-off curve and its family.
+        alpha: the level of the verdict (Bonferroni over the threat models).
+        family_search: also compute the empirical ε in the claimed mechanism's family.
+
+    Returns:
+        The section, as :func:`judge_scores` returns it.
+    """
     (m, k), = {(g.m, g.k) for g in ranked_by_threat.values()}
     level = alpha / max(len(ranked_by_threat), 1)
     count = designed_guess_count(claim.spec, claim.family, m, k, level)
@@ -178,13 +188,38 @@ def simulated_audit(rng: np.random.Generator, m: int, game: str, k: int, noise_m
                     sample_rate: float, steps: int, claim: ClaimedCurve, alpha: float, updates: bool = True,
                     family_search: bool = False, gradient: float = 1.0) -> dict[str, Any]:
     """Simulate one training (:func:`~fdp_audit.audit.one_run.simulation.simulate_release`) and judge it against
-    ``claim``: the results section of a real one-run audit of that release."""
+    ``claim``: the results section of a real one-run audit of that release.
+
+    Args:
+        rng: the generator of the simulated training and secrets.
+        m: the number of canaries.
+        game: ``"inclusion"`` or ``"value"``.
+        k: the number of candidate values.
+        noise_multiplier: the simulated training's z.
+        sample_rate: its sampling rate p.
+        steps: its number of steps T.
+        claim: the claimed curve the release is judged against.
+        alpha: the level of the verdict.
+        updates: release the per-step updates (else the final block only).
+        family_search: also compute the empirical ε in the claimed family.
+        gradient: each sampled canary's gradient in units of the clip norm.
+
+    Returns:
+        The section, as :func:`judge_scores` returns it.
+    """
     release, secrets = simulate_release(rng, m, game, k, noise_multiplier, sample_rate, steps, updates, gradient)
     return judge_scores(threat_scores(release, candidate_pattern(game, k)), secrets, claim, alpha, family_search)
 
 
 def summary_lines(section: dict[str, Any]) -> list[str]:
-    """Console lines of a one-run section: the headline guesses and the ε lower bounds beside the claim."""
+    """Console lines of a one-run section: the headline guesses and the ε lower bounds beside the claim.
+
+    Args:
+        section: a one-run section (:func:`judge_scores`).
+
+    Returns:
+        Two lines.
+    """
     from fdp_audit.audit.labels import threat_title
 
     best = section["best"]
@@ -201,7 +236,16 @@ def summary_lines(section: dict[str, Any]) -> list[str]:
 
 def section_comparisons(section: dict[str, Any], parameters: dict[str, Any]) -> list[dict[str, Any]]:
     """The gate's comparisons of a one-run section (kind ``one_run``): one per threat model, with
-    the claim's parameters, so that ``fdp-audit gate`` can judge them again at another α."""
+    the claim's parameters, so that ``fdp-audit gate`` can judge them again at another α.
+
+    Args:
+        section: a one-run section (:func:`judge_scores`).
+        parameters: the claim's fields the gate reads (``mechanism``, ``noise_multiplier``, ``sample_rate``,
+            ``steps``, ``delta``, ``relation``).
+
+    Returns:
+        The comparisons, one per threat model.
+    """
     return [{"id": f"one-run/{row['threat_model']}/{row['guesses']}", "kind": "one_run",
              "canaries": section["canaries"], "k": section["k"], "guesses": row["guesses"], "correct": row["correct"],
              **parameters} for row in section["rows"]]
@@ -226,7 +270,19 @@ def _claim_of(row: dict[str, Any], where: str) -> ClaimedCurve:
 def judge_one_run(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
     """The gate's evaluation of one ``one_run`` comparison at per-comparison ``level``: violated when the f-DP
     test rejects the claimed curve; ``observed`` is the precision of the guesses and ``theoretical`` the
-    largest precision the claim allows at this level (the count below the smallest rejected one)."""
+    largest precision the claim allows at this level (the count below the smallest rejected one).
+
+    Args:
+        row: a ``one_run`` comparison of a results file (untrusted).
+        level: the per-comparison level.
+        where: how an error names the row.
+
+    Returns:
+        ``observed``, ``theoretical``, ``margin``, ``violated``, ``precision``, ``guesses`` and ``correct``.
+
+    Raises:
+        BadInputError: a count or the claim is missing or out of range.
+    """
     from fdp_audit.errors import BadInputError
 
     values = {key: row.get(key) for key in ("canaries", "k", "guesses", "correct")}

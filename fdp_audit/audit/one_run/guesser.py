@@ -60,14 +60,30 @@ class Release:
 
 
 def candidate_pattern(game: str, k: int) -> np.ndarray:
-    """``u_v`` of the game (module doc): inclusion ``(0, 1)``; a protected value ``2v/(k-1) - 1``."""
+    """``u_v`` of the game (module doc): inclusion ``(0, 1)``; a protected value ``2v/(k-1) - 1``.
+
+    Args:
+        game: ``"inclusion"`` or ``"value"``.
+        k: the number of candidate values (ignored for inclusion, which has 2).
+
+    Returns:
+        ``u``, shape (k,).
+    """
     if game == "inclusion":
         return np.array([0.0, 1.0])
     return np.linspace(-1.0, 1.0, k)
 
 
 def final_scores(release: Release, pattern: np.ndarray) -> np.ndarray:
-    """``[M, k]`` Gaussian log-likelihoods of the candidates from the final canary coordinates."""
+    """``[M, k]`` Gaussian log-likelihoods of the candidates from the final canary coordinates.
+
+    Args:
+        release: the canary block as released.
+        pattern: the game's candidate pattern ``u``, shape (k,) (:func:`candidate_pattern`).
+
+    Returns:
+        The scores, shape (M, k) (in units of the null coordinates' variance; larger is likelier).
+    """
     x = -np.asarray(release.final, dtype=float)
     noise = max(float(np.std(release.final_null)), 1e-30)
     spread = float(np.var(pattern))
@@ -87,7 +103,14 @@ class StepModel:
 
 
 def standardised_updates(release: Release) -> np.ndarray:
-    """``[T, M]`` negated per-step canary updates divided by each step's null spread."""
+    """``[T, M]`` negated per-step canary updates divided by each step's null spread.
+
+    Args:
+        release: a release with per-step updates (``updates`` and ``updates_null`` set).
+
+    Returns:
+        ``z``, shape (T, M).
+    """
     assert release.updates is not None and release.updates_null is not None
     noise = np.maximum(np.std(release.updates_null, axis=1, keepdims=True), 1e-30)
     return -np.asarray(release.updates, dtype=float) / noise
@@ -127,7 +150,15 @@ def fit_mixture(z: np.ndarray, pattern: np.ndarray) -> StepModel | None:
     (p = 1: every step shifted by ``a u_v``, the same fit with p pinned): where p·a² is too small to be told
     apart from noise the likelihood is flat along p·a, a fitted (p, a) there is noise, and the Gaussian shift
     ranks the canaries like the summed release, the Neyman–Pearson ranking to first order in a. None when the
-    second moment shows no excess over the noise."""
+    second moment shows no excess over the noise.
+
+    Args:
+        z: the standardised per-step updates, shape (T, M) (:func:`standardised_updates`).
+        pattern: the game's candidate pattern ``u``, shape (k,).
+
+    Returns:
+        The fitted rate p and step a, or None.
+    """
     steps, count = z.shape
     canary_stride = max(1, count // (FIT_ELEMENTS // 100))
     step_stride = max(1, steps * (count // canary_stride) // FIT_ELEMENTS)
@@ -155,7 +186,16 @@ def fit_mixture(z: np.ndarray, pattern: np.ndarray) -> StepModel | None:
 
 
 def mixture_scores(z: np.ndarray, pattern: np.ndarray, model: StepModel) -> np.ndarray:
-    """``[M, k]`` Poisson-mixture log-likelihoods ``Σ_t log(1 - p + p·exp(a u_v z_t - a² u_v² / 2))``."""
+    """``[M, k]`` Poisson-mixture log-likelihoods ``Σ_t log(1 - p + p·exp(a u_v z_t - a² u_v² / 2))``.
+
+    Args:
+        z: the standardised per-step updates, shape (T, M).
+        pattern: the game's candidate pattern ``u``, shape (k,).
+        model: the fitted rate p and step a.
+
+    Returns:
+        The scores, shape (M, k) (0 for a candidate with ``u_v = 0``).
+    """
     shift = model.step * pattern
     scores = np.zeros((z.shape[1], len(pattern)))
     with np.errstate(divide="ignore"):  # rate 1: the unsampled branch has log-weight -inf
@@ -166,7 +206,15 @@ def mixture_scores(z: np.ndarray, pattern: np.ndarray, model: StepModel) -> np.n
 
 
 def update_scores(release: Release, pattern: np.ndarray) -> np.ndarray:
-    """``[M, k]`` Poisson-mixture log-likelihoods of the candidates from the per-step updates (module doc)."""
+    """``[M, k]`` Poisson-mixture log-likelihoods of the candidates from the per-step updates (module doc).
+
+    Args:
+        release: the canary block as released, with per-step updates.
+        pattern: the game's candidate pattern ``u``, shape (k,).
+
+    Returns:
+        The scores, shape (M, k); the summed release's Gaussian scores when the fit finds no excess.
+    """
     z = standardised_updates(release)
     model = fit_mixture(z, pattern)
     if model is None:  # no detectable excess: fall back to the summed release
@@ -183,7 +231,15 @@ def public_aligned_scores(release: Release, pattern: np.ndarray) -> np.ndarray:
     was sampled, so the Gaussian log-likelihood ``Σ_{t sampled} (a u_v z_t - a² u_v² / 2)`` needs no mixture.
     The mechanism's noise reaches the public coordinates too: a step counts as a hit when the standardised public
     update exceeds :data:`PUBLIC_HIT_SIGMAS` (the public gradient is added without noise, so a hit stands out
-    whenever it is larger than the noise)."""
+    whenever it is larger than the noise).
+
+    Args:
+        release: the canary block as released, with per-step private and public updates.
+        pattern: the game's candidate pattern ``u``, shape (k,).
+
+    Returns:
+        The scores, shape (M, k).
+    """
     assert release.updates is not None and release.updates_null is not None and release.public_updates is not None
     noise = np.maximum(np.std(release.updates_null, axis=1, keepdims=True), 1e-30)
     z = -np.asarray(release.updates, dtype=float) / noise
@@ -201,7 +257,15 @@ def threat_scores(release: Release, pattern: np.ndarray) -> dict[str, np.ndarray
     sum, for plain SGD), so the final-weights guesser would only add a comparison and cost Bonferroni level. That
     holds only when the block moved in the released steps alone: the engine releases every step, and a user's
     loop counts the block's changes outside its optimizer steps, each a violation of the claim
-    (:attr:`fdp_audit.audit.canary_head.UpdateObserver.unobserved_changes`)."""
+    (:attr:`fdp_audit.audit.canary_head.UpdateObserver.unobserved_changes`).
+
+    Args:
+        release: the canary block as released.
+        pattern: the game's candidate pattern ``u``, shape (k,) (:func:`candidate_pattern`).
+
+    Returns:
+        The scores by threat model: ``final``, or ``updates`` and (with public updates) ``updates_public_aligned``.
+    """
     if release.updates is None:
         return {"final": final_scores(release, pattern)}
     scores = {"updates": update_scores(release, pattern)}
@@ -220,13 +284,28 @@ class RankedGuesses:
     correct: np.ndarray
 
     def correct_among(self, count: int) -> int:
-        """Right guesses among the ``count`` most confident (0 for no guess)."""
+        """Right guesses among the ``count`` most confident (0 for no guess).
+
+        Args:
+            count: the number c of most confident guesses judged, 0 … m.
+
+        Returns:
+            The count of right guesses among them.
+        """
         return int(self.correct[count - 1]) if count > 0 else 0
 
 
 def rank_guesses(scores: np.ndarray, secrets: np.ndarray) -> RankedGuesses:
     """Predicted value = best candidate; confidence = margin over the runner-up (ties broken by canary index, a
-    rule that does not depend on the secrets); the running count of right guesses in order of confidence."""
+    rule that does not depend on the secrets); the running count of right guesses in order of confidence.
+
+    Args:
+        scores: the candidates' scores, shape (M, k), k ≥ 2.
+        secrets: the canaries' true values, shape (M,).
+
+    Returns:
+        The ranked guesses (``correct`` of shape (M,)).
+    """
     m, k = scores.shape
     ordered = np.sort(scores, axis=1)
     margin = ordered[:, -1] - ordered[:, -2]

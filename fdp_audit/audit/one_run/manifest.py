@@ -55,23 +55,54 @@ RELEASE_KEYS = {"format_version", "final", "final_null", "updates", "updates_pub
 
 
 def draw_secrets(seed: int, count: int, k: int) -> np.ndarray:
-    """``[count]`` secrets uniform on ``{0, …, k-1}`` from the GAME stream."""
+    """``[count]`` secrets uniform on ``{0, …, k-1}`` from the GAME stream.
+
+    Args:
+        seed: the training's seed (the manifest's ``seed``).
+        count: the number of canaries.
+        k: the number of values a secret takes (2 for inclusion).
+
+    Returns:
+        The secrets, int64 array of shape (count,).
+    """
     keys = streams.model_keys(seed, torch.tensor([SECRET_MODEL_INDEX]))
     u = streams.uniform(keys, 0, streams.Stream.GAME, count)[0].double().numpy()
     return np.minimum((u * k).astype(np.int64), k - 1)
 
 
 def default_game(mechanism: str) -> str:
-    """FDP mechanisms (ℓ_priv = ℓ - ℓ_pub∘Ψ) protect a protected value; the others membership."""
+    """FDP mechanisms (ℓ_priv = ℓ - ℓ_pub∘Ψ) protect a protected value; the others membership.
+
+    Args:
+        mechanism: a registered mechanism's name.
+
+    Returns:
+        ``"value"`` or ``"inclusion"``.
+    """
     return "value" if MECHANISMS[mechanism].recipe.private_loss == "decomposed" else "inclusion"
 
 
 def relation_of(game: str) -> str:
+    """The neighbouring relation a one-run game's claim is stated under.
+
+    Args:
+        game: ``"inclusion"`` or ``"value"``.
+
+    Returns:
+        ``"add-remove"`` for inclusion, ``"replace"`` for a protected value.
+    """
     return "add-remove" if game == "inclusion" else "replace"
 
 
 def canary_paths(weights: Path) -> tuple[Path, Path]:
-    """The release and manifest written beside ``weights``."""
+    """The release and manifest written beside ``weights``.
+
+    Args:
+        weights: the path of the trained weights.
+
+    Returns:
+        ``(release, manifest)``: ``<stem>.canary-release.pt`` and ``<stem>.canaries.json`` in the weights' folder.
+    """
     return (weights.with_name(weights.stem + ".canary-release.pt"),
             weights.with_name(weights.stem + ".canaries.json"))
 
@@ -81,7 +112,14 @@ def _body(manifest: dict[str, Any]) -> dict[str, Any]:
 
 
 def manifest_text(manifest: dict[str, Any]) -> str:
-    """The manifest's JSON, with its MAC under ``FDP_AUDIT_HMAC_KEY`` when the key is set."""
+    """The manifest's JSON, with its MAC under ``FDP_AUDIT_HMAC_KEY`` when the key is set.
+
+    Args:
+        manifest: the manifest's fields (a ``mac`` among them is replaced).
+
+    Returns:
+        The JSON text, with ``format`` and ``version`` first.
+    """
     body = {"format": MANIFEST_FORMAT, "version": MANIFEST_VERSION, **_body(manifest)}
     if hmac_key() is not None:
         body["mac"] = keyed_digest(_body(body))
@@ -89,13 +127,33 @@ def manifest_text(manifest: dict[str, Any]) -> str:
 
 
 def write_manifest(path: Path, manifest: dict[str, Any]) -> Path:
+    """Write a manifest atomically (:func:`manifest_text`).
+
+    Args:
+        path: where to write it.
+        manifest: the manifest's fields.
+
+    Returns:
+        ``path``.
+    """
     return atomic_write_text(path, manifest_text(manifest))
 
 
 def release_bytes(updates: torch.Tensor, updates_null: torch.Tensor, final: torch.Tensor, final_null: torch.Tensor,
                   updates_public: torch.Tensor | None = None) -> bytes:
     """A release file's content: the canary block's per-step updates (``[T, M]``, ``[T, M₀]``), its final values
-    and, with a public loss, the canaries' public coordinates per step. No secret is in it."""
+    and, with a public loss, the canaries' public coordinates per step. No secret is in it.
+
+    Args:
+        updates: the canary coordinates' update per step, shape (T, M).
+        updates_null: the null coordinates' update per step, shape (T, M₀).
+        final: the canary coordinates' final values, shape (M,).
+        final_null: the null coordinates' final values, shape (M₀,).
+        updates_public: the canaries' public coordinates per step, shape (T, M), or None without a public loss.
+
+    Returns:
+        The ``torch.save`` bytes of the release (float32 tensors).
+    """
     buffer = io.BytesIO()
     count = updates.shape[1]
     torch.save({"format_version": RELEASE_VERSION, "final": final.float().contiguous(),
@@ -107,7 +165,15 @@ def release_bytes(updates: torch.Tensor, updates_null: torch.Tensor, final: torc
 
 
 def write_release(path: Path, content: bytes) -> str:
-    """Write a release atomically; its SHA-256."""
+    """Write a release atomically; its SHA-256.
+
+    Args:
+        path: where to write it.
+        content: the release's bytes (:func:`release_bytes`).
+
+    Returns:
+        The hex SHA-256 of ``content``.
+    """
     atomic_write_bytes(path, content)
     return hashlib.sha256(content).hexdigest()
 
@@ -136,7 +202,17 @@ def _digest(value: object) -> bool:
 
 def read_manifest(path: Path) -> dict[str, Any]:
     """Validate a canary manifest (size-limited, JSON without repeated keys, types, ranges, its MAC when the key is
-    set, and the secrets drawn again from its seed)."""
+    set, and the secrets drawn again from its seed).
+
+    Args:
+        path: the manifest file.
+
+    Returns:
+        The manifest's fields.
+
+    Raises:
+        BadInputError: naming the first field (``manifest.<key>``) that is missing, invalid, edited or unsigned.
+    """
     try:
         manifest = json.loads(read_bounded(path, MAX_MANIFEST_BYTES, "canary manifest").decode("utf-8"),
                               object_pairs_hook=_unique_keys, parse_int=bounded_json_integer)
@@ -202,7 +278,16 @@ def _check_mac(manifest: dict[str, Any]) -> None:
 
 
 def check_seed(manifest: dict[str, Any], seed: int, where: str) -> None:
-    """The manifest's canaries were drawn for the training of ``seed`` (the weights' or the config's)."""
+    """The manifest's canaries were drawn for the training of ``seed`` (the weights' or the config's).
+
+    Args:
+        manifest: a manifest read by :func:`read_manifest`.
+        seed: the training's seed.
+        where: how the message names the seed's origin (e.g. "checkpoint's").
+
+    Raises:
+        BadInputError: the seeds differ.
+    """
     if manifest["seed"] != seed:
         raise BadInputError(f"the manifest's seed {manifest['seed']} is not the {where} seed {seed}: its canaries "
                             "belong to another training", "manifest.seed")
@@ -210,7 +295,16 @@ def check_seed(manifest: dict[str, Any], seed: int, where: str) -> None:
 
 def check_bound_release(manifest: dict[str, Any], bound: object, weights: str) -> None:
     """The weights name the release they were trained with; it must be the manifest's (``weights``: how the
-    message names them, e.g. "the checkpoint was")."""
+    message names them, e.g. "the checkpoint was").
+
+    Args:
+        manifest: a manifest read by :func:`read_manifest`.
+        bound: the release digest the weights name (None when they name none).
+        weights: how the message names the weights.
+
+    Raises:
+        BadInputError: a version ≥ 2 gradient-canary manifest names another release.
+    """
     if manifest.get("version", 1) < 2 or manifest["kind"] != "gradient":
         return
     if bound != manifest["release_sha256"]:
@@ -220,7 +314,19 @@ def check_bound_release(manifest: dict[str, Any], bound: object, weights: str) -
 
 def read_release(path: Path, manifest: dict[str, Any]) -> Release:
     """Load the release (tensors only), check its digest against the manifest and its shapes (canaries, null
-    coordinates, and steps as the manifest states them)."""
+    coordinates, and steps as the manifest states them).
+
+    Args:
+        path: the release file.
+        manifest: its manifest, read by :func:`read_manifest` (a gradient-canary one).
+
+    Returns:
+        The release as float64 arrays (no per-step updates when the release has none).
+
+    Raises:
+        BadInputError: the file is not a release of this layout, a shape or the digest differs from the manifest,
+            or a value is not finite.
+    """
     raw = read_bounded(path, MAX_CHECKPOINT_BYTES, "canary release")  # T·(M + M₀) float32 numbers
     payload = load_torch_file(raw, f"canary release {path.name}")
     if (not isinstance(payload, dict) or set(payload) != RELEASE_KEYS

@@ -49,7 +49,17 @@ from fdp_audit.training.models import Model, Params, example_loss
 
 
 def secret_group(data: PreparedData) -> ColumnGroup:
-    """The first protected attribute, which must be categorical."""
+    """The first protected attribute, which must be categorical.
+
+    Args:
+        data: the prepared data.
+
+    Returns:
+        The attribute's one-hot column group.
+
+    Raises:
+        BadInputError: the first protected attribute is missing or not categorical.
+    """
     groups = data.column_split().protected_groups
     if not groups or groups[0].kind != "categorical":
         raise BadInputError("record canaries need a categorical first protected attribute", "data.protected")
@@ -57,7 +67,18 @@ def secret_group(data: PreparedData) -> ColumnGroup:
 
 
 def candidate_columns(data: PreparedData, k: int) -> np.ndarray:
-    """One-hot columns (offsets within the attribute) of its k most frequent categories in the population."""
+    """One-hot columns (offsets within the attribute) of its k most frequent categories in the population.
+
+    Args:
+        data: the prepared data (its population split is counted).
+        k: the number of candidates, 2 … the attribute's number of categories.
+
+    Returns:
+        The k offsets, most frequent first, int array of shape (k,).
+
+    Raises:
+        BadInputError: k is outside that range.
+    """
     group = secret_group(data)
     if not 2 <= k <= group.stop - group.start:
         raise BadInputError(f"{group.feature!r} has {group.stop - group.start} categories", "--canary-values")
@@ -66,7 +87,16 @@ def candidate_columns(data: PreparedData, k: int) -> np.ndarray:
 
 
 def canary_records(data: PreparedData, rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
-    """``[M, k, d]``: population rows ``rows`` with the secret attribute set to each candidate."""
+    """``[M, k, d]``: population rows ``rows`` with the secret attribute set to each candidate.
+
+    Args:
+        data: the prepared data.
+        rows: the population rows copied, shape (M,).
+        columns: the candidates' one-hot offsets within the attribute, shape (k,).
+
+    Returns:
+        The encoded candidate records, shape (M, k, d).
+    """
     group = secret_group(data)
     base = np.repeat(data.population.x[rows][:, None, :], len(columns), axis=1)
     base[:, :, group.start:group.stop] = 0.0
@@ -75,7 +105,16 @@ def canary_records(data: PreparedData, rows: np.ndarray, columns: np.ndarray) ->
 
 
 def population_rows(seed: int, n_rows: int, count: int) -> np.ndarray:
-    """The population rows that ``count`` record canaries copy, drawn from ``seed`` (sorted)."""
+    """The population rows that ``count`` record canaries copy, drawn from ``seed`` (sorted).
+
+    Args:
+        seed: the manifest's seed.
+        n_rows: the population's number of rows (at least ``count``).
+        count: the number of canaries M.
+
+    Returns:
+        M distinct row indices, sorted.
+    """
     return np.sort(np.random.default_rng(seed).choice(n_rows, count, replace=False))
 
 
@@ -84,7 +123,21 @@ CRAFTED_STREAM = 0xC4A5  # the crafted canaries' own generator, apart from the p
 
 def crafted_records(data: PreparedData, seed: int, count: int, game: str, k: int) -> tuple[np.ndarray, np.ndarray]:
     """``([M, k', d], [M])``: the crafted canaries' candidate records (k' = 1 for inclusion, k for a protected
-    value) and labels (module doc)."""
+    value) and labels (module doc).
+
+    Args:
+        data: the prepared data (its training split sets the magnitude b, the width d and the classes).
+        seed: the manifest's seed.
+        count: the number of canaries M.
+        game: ``"inclusion"`` or ``"value"``.
+        k: the number of candidate values (used by the value game).
+
+    Returns:
+        The records and labels.
+
+    Raises:
+        BadInputError: the value game with a Ψ that is not a column subset.
+    """
     rng = np.random.default_rng([CRAFTED_STREAM, seed])
     train = data.train
     magnitude = CanaryInputs.base_above(float(np.abs(train.x).max()) if train.n_rows else 0.0)
@@ -102,7 +155,16 @@ def crafted_records(data: PreparedData, seed: int, count: int, game: str, k: int
 
 
 def with_records(data: PreparedData, records: np.ndarray, labels: np.ndarray) -> PreparedData:
-    """The data set S with the canary records appended (the rest of the preparation, Ψ included, unchanged)."""
+    """The data set S with the canary records appended (the rest of the preparation, Ψ included, unchanged).
+
+    Args:
+        data: the prepared data.
+        records: the records to append, shape (n, d), encoded as the training split.
+        labels: their labels, shape (n,).
+
+    Returns:
+        The prepared data with the longer training split.
+    """
     train = data.train
     x = np.concatenate([train.x, records.astype(train.x.dtype)])
     y = np.concatenate([train.y, labels.astype(train.y.dtype)])
@@ -110,7 +172,19 @@ def with_records(data: PreparedData, records: np.ndarray, labels: np.ndarray) ->
 
 
 def record_scores(model: Model, params: Params, game: str, records: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """``[M, k]`` candidate scores of the final model (module doc)."""
+    """``[M, k]`` candidate scores of the final model (module doc).
+
+    Args:
+        model: the trained model's architecture.
+        params: its final parameters.
+        game: ``"inclusion"`` or ``"value"``.
+        records: the candidate records, shape (M, k, d) (inclusion scores the first candidate).
+        labels: the canaries' labels, shape (M,).
+
+    Returns:
+        The scores, shape (M, k): a protected value's ``−loss`` per candidate; for inclusion, 0 for "out" and the
+        loss's distance below the canaries' median loss for "in".
+    """
     m, k, d = records.shape
     x = torch.as_tensor(records.reshape(m * k, d), dtype=torch.float32)
     y = torch.as_tensor(np.repeat(labels, k))

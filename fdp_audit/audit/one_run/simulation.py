@@ -22,7 +22,14 @@ GAMES_OF_RELATIONS = {"add-remove": "inclusion", "replace": "value"}
 
 
 def game_of(relation: str) -> str:
-    """The one-run game whose neighbouring relation is ``relation`` (inclusion: add/remove; value: replace)."""
+    """The one-run game whose neighbouring relation is ``relation`` (inclusion: add/remove; value: replace).
+
+    Args:
+        relation: ``"add-remove"`` or ``"replace"``.
+
+    Returns:
+        ``"inclusion"`` or ``"value"``.
+    """
     return GAMES_OF_RELATIONS[relation]
 
 
@@ -30,7 +37,22 @@ def simulate_release(rng: np.random.Generator, m: int, game: str, k: int, noise_
                      sample_rate: float, steps: int, updates: bool, gradient: float = 1.0
                      ) -> tuple[Release, np.ndarray]:
     """One simulated training's canary block and the secrets (``[m]`` candidate indices); ``gradient`` is the
-    canary's contribution in clip norms (more than 1: a mechanism that does not clip)."""
+    canary's contribution in clip norms (more than 1: a mechanism that does not clip).
+
+    Args:
+        rng: the random stream.
+        m: the number of canaries (and of null coordinates).
+        game: ``"inclusion"`` or ``"value"``.
+        k: the number of candidate values (ignored for inclusion).
+        noise_multiplier: z, the noise's standard deviation in clip norms.
+        sample_rate: the Poisson sampling rate p (1: every step).
+        steps: the number of steps T.
+        updates: release the per-step updates too.
+        gradient: the canary's contribution per sampled step, in clip norms.
+
+    Returns:
+        ``(release, secrets)``.
+    """
     pattern = candidate_pattern(game, k)
     secrets = rng.integers(0, len(pattern), size=m)
     sampled = rng.random((steps, m)) < sample_rate
@@ -45,7 +67,21 @@ def oracle_correct(rng: np.random.Generator, m: int, game: str, k: int, noise_mu
                    steps: int, seeds: int) -> np.ndarray:
     """``[seeds, m]`` running counts of right guesses (most confident first) of the Neyman–Pearson guesser, which
     knows the rate and the step ``1/z``, on ``seeds`` exact releases of the mechanism: the best ranking of a
-    release's canaries (the likelihood ratio of the per-step model)."""
+    release's canaries (the likelihood ratio of the per-step model).
+
+    Args:
+        rng: the random stream.
+        m: the number of canaries.
+        game: ``"inclusion"`` or ``"value"``.
+        k: the number of candidate values.
+        noise_multiplier: z (> 0).
+        sample_rate: the Poisson sampling rate p.
+        steps: the number of steps T.
+        seeds: the number of simulated releases.
+
+    Returns:
+        The counts, int64 array of shape (seeds, m).
+    """
     pattern = candidate_pattern(game, k)
     model = StepModel(sample_rate, 1.0 / noise_multiplier)
     out = np.empty((seeds, m), dtype=np.int64)
