@@ -120,7 +120,14 @@ def comparison_view(game: str, kind: str) -> ReportView | None:
 def selection_level(config: Config) -> float:
     """The per-bound level at which thresholds are selected: the audit's α spread over about as many bounds as
     the gate will spread it (:attr:`Game.bounds_per_attack` per configured attack and game). Only power depends
-    on it."""
+    on it.
+
+    Args:
+        config: the audit's configuration.
+
+    Returns:
+        ``audit.alpha / max(2 · Σ_games attacks · bounds_per_attack, 1)``.
+    """
     attacks = sum(a != "prior" for a in config.audit.attacks)
     comparisons = sum(attacks * game.bounds_per_attack for game in configured_games(config))
     return config.audit.alpha / max(2 * comparisons, 1)

@@ -37,7 +37,14 @@ class AttributeSetup(base.Setup):
 
 def third_party_trainer(config: Config) -> ShadowTrainer | None:
     """How an adversary runs an audited third-party function, or the user's training, for its shadow models
-    (None: built-in)."""
+    (None: built-in).
+
+    Args:
+        config: the audit's configuration.
+
+    Returns:
+        A function ``(problem, seed, indices, canaries)`` yielding each shadow model's parameters, or None.
+    """
     if config.mechanism.training is not None:
         def train_user(problem: TrainingProblem, seed: int, indices, canaries: Canaries):
             trainer = checked_user_trainer(config, problem)
@@ -59,7 +66,15 @@ def third_party_trainer(config: Config) -> ShadowTrainer | None:
 
 
 def record_canaries(setup: AttributeSetup, secrets: np.ndarray) -> Canaries:
-    """Each trial's canary: the candidate record its secret names, in the private and the public population."""
+    """Each trial's canary: the candidate record its secret names, in the private and the public population.
+
+    Args:
+        setup: the game's setup (its candidate records and the canary's label).
+        secrets: each trial's candidate index, shape (R,).
+
+    Returns:
+        One canary per trial.
+    """
     n = len(secrets)
     present = torch.ones(n, dtype=torch.bool)
     return Canaries(setup.candidates[torch.as_tensor(secrets)], torch.full((n,), setup.label, dtype=torch.long),
@@ -76,6 +91,21 @@ class AttributeGame(base.Game[GameRecord]):
         label="attribute, record canaries")
 
     def setup(self, config: Config, data: PreparedData) -> AttributeSetup:
+        """The canary's candidates (records with the public image Ψ(x) and label of the population's first record x
+        and different protected parts, as Ψ gives them), the training problem, and shadow models trained on the
+        population split, which the adversary owns.
+
+        Args:
+            config: the audit's configuration.
+            data: its prepared data and Ψ.
+
+        Returns:
+            The setup with the candidate records, the canary's label and the candidates' names.
+
+        Raises:
+            BadInputError: Ψ gives no candidate records (not a ``CandidateMap``), or fewer than ``audit.target_prior``
+                has values.
+        """
         psi = data.feature_split
         if not isinstance(psi, CandidateMap):
             raise BadInputError(f"the attribute game needs a Ψ that gives records with one public image and "
@@ -97,23 +127,84 @@ class AttributeGame(base.Game[GameRecord]):
         return AttributeSetup(problem, knowledge, found.records, label, found.names)
 
     def secrets(self, config: Config, setup: base.Setup, indices: np.ndarray) -> np.ndarray:
+        """Each trial's candidate index drawn from ``audit.target_prior``.
+
+        Args:
+            config: the audit's configuration (its seed).
+            setup: what :meth:`setup` built.
+            indices: the trials' model indices, shape (R,).
+
+        Returns:
+            Candidate indices, shape (R,).
+        """
         return base.prior_secrets(config.seed, indices, config.audit.target_prior)
 
     def canaries(self, config: Config, setup: AttributeSetup, indices: np.ndarray) -> Canaries:
+        """Each trial's canary record (:func:`record_canaries`).
+
+        Args:
+            config: the audit's configuration.
+            setup: what :meth:`setup` built.
+            indices: the trials' model indices, shape (R,).
+
+        Returns:
+            One canary per trial.
+        """
         return record_canaries(setup, self.secrets(config, setup, indices))
 
     def score(self, attacks: dict[str, Attack], view: View) -> dict[str, np.ndarray]:
+        """Every attack's score of each candidate value.
+
+        Args:
+            attacks: the fitted attacks, by name.
+            view: what the adversary sees of the chunk's R trained models.
+
+        Returns:
+            Name → float64 array of shape (R, V).
+        """
         return candidate_scores(attacks, view)
 
     def record(self, config: Config, setup: AttributeSetup, secrets: np.ndarray, scores: dict[str, np.ndarray],
                threat_models: dict[str, str]) -> GameRecord:
+        """The played game with the prior ``audit.target_prior``.
+
+        Args:
+            config: the audit's configuration.
+            setup: what :meth:`setup` built.
+            secrets: every trial's secret, in trial order.
+            scores: every attack's scores of every trial, in trial order.
+            threat_models: each attack's threat model.
+
+        Returns:
+            The game's record.
+        """
         return GameRecord(self.name, secrets, scores, np.asarray(config.audit.target_prior, dtype=float),
                           threat_models, setup.candidate_names)
 
     def comparisons(self, record: GameRecord, claim: Claim, selection_level: float) -> list[base.RateComparison]:
+        """Each attack's success against Theorem 4's ``1 − f(Ball)``, Ball the prior's largest probability.
+
+        Args:
+            record: the played game.
+            claim: the privacy claim under audit.
+            selection_level: the per-bound level at which a test chosen on a selection split is chosen.
+
+        Returns:
+            One rate comparison per attack besides the prior.
+        """
         return rate_comparisons(record, float(claim.add_remove.bound(record.prior.max())), self.name)
 
     def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[base.PlannedComparison]:
+        """A rate comparison per configured attack besides the prior, judged on half the trials.
+
+        Args:
+            config: the audit's configuration.
+            data: its prepared data.
+            claim: the privacy claim under audit.
+
+        Returns:
+            The planned comparisons.
+        """
         ball = max(config.audit.target_prior)
         trials = base.judged_on_half(config.audit.trials)
         return [base.PlannedComparison(base.RateComparison(self.name, self.name, name, attack.threat_model, trials, 0,
@@ -123,11 +214,41 @@ class AttributeGame(base.Game[GameRecord]):
 
     def sections(self, record: GameRecord, judgements: base.Judgements, claim: Claim,
                  alpha: float) -> list[dict[str, Any]]:
+        """The attribute section (:func:`~fdp_audit.audit.games.categorical.attribute_section`).
+
+        Args:
+            record: the played game.
+            judgements: the gate's evaluation of every comparison.
+            claim: the privacy claim under audit.
+            alpha: the verdict's level.
+
+        Returns:
+            One section.
+        """
         fallback = float(claim.add_remove.bound(float(record.prior.max())))
         return [attribute_section(record, judgements, self.name, self.canary, fallback, alpha)]
 
     def stated_ball(self, row: dict[str, Any], config: Config, where: str) -> float:
+        """Ball of the stated configuration: its prior's largest probability.
+
+        Args:
+            row: the stored comparison.
+            config: the configuration the results state.
+            where: the row's place in the results, for errors.
+
+        Returns:
+            ``max(audit.target_prior)``.
+        """
         return max(config.audit.target_prior)
 
     def stated_limit(self, ball: float, accountant: Callable[[str], MechanismAccountant]) -> float:
+        """Theorem 4's ``1 − f(Ball)`` under add/remove neighbours.
+
+        Args:
+            ball: the comparison's Ball.
+            accountant: the stated claim's accountant of a relation (``add-remove`` or ``replace``).
+
+        Returns:
+            The limit.
+        """
         return float(accountant("add-remove").bound(ball))

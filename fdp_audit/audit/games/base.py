@@ -60,7 +60,12 @@ class RateComparison:
         return base if self.rho is None else f"{base}/rho={self.rho:g}"
 
     def row(self) -> dict[str, Any]:
-        """The comparison as ``results.json`` stores it and the gate judges it (docs/files.md)."""
+        """The comparison as ``results.json`` stores it and the gate judges it (docs/files.md).
+
+        Returns:
+            ``id``, ``kind``, ``game``, ``attack``, ``threat_model``, ``rho`` (a reconstruction's), ``trials``,
+            ``successes``, the rule's ``orientation`` and ``offsets`` (when fitted), ``ball`` and ``bound``.
+        """
         row: dict[str, Any] = {"id": self.id, "kind": self.kind, "game": self.game, "attack": self.attack,
                                "threat_model": self.threat_model}
         if self.rho is not None:
@@ -96,6 +101,13 @@ class EpsilonComparison:
         return f"{self.game}-epsilon/{self.attack}"
 
     def row(self) -> dict[str, Any]:
+        """The comparison as ``results.json`` stores it and the gate judges it (docs/files.md).
+
+        Returns:
+            ``id``, ``kind``, ``game``, ``attack``, ``threat_model``, ``relation``, ``orientation``, per threshold the
+            ``thresholds``, ``false_positives`` and ``false_negatives``, the ``negatives`` and ``positives`` counted,
+            ``delta`` and the stated ``claim``.
+        """
         return {"id": self.id, "kind": self.kind, "game": self.game, "attack": self.attack,
                 "threat_model": self.threat_model, "relation": self.relation, "orientation": self.orientation,
                 "thresholds": [float(t) for t in self.thresholds],
@@ -118,18 +130,39 @@ class PlannedComparison:
 
 
 def judged_on_half(trials: int) -> int:
-    """Success rates: judged on the evaluation half of the trials (:func:`fdp_audit.audit.decision.selection_split`)."""
+    """Success rates: judged on the evaluation half of the trials (:func:`fdp_audit.audit.decision.selection_split`).
+
+    Args:
+        trials: the audit's trials of the game.
+
+    Returns:
+        The number of evaluation trials.
+    """
     return len(selection_split(trials)[1])
 
 
 def judged_on_three_quarters(trials: int) -> int:
     """ε comparisons: judged on the trials their test was not selected on
-    (:func:`fdp_audit.audit.stats.threshold_split`)."""
+    (:func:`fdp_audit.audit.stats.threshold_split`).
+
+    Args:
+        trials: the audit's trials of the game.
+
+    Returns:
+        The number of evaluation trials (those not a multiple of 4).
+    """
     return len(threshold_split(trials)[1])
 
 
 def judged_on_all(trials: int) -> int:
-    """Comparisons without a fitted rule (reconstruction within ρ): judged on every trial."""
+    """Comparisons without a fitted rule (reconstruction within ρ): judged on every trial.
+
+    Args:
+        trials: the audit's trials of the game.
+
+    Returns:
+        ``trials``.
+    """
     return trials
 
 
@@ -150,6 +183,18 @@ class Judgements:
 
     def find(self, kind: str, game: str, attack: str, view: str | None = None,
              rho: float | None = None) -> Judged | None:
+        """The judged comparison of a kind, game and attack (and view and radius ρ, when given).
+
+        Args:
+            kind: ``"rate"`` or ``"epsilon"``.
+            game: the game's name.
+            attack: the attack's name.
+            view: what the trials are judged as (rate comparisons), or None for any.
+            rho: a reconstruction's radius, or None for any.
+
+        Returns:
+            The first such comparison with its evaluation, or None.
+        """
         for j in self.judged:
             c = j.comparison
             if (c.kind == kind and c.game == game and c.attack == attack and (view is None or c.view == view)
@@ -455,7 +500,20 @@ def game_attacks(names: tuple[str, ...], kind: AttributeKind, gradient_canary: b
                  input_canary: bool = False) -> dict[str, Attack]:
     """The configured attacks that can play a game: those supporting its attribute ``kind`` and, except the
     prior, needing a gradient canary, or the membership game's crafted input canary, exactly when the game has
-    one. Unknown names are bad input."""
+    one. Unknown names are bad input.
+
+    Args:
+        names: the configured attack names (``audit.attacks``).
+        kind: the game's attribute kind.
+        gradient_canary: the game has a gradient canary.
+        input_canary: the game has the membership game's crafted input canary.
+
+    Returns:
+        Name → a new, unfitted instance of each attack that can play, in the configured order.
+
+    Raises:
+        BadInputError: a name is not a registered attack.
+    """
     chosen = {}
     for name, cls in zip(names, ATTACKS.lookup(names), strict=True):
         if kind in cls.supports and (name == "prior" or (cls.needs_gradient_canary == gradient_canary
@@ -465,19 +523,43 @@ def game_attacks(names: tuple[str, ...], kind: AttributeKind, gradient_canary: b
 
 
 def trial_uniforms(seed: int, indices: np.ndarray) -> torch.Tensor:
-    """One uniform per trial from the GAME stream, independent of the models' training streams."""
+    """One uniform per trial from the GAME stream, independent of the models' training streams.
+
+    Args:
+        seed: the audit's seed.
+        indices: the trials' model indices, shape (R,).
+
+    Returns:
+        The uniforms on [0, 1), shape (R,).
+    """
     return streams.uniform(streams.model_keys(seed, torch.as_tensor(indices)), 0, streams.Stream.GAME, 1)[:, 0]
 
 
 def prior_secrets(seed: int, indices: np.ndarray, prior: tuple[float, ...]) -> np.ndarray:
     """Each trial's secret, a candidate index drawn from the known ``prior`` by inverting its distribution
-    function at the trial's uniform (:func:`trial_uniforms`)."""
+    function at the trial's uniform (:func:`trial_uniforms`).
+
+    Args:
+        seed: the audit's seed.
+        indices: the trials' model indices, shape (R,).
+        prior: the candidates' probabilities (summing to 1).
+
+    Returns:
+        The candidate indices, int array of shape (R,).
+    """
     u = trial_uniforms(seed, indices).numpy()
     return np.minimum(np.searchsorted(np.cumsum(np.asarray(prior, dtype=float)), u, side="right"), len(prior) - 1)
 
 
 def stated_claim(spec: MechanismSpec) -> dict[str, Any]:
-    """The claim an ε comparison states, from which the gate re-derives f and ε."""
+    """The claim an ε comparison states, from which the gate re-derives f and ε.
+
+    Args:
+        spec: the claimed mechanism.
+
+    Returns:
+        ``mechanism`` and, for a Gaussian mechanism, its ``noise_multiplier``, ``sample_rate`` and ``steps``.
+    """
     stated: dict[str, Any] = {"mechanism": spec.name}
     if spec.is_gaussian:
         stated |= {"noise_multiplier": spec.noise_multiplier, "sample_rate": spec.sample_rate, "steps": spec.steps}

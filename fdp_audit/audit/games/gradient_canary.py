@@ -48,7 +48,17 @@ CANARY_COLUMNS = ("audit-canary-private", "audit-canary-public",
 def with_canary_columns(data: PreparedData) -> PreparedData:
     """Append the all-zero public :data:`CANARY_COLUMNS`: the first-layer weights on them receive no gradient
     from any real record, so a gradient canary placed on the first two is seen against the noise alone, and
-    the others carry nothing but the noise (what the iterates attacks estimate its scale from)."""
+    the others carry nothing but the noise (what the iterates attacks estimate its scale from).
+
+    Args:
+        data: the prepared data; its Ψ must extend to appended public columns (a ``WidenableMap``).
+
+    Returns:
+        The data with the columns appended to every split and to Ψ.
+
+    Raises:
+        BadInputError: Ψ does not extend to appended public columns.
+    """
     d = data.train.n_features
     added = tuple(ColumnGroup(name, "numeric", d + i, d + i + 1) for i, name in enumerate(CANARY_COLUMNS))
     groups = data.train.groups + added
@@ -68,7 +78,14 @@ def with_canary_columns(data: PreparedData) -> PreparedData:
 def bayes_optimal_success(relation: MechanismAccountant) -> float:
     """Best success of any adversary in the binary canary game of the accountant's relation with a uniform prior:
     ½ + δ(0)/2, the total-variation distance (½ + δ_replace(0)/2 for the ±C canary). The pessimistic PLD makes
-    δ(0) an upper estimate, which can only lower the attack's reported share of the optimum."""
+    δ(0) an upper estimate, which can only lower the attack's reported share of the optimum.
+
+    Args:
+        relation: the claim's accountant of the game's neighbouring relation.
+
+    Returns:
+        ½ + δ(0)/2.
+    """
     return 0.5 + 0.5 * float(relation.delta(0.0))
 
 
@@ -77,7 +94,15 @@ def binary_game_bound(add_remove: MechanismAccountant, relation: MechanismAccoun
     under ``relation``: Theorem 4's ``1 − f(½)`` and the Bayes-optimal success ``½ + δ_relation(0)/2`` of any
     test between two outputs whose trade-off is at least the relation's curve — the smaller of two valid
     bounds. For the replacement (±C canary) game they agree at p = 1; for the simulator game (insertion or
-    deletion, Theorem 5 of the FDP paper) the second is the tight one (Φ(μ/2) against Φ(μ) for μ-GDP)."""
+    deletion, Theorem 5 of the FDP paper) the second is the tight one (Φ(μ/2) against Φ(μ) for μ-GDP).
+
+    Args:
+        add_remove: the claim's accountant under add/remove neighbours (Theorem 4's f).
+        relation: the claim's accountant of the game's relation.
+
+    Returns:
+        ``min(1 − f(½), ½ + δ_relation(0)/2)``.
+    """
     return min(float(add_remove.bound(0.5)), bayes_optimal_success(relation))
 
 
@@ -86,7 +111,15 @@ LOW_FPR = 0.05  # the ROC's points up to this false-positive rate are all kept: 
 
 def full_roc(record: GameRecord, attack: str) -> dict[str, list[float]]:
     """The attack's empirical ROC over every trial, for the report's plots: every point at a false-positive rate up
-    to :data:`LOW_FPR`, and about 200 above it."""
+    to :data:`LOW_FPR`, and about 200 above it.
+
+    Args:
+        record: the played binary game.
+        attack: the attack's name; its score is the difference of its two candidates' scores.
+
+    Returns:
+        ``fpr`` and ``tpr``, lists of one length from (0, 0) to (1, 1), thresholds descending.
+    """
     score = record.scores[attack][:, 1] - record.scores[attack][:, 0]
     labels = record.labels.astype(bool)
     order = np.unique(score)[::-1]
@@ -119,12 +152,43 @@ class GradientCanaryGame(base.Game[GameRecord]):
 
     @abstractmethod
     def in_private(self, bit: torch.Tensor) -> torch.Tensor:
-        """Whether each trial's canary is in the private population."""
+        """Whether each trial's canary is in the private population.
+
+        Args:
+            bit: each trial's secret bit, float tensor of shape (R,).
+
+        Returns:
+            Bool tensor of shape (R,).
+        """
 
     def relation(self, claim: Claim) -> MechanismAccountant:
+        """The claim's accountant of the game's neighbouring relation (:attr:`epsilon_relation`).
+
+        Args:
+            claim: the privacy claim under audit.
+
+        Returns:
+            The accountant.
+        """
         return claim.accountant(self.epsilon_relation)
 
     def setup(self, config: Config, data: PreparedData) -> GradientCanarySetup:
+        """The problem with the gradient canary: on the built-in engine, the data with :data:`CANARY_COLUMNS` appended
+        and the canary on row 0 of the first layer's weight (the other appended columns' weights carry noise alone); on
+        the user's own training, the coordinates of the canary head.
+
+        Args:
+            config: the audit's configuration.
+            data: its prepared data and Ψ.
+
+        Returns:
+            The setup, with the canary's coordinates, its raw norm ``K·C`` (``audit.canary_norm_factor`` times the clip
+            norm) and the clip norm.
+
+        Raises:
+            BadInputError: a built-in ``cnn`` or ``module`` model (the first layer must be linear), or a Ψ that does not
+                extend to appended columns.
+        """
         if config.mechanism.training is not None:
             return self._user_training_setup(config, data)
         if config.model.kind in ("cnn", "module"):
@@ -162,9 +226,30 @@ class GradientCanaryGame(base.Game[GameRecord]):
                                    config.audit.canary_norm_factor * clip_norm, clip_norm)
 
     def secrets(self, config: Config, setup: base.Setup, indices: np.ndarray) -> np.ndarray:
+        """Each trial's bit, 1 with probability ½ from the trial's GAME-stream uniform.
+
+        Args:
+            config: the audit's configuration (its seed).
+            setup: what :meth:`setup` built.
+            indices: the trials' model indices, shape (R,).
+
+        Returns:
+            Int64 bits, shape (R,).
+        """
         return (base.trial_uniforms(config.seed, indices) < 0.5).numpy().astype(np.int64)
 
     def canaries(self, config: Config, setup: GradientCanarySetup, indices: np.ndarray) -> Canaries:
+        """The trials' gradient canaries: a private gradient ``±K·C`` on the private coordinate (the bit's sign), a
+        public gradient ``C`` on the public coordinate, in the private population as :meth:`in_private` says.
+
+        Args:
+            config: the audit's configuration.
+            setup: what :meth:`setup` built.
+            indices: the trials' model indices, shape (R,).
+
+        Returns:
+            One canary per trial.
+        """
         n = len(indices)
         bit = torch.as_tensor(self.secrets(config, setup, indices), dtype=torch.float32)
         # the simulator's public batches hold x' (same Ψ, the other private value): only a public loss that reads
@@ -177,10 +262,31 @@ class GradientCanaryGame(base.Game[GameRecord]):
                         torch.ones(n, dtype=torch.bool), direction, public_direction)
 
     def score(self, attacks: dict[str, Attack], view: View) -> dict[str, np.ndarray]:
+        """Every attack's score of each of the two candidates.
+
+        Args:
+            attacks: the fitted attacks, by name.
+            view: what the adversary sees of the chunk's R trained models.
+
+        Returns:
+            Name → float64 array of shape (R, 2).
+        """
         return candidate_scores(attacks, view)
 
     def record(self, config: Config, setup: base.Setup, secrets: np.ndarray, scores: dict[str, np.ndarray],
                threat_models: dict[str, str]) -> GameRecord:
+        """The played game with a uniform prior over the two candidates.
+
+        Args:
+            config: the audit's configuration.
+            setup: what :meth:`setup` built.
+            secrets: every trial's secret, in trial order.
+            scores: every attack's scores of every trial, in trial order.
+            threat_models: each attack's threat model.
+
+        Returns:
+            The game's record.
+        """
         return GameRecord(self.name, secrets, scores, np.array([0.5, 0.5]), threat_models, self.candidate_names)
 
     def epsilon_comparisons(self, record: GameRecord, claim: Claim,
@@ -188,7 +294,16 @@ class GradientCanaryGame(base.Game[GameRecord]):
         """One ε comparison per attack: the orientation and threshold of the score difference are chosen on
         every fourth trial (:func:`~fdp_audit.audit.stats.select_test`, with Clopper–Pearson bounds at the
         per-bound ``selection_level``), the test's errors are counted on the other three quarters, and the
-        comparison states the claim it is judged against (the gate re-derives f and ε from it)."""
+        comparison states the claim it is judged against (the gate re-derives f and ε from it).
+
+        Args:
+            record: the played game.
+            claim: the privacy claim under audit.
+            selection_level: the per-bound level of the test selection.
+
+        Returns:
+            The ε comparisons, none for the prior.
+        """
         rows = []
         selection, evaluation = threshold_split(len(record.labels))
         labels = record.labels.astype(bool)
@@ -209,11 +324,33 @@ class GradientCanaryGame(base.Game[GameRecord]):
 
     def comparisons(self, record: GameRecord, claim: Claim,
                     selection_level: float) -> list[base.RateComparison | base.EpsilonComparison]:
+        """Each attack's success rate against the binary game's limit (:func:`binary_game_bound`) and its ε
+        comparison (:meth:`epsilon_comparisons`).
+
+        Args:
+            record: the played game.
+            claim: the privacy claim under audit.
+            selection_level: the per-bound level at which a test chosen on a selection split is chosen.
+
+        Returns:
+            The rate comparisons, then the ε comparisons.
+        """
         bound = binary_game_bound(claim.add_remove, self.relation(claim))
         return (rate_comparisons(record, bound, f"{self.name}-attribute")
                 + self.epsilon_comparisons(record, claim, selection_level))
 
     def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[base.PlannedComparison]:
+        """A rate comparison (judged on half the trials) and an ε comparison (judged on three quarters) per
+        configured attack besides the prior.
+
+        Args:
+            config: the audit's configuration.
+            data: its prepared data.
+            claim: the privacy claim under audit.
+
+        Returns:
+            The planned comparisons.
+        """
         trials = config.audit.trials
         attacks = {name: attack for name, attack in self.attacks(config.audit.attacks, config).items()
                    if name != "prior"}
@@ -233,7 +370,17 @@ class GradientCanaryGame(base.Game[GameRecord]):
     def sections(self, record: GameRecord, judgements: base.Judgements, claim: Claim,
                  alpha: float) -> list[dict[str, Any]]:
         """The attribute view (success against the binary game's limit) and the distinguishing view (ROC and ε
-        lower bound) of the same trials."""
+        lower bound) of the same trials.
+
+        Args:
+            record: the played game.
+            judgements: the gate's evaluation of every comparison.
+            claim: the privacy claim under audit.
+            alpha: the verdict's level.
+
+        Returns:
+            The attribute section, then the game's own section with, per attack, its success, ROC and ε bounds.
+        """
         fallback = float(claim.add_remove.bound(float(record.prior.max())))
         sections = [attribute_section(record, judgements, f"{self.name}-attribute",
                                       self.canary, fallback, alpha)]
@@ -260,14 +407,37 @@ class GradientCanaryGame(base.Game[GameRecord]):
         return sections
 
     def stated_ball(self, row: dict[str, Any], config: Config, where: str) -> float:
+        """The uniform binary prior's Ball.
+
+        Args:
+            row: the stored comparison.
+            config: the configuration the results state.
+            where: the row's place in the results, for errors.
+
+        Returns:
+            ½.
+        """
         return 0.5
 
     def stated_limit(self, ball: float, accountant: Callable[[str], MechanismAccountant]) -> float:
+        """The binary game's limit under the stated claim (:func:`binary_game_bound`).
+
+        Args:
+            ball: the comparison's Ball.
+            accountant: the stated claim's accountant of a relation (``add-remove`` or ``replace``).
+
+        Returns:
+            ``min(1 − f(½), ½ + δ_relation(0)/2)``.
+        """
         return binary_game_bound(accountant("add-remove"),
                                  accountant("replace" if self.epsilon_relation == "replace" else "add-remove"))
 
     def limit_source(self) -> str:
-        # Theorem 4 at Ball = ½, or the best any test of two neighbours under the game's relation achieves
+        """Theorem 4 at Ball = ½, or the best any test of two neighbours under the game's relation achieves.
+
+        Returns:
+            The source in words.
+        """
         return f"binary game: min(1 − f(½), ½ + δ(0)/2 of {self.epsilon_relation.replace('_', '/')} neighbours)"
 
 
@@ -295,12 +465,31 @@ class DistinguishingGame(GradientCanaryGame):
     candidate_signs = (-1.0, 1.0)
 
     def in_private(self, bit: torch.Tensor) -> torch.Tensor:
+        """Every trial's canary (x₀ or x₁) is in the private population.
+
+        Args:
+            bit: each trial's secret bit, shape (R,).
+
+        Returns:
+            All True, shape (R,).
+        """
         return torch.ones(len(bit), dtype=torch.bool)
 
     def tightness_rows(self, record: GameRecord, judgements: base.Judgements,
                        claim: Claim) -> list[dict[str, Any]]:
         """How close the iterates attack comes to the Bayes-optimal adversary of this game, and how tight
-        Theorem 4 itself is: optimum = ½ + δ_replace(0)/2 for the ±C canary with a uniform binary prior."""
+        Theorem 4 itself is: optimum = ½ + δ_replace(0)/2 for the ±C canary with a uniform binary prior.
+
+        Args:
+            record: the played game.
+            judgements: the gate's evaluation of every comparison.
+            claim: the privacy claim under audit.
+
+        Returns:
+            One row (none without an ``iterates`` attack): the claimed ε, the attack's rate, the optimum, Theorem 4's
+            bound, the attack's share of the optimum's advantage with its interval, Theorem 4's tightness and the
+            simulator game's ε ratio.
+        """
         judged = judgements.find("rate", self.name, "iterates", f"{self.name}-attribute")
         if judged is None:
             return []
@@ -331,4 +520,12 @@ class SimulatorGame(GradientCanaryGame):
     candidate_signs = (0.0, 1.0)
 
     def in_private(self, bit: torch.Tensor) -> torch.Tensor:
+        """The canary is in the private population in the real world (bit 1) only.
+
+        Args:
+            bit: each trial's secret bit, shape (R,).
+
+        Returns:
+            The bits as bool, shape (R,).
+        """
         return bit.bool()

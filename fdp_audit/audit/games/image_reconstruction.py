@@ -55,14 +55,31 @@ METRIC = "l2"
 
 def protected_basis(psi: ImageMap) -> torch.Tensor:
     """An orthonormal basis ``[m, d]`` (float64) of the range of Ψ's protected projection P: the eigenvectors of
-    the symmetric matrix P with eigenvalue 1."""
+    the symmetric matrix P with eigenvalue 1.
+
+    Args:
+        psi: the image map.
+
+    Returns:
+        The basis, float64 tensor of shape (m, d), m the protected dimension and d the number of pixels.
+    """
     projection = psi.protected_part(torch.eye(psi.n_pixels, dtype=torch.float64))
     _, vectors = torch.linalg.eigh(0.5 * (projection + projection.T))
     return vectors[:, psi.n_pixels - psi.protected_dimension:].T.contiguous()
 
 
 def image_map(data: PreparedData) -> ImageMap:
-    """The data's Ψ, which must be an image map that protects something."""
+    """The data's Ψ, which must be an image map that protects something.
+
+    Args:
+        data: the prepared data.
+
+    Returns:
+        Ψ.
+
+    Raises:
+        BadInputError: Ψ is not an image map, or protects nothing.
+    """
     psi = data.feature_split
     if not isinstance(psi, ImageMap):
         raise BadInputError(f"the image_reconstruction game needs an image Ψ (public_map: downsample or blur), not "
@@ -75,7 +92,17 @@ def image_map(data: PreparedData) -> ImageMap:
 
 @lru_cache(maxsize=8)
 def stated_dimension(data: DataConfig) -> int:
-    """m, the protected dimension the configuration's image Ψ has (from the image size alone)."""
+    """m, the protected dimension the configuration's image Ψ has (from the image size alone).
+
+    Args:
+        data: the configuration's ``data`` section.
+
+    Returns:
+        m.
+
+    Raises:
+        BadInputError: the configuration's Ψ is not an image map.
+    """
     images = load_images(data.dataset, "train", data.path)
     psi = build_public_map(data, (), (images.height, images.width))
     if not isinstance(psi, ImageMap):
@@ -84,7 +111,15 @@ def stated_dimension(data: DataConfig) -> int:
 
 
 def radii(config: Config, dimension: int) -> np.ndarray:
-    """ρ_q for every level q of ``audit.ball_levels`` (module docstring), increasing."""
+    """ρ_q for every level q of ``audit.ball_levels`` (module docstring), increasing.
+
+    Args:
+        config: the audit's configuration (``audit.ball_levels`` and ``audit.reconstruction_scale``).
+        dimension: m, the protected dimension.
+
+    Returns:
+        The radii at which the Gaussian prior's Ball(ρ) is each level q.
+    """
     return np.asarray(gaussian_radius(sorted(config.audit.ball_levels), config.audit.reconstruction_scale, dimension),
                       dtype=float)
 
@@ -108,6 +143,20 @@ class ImageReconstructionGame(ReconstructionGame):
         return True
 
     def setup(self, config: Config, data: PreparedData) -> ImageReconstructionSetup:
+        """The canary (the population's first image with its protected part removed, ``x₀ − P x₀``), the protected
+        subspace with its basis, and one fixed starting point for every trial.
+
+        Args:
+            config: the audit's configuration.
+            data: its prepared data and Ψ.
+
+        Returns:
+            The setup with the visible part, the subspace and the label.
+
+        Raises:
+            BadInputError: a third-party mechanism or the user's training (the attacks replay the engine's released
+                steps), or a Ψ that is not an image map protecting something.
+        """
         # refused here, before any training: the attack replays the engine's released per-step sums
         if config.mechanism.third_party is not None or config.mechanism.training is not None:
             raise BadInputError(f"the {self.name} game's attacks replay the built-in engine's released steps; a "
@@ -127,11 +176,30 @@ class ImageReconstructionGame(ReconstructionGame):
         return ImageReconstructionSetup(problem, knowledge, visible, subspace, label)
 
     def values(self, config: Config, setup: ImageReconstructionSetup, indices: np.ndarray) -> torch.Tensor:
-        """The trials' coordinates a ``[N, m]`` in the protected basis."""
+        """The trials' coordinates a ``[N, m]`` in the protected basis.
+
+        Args:
+            config: the audit's configuration (its seed and ``audit.reconstruction_scale``).
+            setup: what :meth:`setup` built.
+            indices: the trials' model indices, shape (N,).
+
+        Returns:
+            Float64 tensor of shape (N, m), each coordinate N(0, s²).
+        """
         return secret_values(config.seed, indices, "gaussian", config.audit.reconstruction_scale,
                              setup.subspace.dimension)
 
     def canaries(self, config: Config, setup: ImageReconstructionSetup, indices: np.ndarray) -> Canaries:
+        """Each trial's canary image, the visible part plus its protected coordinates in the basis, in both populations.
+
+        Args:
+            config: the audit's configuration.
+            setup: what :meth:`setup` built.
+            indices: the trials' model indices, shape (R,).
+
+        Returns:
+            One canary per trial.
+        """
         n = len(indices)
         images = setup.visible + self.values(config, setup, indices) @ setup.subspace.basis
         present = torch.ones(n, dtype=torch.bool)
@@ -139,13 +207,43 @@ class ImageReconstructionGame(ReconstructionGame):
                         present, present)
 
     def score(self, attacks: dict[str, Attack], view: View) -> dict[str, np.ndarray]:
+        """Every attack's reconstruction of the protected coordinates.
+
+        Args:
+            attacks: the fitted attacks, by name.
+            view: what the adversary sees of the chunk's R trained models.
+
+        Returns:
+            Name → float64 array of shape (R, m).
+        """
         return {name: attack.infer(view).estimate.detach().double().numpy() for name, attack in attacks.items()}
 
     def score_width(self, setup: ImageReconstructionSetup) -> int:
+        """The protected dimension m.
+
+        Args:
+            setup: what :meth:`setup` built.
+
+        Returns:
+            m.
+        """
         return setup.subspace.dimension
 
     def record(self, config: Config, setup: ImageReconstructionSetup, secrets: np.ndarray,
                scores: dict[str, np.ndarray], threat_models: dict[str, str]) -> ReconstructionRecord:
+        """The played game: true coordinates, reconstructions and the Gaussian prior's Ball at every radius of
+        :func:`radii`.
+
+        Args:
+            config: the audit's configuration.
+            setup: what :meth:`setup` built.
+            secrets: every trial's secret, in trial order.
+            scores: every attack's scores of every trial, in trial order.
+            threat_models: each attack's threat model.
+
+        Returns:
+            The game's record.
+        """
         m = setup.subspace.dimension
         rho = radii(config, m)
         ball = np.asarray(ball_gaussian(rho, config.audit.reconstruction_scale, m), dtype=float)
@@ -155,6 +253,17 @@ class ImageReconstructionGame(ReconstructionGame):
                                     METRIC, (f"protected subspace of Ψ ({m} dimensions)",))
 
     def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[base.PlannedComparison]:
+        """One comparison per configured attack besides the prior and per radius, judged on every trial; none when Ψ
+        is not an image map that protects something (the game refuses the data itself).
+
+        Args:
+            config: the audit's configuration.
+            data: its prepared data.
+            claim: the privacy claim under audit.
+
+        Returns:
+            The planned comparisons.
+        """
         try:
             m = image_map(data).protected_dimension
         except BadInputError:
@@ -169,6 +278,19 @@ class ImageReconstructionGame(ReconstructionGame):
                 for r, ball in zip(rho, balls, strict=True)]
 
     def stated_ball(self, row: dict[str, Any], config: Config, where: str) -> float:
+        """The Gaussian prior's Ball(ρ) at the row's radius, in the configuration's protected dimension.
+
+        Args:
+            row: the stored comparison.
+            config: the configuration the results state.
+            where: the row's place in the results, for errors.
+
+        Returns:
+            Ball(ρ).
+
+        Raises:
+            BadInputError: the row's ``rho`` is not a non-negative number.
+        """
         rho = row.get("rho")
         if not isinstance(rho, int | float) or isinstance(rho, bool) or not rho >= 0:
             raise BadInputError("must be a number in [0, inf]", f"{where}.rho")

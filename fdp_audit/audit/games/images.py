@@ -43,7 +43,18 @@ EXAMPLES = 3  # example trials the record game stores for the report
 
 
 def image_map(data: PreparedData, game: str) -> ImageMap:
-    """The data's Ψ, which an image game needs to be an image map (blur or downsampling)."""
+    """The data's Ψ, which an image game needs to be an image map (blur or downsampling).
+
+    Args:
+        data: the prepared data.
+        game: the game's name, for the error.
+
+    Returns:
+        Ψ.
+
+    Raises:
+        BadInputError: Ψ is not an image map.
+    """
     psi = data.feature_split
     if not isinstance(psi, ImageMap):
         raise BadInputError(f"the {game} game needs image data with an image Ψ (public_map: downsample or blur); "
@@ -63,24 +74,83 @@ class ImageGame(base.Game[ImageGameRecord]):
     judged on every trial against ``1 − f(Ball)`` under the add/remove claim (module docstring)."""
 
     def secrets(self, config: Config, setup: base.Setup, indices: np.ndarray) -> np.ndarray:
+        """Each trial's candidate index drawn from ``audit.target_prior``.
+
+        Args:
+            config: the audit's configuration (its seed).
+            setup: what :meth:`setup` built.
+            indices: the trials' model indices, shape (R,).
+
+        Returns:
+            Candidate indices, shape (R,).
+        """
         return base.prior_secrets(config.seed, indices, config.audit.target_prior)
 
     def score(self, attacks: dict[str, Attack], view: View) -> dict[str, np.ndarray]:
+        """Every attack's score of each candidate.
+
+        Args:
+            attacks: the fitted attacks, by name.
+            view: what the adversary sees of the chunk's R trained models.
+
+        Returns:
+            Name → float64 array of shape (R, K).
+        """
         return candidate_scores(attacks, view)
 
     def candidate_names(self, setup: base.Setup) -> tuple[str, ...]:
+        """How the report names the candidates.
+
+        Args:
+            setup: what :meth:`setup` built.
+
+        Returns:
+            ``candidate 0`` … ``candidate K−1``.
+        """
         return tuple(f"candidate {j}" for j in range(self.score_width(setup)))
 
     def examples(self, setup: base.Setup, secrets: np.ndarray, scores: dict[str, np.ndarray]) -> dict[str, Any]:
-        """What the report draws of a few trials (nothing by default)."""
+        """What the report draws of a few trials (nothing by default).
+
+        Args:
+            setup: what :meth:`setup` built.
+            secrets: every trial's secret, in trial order.
+            scores: every attack's scores of every trial, in trial order.
+
+        Returns:
+            The examples.
+        """
         return {}
 
     def record(self, config: Config, setup: base.Setup, secrets: np.ndarray, scores: dict[str, np.ndarray],
                threat_models: dict[str, str]) -> ImageGameRecord:
+        """The played game with the prior ``audit.target_prior``, the candidates' names and the examples.
+
+        Args:
+            config: the audit's configuration.
+            setup: what :meth:`setup` built.
+            secrets: every trial's secret, in trial order.
+            scores: every attack's scores of every trial, in trial order.
+            threat_models: each attack's threat model.
+
+        Returns:
+            The game's record.
+        """
         return ImageGameRecord(self.name, secrets, scores, np.asarray(config.audit.target_prior, dtype=float),
                                threat_models, self.candidate_names(setup), self.examples(setup, secrets, scores))
 
     def comparisons(self, record: ImageGameRecord, claim: Claim, selection_level: float) -> list[base.RateComparison]:
+        """Each attack's argmax successes over every trial against Theorem 4's ``1 − f(Ball)``, Ball the prior's
+        largest probability.
+
+        Args:
+            record: the played game.
+            claim: the privacy claim under audit.
+            selection_level: the per-bound level at which a test chosen on a selection split is chosen.
+
+        Returns:
+            One rate comparison per attack besides the prior.
+        """
         ball = float(record.prior.max())
         bound = float(claim.add_remove.bound(ball))
         rows = []
@@ -92,6 +162,16 @@ class ImageGame(base.Game[ImageGameRecord]):
         return rows
 
     def planned(self, config: Config, data: PreparedData, claim: Claim) -> list[base.PlannedComparison]:
+        """A rate comparison per configured attack besides the prior, judged on every trial.
+
+        Args:
+            config: the audit's configuration.
+            data: its prepared data.
+            claim: the privacy claim under audit.
+
+        Returns:
+            The planned comparisons.
+        """
         ball = max(config.audit.target_prior)
         bound = float(claim.add_remove.bound(ball))
         return [base.PlannedComparison(base.RateComparison(self.name, self.name, name, attack.threat_model,
@@ -100,19 +180,58 @@ class ImageGame(base.Game[ImageGameRecord]):
 
     def sections(self, record: ImageGameRecord, judgements: base.Judgements, claim: Claim,
                  alpha: float) -> list[dict[str, Any]]:
+        """The game's section: the attribute view of its argmax successes, :meth:`extra_facts`, and the examples when
+        there are any.
+
+        Args:
+            record: the played game.
+            judgements: the gate's evaluation of every comparison.
+            claim: the privacy claim under audit.
+            alpha: the verdict's level.
+
+        Returns:
+            One section.
+        """
         fallback = float(claim.add_remove.bound(float(record.prior.max())))
         section = attribute_section(record, judgements, self.name, self.canary, fallback, alpha, argmax_counts)
         section = {**section, "game": self.name} | self.extra_facts(record, claim)
         return [section | ({"examples": record.examples} if record.examples else {})]
 
     def extra_facts(self, record: ImageGameRecord, claim: Claim) -> dict[str, Any]:
-        """Further numbers of the game's section."""
+        """Further numbers of the game's section.
+
+        Args:
+            record: the played game.
+            claim: the privacy claim under audit.
+
+        Returns:
+            Name → value; none by default.
+        """
         return {}
 
     def stated_ball(self, row: dict[str, Any], config: Config, where: str) -> float:
+        """Ball of the stated configuration: its prior's largest probability.
+
+        Args:
+            row: the stored comparison.
+            config: the configuration the results state.
+            where: the row's place in the results, for errors.
+
+        Returns:
+            ``max(audit.target_prior)``.
+        """
         return max(config.audit.target_prior)
 
     def stated_limit(self, ball: float, accountant: Callable[[str], MechanismAccountant]) -> float:
+        """Theorem 4's ``1 − f(Ball)`` under add/remove neighbours.
+
+        Args:
+            ball: the comparison's Ball.
+            accountant: the stated claim's accountant of a relation (``add-remove`` or ``replace``).
+
+        Returns:
+            The limit.
+        """
         return float(accountant("add-remove").bound(ball))
 
 
@@ -136,6 +255,19 @@ class ImageGradientCanaryGame(ImageGame):
         label="gradient canaries")
 
     def setup(self, config: Config, data: PreparedData) -> GradientBlockSetup:
+        """The training problem on the built-in engine, with the coordinates of the K candidates' private and public
+        gradients and of the noise-only coordinates of the canary block.
+
+        Args:
+            config: the audit's configuration.
+            data: its prepared data and Ψ.
+
+        Returns:
+            The setup with each canary's raw gradient magnitude ``canary_norm_factor · C``.
+
+        Raises:
+            BadInputError: a third-party mechanism or the user's training, or a Ψ that is not an image map.
+        """
         if config.mechanism.third_party is not None or config.mechanism.training is not None:
             raise BadInputError(f"the {self.name} game inserts a canary block into the built-in engine's models; "
                                 "a third-party mechanism or the user's training cannot take one", "audit.games")
@@ -152,12 +284,31 @@ class ImageGradientCanaryGame(ImageGame):
         return GradientBlockSetup(problem, knowledge, config.audit.canary_norm_factor * problem.hyper.clip_norm)
 
     def canaries(self, config: Config, setup: GradientBlockSetup, indices: np.ndarray) -> CanaryBlock:
+        """The trials' canary blocks (:func:`~fdp_audit.audit.image_games.gradient_canary_block`).
+
+        Args:
+            config: the audit's configuration.
+            setup: what :meth:`setup` built.
+            indices: the trials' model indices, shape (R,).
+
+        Returns:
+            The block of the R models.
+        """
         return image_games.gradient_canary_block(self.secrets(config, setup, indices), self.score_width(setup),
                                                  setup.magnitude)
 
     def extra_facts(self, record: ImageGameRecord, claim: Claim) -> dict[str, Any]:
         """The Bayes-optimal success under the claim (known p and σ, uniform prior): what the iterates attack is
-        measured against (docs/images.md)."""
+        measured against (docs/images.md).
+
+        Args:
+            record: the played game.
+            claim: the privacy claim under audit.
+
+        Returns:
+            ``optimal_success`` and its Monte Carlo ``optimal_success_se``; none for a claim that is not a subsampled
+            Gaussian or a prior that is not uniform.
+        """
         spec = claim.add_remove.spec
         prior = record.prior
         if not spec.is_gaussian or not np.allclose(prior, prior[0]):
@@ -184,6 +335,19 @@ class ImageRecordCanaryGame(ImageGame):
         label="record canaries")
 
     def setup(self, config: Config, data: PreparedData) -> ImageRecordSetup:
+        """The attribute game's setup on the image data (candidates sharing the canary's public image) with the public
+        image at full resolution.
+
+        Args:
+            config: the audit's configuration.
+            data: its prepared data and Ψ.
+
+        Returns:
+            The setup with the public image and the images' shape.
+
+        Raises:
+            BadInputError: Ψ is not an image map, or gives fewer candidates than ``audit.target_prior`` has values.
+        """
         psi = image_map(data, self.name)
         attribute = AttributeGame().setup(config, data)
         public = psi.public_image(psi(attribute.candidates[:1].double(), None).features)[0]
@@ -191,15 +355,43 @@ class ImageRecordCanaryGame(ImageGame):
                                 public_image=public, shape=(psi.height, psi.width))
 
     def canaries(self, config: Config, setup: ImageRecordSetup, indices: np.ndarray) -> Canaries:
+        """Each trial's canary record (:func:`~fdp_audit.audit.games.attribute.record_canaries`).
+
+        Args:
+            config: the audit's configuration.
+            setup: what :meth:`setup` built.
+            indices: the trials' model indices, shape (R,).
+
+        Returns:
+            One canary per trial.
+        """
         return record_canaries(setup, self.secrets(config, setup, indices))
 
     def candidate_names(self, setup: ImageRecordSetup) -> tuple[str, ...]:
+        """The candidates' names as Ψ gives them.
+
+        Args:
+            setup: what :meth:`setup` built.
+
+        Returns:
+            The names.
+        """
         return setup.candidate_names
 
     def examples(self, setup: ImageRecordSetup, secrets: np.ndarray, scores: dict[str, np.ndarray]
                  ) -> dict[str, Any]:
         """The public image and the candidates as grey levels 0–255 (one linear scale for all, so that they
-        compare), and the first :data:`EXAMPLES` trials' secrets and each attack's pick."""
+        compare), and the first :data:`EXAMPLES` trials' secrets and each attack's pick.
+
+        Args:
+            setup: what :meth:`setup` built.
+            secrets: every trial's secret, in trial order.
+            scores: every attack's scores of every trial, in trial order.
+
+        Returns:
+            ``image_shape``, ``public`` and ``candidates`` (flattened grey levels) and ``trials`` (each with its
+            index, secret and picks).
+        """
         images = torch.cat([setup.public_image[None], setup.candidates.double()])
         low, high = float(images.min()), float(images.max())
         grey = ((images - low) / max(high - low, 1e-12) * 255).round().clamp(0, 255).to(torch.int64).tolist()

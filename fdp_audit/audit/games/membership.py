@@ -70,7 +70,14 @@ BASE_MARGIN = 10.0  # the canary's initial wrong margin beyond the largest drift
 
 def canary_value(config: Config) -> float:
     """M: the canary's value on its column, ``canary_norm_factor`` times the clip norm, so that its raw
-    gradient (about M while its label is wrong) is clipped to C."""
+    gradient (about M while its label is wrong) is clipped to C.
+
+    Args:
+        config: the audit's configuration.
+
+    Returns:
+        M.
+    """
     return config.audit.canary_norm_factor * config.mechanism.clip_norm
 
 
@@ -79,14 +86,33 @@ def wrong_margin(config: Config, value: float) -> float:
     canary's logit moves in T steps that each move its column's weight by lr (an adaptive optimiser) or by
     lr·C/(p·n) ≤ lr·C (SGD on the clipped sum over an expected batch of at least one record). Noise moves it
     by about as much again, so the canary's label stays wrong and its gradient clipped in every step. Only
-    power depends on it: any fixed starting point is sound. It reads no claimed privacy parameter."""
+    power depends on it: any fixed starting point is sound. It reads no claimed privacy parameter.
+
+    Args:
+        config: the audit's configuration (its optimiser's lr, T and the clip norm C).
+        value: the canary's value M.
+
+    Returns:
+        L.
+    """
     mech = config.mechanism
     return BASE_MARGIN + 4.0 * value * mech.optimizer.lr * mech.steps * max(1.0, mech.clip_norm)
 
 
 def with_protected_columns(data: PreparedData, names: tuple[str, ...]) -> PreparedData:
     """Append all-zero columns that are protected features (Ψ leaves them out): the first-layer weights on them
-    receive no gradient from any real record."""
+    receive no gradient from any real record.
+
+    Args:
+        data: the prepared data; its Ψ must be a column subset.
+        names: the appended columns' names.
+
+    Returns:
+        The data with the columns appended to every split and to Ψ's protected features.
+
+    Raises:
+        BadInputError: Ψ is not a column subset.
+    """
     psi = data.feature_split
     if not isinstance(psi, FeatureSplit):
         raise BadInputError("the membership game appends protected columns: it needs a column-subset Ψ "
@@ -106,7 +132,18 @@ def worst_case_initial_params(problem: TrainingProblem, key: torch.Tensor, colum
                               margin: float) -> Params:
     """One fixed starting point for every trial: the model's initialisation from ``key`` (zeros for logistic
     regression) with, for a linear model, the canary column's weight set so that the canary's logit for its
-    label is ``−margin`` (the other classes' at 0)."""
+    label is ``−margin`` (the other classes' at 0).
+
+    Args:
+        problem: the training problem on the widened data.
+        key: the start's random key.
+        column: the canary column's index.
+        value: the canary's value M on it.
+        margin: the wrong margin L.
+
+    Returns:
+        The parameters of one model (no leading model axis).
+    """
     model = problem.model
     start = {name: tensor[0] for name, tensor in model.init(key).items()}
     if model.kind == "logistic":
@@ -143,13 +180,43 @@ class MembershipGame(GradientCanaryGame):
         label="membership, crafted input canaries")
 
     def in_private(self, bit: torch.Tensor) -> torch.Tensor:
+        """The canary is in the private population when the bit is 1.
+
+        Args:
+            bit: each trial's secret bit, shape (R,).
+
+        Returns:
+            The bits as bool, shape (R,).
+        """
         return bit.bool()
 
     def automatic_attacks(self, config: Config) -> tuple[str, ...]:
-        """Both final-model attacks on a table; ``canary_logit`` alone on images (module docstring)."""
+        """Both final-model attacks on a table; ``canary_logit`` alone on images (module docstring).
+
+        Args:
+            config: the audit's configuration.
+
+        Returns:
+            ``("canary_logit",)`` on images, else ``("canary_logit", "noise_scale")``.
+        """
         return ("canary_logit",) if read_as_images(config.data) else ("canary_logit", "noise_scale")
 
     def setup(self, config: Config, data: PreparedData) -> MembershipSetup:
+        """The crafted canary and the training problem (module docstring): on a table, the data with
+        :data:`MEMBERSHIP_COLUMNS` appended as protected features and a linear model started from
+        :func:`worst_case_initial_params`; on images, the checkerboard canary and one fixed initialisation.
+
+        Args:
+            config: the audit's configuration.
+            data: its prepared data and Ψ.
+
+        Returns:
+            The setup with the model's input width and the canary, shape (width,).
+
+        Raises:
+            BadInputError: fewer than two classes, a ``cnn`` on a table, a Ψ that is not a column subset, or a module
+                factory that does not take the input width.
+        """
         if data.train.n_classes <= CANARY_LABEL:
             raise BadInputError("the membership game needs at least two classes", "data")
         if isinstance(data.feature_split, ImageMap):
@@ -193,6 +260,17 @@ class MembershipGame(GradientCanaryGame):
         return MembershipSetup(problem, knowledge, width, canary)
 
     def canaries(self, config: Config, setup: MembershipSetup, indices: np.ndarray) -> Canaries:
+        """Every trial's canary, the crafted record with label 1, in the public population always and in the private one
+        when the bit is 1.
+
+        Args:
+            config: the audit's configuration.
+            setup: what :meth:`setup` built.
+            indices: the trials' model indices, shape (R,).
+
+        Returns:
+            One canary per trial.
+        """
         n = len(indices)
         bit = torch.as_tensor(self.secrets(config, setup, indices))
         return Canaries(setup.canary.repeat(n, 1), torch.full((n,), CANARY_LABEL, dtype=torch.long),
