@@ -14,21 +14,54 @@ __all__ = ["InvalidParameterError", "deltas", "epsilons", "noise_multiplier", "p
 
 
 def deltas(values: npt.ArrayLike, field: str = "delta") -> np.ndarray:
-    """δ values in the open interval (0, 1)."""
+    """δ values in the open interval (0, 1).
+
+    Args:
+        values: a δ or an array of them.
+        field: the parameter's name, for the message.
+
+    Returns:
+        ``values`` as a float array of the same shape.
+
+    Raises:
+        InvalidParameterError: a value is outside (0, 1) or NaN.
+    """
     arr = np.asarray(values, dtype=float)
     _require(arr, (arr > 0) & (arr < 1), "must be in (0, 1)", field)
     return arr
 
 
 def epsilons(values: npt.ArrayLike, field: str = "epsilon") -> np.ndarray:
-    """ε values >= 0 (+inf allowed)."""
+    """ε values >= 0 (+inf allowed).
+
+    Args:
+        values: an ε or an array of them.
+        field: the parameter's name, for the message.
+
+    Returns:
+        ``values`` as a float array of the same shape.
+
+    Raises:
+        InvalidParameterError: a value is negative or NaN.
+    """
     arr = np.asarray(values, dtype=float)
     _require(arr, arr >= 0, "must be >= 0", field)
     return arr
 
 
 def unit_interval(values: npt.ArrayLike, field: str) -> np.ndarray:
-    """Type-I errors α or Ball values in the closed interval [0, 1]."""
+    """Type-I errors α or Ball values in the closed interval [0, 1].
+
+    Args:
+        values: a value or an array of them.
+        field: the parameter's name, for the message.
+
+    Returns:
+        ``values`` as a float array of the same shape.
+
+    Raises:
+        InvalidParameterError: a value is outside [0, 1] or NaN.
+    """
     arr = np.asarray(values, dtype=float)
     _require(arr, (arr >= 0) & (arr <= 1), "must be in [0, 1]", field)
     return arr

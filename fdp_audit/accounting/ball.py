@@ -41,8 +41,15 @@ class BallEstimate:
 def ball_discrete(probabilities: npt.ArrayLike) -> float | np.ndarray:
     """Discrete private attribute, 0/1 metric, ρ = 0: ``Ball = max_v Pr[v | u]``.
 
-    ``probabilities`` is a prior over the values (1-D) or a conditional table ``Pr[v | u]`` with one
-    row per public value u (2-D); a table gives one Ball per row.
+    Args:
+        probabilities: a prior over the values (1-D) or a conditional table ``Pr[v | u]`` with one row per public
+            value u (2-D); non-negative, each row summing to 1.
+
+    Returns:
+        The largest probability: a float for a prior, one Ball per row (shape ``(rows,)``) for a table.
+
+    Raises:
+        InvalidParameterError: not 1-D or 2-D, empty, negative, or a row not summing to 1 (within 1e-6).
     """
     table = np.asarray(probabilities, dtype=float)
     if table.ndim not in (1, 2) or table.shape[-1] == 0:
@@ -60,6 +67,17 @@ def ball_gaussian(radius: npt.ArrayLike, scale: float, dim: int) -> float | np.n
 
     The optimal centre is μ: by Anderson's theorem the probability that a centred, symmetric,
     unimodal distribution puts on a symmetric convex set shifted by c is largest at c = 0.
+
+    Args:
+        radius: the success radius ρ >= 0, one value or an array.
+        scale: the prior's standard deviation s per coordinate (> 0).
+        dim: the dimension k of the private part (>= 1).
+
+    Returns:
+        Ball: a float for a scalar ``radius``, else an array of its shape.
+
+    Raises:
+        InvalidParameterError: a negative radius, a non-positive scale or a dimension below 1.
     """
     rho = np.asarray(radius, dtype=float)
     if not np.all(rho >= 0):
@@ -72,7 +90,19 @@ def ball_gaussian(radius: npt.ArrayLike, scale: float, dim: int) -> float | np.n
 
 def gaussian_radius(level: npt.ArrayLike, scale: float, dim: int) -> float | np.ndarray:
     """The radius at which the isotropic Gaussian prior's Ball is ``level``: ``ρ = s·sqrt(F⁻¹_{χ²_k}(level))``,
-    the inverse of :func:`ball_gaussian` in ρ (a function of the prior alone)."""
+    the inverse of :func:`ball_gaussian` in ρ (a function of the prior alone).
+
+    Args:
+        level: the Ball value in [0, 1], one value or an array.
+        scale: the prior's standard deviation s per coordinate (> 0).
+        dim: the dimension k of the private part (>= 1).
+
+    Returns:
+        ρ: a float for a scalar ``level``, else an array of its shape (``inf`` at level 1).
+
+    Raises:
+        InvalidParameterError: a level outside [0, 1], a non-positive scale or a dimension below 1.
+    """
     q = np.asarray(level, dtype=float)
     if not np.all((q >= 0) & (q <= 1)):
         raise _validate.InvalidParameterError("must be in [0, 1]", "level")
@@ -89,6 +119,17 @@ def circle_rectangle_area(radius: npt.ArrayLike, width: float, height: float) ->
     By symmetry it is four times the area in one quadrant, ``Q = ∫_0^{min(h1, ρ)} min(h2,
     sqrt(ρ² - x²)) dx`` with half-sides h1, h2: the integrand is h2 up to ``x0 = sqrt(ρ² - h2²)`` and
     the circle after it, whose antiderivative is ``F(x) = (x sqrt(ρ² - x²) + ρ² asin(x/ρ)) / 2``.
+
+    Args:
+        radius: the disk's radius ρ >= 0, one value or an array.
+        width: the rectangle's side along x (> 0).
+        height: the rectangle's side along y (> 0).
+
+    Returns:
+        The area (0 at ρ = 0): a float for a scalar ``radius``, else an array of its shape.
+
+    Raises:
+        InvalidParameterError: a negative radius or a non-positive side.
     """
     r = np.asarray(radius, dtype=float)
     if not np.all(r >= 0):
@@ -128,6 +169,22 @@ def ball_uniform_box(
     The volume is exact in 1-D (``min(2ρ, a) / a``) and, for the L2 metric, in 2-D
     (:func:`circle_rectangle_area`; for L∞ it is a product of 1-D fractions in any dimension).
     Otherwise it is estimated by Monte Carlo with a Clopper–Pearson upper confidence bound.
+
+    Args:
+        radius: the success radius ρ >= 0.
+        sides: the box's side lengths, one per coordinate of the private part (each > 0).
+        metric: the distance d: ``"l2"``, ``"l1"`` or ``"linf"``.
+        samples: the number of uniform points of the Monte Carlo estimate (unused when the volume is exact).
+        confidence: the level of the one-sided upper confidence bound, in (0, 1).
+        seed: the seed of the Monte Carlo points (None draws fresh entropy).
+
+    Returns:
+        A :class:`BallEstimate`: ``method="exact"`` with ``upper == estimate`` when the volume is exact, else
+        ``"monte-carlo"`` with its Clopper–Pearson ``upper``.
+
+    Raises:
+        InvalidParameterError: a negative radius, no side or a non-positive side, an unknown metric, fewer than one
+            sample, or a confidence outside (0, 1).
     """
     rho = float(radius)
     if not (rho >= 0):
@@ -159,16 +216,30 @@ def ball_monte_carlo(
 ) -> BallEstimate:
     """General prior: Monte Carlo over candidate centres.
 
-    ``samples`` are independent draws of the private part from ``X | Ψ(X) = u`` (shape ``(n, k)`` or
-    ``(n,)``). Each candidate centre's probability ``Pr[d(x, c) <= ρ]`` is estimated on the samples;
-    the estimate is the best candidate's, with its binomial standard error, and ``upper`` is the
-    largest Clopper–Pearson upper bound at the Bonferroni-corrected level ``(1 - confidence) / m``,
-    a simultaneous upper bound on all m candidates, hence on their maximum.
+    ``samples`` are independent draws of the private part from ``X | Ψ(X) = u``. Each candidate centre's probability
+    ``Pr[d(x, c) <= ρ]`` is estimated on the samples; the estimate is the best candidate's, with its binomial standard
+    error, and ``upper`` is the largest Clopper–Pearson upper bound at the Bonferroni-corrected level
+    ``(1 - confidence) / m``, a simultaneous upper bound on all m candidates, hence on their maximum.
 
     Without ``candidates`` the first ``n_candidates`` samples (at most a quarter of them) are used as
     candidate centres and the rest to estimate, so that selection and estimation are independent.
     Ball is a supremum over *all* centres: the result can only be as good as the candidates, which
     is why drawing them from the prior itself (where the mass is) is the default.
+
+    Args:
+        samples: the draws, shape ``(n, k)`` or ``(n,)`` for k = 1, finite, n >= 2.
+        radius: the success radius ρ >= 0.
+        candidates: the candidate centres, reshaped to ``(m, k)``; None takes them from ``samples``.
+        metric: the distance d: ``"l2"``, ``"l1"`` or ``"linf"``.
+        n_candidates: how many samples become centres when ``candidates`` is None (>= 1).
+        confidence: the simultaneous level of the upper confidence bound, in (0, 1).
+
+    Returns:
+        A :class:`BallEstimate` with ``method="monte-carlo"`` and ``samples`` the number of draws used to estimate.
+
+    Raises:
+        InvalidParameterError: samples not a finite ``(n, k)`` array with n >= 2, a negative radius, an unknown
+            metric, ``n_candidates`` below 1, or a confidence outside (0, 1).
     """
     x = np.asarray(samples, dtype=float)
     if x.ndim == 1:

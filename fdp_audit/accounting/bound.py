@@ -22,8 +22,23 @@ TradeoffLike = TradeoffCurve | Callable[[npt.ArrayLike], "float | np.ndarray"]
 
 
 def theorem4_bound(f: TradeoffLike, ball: npt.ArrayLike) -> float | np.ndarray:
-    """``1 - f(Ball)``, vectorised over targets. For a :class:`TradeoffCurve` the power ``1 - f`` is
-    read directly, keeping its relative precision when it is tiny."""
+    """``1 - f(Ball)``, vectorised over targets (Theorem 4, docs/accounting.md). For a :class:`TradeoffCurve` the
+    power ``1 - f`` is read directly, keeping its relative precision when it is tiny; for any other callable the
+    bound is ``1 - f(Ball)`` clipped to [Ball, 1] (a trade-off function satisfies f(α) <= 1 - α).
+
+    Args:
+        f: the claimed trade-off function: a :class:`TradeoffCurve`, or a callable mapping type-I errors α in
+            [0, 1] to type-II errors.
+        ball: Ball, the prior's largest mass on a ball of the attack's success radius, one value or one per target,
+            in [0, 1].
+
+    Returns:
+        The bound on the attribute-inference success probability: a float for a scalar ``ball``, else an array of
+        its shape.
+
+    Raises:
+        InvalidParameterError: a Ball value is outside [0, 1].
+    """
     b = _validate.unit_interval(ball, "ball")
     if isinstance(f, TradeoffCurve):
         out = np.asarray(f.power_at(b), dtype=float)
@@ -34,7 +49,18 @@ def theorem4_bound(f: TradeoffLike, ball: npt.ArrayLike) -> float | np.ndarray:
 
 def mean_theorem4_bound(f: TradeoffLike, balls: npt.ArrayLike) -> float:
     """Mean over targets of the per-target bounds (valid for the mean success because the bound holds
-    for every u)."""
+    for every u).
+
+    Args:
+        f: the claimed trade-off function (see :func:`theorem4_bound`).
+        balls: one Ball value per target, in [0, 1].
+
+    Returns:
+        The mean of ``1 - f(Ball)`` over the targets.
+
+    Raises:
+        InvalidParameterError: there is no target, or a Ball value is outside [0, 1].
+    """
     b = np.atleast_1d(_validate.unit_interval(balls, "balls"))
     if b.size == 0:
         raise _validate.InvalidParameterError("needs at least one target", "balls")
@@ -42,5 +68,13 @@ def mean_theorem4_bound(f: TradeoffLike, balls: npt.ArrayLike) -> float:
 
 
 def theorem4_bound_from_estimate(f: TradeoffLike, estimate: BallEstimate) -> float:
-    """The conservative bound for an estimated Ball: ``1 - f(upper confidence bound of Ball)``."""
+    """The conservative bound for an estimated Ball: ``1 - f(upper confidence bound of Ball)``.
+
+    Args:
+        f: the claimed trade-off function (see :func:`theorem4_bound`).
+        estimate: the Ball estimate; its upper confidence bound (capped at 1) is used.
+
+    Returns:
+        The bound on the success probability, valid with the estimate's confidence.
+    """
     return float(theorem4_bound(f, min(estimate.upper, 1.0)))

@@ -88,6 +88,23 @@ def calibrate_noise_multiplier(
     Bracketing (factor 2 from z = 1) and bisection in log z on the coarse grid, then bracketing
     (factor 1.01 from the coarse answer) and bisection on the requested grid until
     ``hi / lo <= 1 + rtol``; returns ``hi``, whose ε(δ) is within budget.
+
+    Args:
+        epsilon: the budget ε, finite and > 0.
+        delta: δ in (0, 1).
+        sample_rate: the Poisson sampling rate p in (0, 1].
+        steps: the number of steps T (>= 1).
+        relation: the neighbouring relation, one of :data:`~fdp_audit.accounting.events.RELATIONS`.
+        rtol: the relative tolerance on z (> 0).
+        discretization: the loss grid step, or None for :func:`~fdp_audit.accounting.pld.resolve_discretization`'s
+            choice.
+
+    Returns:
+        z, the upper end of the final bracket, whose pessimistic ε(δ) is at most ``epsilon``.
+
+    Raises:
+        InvalidParameterError: a parameter out of range; the budget is unreachable with z up to :data:`Z_MAX`; or
+            it is met even below :data:`Z_MIN` (nothing to calibrate).
     """
     target = float(_validate.epsilons(epsilon))
     if target <= 0 or math.isinf(target):
@@ -121,6 +138,22 @@ def max_steps_for_budget(
 
     Doubling then integer bisection on the coarse grid, then galloping up from the coarse answer and
     bisection on the requested grid. One-step PLDs are built once and self-composed for each T.
+
+    Args:
+        epsilon: the budget ε >= 0 (+inf gives ``max_steps``).
+        delta: δ in (0, 1).
+        noise_multiplier: the noise multiplier z.
+        sample_rate: the Poisson sampling rate p in (0, 1].
+        relation: the neighbouring relation, one of :data:`~fdp_audit.accounting.events.RELATIONS`.
+        max_steps: the largest T searched (>= 1).
+        discretization: the loss grid step, or None for :func:`~fdp_audit.accounting.pld.resolve_discretization`'s
+            choice.
+
+    Returns:
+        The number of steps T in [0, ``max_steps``].
+
+    Raises:
+        InvalidParameterError: a parameter out of range.
     """
     target = float(_validate.epsilons(epsilon))
     d = float(_validate.deltas(delta))

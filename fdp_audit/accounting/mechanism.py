@@ -262,6 +262,14 @@ class ClosedFormAccountant(MechanismAccountant):
 
     @classmethod
     def supports(cls, event: PrivacyEvent) -> bool:
+        """Whether ``event`` releases nothing private at all or only the public part Ψ of the features.
+
+        Args:
+            event: what a mechanism releases.
+
+        Returns:
+            True for a :class:`NonPrivateEvent` (f ≡ 0) or a :class:`PublicOnlyEvent` (f(α) = 1 − α).
+        """
         return isinstance(event, NonPrivateEvent | PublicOnlyEvent)
 
     @property
@@ -269,6 +277,19 @@ class ClosedFormAccountant(MechanismAccountant):
         return isinstance(self.spec.event, NonPrivateEvent)
 
     def curve(self, direction: Direction = "symmetric", pessimistic: bool = True) -> TradeoffCurve:
+        """The closed-form curve, the same in every direction and exact (no pessimistic/optimistic gap).
+
+        Args:
+            direction: ``"symmetric"``, ``"remove"`` or ``"add"`` (checked, not used).
+            pessimistic: not used: the curve is exact.
+
+        Returns:
+            :meth:`TradeoffCurve.no_privacy` for a non-private event, :meth:`TradeoffCurve.perfect_privacy` for a
+            public-only one.
+
+        Raises:
+            InvalidParameterError: an unknown direction.
+        """
         check_direction(direction)
         return TradeoffCurve.no_privacy() if self._private else TradeoffCurve.perfect_privacy()
 
@@ -292,9 +313,31 @@ class PldAccountant(MechanismAccountant):
 
     @classmethod
     def supports(cls, event: PrivacyEvent) -> bool:
+        """Whether ``event`` is composed Poisson-subsampled Gaussian steps.
+
+        Args:
+            event: what a mechanism releases.
+
+        Returns:
+            True for a :class:`SubsampledGaussianEvent`.
+        """
         return isinstance(event, SubsampledGaussianEvent)
 
     def curve(self, direction: Direction = "symmetric", pessimistic: bool = True) -> TradeoffCurve:
+        """The trade-off curve of the composed PLD (docs/accounting.md; the directions are those of
+        :mod:`fdp_audit.accounting.pld`).
+
+        Args:
+            direction: ``"symmetric"``, ``"remove"`` or ``"add"``.
+            pessimistic: True for the connect-the-dots curve, a lower bound on the true f (what verdicts use); False
+                for the optimistic one, an upper bound (for the tightness band).
+
+        Returns:
+            The curve f (cached per schedule, relation and grid).
+
+        Raises:
+            InvalidParameterError: an unknown direction, or a PLD too large to hold.
+        """
         check_direction(direction)
         curves = schedule_curves(self.spec.segments(), self.relation, pessimistic, self.discretization)
         return curves[direction]
@@ -315,7 +358,12 @@ class PldAccountant(MechanismAccountant):
         return values.reshape(epsilons.shape)
 
     def gdp_clt_mu(self) -> float | None:
-        """``μ ≈ p sqrt(T (e^{1/z²} - 1))``, composed over segments as ``sqrt(Σ μ_t²)``."""
+        """APPROXIMATION for labelled comparisons only (docs/accounting.md): ``μ ≈ p sqrt(T (e^{1/z²} - 1))``,
+        composed over segments as ``sqrt(Σ μ_t²)``.
+
+        Returns:
+            The central-limit μ of the schedule.
+        """
         return math.sqrt(sum(gdp_clt_mu_approximation(s.noise_multiplier, s.sample_rate, s.steps) ** 2
                              for s in self.spec.segments()))
 

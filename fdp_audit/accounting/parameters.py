@@ -18,6 +18,18 @@ class InvalidParameterError(BadInputError, ValueError):
 
 
 def positive_finite(value: float, field: str) -> float:
+    """A finite number > 0.
+
+    Args:
+        value: the number to check.
+        field: the field or flag that gave it, for the message.
+
+    Returns:
+        ``value`` as a float.
+
+    Raises:
+        InvalidParameterError: it is not finite or not positive.
+    """
     value = float(value)
     if not (math.isfinite(value) and value > 0):
         raise InvalidParameterError(f"must be a finite number > 0, got {value!r}", field=field)
@@ -52,7 +64,18 @@ def noise_multiplier(value: float, field: str = "noise_multiplier") -> float:
 
 
 def rate(value: float, field: str) -> float:
-    """A Poisson sampling rate p in (0, 1]."""
+    """A Poisson sampling rate p in (0, 1].
+
+    Args:
+        value: the sampling rate (the probability that each record joins a step's batch).
+        field: the field or flag that gave it, for the message.
+
+    Returns:
+        ``value`` as a float.
+
+    Raises:
+        InvalidParameterError: it is outside (0, 1] or NaN.
+    """
     value = float(value)
     if not (0 < value <= 1):
         raise InvalidParameterError(f"must be in (0, 1], got {value!r}", field=field)
@@ -60,6 +83,19 @@ def rate(value: float, field: str) -> float:
 
 
 def step_count(value: int, field: str, minimum: int = 1) -> int:
+    """A whole number of steps (or other count) of at least ``minimum``.
+
+    Args:
+        value: the count; an integral float is accepted, a bool is not.
+        field: the field or flag that gave it, for the message.
+        minimum: the smallest allowed count.
+
+    Returns:
+        ``value`` as an int.
+
+    Raises:
+        InvalidParameterError: it is a bool, not integral, or below ``minimum``.
+    """
     if isinstance(value, bool) or int(value) != value or value < minimum:
         raise InvalidParameterError(f"must be an integer >= {minimum}, got {value!r}", field=field)
     return int(value)

@@ -86,6 +86,17 @@ _NEIGHBOURING = {
 
 
 def check_direction(direction: str) -> Direction:
+    """``direction`` if it is a direction of the trade-off curves: ``"symmetric"``, ``"remove"`` or ``"add"``.
+
+    Args:
+        direction: the direction to check (module docstring, "Directions").
+
+    Returns:
+        ``direction`` unchanged.
+
+    Raises:
+        InvalidParameterError: it is not one of :data:`DIRECTIONS`.
+    """
     if direction not in DIRECTIONS:
         raise _validate.InvalidParameterError(f"must be one of {', '.join(DIRECTIONS)}, got {direction!r}", "direction")
     return direction  # type: ignore[return-value]
@@ -110,6 +121,17 @@ def resolve_discretization(schedule: Schedule, discretization: float | None = No
     setting, and every docs/accounting.md reference row) but 9 % at z = 10, p = 1e-3, T = 1e4 (μ_1 = 1e-4),
     where the PRV accountants and a 1e-6 grid agree on ε = 0.02734 and the 1e-4 grid says 0.02976.
     A grid scaled to μ_1 keeps the PMF short (about ``5 T μ_1 + 160 sqrt(T)`` points) while refining.
+
+    Args:
+        schedule: the mechanism's :class:`Segment` sequence (non-empty).
+        discretization: the grid step Δ of privacy losses (> 0), or None to choose it as above.
+
+    Returns:
+        The grid step Δ.
+
+    Raises:
+        InvalidParameterError: an empty schedule or one holding something other than :class:`Segment`, or a
+            non-positive ``discretization``.
     """
     if discretization is not None:
         return _validate.positive_finite(discretization, "discretization")
@@ -133,6 +155,21 @@ def gaussian_step_pld(
 
     ``pessimistic=False`` gives dp_accounting's optimistic estimate (privacy buckets, since
     connect-the-dots is pessimistic only): a lower bound on leakage, used for the tightness band.
+
+    Args:
+        noise_multiplier: the noise multiplier z (noise standard deviation over the clip norm).
+        sample_rate: the Poisson sampling rate p in (0, 1].
+        relation: the neighbouring relation, one of :data:`~fdp_audit.accounting.events.RELATIONS` (module
+            docstring, "Relations").
+        pessimistic: True for the connect-the-dots upper bound on leakage, False for the optimistic estimate.
+        discretization: the loss grid step, or None for :func:`resolve_discretization`'s choice.
+
+    Returns:
+        dp_accounting's ``PrivacyLossDistribution`` of the step.
+
+    Raises:
+        InvalidParameterError: z, p, the relation or the grid out of range, or a PMF longer than
+            :data:`MAX_PLD_POINTS`.
     """
     segment = Segment(noise_multiplier, sample_rate, 1)
     discretization = resolve_discretization((segment,), discretization)
@@ -153,7 +190,18 @@ def gaussian_step_pld(
 
 def compose_steps(step: pld_lib.PrivacyLossDistribution, steps: int) -> pld_lib.PrivacyLossDistribution:
     """``steps``-fold self-composition of a one-step PLD, refused (with a clear message) when the
-    result would exceed :data:`MAX_PLD_POINTS` points."""
+    result would exceed :data:`MAX_PLD_POINTS` points.
+
+    Args:
+        step: the PLD of one step (e.g. from :func:`gaussian_step_pld`).
+        steps: the number of compositions T (>= 1).
+
+    Returns:
+        The composed PLD (tails truncated pessimistically at 1e-15 mass).
+
+    Raises:
+        InvalidParameterError: ``steps`` below 1, or a result longer than :data:`MAX_PLD_POINTS`.
+    """
     steps = _validate.step_count(steps, "steps")
     _check_size(_predicted_points(step, steps))
     return step.self_compose(steps, tail_mass_truncation=_TAIL_MASS_TRUNCATION)
@@ -166,7 +214,20 @@ def build_pld(
     discretization: float | None = None,
 ) -> pld_lib.PrivacyLossDistribution:
     """The composed PLD of a schedule (uncached; :func:`composed_pld` is the cached entry point).
-    ``discretization=None`` means :func:`resolve_discretization`'s choice."""
+    ``discretization=None`` means :func:`resolve_discretization`'s choice.
+
+    Args:
+        schedule: the mechanism's :class:`Segment` sequence (non-empty), composed in order.
+        relation: the neighbouring relation, one of :data:`~fdp_audit.accounting.events.RELATIONS`.
+        pessimistic: True for the connect-the-dots upper bound on leakage, False for the optimistic estimate.
+        discretization: the loss grid step shared by all segments, or None.
+
+    Returns:
+        dp_accounting's ``PrivacyLossDistribution`` of the whole schedule.
+
+    Raises:
+        InvalidParameterError: a bad schedule, relation or grid, or a PMF longer than :data:`MAX_PLD_POINTS`.
+    """
     schedule = _check_schedule(schedule)
     discretization = resolve_discretization(schedule, discretization)
     steps = [
@@ -187,7 +248,20 @@ def composed_pld(
     pessimistic: bool = True,
     discretization: float | None = None,
 ) -> pld_lib.PrivacyLossDistribution:
-    """Cached :func:`build_pld`: audits ask for the same mechanism many times."""
+    """Cached :func:`build_pld`: audits ask for the same mechanism many times.
+
+    Args:
+        schedule: the mechanism's :class:`Segment` sequence (non-empty).
+        relation: the neighbouring relation, one of :data:`~fdp_audit.accounting.events.RELATIONS`.
+        pessimistic: True for the connect-the-dots upper bound on leakage, False for the optimistic estimate.
+        discretization: the loss grid step, or None for :func:`resolve_discretization`'s choice.
+
+    Returns:
+        The composed PLD (the same object for the same arguments while it stays in the cache of 8).
+
+    Raises:
+        InvalidParameterError: as :func:`build_pld`.
+    """
     schedule = _check_schedule(schedule)
     return _cached_pld(schedule, relation, pessimistic, resolve_discretization(schedule, discretization))
 
@@ -200,7 +274,17 @@ def _cached_pld(
 
 
 def tradeoff_curves(pld: pld_lib.PrivacyLossDistribution) -> dict[Direction, TradeoffCurve]:
-    """The ``"remove"``, ``"add"`` and ``"symmetric"`` trade-off curves of a PLD (module docstring)."""
+    """The ``"remove"``, ``"add"`` and ``"symmetric"`` trade-off curves of a PLD (module docstring).
+
+    Args:
+        pld: a dp_accounting ``PrivacyLossDistribution``.
+
+    Returns:
+        Direction → :class:`TradeoffCurve`; one curve under all three keys when the PLD is symmetric.
+
+    Raises:
+        RuntimeError: the installed dp_accounting stores its PMFs differently from what this module reads.
+    """
     pmf_remove, pmf_add = _pmfs(pld)
     offset_r, probs_r, inf_r, step = _pmf_arrays(pmf_remove)
     if pmf_add is pmf_remove:
@@ -237,7 +321,20 @@ def schedule_curves(
     pessimistic: bool = True,
     discretization: float | None = None,
 ) -> dict[Direction, TradeoffCurve]:
-    """Cached trade-off curves (all three directions) of a schedule."""
+    """Cached trade-off curves (all three directions) of a schedule.
+
+    Args:
+        schedule: the mechanism's :class:`Segment` sequence (non-empty).
+        relation: the neighbouring relation, one of :data:`~fdp_audit.accounting.events.RELATIONS`.
+        pessimistic: True for the curve the verdicts use (a lower bound on f), False for the optimistic one.
+        discretization: the loss grid step, or None for :func:`resolve_discretization`'s choice.
+
+    Returns:
+        Direction (``"symmetric"``, ``"remove"``, ``"add"``) → :class:`TradeoffCurve`, as :func:`tradeoff_curves`.
+
+    Raises:
+        InvalidParameterError: as :func:`build_pld`.
+    """
     schedule = _check_schedule(schedule)
     return _cached_curves(schedule, relation, pessimistic, resolve_discretization(schedule, discretization))
 

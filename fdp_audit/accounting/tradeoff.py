@@ -52,6 +52,16 @@ def gaussian_tradeoff(alpha: npt.ArrayLike, mu: float) -> float | np.ndarray:
     """Gaussian DP: ``G_μ(α) = Φ(Φ^{-1}(1 - α) - μ) = T(N(0,1), N(μ,1))(α)`` (docs/accounting.md).
 
     ``Φ^{-1}(1 - α)`` is evaluated as the inverse survival function so that tiny α keep their value.
+
+    Args:
+        alpha: type-I errors α in [0, 1], one value or an array.
+        mu: the GDP parameter μ >= 0.
+
+    Returns:
+        ``G_μ(α)``: a float for a scalar ``alpha``, else an array of its shape.
+
+    Raises:
+        InvalidParameterError: an α outside [0, 1], or μ negative or not finite.
     """
     a = _validate.unit_interval(alpha, "alpha")
     mu = _nonnegative(mu, "mu")
@@ -59,21 +69,53 @@ def gaussian_tradeoff(alpha: npt.ArrayLike, mu: float) -> float | np.ndarray:
 
 
 def gaussian_power(alpha: npt.ArrayLike, mu: float) -> float | np.ndarray:
-    """``1 - G_μ(α) = Φ(μ - Φ^{-1}(1 - α))``, computed without cancellation."""
+    """``1 - G_μ(α) = Φ(μ - Φ^{-1}(1 - α))``, computed without cancellation.
+
+    Args:
+        alpha: type-I errors α in [0, 1], one value or an array.
+        mu: the GDP parameter μ >= 0.
+
+    Returns:
+        The power ``1 - G_μ(α)``: a float for a scalar ``alpha``, else an array of its shape.
+
+    Raises:
+        InvalidParameterError: an α outside [0, 1], or μ negative or not finite.
+    """
     a = _validate.unit_interval(alpha, "alpha")
     mu = _nonnegative(mu, "mu")
     return _scalar_or_array(stats.norm.sf(stats.norm.isf(a) - mu), alpha)
 
 
 def compose_gaussian(mus: Sequence[float]) -> float:
-    """Composition of ``G_{μ_1}, …, G_{μ_T}`` is exactly ``G_{sqrt(Σ μ_t²)}`` (docs/accounting.md)."""
+    """Composition of ``G_{μ_1}, …, G_{μ_T}`` is exactly ``G_{sqrt(Σ μ_t²)}`` (docs/accounting.md).
+
+    Args:
+        mus: the GDP parameters μ_t >= 0 of the composed mechanisms.
+
+    Returns:
+        The composed μ, ``sqrt(Σ μ_t²)`` (0 for no mechanism).
+
+    Raises:
+        InvalidParameterError: a μ_t negative or not finite.
+    """
     return float(math.sqrt(sum(_nonnegative(m, "mu") ** 2 for m in mus)))
 
 
 def gaussian_delta(epsilon: npt.ArrayLike, mu: float) -> float | np.ndarray:
     """Exact privacy profile of ``G_μ`` (Balle & Wang 2018; Dong et al. 2022, Corollary 2.13):
     ``δ(ε) = Φ(-ε/μ + μ/2) - e^ε Φ(-ε/μ - μ/2)``; the second term is formed in log space so that
-    large ε do not overflow."""
+    large ε do not overflow.
+
+    Args:
+        epsilon: ε >= 0 (+inf allowed), one value or an array.
+        mu: the GDP parameter μ >= 0.
+
+    Returns:
+        δ(ε) in [0, 1] (0 at μ = 0 and at ε = +inf): a float for a scalar ``epsilon``, else an array of its shape.
+
+    Raises:
+        InvalidParameterError: a negative ε, or μ negative or not finite.
+    """
     eps = _validate.epsilons(epsilon)
     mu = _nonnegative(mu, "mu")
     if mu == 0:
@@ -86,7 +128,18 @@ def gaussian_delta(epsilon: npt.ArrayLike, mu: float) -> float | np.ndarray:
 
 
 def gaussian_epsilon(delta: float, mu: float) -> float:
-    """Smallest ε >= 0 with ``gaussian_delta(ε, μ) <= δ`` (root of a decreasing function)."""
+    """Smallest ε >= 0 with ``gaussian_delta(ε, μ) <= δ`` (root of a decreasing function).
+
+    Args:
+        delta: δ in (0, 1).
+        mu: the GDP parameter μ >= 0.
+
+    Returns:
+        ε(δ) of ``G_μ``, to a tolerance of 1e-12.
+
+    Raises:
+        InvalidParameterError: δ outside (0, 1), or μ negative or not finite.
+    """
     delta = float(_validate.deltas(delta))
     mu = _nonnegative(mu, "mu")
     if gaussian_delta(0.0, mu) <= delta:
@@ -99,7 +152,19 @@ def gaussian_epsilon(delta: float, mu: float) -> float:
 
 def eps_delta_tradeoff(alpha: npt.ArrayLike, epsilon: float, delta: float) -> float | np.ndarray:
     """``f_{ε,δ}(α) = max(0, 1 - δ - e^ε α, e^{-ε}(1 - δ - α))`` (docs/accounting.md): the trade-off function of
-    (ε, δ)-DP for a symmetric neighbouring relation."""
+    (ε, δ)-DP for a symmetric neighbouring relation.
+
+    Args:
+        alpha: type-I errors α in [0, 1], one value or an array.
+        epsilon: ε >= 0 (+inf allowed).
+        delta: δ in [0, 1].
+
+    Returns:
+        ``f_{ε,δ}(α)``: a float for a scalar ``alpha``, else an array of its shape.
+
+    Raises:
+        InvalidParameterError: α or δ outside [0, 1], or a negative ε.
+    """
     a = _validate.unit_interval(alpha, "alpha")
     eps = float(_validate.epsilons(epsilon))
     delta = float(_validate.unit_interval(delta, "delta"))
@@ -113,7 +178,19 @@ def gdp_clt_mu_approximation(noise_multiplier: float, sample_rate: float, steps:
     """APPROXIMATION, never for verdicts (docs/accounting.md): the GDP central-limit theorem of Bu et al. / Dong
     et al. says ``μ ≈ p · sqrt(T (e^{1/z²} - 1))`` for T Poisson-subsampled Gaussian steps. It
     understates leakage at small α (the true curve has heavier tails than ``G_μ``); reports show it
-    only as a labelled comparison."""
+    only as a labelled comparison.
+
+    Args:
+        noise_multiplier: the noise multiplier z (noise standard deviation over the clip norm).
+        sample_rate: the Poisson sampling rate p in (0, 1].
+        steps: the number of steps T (>= 1).
+
+    Returns:
+        The approximate μ.
+
+    Raises:
+        InvalidParameterError: z, p or T out of range.
+    """
     z = _validate.noise_multiplier(noise_multiplier)
     p = _validate.rate(sample_rate, "sample_rate")
     t = _validate.step_count(steps, "steps")
@@ -134,6 +211,17 @@ def epsilon_from_tradeoff(f: TradeoffFunction, delta: float, alphas: npt.ArrayLi
     supremum between grid points. A callable returns f, not 1 - f, so ``1 - δ - f(α)`` carries an
     absolute rounding error of about 1e-16: numerators below ``_NUMERATOR_FLOOR`` are ignored, since
     divided by a tiny α they would be noise. This limits callables to δ above about 1e-11.
+
+    Args:
+        f: the trade-off function: a :class:`TradeoffCurve` or a callable of α in [0, 1].
+        delta: δ in (0, 1).
+        alphas: the α grid for a callable, in [0, 1] (α = 0 is skipped); None for the default grid.
+
+    Returns:
+        ε(δ) >= 0 (+inf possible for a :class:`TradeoffCurve`).
+
+    Raises:
+        InvalidParameterError: δ outside (0, 1) or an α outside [0, 1].
     """
     if isinstance(f, TradeoffCurve):
         return f.epsilon(delta)
@@ -149,7 +237,19 @@ def epsilon_from_tradeoff(f: TradeoffFunction, delta: float, alphas: npt.ArrayLi
 def delta_from_tradeoff(f: TradeoffFunction, epsilon: float, alphas: npt.ArrayLike | None = None) -> float:
     """Privacy profile of f: ``δ(ε) = sup_α (1 - f(α) - e^ε α)`` (the convex conjugate of f; for
     ``f = T(P, Q)`` this is the hockey-stick divergence ``H_{e^ε}(Q ‖ P)``). Exact for a
-    :class:`TradeoffCurve`, over ``alphas`` otherwise."""
+    :class:`TradeoffCurve`, over ``alphas`` otherwise.
+
+    Args:
+        f: the trade-off function: a :class:`TradeoffCurve` or a callable of α in [0, 1].
+        epsilon: ε >= 0.
+        alphas: the α grid for a callable, in [0, 1]; None for the default grid.
+
+    Returns:
+        δ(ε) in [0, 1].
+
+    Raises:
+        InvalidParameterError: a negative ε or an α outside [0, 1].
+    """
     if isinstance(f, TradeoffCurve):
         return float(f.delta(epsilon))
     eps = float(_validate.epsilons(epsilon))
@@ -167,6 +267,17 @@ def tradeoff_from_profile(
     is a valid, slightly conservative (lower) trade-off function; on a grid containing every
     privacy-loss value of a discrete PLD it is exact. :mod:`fdp_audit.accounting.pld` computes the same
     curve exactly from the PLD's probability mass function and uses this function as its cross-check.
+
+    Args:
+        alpha: type-I errors α in [0, 1], one value or an array.
+        epsilons: the ε grid, 1-D, each >= 0.
+        deltas: δ(ε) at each ε of the grid, same length, each in [0, 1].
+
+    Returns:
+        f(α): a float for a scalar ``alpha``, else an array of its shape.
+
+    Raises:
+        InvalidParameterError: a value out of range, or ``epsilons`` and ``deltas`` not 1-D of equal length.
     """
     a = _validate.unit_interval(alpha, "alpha")
     eps = _validate.epsilons(epsilons, "epsilons")
@@ -192,6 +303,12 @@ def replacement_from_insertion(f: TradeoffFunction) -> TradeoffFunction:
     ``T(sim, M(S')) >= f`` gives ``T(M(S), M(S'))(α) >= f(1 - f(α))`` (the group-privacy composition of
     Dong et al.). Literal ``f∘f`` is wrong: for perfect privacy ``f(α) = 1 - α`` it gives ``α``, which
     is not even a trade-off function. Check: ``G_μ(1 - G_μ(α)) = G_{2μ}(α)``.
+
+    Args:
+        f: the insertion/deletion trade-off function, a callable of α in [0, 1].
+
+    Returns:
+        The replacement trade-off function ``α ↦ f(1 - f(α))``, vectorised like ``f``.
     """
 
     def f_replacement(alpha: npt.ArrayLike) -> float | np.ndarray:
@@ -258,12 +375,20 @@ class TradeoffCurve:
 
     @classmethod
     def perfect_privacy(cls) -> TradeoffCurve:
-        """``f(α) = 1 - α``: (0, 0)-DP, e.g. a mechanism that never reads the private features."""
+        """``f(α) = 1 - α``: (0, 0)-DP, e.g. a mechanism that never reads the private features.
+
+        Returns:
+            The two-vertex curve from (0, power 0) to (1, power 1).
+        """
         return cls([0.0, 1.0], [0.0, 1.0])
 
     @classmethod
     def no_privacy(cls) -> TradeoffCurve:
-        """``f ≡ 0``: the two hypotheses are perfectly distinguishable (ε = ∞)."""
+        """``f ≡ 0``: the two hypotheses are perfectly distinguishable (ε = ∞).
+
+        Returns:
+            The curve with power 1 at every α.
+        """
         return cls([0.0, 1.0], [1.0, 1.0])
 
     def __repr__(self) -> str:
@@ -276,7 +401,18 @@ class TradeoffCurve:
         return _scalar_or_array(out, alpha)
 
     def power_at(self, alpha: npt.ArrayLike) -> float | np.ndarray:
-        """``1 - f(α)`` without the cancellation of ``1 - f`` when it is tiny."""
+        """``1 - f(α)`` without the cancellation of ``1 - f`` when it is tiny.
+
+        Args:
+            alpha: type-I errors α in [0, 1], one value or an array.
+
+        Returns:
+            The power, linearly interpolated between vertices and clipped to [α, 1]: a float for a scalar ``alpha``,
+            else an array of its shape.
+
+        Raises:
+            InvalidParameterError: an α outside [0, 1].
+        """
         a = _validate.unit_interval(alpha, "alpha")
         out = np.clip(np.interp(a, self.alpha, self.power), a, 1.0)
         return _scalar_or_array(out, alpha)
@@ -284,7 +420,17 @@ class TradeoffCurve:
     def epsilon(self, delta: npt.ArrayLike) -> float | np.ndarray:
         """Theorem 2, exactly: ``ε(δ) = max(0, sup_α log((power(α) - δ) / α))``. On a segment the ratio
         ``(a + bα)/α`` is monotone, so the supremum is attained at a vertex; ``+inf`` when
-        ``f(0) < 1 - δ`` (a privacy-loss atom at +∞ heavier than δ)."""
+        ``f(0) < 1 - δ`` (a privacy-loss atom at +∞ heavier than δ).
+
+        Args:
+            delta: δ in (0, 1), one value or an array.
+
+        Returns:
+            ε(δ) >= 0: a float for a scalar ``delta``, else an array of its shape.
+
+        Raises:
+            InvalidParameterError: a δ outside (0, 1).
+        """
         d = _validate.deltas(delta)
         a, pw = self.alpha[1:], self.power[1:]
         out = np.empty(d.size)
@@ -301,7 +447,17 @@ class TradeoffCurve:
 
         Vectorised: the maximising vertex is where the segment slopes (``e^{loss}`` for a PLD curve)
         fall below ``e^ε``, found by binary search; its neighbours are checked too, which absorbs
-        rounding in slopes of very short segments."""
+        rounding in slopes of very short segments.
+
+        Args:
+            epsilon: ε >= 0 (+inf allowed), one value or an array.
+
+        Returns:
+            δ(ε) in [0, 1]: a float for a scalar ``epsilon``, else an array of its shape.
+
+        Raises:
+            InvalidParameterError: a negative ε.
+        """
         eps = _validate.epsilons(epsilon)
         slopes = self._segment_slopes()
         with np.errstate(over="ignore"):
@@ -315,7 +471,11 @@ class TradeoffCurve:
         return _scalar_or_array(out.reshape(eps.shape), epsilon)
 
     def inverse(self) -> TradeoffCurve:
-        """``f^{-1}``: the trade-off function of the swapped pair, ``T(Q, P) = T(P, Q)^{-1}``."""
+        """``f^{-1}``: the trade-off function of the swapped pair, ``T(Q, P) = T(P, Q)^{-1}``.
+
+        Returns:
+            A new curve: this one reflected about the diagonal ``f = α`` (each vertex's α and f swap).
+        """
         return TradeoffCurve((1 - self.power)[::-1], (1 - self.alpha)[::-1])
 
     def _segment_slopes(self) -> np.ndarray:
