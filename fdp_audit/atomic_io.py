@@ -68,6 +68,12 @@ def naming(path: str | os.PathLike) -> Iterator[None]:
 
     Args:
         path: the file the block writes.
+
+    Yields:
+        Nothing; the block runs once.
+
+    Raises:
+        OSError: the block's, with ``path`` as its file name when it had none.
     """
     try:
         yield
@@ -84,7 +90,21 @@ def _write_through(target: Path, data: bytes) -> None:
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> Path:
-    """Call ``write(fileobj)`` and put what it wrote at ``path`` atomically (see the module docstring)."""
+    """Call ``write(fileobj)`` and put what it wrote at ``path`` atomically (see the module docstring).
+
+    Inside :func:`all_or_nothing` the rename (or the write-through to a device or FIFO) waits for the block's end.
+
+    Args:
+        path: the target file.
+        write: writes the content to the binary file object it is given.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        OSError: the target is neither a regular file, a new name, a character device nor a FIFO, or writing
+            failed (named after ``path``); the temporary file is removed.
+    """
     target = Path(path)
     kind = _kind(target)
     staged = _STAGED.get()
@@ -123,7 +143,11 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], None]) -> 
 def all_or_nothing() -> Iterator[None]:
     """Stage every atomic write made in the block; replace the targets together when it ends without an error,
     else delete the temporary files and leave every target untouched. Renames need no space, so once every
-    file is written and synced, a full disk can no longer leave some outputs new and others old."""
+    file is written and synced, a full disk can no longer leave some outputs new and others old.
+
+    Yields:
+        Nothing; the block runs once.
+    """
     staged: list[_Staged] = []
     token = _STAGED.set(staged)
     try:
@@ -144,12 +168,43 @@ def all_or_nothing() -> Iterator[None]:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically (:func:`atomic_write`).
+
+    Args:
+        path: the target file.
+        data: the whole content.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+    """
     return atomic_write(path, lambda handle: handle.write(data))
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically, UTF-8 encoded (:func:`atomic_write`).
+
+    Args:
+        path: the target file.
+        text: the whole content.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+    """
     return atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Write ``obj`` to ``path`` atomically as JSON: indented by 2, keys sorted, a final newline.
+
+    Args:
+        path: the target file.
+        obj: a JSON-serialisable value without inf or NaN (clean it with :func:`fdp_audit.json_numbers.finite_or_none`).
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        ValueError: ``obj`` holds inf or NaN; nothing is written.
+        TypeError: ``obj`` holds a value JSON cannot represent; nothing is written.
+    """
     return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True, allow_nan=False) + "\n")

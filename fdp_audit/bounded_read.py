@@ -17,9 +17,20 @@ from fdp_audit.errors import BadInputError
 def read_bounded(path: str | os.PathLike, max_bytes: int, what: str = "file", field: str | None = None) -> bytes:
     """The bytes of the regular file ``path``, refused when larger than ``max_bytes``.
 
-    ``what`` names the file in messages (``"config file"``, ``"checkpoint"``), ``field`` is the config field or
-    flag that named it. A missing file, a directory, a path the system cannot look up (too long, a NUL byte)
-    and a read error are bad input too.
+    A missing file, a directory, a path the system cannot look up (too long, a NUL byte) and a read error are bad
+    input too.
+
+    Args:
+        path: the file to read.
+        max_bytes: the largest size accepted, in bytes.
+        what: names the file in messages (``"config file"``, ``"checkpoint"``).
+        field: the config field or flag that named the file, or None.
+
+    Returns:
+        The file's content.
+
+    Raises:
+        BadInputError: the file is missing, not a regular file, unreadable, or larger than ``max_bytes``.
     """
     path = Path(path)
     try:
@@ -49,7 +60,17 @@ MAX_JSON_DIGITS = 18  # every count or index an input file holds fits; 10**400 t
 
 def bounded_json_integer(text: str) -> int:
     """``json.loads(..., parse_int=bounded_json_integer)``: an integer of more than :data:`MAX_JSON_DIGITS`
-    digits is bad input (one line, exit 2), not a number that overflows later in float arithmetic."""
+    digits is bad input (one line, exit 2), not a number that overflows later in float arithmetic.
+
+    Args:
+        text: the integer's digits as JSON wrote them (a leading minus allowed).
+
+    Returns:
+        The integer.
+
+    Raises:
+        BadInputError: more than :data:`MAX_JSON_DIGITS` digits.
+    """
     if len(text.lstrip("-")) > MAX_JSON_DIGITS:
         raise BadInputError(f"an integer of {len(text.lstrip('-'))} digits is out of range (at most "
                             f"{MAX_JSON_DIGITS})")

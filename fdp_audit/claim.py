@@ -143,12 +143,20 @@ class Claim:
 
     @functools.cached_property
     def add_remove(self) -> MechanismAccountant:
-        """The accountant under add/remove neighbours."""
+        """The accountant under add/remove neighbours.
+
+        Returns:
+            The accountant of :meth:`spec` for add/remove (built on first use, then kept).
+        """
         return accountant_for(self.spec("add-remove"))
 
     @functools.cached_property
     def replace_one(self) -> MechanismAccountant:
-        """The accountant under replace-one neighbours."""
+        """The accountant under replace-one neighbours.
+
+        Returns:
+            The accountant of :meth:`spec` for replace-one (built on first use, then kept).
+        """
         return accountant_for(self.spec("replace"))
 
     def accountant(self, relation: str = "add-remove") -> MechanismAccountant:
@@ -164,7 +172,11 @@ class Claim:
 
     @functools.cached_property
     def epsilon(self) -> float:
-        """ε at the claim's δ under add/remove neighbours (∞ for a non-private mechanism)."""
+        """ε at the claim's δ under add/remove neighbours (∞ for a non-private mechanism).
+
+        Returns:
+            ε(δ) of :attr:`add_remove`, computed once.
+        """
         return float(self.add_remove.epsilon(self.delta))
 
     def section(self) -> dict[str, Any]:

@@ -733,6 +733,14 @@ def config_reference_markdown(registered: Mapping[str, Iterable[str]] | None = N
 
 
 def json_like(value: Any) -> str:
+    """A default value as the configuration reference shows it: in YAML/JSON spelling.
+
+    Args:
+        value: a configuration default (a tuple, a bool, a number or a string).
+
+    Returns:
+        ``true``/``false`` for a bool, ``[a, b]`` for a tuple (its items spelled the same way), else ``str(value)``.
+    """
     if isinstance(value, tuple):
         return "[" + ", ".join(json_like(v) for v in value) + "]"
     if isinstance(value, bool):

@@ -12,7 +12,14 @@ import numpy.typing as npt
 
 def finite_or_none(value: Any) -> Any:
     """``value`` with every non-finite float replaced by None, recursively through dicts, lists and tuples;
-    numpy scalars and arrays become Python numbers and nested lists first."""
+    numpy scalars and arrays become Python numbers and nested lists first.
+
+    Args:
+        value: any value bound for a JSON file.
+
+    Returns:
+        The cleaned value (tuples become lists); anything else is returned as it is.
+    """
     if isinstance(value, np.ndarray):
         value = value.tolist()
     elif isinstance(value, np.generic):
@@ -27,10 +34,24 @@ def finite_or_none(value: Any) -> Any:
 
 
 def json_float(value: Any) -> float | None:
-    """A number as a float, None when it is not finite."""
+    """A number as a float, None when it is not finite.
+
+    Args:
+        value: anything ``float()`` accepts.
+
+    Returns:
+        The float, or None for inf, -inf and NaN.
+    """
     return finite_or_none(float(value))
 
 
 def json_floats(values: npt.ArrayLike) -> list:
-    """An array as nested lists of floats, None where not finite."""
+    """An array as nested lists of floats, None where not finite.
+
+    Args:
+        values: an array of any shape.
+
+    Returns:
+        Nested lists of the array's shape (a float for a 0-d array).
+    """
     return finite_or_none(np.asarray(values, dtype=np.float64).tolist())

@@ -30,7 +30,12 @@ _last_line = [0.0]  # when any phase last printed a line (monotonic seconds)
 
 
 def progress_style() -> str:
-    """``bar``, ``lines`` or ``off``: the environment's choice, else a bar on a terminal and lines elsewhere."""
+    """``bar``, ``lines`` or ``off``: the environment's choice, else a bar on a terminal and lines elsewhere.
+
+    Returns:
+        ``"off"`` when ``FDP_AUDIT_PROGRESS`` is ``0``/``off``/``no``/``false``; ``"bar"`` or ``"lines"`` when it
+        says so; else ``"bar"`` when stderr is a terminal and ``"lines"`` when not.
+    """
     chosen = os.environ.get("FDP_AUDIT_PROGRESS", "").strip().lower()
     if chosen in ("0", "off", "no", "false"):
         return "off"
@@ -90,6 +95,12 @@ class Phase:
                 return
 
     def update(self, n: int = 1, note: str | None = None) -> None:
+        """Count ``n`` more units done (capped at the total), and print a line in a log at each tenth of the phase.
+
+        Args:
+            n: the units just done.
+            note: shown after the count from now on (the training loss, ε spent); None keeps the previous note.
+        """
         self.done = min(self.done + int(n), self.total)
         if note is not None:
             self.note = note
@@ -104,7 +115,11 @@ class Phase:
 
     def finish(self, succeeded: bool = True) -> None:
         """End the phase (once): stop its heartbeat, close the bar, and in a log say how long it took if it said
-        anything."""
+        anything.
+
+        Args:
+            succeeded: False when the phase ends with an error: then no "done" line is printed.
+        """
         if self.finished:
             return
         self.finished = True

@@ -71,6 +71,16 @@ class Has(Check):
     optional: bool = False  # None is allowed
 
     def problem(self, entry: Any, others: Mapping[str, Any]) -> str | None:
+        """What is wrong with ``entry``'s attribute: missing (unless optional), of the wrong type, an empty string, not
+        one of the choices, or out of range.
+
+        Args:
+            entry: the entry being registered.
+            others: the registered entries other than one of the same name (not used).
+
+        Returns:
+            A short sentence naming the attribute and what is wrong, or None when it passes.
+        """
         value = getattr(entry, self.attribute, None)
         if value is None:
             return None if self.optional else f"needs {self.attribute}"
@@ -94,6 +104,15 @@ class Unique(Check):
     attribute: str
 
     def problem(self, entry: Any, others: Mapping[str, Any]) -> str | None:
+        """Which registered entry already has ``entry``'s value of the attribute.
+
+        Args:
+            entry: the entry being registered.
+            others: the registered entries other than one of the same name, by name.
+
+        Returns:
+            ``"<attribute> <value> is '<name>'s"`` for the first other entry with the same value, or None.
+        """
         value = getattr(entry, self.attribute, None)
         if value is None:
             return None
@@ -111,6 +130,15 @@ class Rule(Check):
     message: str
 
     def problem(self, entry: Any, others: Mapping[str, Any]) -> str | None:
+        """The rule's message when ``holds(entry, others)`` is false.
+
+        Args:
+            entry: the entry being registered.
+            others: the registered entries other than one of the same name, by name.
+
+        Returns:
+            :attr:`message`, or None when the rule holds.
+        """
         return None if self.holds(entry, others) else self.message
 
 

@@ -17,7 +17,14 @@ PARALLEL_WORK = 1 << 24
 @contextlib.contextmanager
 def threads_for(work: int) -> Iterator[None]:
     """Run the block with one intra-op thread when ``work`` (multiply-adds per step) is small, else torch's
-    default; ``FDP_AUDIT_THREADS`` overrides both."""
+    default; ``FDP_AUDIT_THREADS`` overrides both. The previous thread count is restored after the block.
+
+    Args:
+        work: multiply-adds per step of the block's computation; below :data:`PARALLEL_WORK` means one thread.
+
+    Yields:
+        Nothing; the block runs once.
+    """
     chosen = os.environ.get("FDP_AUDIT_THREADS", "").strip()
     count = int(chosen) if chosen.isdigit() and int(chosen) > 0 else (1 if work < PARALLEL_WORK else None)
     previous = torch.get_num_threads()

@@ -45,7 +45,15 @@ Function = TypeVar("Function", bound=Callable[..., Any])
 
 
 def failure(err: BaseException) -> str:
-    """The user's code's failure in one line: ``sys.exit(0)`` is a failure too, since it returned nothing."""
+    """The user's code's failure in one line: ``sys.exit(0)`` is a failure too, since it returned nothing.
+
+    Args:
+        err: the exception the user's code raised (a :class:`SystemExit` included).
+
+    Returns:
+        ``"it called sys.exit(<code>)"``, or ``"<ExceptionType>: <message>"`` with the message's whitespace folded
+        and cut to 300 characters.
+    """
     if isinstance(err, SystemExit):
         return f"it called sys.exit({err.code!r})"
     return f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"
@@ -60,6 +68,9 @@ def raise_failure(err: BaseException, what: str, field: str) -> NoReturn:
         err: the exception the call raised; its traceback starts at the frame that made the call.
         what: what failed, for the one-line message (``"the training function failed on a trial (seed 3)"``).
         field: the config field naming the user's code.
+
+    Returns:
+        Never: it always raises.
 
     Raises:
         UserCodeError: the failure is the user's code's (or a library's it called).
@@ -161,7 +172,11 @@ def _file_origin(filename: str) -> Literal["ours", "user", "library"]:
 @functools.cache
 def code_roots() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
     """The folders of fdp-audit's packages (``fdp_audit``, ``attacks``), and those of the standard library and the
-    installed packages: code elsewhere is the user's."""
+    installed packages: code elsewhere is the user's.
+
+    Returns:
+        ``(ours, libraries)``: two tuples of resolved folders (computed once per process).
+    """
     ours = [Path(__file__).parent]
     spec = importlib.util.find_spec("attacks")
     ours += [Path(folder) for folder in (spec.submodule_search_locations or [])] if spec is not None else []
@@ -174,8 +189,19 @@ def code_roots() -> tuple[tuple[Path, ...], tuple[Path, ...]]:
 
 def load_function(spec: str | Callable[..., Any], field: str) -> Callable[..., Any]:
     """Resolve ``module:function`` or ``file.py:function`` to the function (a configuration built in Python may
-    hold the function itself, whose module then counts as the user's code); ``field`` names the config key in
-    errors."""
+    hold the function itself, whose module then counts as the user's code).
+
+    Args:
+        spec: ``"package.module:function"``, ``"path/file.py:function"``, or a callable.
+        field: the config key that names the code, for errors.
+
+    Returns:
+        The function (``spec`` itself when it is callable).
+
+    Raises:
+        BadInputError: the spec is malformed, the file does not exist, or the module has no such function.
+        UserCodeError: importing the user's module failed (``sys.exit`` included), with their traceback.
+    """
     if callable(spec):
         module = sys.modules.get(getattr(spec, "__module__", ""))
         if module is not None:
@@ -238,7 +264,15 @@ def _import_file(location: Path, field: str):
 
 def resolve_file_spec(spec: str | Callable[..., Any] | None, folder: Path) -> str | Callable[..., Any] | None:
     """``file.py:function`` with a relative file made absolute from ``folder`` (the config's); other specs, and
-    functions, unchanged."""
+    functions, unchanged.
+
+    Args:
+        spec: a code spec as a config holds it, a callable, or None.
+        folder: the folder a relative file path is read from (the config file's).
+
+    Returns:
+        ``spec`` with its file made absolute and resolved, or ``spec`` unchanged.
+    """
     if spec is None or callable(spec):
         return spec
     location, sep, name = spec.rpartition(":")
