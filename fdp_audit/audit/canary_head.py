@@ -78,13 +78,31 @@ class CanaryInputs:
 
     @staticmethod
     def base_above(magnitude: float) -> float:
-        """The value ``b``: the smallest integer above every magnitude of the data, plus one."""
+        """The value ``b``: the smallest integer above every magnitude of the data, plus one.
+
+        Args:
+            magnitude: the largest absolute input value of the data set.
+
+        Returns:
+            ``⌊|magnitude|⌋ + 2``.
+
+        Raises:
+            BadInputError: the magnitude is not finite.
+        """
         if not math.isfinite(magnitude):
             raise BadInputError("the data set holds non-finite inputs")
         return float(math.floor(abs(magnitude)) + 2)
 
     def inputs(self, indices: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-        """``[len(indices), *shape]``: the inputs of those canaries."""
+        """``[len(indices), *shape]``: the inputs of those canaries.
+
+        Args:
+            indices: the canaries' indices, each in 0 … count − 1.
+            dtype: the inputs' floating-point type.
+
+        Returns:
+            The inputs, of ``dtype``.
+        """
         indices = torch.as_tensor(indices, dtype=torch.long)
         remaining = indices.clone()
         flat = torch.full((len(indices), self.size), self.base, dtype=dtype)  # b + digit is exact in ``dtype``
@@ -95,7 +113,14 @@ class CanaryInputs:
 
     def indices(self, x: torch.Tensor) -> torch.Tensor:
         """``[B]``: the canary index of each input of the batch ``x`` (``[B, *shape]``), −1 for every other input.
-        Works on an empty batch and inside ``torch.func`` transforms (elementwise operations only)."""
+        Works on an empty batch and inside ``torch.func`` transforms (elementwise operations only).
+
+        Args:
+            x: a batch of inputs, shape (B, *shape).
+
+        Returns:
+            Long tensor of shape (B,).
+        """
         flat = x.reshape(x.shape[0], self.size)
         others_match = (flat[:, self.digits:] == self.base).all(dim=1)  # all() of no columns is True
         digits = flat[:, :self.digits].double() - self.base
@@ -106,7 +131,15 @@ class CanaryInputs:
 
 
 def zero_logit_slope(n_logits: int, label: int) -> float:
-    """``∂ℓ/∂z₀`` at zero logits: ``1/V − [y = 0]`` (cross-entropy, V >= 2) or ``½ − y`` (logistic loss, V = 1)."""
+    """``∂ℓ/∂z₀`` at zero logits: ``1/V − [y = 0]`` (cross-entropy, V >= 2) or ``½ − y`` (logistic loss, V = 1).
+
+    Args:
+        n_logits: V, the number of logits (1: the logistic loss).
+        label: the canaries' label y.
+
+    Returns:
+        The slope, never 0 (``1/V − 1`` or ``1/V`` for V ≥ 2, ``±½`` for V = 1).
+    """
     if n_logits == 1:
         return 0.5 - label
     return 1.0 / n_logits - float(label == 0)
@@ -124,12 +157,30 @@ class CanaryHead(nn.Module):
         self.gradients = gradients  # not a buffer: Opacus refuses trainable layers that hold buffers
 
     def factors(self, index: torch.Tensor, n_logits: int) -> torch.Tensor:
-        """``c_i`` of the canaries ``index`` for V logits."""
+        """``c_i`` of the canaries ``index`` for V logits.
+
+        Args:
+            index: canary indices, any shape.
+            n_logits: V, the module's number of logits.
+
+        Returns:
+            ``c_i = g_i / (∂ℓ/∂z₀)``, the shape of ``index``.
+        """
         if self.gradients.device != index.device:
             self.gradients = self.gradients.to(index.device)
         return self.gradients[index] / zero_logit_slope(n_logits, self.label)
 
     def forward(self, flagged: torch.Tensor) -> torch.Tensor:
+        """The logits with canary i's rows replaced by ``c_i·(w_i − sg(w_i))·e₀`` (module docstring): zero in value,
+        with the per-example gradient ``g_i·e_i`` on ``w``.
+
+        Args:
+            flagged: the module's logits with one more column holding ``i + 1`` on canary i's rows and 0 elsewhere,
+                shape (..., V + 1).
+
+        Returns:
+            The logits, shape (..., V).
+        """
         logits, code = flagged[..., :-1], flagged[..., -1]
         marked = code > 0.5
         index = (code - 1.0).round().clamp(0, self.count - 1).long()
@@ -194,6 +245,17 @@ class AuditedModule(nn.Module):
         return getattr(self, HEAD_NAME)
 
     def forward(self, x: torch.Tensor, *args, **kwargs) -> torch.Tensor:
+        """The user's module on ``x``, then the canary head on its logits flagged with each row's canary index;
+        counts the canaries that reached it.
+
+        Args:
+            x: the batch the user's loop gives the module.
+            *args: further positional arguments of the user's module.
+            **kwargs: its keyword arguments.
+
+        Returns:
+            The logits, canaries' rows replaced as :meth:`CanaryHead.forward` says.
+        """
         logits = _users_module_output(self.module, x, *args, **kwargs)
         index = self.canary_index(x, logits.shape[:-1]).to(logits.device)
         self._count(index)
@@ -205,7 +267,15 @@ class AuditedModule(nn.Module):
         dimensions). The records are whatever follows ``batch`` in ``x``'s shape — ``[B, d]`` for a table,
         ``[B, C, H, W]`` for images, ``[d]`` for one example under a per-example ``vmap`` — and ``B = 0`` (an empty
         Poisson batch) gives no rows. An input that does not hold records of the canaries' size (the loop
-        transformed it) holds no canary; a training whose canaries were never marked is refused afterwards."""
+        transformed it) holds no canary; a training whose canaries were never marked is refused afterwards.
+
+        Args:
+            x: the module's input (any object).
+            batch: the logits' leading dimensions.
+
+        Returns:
+            Long tensor of shape ``batch``.
+        """
         size = self.canary_inputs.size
         lead = len(batch)
         if (not isinstance(x, torch.Tensor) or tuple(x.shape[:lead]) != tuple(batch)
@@ -248,7 +318,14 @@ def _unwrapped(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def unwrap(module: object) -> nn.Module | None:
-    """The module under wrappers that keep it as ``_module`` (Opacus's GradSampleModule, DDP)."""
+    """The module under wrappers that keep it as ``_module`` (Opacus's GradSampleModule, DDP).
+
+    Args:
+        module: a module, maybe wrapped (any object).
+
+    Returns:
+        The innermost module (at most 8 wrappers are removed), or None when ``module`` is not a module.
+    """
     seen = 0
     while isinstance(module, nn.Module) and hasattr(module, "_module") and seen < 8:
         module = module._module  # noqa: SLF001 - the wrappers' documented attribute
@@ -285,9 +362,25 @@ class UpdateObserver:
         return None
 
     def holds_head(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Whether the optimizer steps the canary head.
+
+        Args:
+            optimizer: an optimizer.
+
+        Returns:
+            True when one of its parameter groups holds the head.
+        """
         return self._group(optimizer) is not None
 
     def before(self, optimizer: torch.optim.Optimizer, args, kwargs) -> None:
+        """The pre-step hook: snapshot the head (and, unless the optimizer is plain SGD, its gradient) before an
+        optimizer that holds it steps, and count a change of the head since the last observed step.
+
+        Args:
+            optimizer: the optimizer about to step.
+            args: ``step()``'s positional arguments (unused).
+            kwargs: its keyword arguments (unused).
+        """
         group = self._group(optimizer)
         if group is None:
             return
@@ -300,6 +393,15 @@ class UpdateObserver:
         self._open[id(optimizer)] = _Snapshot(value, grad, lr, float(group.get("weight_decay") or 0.0), linear)
 
     def after(self, optimizer: torch.optim.Optimizer, args, kwargs) -> None:
+        """The post-step hook: record the step's release (``−Δw/η − λ·w`` for plain SGD, else the gradient held when the
+        step began, unchanged by it), times ``scale``; a release that cannot be read is marked (:attr:`unread`) and
+        refused when :attr:`releases` is read.
+
+        Args:
+            optimizer: the optimizer that stepped.
+            args: ``step()``'s positional arguments (unused).
+            kwargs: its keyword arguments (unused).
+        """
         snapshot = self._open.pop(id(optimizer), None)
         if snapshot is None:
             return
@@ -365,6 +467,11 @@ class UpdateObserver:
 
     @contextlib.contextmanager
     def active(self) -> Iterator[UpdateObserver]:
+        """Observe the steps inside the ``with`` block (:meth:`start`, then :meth:`stop` however it ends).
+
+        Yields:
+            The observer.
+        """
         self.start()
         try:
             yield self

@@ -116,7 +116,18 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
     are reset to the defaults: a scheduler it named would send replies the client unpickles; the caller's own
     choice applies on top), nor a folder to write (``report.out_dir`` is reset to the default). A relative
     ``data.path`` is resolved from the checkpoint's folder, where ``train``
-    stored it relative to, so a checkpoint moved with its data still finds them."""
+    stored it relative to, so a checkpoint moved with its data still finds them.
+
+    Args:
+        path: the checkpoint file (``fdp-audit train``'s).
+
+    Returns:
+        The checkpoint with its validated, pinned config and its SHA-256.
+
+    Raises:
+        BadInputError: the file is not a readable checkpoint, or its metadata or embedded config is missing or
+            invalid (naming ``checkpoint.metadata.…``).
+    """
     path = Path(path)
     params, metadata, model = load_checkpoint(path)
     raw = metadata.get("config")
@@ -151,7 +162,18 @@ def read_checkpoint(path: str | Path) -> Checkpoint:
 
 def read_external_checkpoint(path: str | Path, config: Config) -> Checkpoint:
     """External weights (:mod:`fdp_audit.training.state_dicts`) audited as a checkpoint: the model is the
-    config's factory, the claim and the data are the config's. The file only provides tensors."""
+    config's factory, the claim and the data are the config's. The file only provides tensors.
+
+    Args:
+        path: the weights file (a state dict, ``.pt`` or ``.safetensors``).
+        config: the validated configuration that states the model, the claim and the data.
+
+    Returns:
+        The weights as a checkpoint, with metadata made from the config.
+
+    Raises:
+        BadInputError: the file cannot be read or its tensors do not fit the config's model.
+    """
     from fdp_audit.training.architectures import build_model
     from fdp_audit.training.state_dicts import external_metadata, module_params, read_state_dict
 
@@ -168,7 +190,18 @@ def replay_config(checkpoint: Checkpoint, trials: int) -> Config:
     """The config of a game audit of ``trials`` trials replaying the checkpoint's recipe: the built-in mechanism
     its metadata names, with the claim's numbers. A recipe that names code (a third-party mechanism, the user's
     training or model factory) is refused: a checkpoint cannot make the audit import a file, and its built-in
-    name alone would audit other code."""
+    name alone would audit other code.
+
+    Args:
+        checkpoint: the read checkpoint.
+        trials: the audit's trials.
+
+    Returns:
+        The checkpoint's config with ``audit.trials`` set.
+
+    Raises:
+        BadInputError: the recipe names code.
+    """
     named = named_code(checkpoint.metadata["config"])
     if named:
         field, spec = next(iter(named.items()))
@@ -179,7 +212,17 @@ def replay_config(checkpoint: Checkpoint, trials: int) -> Config:
 
 def checkpoint_data(checkpoint: Checkpoint) -> PreparedData:
     """The checkpoint's training data, prepared again from its config; refused unless its fingerprint is
-    the one recorded at training time."""
+    the one recorded at training time.
+
+    Args:
+        checkpoint: the read checkpoint.
+
+    Returns:
+        The prepared data.
+
+    Raises:
+        BadInputError: the fingerprint or the number of model inputs differs from the checkpoint's.
+    """
     config = checkpoint.config
     data = prepare_data(config.data, config.seed)
     if data.fingerprint != checkpoint.metadata["dataset_fingerprint"]:
@@ -194,6 +237,17 @@ def checkpoint_data(checkpoint: Checkpoint) -> PreparedData:
 
 
 def secret_attribute(data: PreparedData) -> ColumnGroup:
+    """The secret the checkpoint audit infers: the data's first protected attribute, which must be categorical.
+
+    Args:
+        data: the prepared data.
+
+    Returns:
+        The attribute's one-hot column group.
+
+    Raises:
+        BadInputError: the first protected attribute is missing or not categorical.
+    """
     split = data.column_split()
     if not split.protected_groups or split.protected_groups[0].kind != "categorical":
         raise BadInputError("the checkpoint audit needs a categorical first protected attribute", "data.protected")
@@ -201,7 +255,17 @@ def secret_attribute(data: PreparedData) -> ColumnGroup:
 
 
 def adversary_features(x: np.ndarray, y: np.ndarray, group: ColumnGroup, n_classes: int) -> np.ndarray:
-    """Ψ'(x): every encoded column but the secret's, and the label one-hot."""
+    """Ψ'(x): every encoded column but the secret's, and the label one-hot.
+
+    Args:
+        x: encoded records, shape (n, d).
+        y: their labels, shape (n,).
+        group: the secret attribute's column group.
+        n_classes: the number of labels.
+
+    Returns:
+        The features, shape (n, d − categories + n_classes).
+    """
     keep = np.r_[0:group.start, group.stop:x.shape[1]]
     return np.concatenate([x[:, keep], np.eye(n_classes, dtype=x.dtype)[y]], axis=1)
 
@@ -217,7 +281,16 @@ def _temperature(log_probabilities: np.ndarray, truth: np.ndarray) -> float:
 
 
 def expected_calibration_error(probabilities: np.ndarray, truth: np.ndarray, bins: int = 10) -> float:
-    """``Σ_b (n_b / n) |accuracy_b − confidence_b|`` over equal-width bins of the top probability."""
+    """``Σ_b (n_b / n) |accuracy_b − confidence_b|`` over equal-width bins of the top probability.
+
+    Args:
+        probabilities: predicted probabilities, shape (n, V).
+        truth: the true categories, shape (n,).
+        bins: the number of equal-width bins on [0, 1].
+
+    Returns:
+        The expected calibration error, in [0, 1].
+    """
     top, guess = probabilities.max(axis=1), probabilities.argmax(axis=1)
     which = np.minimum((top * bins).astype(int), bins - 1)
     error = 0.0
@@ -228,7 +301,20 @@ def expected_calibration_error(probabilities: np.ndarray, truth: np.ndarray, bin
 
 
 def attribute_prior(data: PreparedData, group: ColumnGroup, seed: int) -> AttributePrior:
-    """Fit and calibrate ``Pr[v | Ψ'(x)]`` on the population split; evaluate it on the training records."""
+    """Fit and calibrate ``Pr[v | Ψ'(x)]`` on the population split; evaluate it on the training records.
+
+    Args:
+        data: the prepared data (its population split fits the prior).
+        group: the secret attribute's column group.
+        seed: the seed of the split into fit and calibration rows.
+
+    Returns:
+        The calibrated probabilities of the training records, shape (n, V), with the temperature, the calibration
+        error and the row counts.
+
+    Raises:
+        BadInputError: the attribute takes one value only, or the population has too few rows of different values.
+    """
     from sklearn.linear_model import LogisticRegression
     from threadpoolctl import threadpool_limits
 
@@ -271,7 +357,19 @@ def attribute_prior(data: PreparedData, group: ColumnGroup, seed: int) -> Attrib
 def record_scores(model: Model, params: Params, candidates: torch.Tensor, labels: torch.Tensor,
                   prior: torch.Tensor, attacks: tuple[str, ...]) -> dict[str, np.ndarray]:
     """Every final-model attack's candidate scores for every record, ``{attack: [n, V]}``: each record is one
-    trial of the attack with its own candidates, label and prior, and the one model broadcast to it."""
+    trial of the attack with its own candidates, label and prior, and the one model broadcast to it.
+
+    Args:
+        model: the checkpoint's model.
+        params: its parameters (no model axis).
+        candidates: each record with each value of the secret, shape (n, V, d).
+        labels: the records' labels, shape (n,).
+        prior: each record's prior over the values, shape (n, V).
+        attacks: the attacks' names.
+
+    Returns:
+        Name → float64 scores of shape (n, V).
+    """
     n, v, _ = candidates.shape
     chunk = max(1, GRADIENT_FLOATS_PER_CHUNK // (v * model.n_parameters))
     scores: dict[str, list[np.ndarray]] = {name: [] for name in attacks}
@@ -288,7 +386,22 @@ def record_scores(model: Model, params: Params, candidates: torch.Tensor, labels
 def checkpoint_section(checkpoint: Checkpoint, data: PreparedData, alpha: float, gate: bool,
                        claim: Claim | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The ``checkpoint_audit`` section of results.json and, when ``gate``, its comparisons for the verdict, with
-    bounds from ``claim`` (by default the checkpoint configuration's)."""
+    bounds from ``claim`` (by default the checkpoint configuration's).
+
+    Args:
+        checkpoint: the read checkpoint.
+        data: its training data (:func:`checkpoint_data`).
+        alpha: the level of the Clopper–Pearson intervals.
+        gate: make comparisons of the attacks besides the prior.
+        claim: the claim the bounds come from.
+
+    Returns:
+        ``(section, comparisons)``: the section (records, attribute, estimated Ball and bound, the prior model and one
+        row per attack) and the ``rate`` comparisons of game ``checkpoint`` (none unless ``gate``).
+
+    Raises:
+        BadInputError: the secret attribute is not categorical, or its prior cannot be estimated.
+    """
     group = secret_attribute(data)
     categories = group.stop - group.start
     x, y = data.tensors()
@@ -334,7 +447,20 @@ def run_checkpoint_audit(checkpoint: Checkpoint, alpha: float, gate_on_estimated
                          command: str = "") -> dict[str, Any]:
     """results.json of a checkpoint audit: the verdict (INFORMATIONAL unless the estimated comparisons are
     gated, then judged as any audit's), the checkpoint's mechanism and accounting, the attacks on its records
-    and its test accuracy."""
+    and its test accuracy.
+
+    Args:
+        checkpoint: the read checkpoint.
+        alpha: the audit's α.
+        gate_on_estimated: judge the comparisons against the estimated bounds.
+        command: the command line recorded for reproduction.
+
+    Returns:
+        The results document (JSON-ready; non-finite numbers as None).
+
+    Raises:
+        BadInputError: the checkpoint's data cannot be prepared again or attacked.
+    """
     from fdp_audit.audit.provenance import versions
     from fdp_audit.audit.runner import accounting_section
 
@@ -378,7 +504,17 @@ def run_checkpoint_audit(checkpoint: Checkpoint, alpha: float, gate_on_estimated
 
 def train_and_attack(config: Config, data: PreparedData, path: Path, alpha: float) -> dict[str, Any]:
     """Train the configured mechanism once, write its checkpoint to ``path``, read it back as untrusted input
-    and return the informational ``checkpoint_audit`` section of its real records (the demo's last step)."""
+    and return the informational ``checkpoint_audit`` section of its real records (the demo's last step).
+
+    Args:
+        config: the validated configuration.
+        data: its prepared data.
+        path: where the checkpoint is written.
+        alpha: the level of the Clopper–Pearson intervals.
+
+    Returns:
+        The section (:func:`checkpoint_section`).
+    """
     from fdp_audit.training.checkpoint import save_checkpoint
     from fdp_audit.training.run import train_one
 
@@ -390,7 +526,14 @@ def train_and_attack(config: Config, data: PreparedData, path: Path, alpha: floa
 
 
 def summary_lines(section: dict[str, Any]) -> list[str]:
-    """One line per attack of a ``checkpoint_audit`` section, for the command line."""
+    """One line per attack of a ``checkpoint_audit`` section, for the command line.
+
+    Args:
+        section: a ``checkpoint_audit`` section.
+
+    Returns:
+        A head line, then one line per attack.
+    """
     head = (f"checkpoint audit ({section['records']} training records, secret {section['attribute']!r}, "
             f"{'gated' if section['gated'] else 'informational'}): estimated Ball {section['estimated_ball']:.3f}, "
             f"estimated bound {section['estimated_bound']:.3f}")

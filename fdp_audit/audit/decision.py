@@ -26,7 +26,14 @@ SWEEPS = 3  # coordinate-ascent passes over the offsets (one is exact for two ca
 
 
 def selection_split(trials: int) -> tuple[np.ndarray, np.ndarray]:
-    """Trial positions that select (even) and that evaluate (odd)."""
+    """Trial positions that select (even) and that evaluate (odd).
+
+    Args:
+        trials: the number of trials.
+
+    Returns:
+        ``(selection, evaluation)``: the even and the odd positions.
+    """
     return np.arange(0, trials, 2), np.arange(1, trials, 2)
 
 
@@ -38,9 +45,27 @@ class DecisionRule:
     offsets: np.ndarray  # [V]
 
     def guess(self, scores: np.ndarray) -> np.ndarray:
+        """Each trial's guess, ``argmax_v (orientation · score_v + offsets_v)`` (NaN scores lowest, infinite ones
+        capped).
+
+        Args:
+            scores: the attack's scores, shape (R, V).
+
+        Returns:
+            The guessed candidate indices, shape (R,).
+        """
         return np.argmax(_finite(self.orientation * np.asarray(scores, float)) + self.offsets[None, :], axis=1)
 
     def successes(self, scores: np.ndarray, labels: np.ndarray) -> int:
+        """How many trials the rule guesses right.
+
+        Args:
+            scores: the attack's scores, shape (R, V).
+            labels: the true candidate indices, shape (R,).
+
+        Returns:
+            The count.
+        """
         return int((self.guess(scores) == np.asarray(labels)).sum())
 
 
@@ -77,7 +102,15 @@ def _best_offset(scores: np.ndarray, labels: np.ndarray, offsets: np.ndarray, v:
 
 def fit_decision_rule(scores: np.ndarray, labels: np.ndarray) -> DecisionRule:
     """The rule (orientation, offsets) with the most successes on the given (selection) trials; with no
-    trials, the attack's own argmax."""
+    trials, the attack's own argmax.
+
+    Args:
+        scores: the selection trials' scores, shape (R, V).
+        labels: their true candidate indices, shape (R,).
+
+    Returns:
+        The rule; the attack's own argmax (orientation 1, zero offsets) unless another has more successes.
+    """
     scores, labels = np.asarray(scores, float), np.asarray(labels)
     values = scores.shape[1]
     best = DecisionRule(1, np.zeros(values))

@@ -135,7 +135,18 @@ def _roc_counts(row: dict, where: str) -> RocCounts:
 
 def claimed_accountant(row: dict, where: str) -> MechanismAccountant:
     """The accountant of the claim a comparison states (mechanism, z, p, T and the game's relation): the gate
-    re-derives f and ε from it rather than trusting any stored bound."""
+    re-derives f and ε from it rather than trusting any stored bound.
+
+    Args:
+        row: a stored ``epsilon`` comparison (untrusted).
+        where: the row's place in the results, for errors.
+
+    Returns:
+        The accountant of the stated mechanism under the row's relation.
+
+    Raises:
+        BadInputError: the relation, the mechanism or its z, p or T is missing or out of range (naming the field).
+    """
     claim, relation = row.get("claim"), row.get("relation")
     try:
         relation = relation_named(relation)
@@ -182,7 +193,18 @@ def can_fail(row: dict[str, Any], level: float) -> bool:
     """Whether an ``epsilon`` comparison could be violated at all at its trial counts and per-comparison level:
     the most extreme evidence, no error at any threshold, gives the smallest p-values P0(α) = Pr_α[K0 ≤ 0] and
     P1(β) = Pr_β[K1 ≤ 0] at every point of the curve (binomial cdfs grow with k), hence the smallest curve
-    p-value; so the comparison can fail iff that evidence is rejected."""
+    p-value; so the comparison can fail iff that evidence is rejected.
+
+    Args:
+        row: a stored ``epsilon`` comparison.
+        level: the per-comparison level.
+
+    Returns:
+        True when the comparison has power.
+
+    Raises:
+        BadInputError: the row is not an ``epsilon`` comparison, or its counts or claim are invalid.
+    """
     if row.get("kind") != "epsilon":
         raise BadInputError(f"can_fail here judges epsilon comparisons, not {row.get('kind')!r}", "kind")
     counts = _roc_counts(row, "comparison")
@@ -235,7 +257,14 @@ RATE_LIMITS: dict[str, RateLimit] = {
 def rate_limit(game: Any) -> RateLimit | None:
     """How the rate comparisons of ``game`` are limited: as the registered game states
     (:meth:`fdp_audit.audit.games.Game.stated_ball`, :meth:`~fdp_audit.audit.games.Game.stated_limit`), or by
-    :data:`RATE_LIMITS`; None for an unknown game."""
+    :data:`RATE_LIMITS`; None for an unknown game.
+
+    Args:
+        game: the comparison's ``game`` (any JSON value).
+
+    Returns:
+        The game's rate limit, or None.
+    """
     if not isinstance(game, str):
         return None
     if game in GAMES:
@@ -477,12 +506,31 @@ KINDS: dict[str, ComparisonKind] = {
 
 def statistical_count(comparisons: list[Any]) -> int:
     """How many of the comparisons are judged with error (the Bonferroni m): every one but the kinds that are
-    not statistical (a training's promise)."""
+    not statistical (a training's promise).
+
+    Args:
+        comparisons: the stored comparisons (untrusted rows).
+
+    Returns:
+        m.
+    """
     return sum(not (isinstance(row, dict) and isinstance(row.get("kind"), str) and row["kind"] in KINDS
                     and not KINDS[row["kind"]].statistical) for row in comparisons)
 
 
 def comparison_kind(row: dict[str, Any], where: str) -> ComparisonKind:
+    """The kind of a stored comparison (:data:`KINDS`): its evaluation, power check and words.
+
+    Args:
+        row: the stored comparison.
+        where: the row's place in the results, for errors.
+
+    Returns:
+        The kind.
+
+    Raises:
+        BadInputError: an unknown ``kind``.
+    """
     name = row.get("kind")
     kind = KINDS.get(name) if isinstance(name, str) else None  # a list or mapping would not even hash
     if kind is None:
@@ -492,7 +540,20 @@ def comparison_kind(row: dict[str, Any], where: str) -> ComparisonKind:
 
 def judge_comparison(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
     """Evaluate one comparison at per-comparison level ``level`` (already Bonferroni-divided). ``judged`` says
-    whether it could fail at all: a comparison without power is never violated and never makes a PASS."""
+    whether it could fail at all: a comparison without power is never violated and never makes a PASS.
+
+    Args:
+        row: the stored comparison.
+        level: the per-comparison level.
+        where: the row's place in the results, for errors.
+
+    Returns:
+        The kind's evaluation (``observed``, ``theoretical``, ``margin``, ``violated``, …) with ``judged`` and, when
+        not judged, ``trials_needed`` (None when no number of trials is enough).
+
+    Raises:
+        BadInputError: the row is invalid (naming the field).
+    """
     kind = comparison_kind(row, where)
     evaluation = kind.evaluate(row, level, where)
     judged = kind.can_fail(row, level, where)
@@ -500,7 +561,18 @@ def judge_comparison(row: dict[str, Any], level: float, where: str) -> dict[str,
 
 
 def level_per_comparison(alpha: float, count: int) -> float:
-    """The Bonferroni level α/m over the m comparisons of one audit."""
+    """The Bonferroni level α/m over the m comparisons of one audit.
+
+    Args:
+        alpha: the audit's α, in (0, 1).
+        count: m, the number of statistical comparisons.
+
+    Returns:
+        α/m (α when m = 0).
+
+    Raises:
+        BadInputError: α is not a number in (0, 1).
+    """
     if not isinstance(alpha, int | float) or isinstance(alpha, bool) or not 0 < alpha < 1:
         raise BadInputError(f"must be in (0, 1), got {alpha!r}", "alpha")
     return alpha / max(count, 1)
@@ -520,7 +592,18 @@ class Powerless:
 def powerless(comparisons: list[dict[str, Any]], alpha: float) -> list[Powerless]:
     """The comparisons that cannot fail at ``alpha`` (Bonferroni over all of them). Rows need only what the
     power check reads (trials and bound; or negatives, positives, thresholds, δ and the claimed ε), not
-    outcomes, so that an audit can ask before it trains anything."""
+    outcomes, so that an audit can ask before it trains anything.
+
+    Args:
+        comparisons: the stored or planned comparisons.
+        alpha: the audit's α.
+
+    Returns:
+        The powerless comparisons, in order, each with the trials it would need.
+
+    Raises:
+        BadInputError: a row is invalid (naming ``results.comparisons[i]``).
+    """
     level = level_per_comparison(alpha, statistical_count(comparisons))
     found = []
     for i, row in enumerate(comparisons):
@@ -534,7 +617,16 @@ def powerless(comparisons: list[dict[str, Any]], alpha: float) -> list[Powerless
 
 def unjudgeable(found: list[Powerless], alpha: float, count: int) -> str | None:
     """Why comparisons with these powerless ones cannot give a verdict, or None when they can: no
-    comparisons, none with power, or one of a kind that requires power."""
+    comparisons, none with power, or one of a kind that requires power.
+
+    Args:
+        found: the powerless comparisons (:func:`powerless`).
+        alpha: the audit's α.
+        count: m, the number of statistical comparisons.
+
+    Returns:
+        The reason in one sentence, or None.
+    """
     if count == 0:
         return "No comparisons were made, so nothing was judged: this is not a pass."
     if len(found) < count and not any(p.required for p in found):
@@ -552,7 +644,20 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
 
     VIOLATION when a comparison is violated; otherwise NOT JUDGED when :func:`unjudgeable` says so (no
     comparisons, none that can fail, or a powerless one of a kind that requires power), else PASS. A
-    comparison without power is listed in ``not_judged`` and never counts towards a PASS."""
+    comparison without power is listed in ``not_judged`` and never counts towards a PASS.
+
+    Args:
+        comparisons: the stored comparisons (untrusted rows of ``results.json``).
+        alpha: the audit's α.
+
+    Returns:
+        ``(verdict, judged)``: the verdict (``status``, ``worst_margin``, ``worst_comparison``, ``explanation``,
+        ``alpha``, ``n_comparisons``, ``violations``, ``not_judged``) and each comparison's evaluation with its id
+        and kind, in order.
+
+    Raises:
+        BadInputError: ``comparisons`` is not a list, a row has no id, or a row is invalid.
+    """
     if not isinstance(comparisons, list):
         raise BadInputError("must be a list", "results.comparisons")
     level = level_per_comparison(alpha, statistical_count(comparisons))
@@ -735,7 +840,14 @@ def verified_results(path: str | Path, flag: str | None = None) -> dict[str, Any
 
 
 def comparison_status(judged: dict[str, Any]) -> str:
-    """A judged comparison's status in a report: violation, pass, or not judged (it could not fail)."""
+    """A judged comparison's status in a report: violation, pass, or not judged (it could not fail).
+
+    Args:
+        judged: a comparison's evaluation (:func:`judge_comparison`).
+
+    Returns:
+        ``"violation"``, ``"pass"`` or ``"not judged"``.
+    """
     if judged["violated"]:
         return "violation"
     return "pass" if judged["judged"] else "not judged"
@@ -745,7 +857,16 @@ def junit_xml(verdict: dict[str, Any], rows: list[dict[str, Any]], warnings: Seq
     """JUnit XML with one test case per comparison (``rows``: each stored comparison merged with the gate's
     evaluation of it, or a row with its own ``label``), named by its human label and failed when violated, the
     message saying what exceeded which limit and where that limit comes from; each sanity warning
-    (:class:`fdp_audit.audit.sanity.SanityWarning`) is a ``warning`` property of the suite."""
+    (:class:`fdp_audit.audit.sanity.SanityWarning`) is a ``warning`` property of the suite.
+
+    Args:
+        verdict: the verdict (:func:`judge`).
+        rows: the comparisons with their evaluations.
+        warnings: the sanity warnings.
+
+    Returns:
+        The XML document.
+    """
     cases = []
     for row in rows:
         body = ""

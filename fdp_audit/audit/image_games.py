@@ -31,7 +31,16 @@ MONTE_CARLO_BYTES = 256 << 20  # at most this much of draws, and of arrays compu
 
 def gradient_canary_block(secrets: np.ndarray, k: int, magnitude: float) -> CanaryBlock:
     """K block canaries per trial: private value ``magnitude`` on the secret's coordinate only, the same public
-    value on every candidate's, :data:`NOISE_COORDINATES` noise-only coordinates."""
+    value on every candidate's, :data:`NOISE_COORDINATES` noise-only coordinates.
+
+    Args:
+        secrets: each trial's secret candidate, shape (R,).
+        k: the number of candidates K.
+        magnitude: each canary's raw gradient (``canary_norm_factor`` times the clip norm).
+
+    Returns:
+        The block: private values and presence of shape (R, K), public values ``magnitude``.
+    """
     secret = torch.as_tensor(secrets)
     present = torch.nn.functional.one_hot(secret, k).bool()
     return CanaryBlock(magnitude * present.float(), torch.full((len(secrets), k), magnitude), present,
@@ -48,7 +57,19 @@ def bayes_optimal_success(sample_rate: float, noise_multiplier: float, steps: in
     :data:`MONTE_CARLO_BYTES` of it (and of what is computed from it) is held at once — drawn whole, 20,000
     releases of T = 20 steps and K = 1,000 candidates were 3.2 GB an array — and only each release's secret
     coordinate and best other score are kept; the secret's sampling draws follow its block's noise, so the draws
-    and the result do not depend on how the block is split. Returns the success and its standard error."""
+    and the result do not depend on how the block is split. Returns the success and its standard error.
+
+    Args:
+        sample_rate: the Poisson sampling rate p.
+        noise_multiplier: z (σ = z in clip norms).
+        steps: the number of steps T.
+        k: the number of candidates K.
+        draws: the Monte Carlo releases.
+        seed: the Monte Carlo seed.
+
+    Returns:
+        ``(success, standard_error)``.
+    """
     rng = np.random.default_rng(seed)
     rows = max(1, MONTE_CARLO_BYTES // (4 * 8 * steps * k))  # releases whose T × K noise is held at once
     absent = math.log1p(-sample_rate) if sample_rate < 1 else -np.inf

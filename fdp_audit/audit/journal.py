@@ -78,6 +78,14 @@ class Journal:
         return False
 
     def finished(self, game: str) -> dict[int, tuple[int, dict[str, list[float]]]]:
+        """The journaled trials of a game.
+
+        Args:
+            game: the game's name.
+
+        Returns:
+            Trial index → (secret, scores by attack).
+        """
         return self.entries.get(game, {})
 
     def check_reusable(self, game: str, indices: np.ndarray, secrets: np.ndarray, attacks: Iterable[str],
@@ -86,7 +94,18 @@ class Journal:
         each must have been journaled with the secret this run draws for it and hold ``width`` numbers for
         every attack in ``attacks``. The key (:func:`fdp_audit.audit.provenance.journal_key`) should make a
         mismatch impossible; one means an edited or foreign journal, whose scores paired with this run's
-        secrets would not be a success rate at all, so it stops the audit."""
+        secrets would not be a success rate at all, so it stops the audit.
+
+        Args:
+            game: the game's name.
+            indices: the trials' model indices, shape (R,).
+            secrets: the secrets this run draws for them, shape (R,).
+            attacks: the attacks whose scores are reused.
+            width: the numbers per attack and trial (:meth:`fdp_audit.audit.games.Game.score_width`).
+
+        Raises:
+            BadInputError: a journaled trial has another secret or lacks an attack's scores.
+        """
         finished, names = self.finished(game), tuple(attacks)
         for index, secret in zip(indices.tolist(), secrets.tolist()):
             if index not in finished:
@@ -107,6 +126,15 @@ class Journal:
         return str(self.path) if self.path is not None else "journal"
 
     def record(self, game: str, indices: np.ndarray, labels: np.ndarray, scores: dict[str, np.ndarray]) -> None:
+        """Keep a finished chunk of trials and append it to the journal file (one fsynced JSON line, after a torn last
+        line a new one) with a digest per trial and, when tracked, the user's source files' digests.
+
+        Args:
+            game: the game's name.
+            indices: the trials' model indices, shape (R,).
+            labels: their secrets, shape (R,).
+            scores: every attack's scores, each of shape (R, width).
+        """
         entries = self.entries.setdefault(game, {})
         digests = []
         for i, index in enumerate(indices):
@@ -133,13 +161,31 @@ class Journal:
 def trial_digest(key: str, game: str, index: int, secret: int, scores: dict[str, list[float]]) -> str:
     """One journaled trial's digest, tied to the run key (:func:`fdp_audit.audit.integrity.keyed_digest`:
     HMAC under ``FDP_AUDIT_HMAC_KEY`` when set). JSON writes floats so that they read back exactly, so the
-    digest of a line read back equals the one written."""
+    digest of a line read back equals the one written.
+
+    Args:
+        key: the run key.
+        game: the game's name.
+        index: the trial's model index.
+        secret: its secret.
+        scores: its scores by attack.
+
+    Returns:
+        The hex digest.
+    """
     return keyed_digest([key, game, index, secret, scores])
 
 
 def secret_digests(secrets: np.ndarray) -> np.ndarray:
     """One integer per row of a continuous secret (a reconstruction target), for the journal's secret slot:
-    the first 62 bits of the SHA-256 of the row's float64 bytes."""
+    the first 62 bits of the SHA-256 of the row's float64 bytes.
+
+    Args:
+        secrets: the secrets, shape (N, ...).
+
+    Returns:
+        Non-negative int64 digests, shape (N,).
+    """
     rows = np.ascontiguousarray(secrets, dtype=np.float64).reshape(len(secrets), -1)
     return np.array([int.from_bytes(hashlib.sha256(row.tobytes()).digest()[:8], "big") >> 2 for row in rows],
                     dtype=np.int64)

@@ -24,7 +24,14 @@ UNITS = {"rate": "success rate", "epsilon": "ε", "one_run": "share of correct g
 
 def game_title(row: dict[str, Any]) -> str:
     """The game of a stored comparison as the report titles its section (with the neighbouring relation of an ε
-    comparison, as the game's section title has it)."""
+    comparison, as the game's section title has it).
+
+    Args:
+        row: a comparison as results.json stores it (or merged with the gate's evaluation of it).
+
+    Returns:
+        The title, e.g. ``Distinguishing game (replace)``; an unregistered game by its stored name.
+    """
     kind = str(row.get("kind"))
     if kind == "one_run":
         return "One-run audit"
@@ -46,13 +53,27 @@ THREAT_MODELS = {"updates": "released updates", "updates_public_aligned": "relea
 
 
 def threat_title(threat: str) -> str:
-    """A one-run threat model's id in words (``updates`` is ``released updates``); an unknown one by its id."""
+    """A one-run threat model's id in words (``updates`` is ``released updates``); an unknown one by its id.
+
+    Args:
+        threat: the threat model's id.
+
+    Returns:
+        The words.
+    """
     return THREAT_MODELS.get(threat, threat.replace("_", " "))
 
 
 def attack_name(row: dict[str, Any]) -> str:
     """The attack of a stored comparison by its configured name (``audit.attacks``), with the radius of a
-    reconstruction; for a one-run comparison, the guesses it counts."""
+    reconstruction; for a one-run comparison, the guesses it counts.
+
+    Args:
+        row: a comparison as results.json stores it (or merged with the gate's evaluation of it).
+
+    Returns:
+        E.g. ``informed within ρ = 0.5``, or ``40 most confident guesses on the released updates``.
+    """
     if row.get("kind") == "one_run":
         parts = str(row.get("id", "")).split("/")
         threat = threat_title(parts[1]) if len(parts) >= 3 else "?"
@@ -62,7 +83,14 @@ def attack_name(row: dict[str, Any]) -> str:
 
 
 def attack_title(row: dict[str, Any]) -> str:
-    """What the attack of a stored comparison does, in a few words (its registered title), or "" when unknown."""
+    """What the attack of a stored comparison does, in a few words (its registered title), or "" when unknown.
+
+    Args:
+        row: a comparison as results.json stores it (or merged with the gate's evaluation of it).
+
+    Returns:
+        The title, or "".
+    """
     entry = ATTACKS.get(str(row.get("attack", "")))
     return entry.title if entry is not None and row.get("kind") != "one_run" else ""
 
@@ -102,7 +130,14 @@ def limit_source(row: dict[str, Any]) -> str:
 
 
 def limit_words(row: dict[str, Any]) -> str:
-    """``limit 0.6343 (source)``: a comparison's limit with where it comes from, for one line of text."""
+    """``limit 0.6343 (source)``: a comparison's limit with where it comes from, for one line of text.
+
+    Args:
+        row: a comparison as results.json stores it (or merged with the gate's evaluation of it).
+
+    Returns:
+        The words (``—`` for a limit that is not a number).
+    """
     limit = row.get("theoretical", row.get("bound"))
     shown = f"{limit:.4g}" if isinstance(limit, int | float) else "—"
     return f"limit {shown} ({limit_source(row)})"
@@ -110,7 +145,14 @@ def limit_words(row: dict[str, Any]) -> str:
 
 def section_limit_source(section: dict[str, Any]) -> str:
     """Where the limit of a stored game section (results.json ``games``) comes from: the section of an attribute
-    view names its game by its canary, as :func:`fdp_audit.audit.games.report_view` finds it."""
+    view names its game by its canary, as :func:`fdp_audit.audit.games.report_view` finds it.
+
+    Args:
+        section: a section of results.json's ``games``.
+
+    Returns:
+        The source in words (Theorem 4's form for most games).
+    """
     name, canary = section.get("game"), section.get("canary") or "record"
     game = None
     if name == "attribute":

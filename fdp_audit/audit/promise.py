@@ -53,7 +53,12 @@ class Promise:
         return f"{KIND}/{self.library}"
 
     def row(self) -> dict[str, Any]:
-        """The ``promise`` comparison as ``results.json`` stores it and the gate judges it."""
+        """The ``promise`` comparison as ``results.json`` stores it and the gate judges it.
+
+        Returns:
+            ``id``, ``kind``, ``game``, ``attack`` (the library), ``source``, ``target_epsilon``, ``epochs``, ``delta``,
+            ``engine_epsilon``, the ``planned`` schedule and the ``trained`` segments.
+        """
         return {"id": self.id, "kind": KIND, "game": KIND, "attack": self.library,
                 "source": self.source, "target_epsilon": self.target_epsilon, "epochs": self.epochs,
                 "delta": self.delta, "engine_epsilon": self.engine_epsilon,
@@ -64,7 +69,15 @@ class Promise:
 
 def planned_steps(sample_rate: float, epochs: float) -> int:
     """The steps of ``epochs`` epochs at sample rate p: ``int(epochs / p)``, as Opacus plans them when it
-    calibrates the noise multiplier for a target ε."""
+    calibrates the noise multiplier for a target ε.
+
+    Args:
+        sample_rate: the Poisson sampling rate p.
+        epochs: the planned epochs.
+
+    Returns:
+        The planned steps.
+    """
     return int(epochs / sample_rate)
 
 
@@ -149,7 +162,14 @@ def _optional_number(row: dict[str, Any], key: str, where: str) -> float | None:
 
 def promise_violation(j: dict[str, Any]) -> str:
     """The verdict's explanation of a broken promise, after its comparison's label: spent and promised ε, steps
-    planned and taken, and why (the label is the gate's to add, so that this module stays below the games)."""
+    planned and taken, and why (the label is the gate's to add, so that this module stays below the games).
+
+    Args:
+        j: the comparison's evaluation (:func:`judge_promise`).
+
+    Returns:
+        The explanation.
+    """
     trained = ", ".join(f"{z:.4g}" for z in j["noise_multipliers_trained"])
     reasons = []
     if j["steps_taken"] > j["steps_planned"]:
@@ -174,7 +194,15 @@ def promise_violation(j: dict[str, Any]) -> str:
 
 
 def promise_section(row: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]:
-    """The ``promise`` section of ``results.json``: what was promised, what was trained, both ε and the status."""
+    """The ``promise`` section of ``results.json``: what was promised, what was trained, both ε and the status.
+
+    Args:
+        row: the stored ``promise`` comparison.
+        evaluation: the gate's evaluation of it (:func:`judge_promise`).
+
+    Returns:
+        The section, with status ``kept`` or ``broken``.
+    """
     return {"library": row["attack"], "source": row["source"], "target_epsilon": row["target_epsilon"],
             "epochs": row["epochs"], "delta": row["delta"], "engine_epsilon": row["engine_epsilon"],
             "planned": row["planned"], "trained": row["trained"],

@@ -41,14 +41,25 @@ PACKAGES = (fdp_audit, attacks)
 
 
 def file_digest(path: Path) -> str:
-    """SHA-256 of a file's bytes, or ``missing`` for a file that is not there (any more)."""
+    """SHA-256 of a file's bytes, or ``missing`` for a file that is not there (any more).
+
+    Args:
+        path: the file.
+
+    Returns:
+        The hex digest, or ``"missing"``.
+    """
     return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "missing"
 
 
 @functools.lru_cache(maxsize=1)
 def source_digest() -> str:
     """SHA-256 over every Python file of the packages that run a trial, each named by its path inside its
-    package, in sorted order."""
+    package, in sorted order.
+
+    Returns:
+        The hex digest (computed once per process).
+    """
     digest = hashlib.sha256()
     for package in PACKAGES:
         root = Path(package.__file__).parent
@@ -60,7 +71,17 @@ def source_digest() -> str:
 
 def third_party_digest(spec: str) -> str | None:
     """SHA-256 of the file a third-party mechanism's spec names (``file.py:function``, or the module file of
-    ``module:function``; None for a module without one). Resolving the spec first gives its usual error."""
+    ``module:function``; None for a module without one). Resolving the spec first gives its usual error.
+
+    Args:
+        spec: the third-party mechanism's spec.
+
+    Returns:
+        The hex digest, or None.
+
+    Raises:
+        BadInputError: the spec does not resolve to a function.
+    """
     load_mechanism(spec)
     location = spec.rpartition(":")[0]
     if location.endswith(".py"):
@@ -86,14 +107,22 @@ def _outside_libraries(file: str) -> bool:
 
 def user_modules() -> list[ModuleType]:
     """Every loaded module whose file lies outside the standard library, the installed packages and the packages
-    digested by :func:`source_digest`: a third-party mechanism's own modules, whatever imported them."""
+    digested by :func:`source_digest`: a third-party mechanism's own modules, whatever imported them.
+
+    Returns:
+        The modules.
+    """
     return [module for module in list(sys.modules.values())
             if isinstance(getattr(module, "__file__", None), str) and _outside_libraries(module.__file__)]
 
 
 def user_source_digests() -> dict[str, str]:
     """SHA-256 of the source file of every :func:`user_modules` module. A file that has gone is digested as
-    ``missing``."""
+    ``missing``.
+
+    Returns:
+        Resolved path → hex digest, sorted by path.
+    """
     found = {}
     for module in user_modules():
         path = str(Path(module.__file__).resolve())
@@ -107,7 +136,19 @@ def journal_key(config: Config, versions: dict[str, str], data: PreparedData) ->
     audit interrupted on a cluster resumes in-process and vice versa, and of how long a trial may take), library
     versions, the data's fingerprints (a CSV path names a file whose rows may change), and the digests above. The
     modules a third-party file imports are checked per journal line instead (:func:`user_source_digests`), since
-    which of them are loaded when the key is computed depends on what the process did before."""
+    which of them are loaded when the key is computed depends on what the process did before.
+
+    Args:
+        config: the validated configuration.
+        versions: the library versions (:func:`versions`).
+        data: the prepared data.
+
+    Returns:
+        The key.
+
+    Raises:
+        BadInputError: a third-party spec that does not resolve.
+    """
     third_party = config.mechanism.third_party
     settings = config.to_dict()
     for name in (*EXECUTION_FIELDS, "trial_timeout"):  # a run stopped by its time limit resumes under another
@@ -149,7 +190,11 @@ def function_digests(config: Config) -> dict[str, str]:
 def versions() -> dict[str, str]:
     """The versions of the package and of the libraries a trial's numbers depend on. scikit-learn's and
     dp_accounting's come from their installed metadata: importing scikit-learn takes seconds that a process
-    needing no shadow classifier would waste, and dp_accounting has no ``__version__``."""
+    needing no shadow classifier would waste, and dp_accounting has no ``__version__``.
+
+    Returns:
+        Name → version string.
+    """
     import scipy
 
     return {"fdp_audit": fdp_audit.__version__, "python": platform.python_version(), "torch": torch.__version__,

@@ -84,7 +84,24 @@ def compare(current: dict[str, Any], baseline: dict[str, Any], alpha: float,
             tolerance: float | None = None) -> Regression:
     """Match the two audits' comparisons by id and test each success rate for a rise above ``tolerance``
     (a difference of success probabilities) at overall level ``alpha``; ``tolerance=None`` still computes
-    the rise's lower bound but flags nothing."""
+    the rise's lower bound but flags nothing.
+
+    The rise of a rate is ``LCB_now − UCB_before``, the one-sided Clopper–Pearson bounds at ``alpha / (2m)`` each
+    (Bonferroni over the m rate comparisons both audits hold; docs/statistics.md).
+
+    Args:
+        current: the current audit's results.
+        baseline: the baseline audit's results.
+        alpha: the overall level, in (0, 1).
+        tolerance: the largest tolerated rise, in [0, 1), or None to flag nothing.
+
+    Returns:
+        The regression: per matched comparison its change, the ids new and gone, and the mechanism's and the
+        configuration's changes.
+
+    Raises:
+        BadInputError: α or the tolerance is out of range, or either results file holds no comparisons.
+    """
     if not isinstance(alpha, int | float) or isinstance(alpha, bool) or not 0 < alpha < 1:
         raise BadInputError(f"must be in (0, 1), got {alpha!r}", "alpha")
     if tolerance is not None and not 0 <= tolerance < 1:
@@ -147,7 +164,15 @@ def _settings(config: Any, prefix: str = "") -> dict[str, Any]:
 def config_changes(current: dict[str, Any], baseline: dict[str, Any]) -> list[str]:
     """``"setting: before → now"`` for every setting of the audited configuration (``reproducibility.config``)
     that differs between the two audits, apart from :data:`SAME_SETTING`, and the data's fingerprint when both
-    state one: a success rate measured under other settings is no baseline for this one."""
+    state one: a success rate measured under other settings is no baseline for this one.
+
+    Args:
+        current: the current audit's results.
+        baseline: the baseline audit's results.
+
+    Returns:
+        The changes, settings sorted by name, then the fingerprint's.
+    """
     def reproducibility(results: dict[str, Any]) -> dict[str, Any]:
         section = results.get("reproducibility")
         return section if isinstance(section, dict) else {}

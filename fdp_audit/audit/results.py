@@ -28,13 +28,28 @@ def _body(results: dict[str, Any]) -> dict[str, Any]:
 
 def checksum(results: dict[str, Any]) -> str:
     """SHA-256 of everything but the checksum and the MAC: detects corruption and edits by hand, not an
-    editor who recomputes it."""
+    editor who recomputes it.
+
+    Args:
+        results: the results dictionary.
+
+    Returns:
+        The hex digest of its canonical JSON.
+    """
     return hashlib.sha256(canonical(_body(results))).hexdigest()
 
 
 def write_results(path: str | Path, results: dict[str, Any]) -> Path:
     """Write results with their sanity warnings (:mod:`fdp_audit.audit.sanity`), their checksum and, when
-    ``FDP_AUDIT_HMAC_KEY`` is set, their MAC under that key."""
+    ``FDP_AUDIT_HMAC_KEY`` is set, their MAC under that key.
+
+    Args:
+        path: the file to write (atomically).
+        results: the results dictionary (non-finite numbers become null).
+
+    Returns:
+        The written path.
+    """
     from fdp_audit.audit.sanity import sanity_warnings
 
     clean = finite_or_none(_body(results))
@@ -50,7 +65,18 @@ def _non_finite(name: str) -> float:
 
 
 def read_results(path: str | Path) -> dict[str, Any]:
-    """Load and verify a results file: JSON, schema version, checksum, required sections."""
+    """Load and verify a results file: JSON, schema version, checksum, required sections.
+
+    Args:
+        path: the results file (untrusted).
+
+    Returns:
+        The results dictionary.
+
+    Raises:
+        BadInputError: the file is too large, not UTF-8 JSON, not an object, of another schema version, its checksum
+            or MAC (with ``FDP_AUDIT_HMAC_KEY`` set) does not match, or a required section is missing.
+    """
     path = Path(path)
     try:
         text = read_bounded(path, MAX_RESULTS_BYTES, "results file").decode("utf-8")

@@ -49,7 +49,17 @@ DEFAULT_SELECTION_LEVEL = 0.05 / 20
 
 
 def rdp_epsilon(z: float, p: float, steps: int, delta: float) -> float:
-    """ε from the RDP accountant, for comparison only (looser than the PLD)."""
+    """ε from the RDP accountant, for comparison only (looser than the PLD).
+
+    Args:
+        z: the noise multiplier.
+        p: the Poisson sampling rate.
+        steps: the number of steps T.
+        delta: the δ at which ε is read.
+
+    Returns:
+        ε of T compositions of the Poisson-subsampled Gaussian mechanism (dp_accounting's RDP accountant).
+    """
     import dp_accounting
 
     acct = dp_accounting.rdp.RdpAccountant()
@@ -59,7 +69,15 @@ def rdp_epsilon(z: float, p: float, steps: int, delta: float) -> float:
 
 def accounting_section(claim: Claim) -> dict[str, Any]:
     """The ``accounting`` section of ``results.json``: ε at the usual δ under both relations, the claimed curve
-    (with its optimistic companion and, for Gaussian claims, the GDP approximation) and the RDP ε beside them."""
+    (with its optimistic companion and, for Gaussian claims, the GDP approximation) and the RDP ε beside them.
+
+    Args:
+        claim: the privacy claim under audit.
+
+    Returns:
+        ``epsilon`` and ``epsilon_replace`` by δ, ``curve`` (α, f, f_replace, f_optimistic and, for a Gaussian
+        claim, f_gdp_approx), and for a Gaussian claim ``gdp_mu_approx`` and ``epsilon_rdp``.
+    """
     add_remove, replace_one = claim.add_remove, claim.replace_one
     alpha = np.unique(np.concatenate([np.geomspace(1e-6, 1.0, 120), np.linspace(0.0, 1.0, 41)]))
     section: dict[str, Any] = {
@@ -80,7 +98,18 @@ def accounting_section(claim: Claim) -> dict[str, Any]:
 
 def utility_section(config: Config, data: PreparedData, claim: Claim, models: int = 3) -> dict[str, Any]:
     """Test accuracy of the configured mechanism (whose claim is ``claim``) beside DP-SGD, public-only and
-    non-private training."""
+    non-private training.
+
+    Args:
+        config: the audit's configuration.
+        data: its prepared data.
+        claim: the configured mechanism's claim.
+        models: the models trained per mechanism.
+
+    Returns:
+        ``metric``, ``models_per_mechanism``, ``chance`` (the most frequent test label's share) and one row per
+        mechanism (the user's code first, when audited) with its mean accuracy, standard deviation and ε.
+    """
     device = resolve_device(config.device)
     x_test, y_test = torch.as_tensor(data.test.x, device=device), torch.as_tensor(data.test.y, device=device)
     rows = []
@@ -116,7 +145,15 @@ def utility_section(config: Config, data: PreparedData, claim: Claim, models: in
 
 
 def audit_trials_needed(planned: PlannedComparison, judged_trials: int) -> int:
-    """The fewest audit trials at which a planned comparison is judged on ``judged_trials``."""
+    """The fewest audit trials at which a planned comparison is judged on ``judged_trials``.
+
+    Args:
+        planned: the planned comparison.
+        judged_trials: the judged trials it needs.
+
+    Returns:
+        The audit's trials.
+    """
     trials = judged_trials
     while planned.evaluated(trials) < judged_trials:
         trials += 1
@@ -126,7 +163,18 @@ def audit_trials_needed(planned: PlannedComparison, judged_trials: int) -> int:
 def judge_games(records: list[tuple[Game, Any]], claim: Claim, alpha: float, selection_level: float,
                 promises: tuple[Promise, ...] = ()) -> tuple[dict[str, Any], list[Comparison | Promise], Judgements]:
     """Every played game's comparisons, judged together (Bonferroni over all of them) against ``claim``, and the
-    training's ``promises``: the verdict, the comparisons in order, and their judgements."""
+    training's ``promises``: the verdict, the comparisons in order, and their judgements.
+
+    Args:
+        records: each played game with its record.
+        claim: the privacy claim under audit.
+        alpha: the audit's α.
+        selection_level: the per-bound level of test selection.
+        promises: the training's promises, judged beside the comparisons.
+
+    Returns:
+        ``(verdict, comparisons, judgements)``.
+    """
     comparisons = ([c for game, record in records for c in game.comparisons(record, claim, selection_level)]
                    + list(promises))
     verdict, judged = judge([c.row() for c in comparisons], alpha)
@@ -140,7 +188,21 @@ def run_audit(config: Config, out_dir: Path | None, command: str = "", executor:
     started before the audit is planned, so that a cluster's workers get ready meanwhile, and stopped after
     the last trial), and return the results dictionary (verdict included), as results.json holds it:
     non-finite numbers (the ε of a non-private baseline) are null, so the report renders the same numbers
-    from this dictionary as from the file."""
+    from this dictionary as from the file.
+
+    Args:
+        config: the validated configuration.
+        out_dir: the folder of the audit's journal (``journal.jsonl``), or None for no journal.
+        command: the command line recorded for reproduction.
+        executor: where trials run, or None for ``audit.executor``'s.
+
+    Returns:
+        The results dictionary.
+
+    Raises:
+        BadInputError: the audit cannot be judged (comparisons that cannot fail, no attack), or its inputs are
+            invalid.
+    """
     if executor is not None:
         return _run_audit(config, out_dir, command, executor)
     with executor_for(config.audit) as chosen:
@@ -159,7 +221,14 @@ class PlayedGames:
     claim: Claim
 
     def sections(self, alpha: float) -> list[dict[str, Any]]:
-        """The games' sections of ``results.json``."""
+        """The games' sections of ``results.json``.
+
+        Args:
+            alpha: the verdict's level.
+
+        Returns:
+            Every game's sections, in the games' order.
+        """
         return [section for game, record in self.records
                 for section in game.sections(record, self.judgements, self.claim, alpha)]
 
@@ -169,7 +238,24 @@ def play_games(config: Config, data: PreparedData, journal: Journal, executor: E
                promises: tuple[Promise, ...] = ()) -> PlayedGames:
     """Refuse an audit whose comparisons cannot fail before anything is trained, then play every configured game
     (:func:`fdp_audit.audit.trials.play_game`) and judge all their comparisons together against ``claim`` (by
-    default the configuration's), with the training's ``promises`` (:mod:`fdp_audit.audit.promise`)."""
+    default the configuration's), with the training's ``promises`` (:mod:`fdp_audit.audit.promise`).
+
+    Args:
+        config: the validated configuration.
+        data: its prepared data.
+        journal: the journal of played trials.
+        executor: where trials run.
+        device: the training device.
+        claim: the claim the comparisons are judged against.
+        promises: the training's promises.
+
+    Returns:
+        The played games, judged.
+
+    Raises:
+        BadInputError: the planned comparisons cannot fail, no attack can be judged, the played ones are NOT
+            JUDGED, or a game's trial does not fit in memory.
+    """
     audit = config.audit
     claim = claim or Claim.from_config(config)
     chunk = audit.max_models_per_chunk or DEFAULT_CHUNK

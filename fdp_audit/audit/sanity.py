@@ -40,6 +40,11 @@ class SanityWarning:
     where: str
 
     def row(self) -> dict[str, str]:
+        """The warning as ``results.json``'s ``warnings`` stores it.
+
+        Returns:
+            ``kind``, ``message`` and ``where``.
+        """
         return asdict(self)
 
 
@@ -155,7 +160,15 @@ def sanity_warnings(results: dict[str, Any]) -> list[SanityWarning]:
 
 
 def weak_pass(status: str, warnings: list[SanityWarning]) -> str:
-    """The verdict's status with what makes it weak: ``PASS (weak: 2 sanity warnings)``."""
+    """The verdict's status with what makes it weak: ``PASS (weak: 2 sanity warnings)``.
+
+    Args:
+        status: the verdict's status.
+        warnings: the results' sanity warnings.
+
+    Returns:
+        ``status`` unchanged unless it is PASS with warnings.
+    """
     if status != "PASS" or not warnings:
         return status
     return f"PASS (weak: {len(warnings)} sanity warning{'s' * (len(warnings) != 1)})"

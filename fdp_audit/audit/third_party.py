@@ -77,7 +77,18 @@ ThirdPartyMechanism = Callable[[TrainingProblem, int, Canaries], "Params | Mecha
 
 
 def load_mechanism(spec: str) -> ThirdPartyMechanism:
-    """Resolve ``module:function`` (importable) or ``file.py:function`` (a path) to the function."""
+    """Resolve ``module:function`` (importable) or ``file.py:function`` (a path) to the function.
+
+    Args:
+        spec: ``module:function`` or ``file.py:function``.
+
+    Returns:
+        The function, which takes ``(problem, seed, canary)``.
+
+    Raises:
+        BadInputError: the spec does not resolve, or the function cannot take those three arguments (naming
+            ``mechanism.third_party``).
+    """
     function = load_function(spec, FIELD)
     try:
         inspect.signature(function).bind(None, 0, None)
@@ -102,7 +113,15 @@ def mechanism_calls(total: int, timeout: float | None = None, on_trial: Callable
 
 
 def trial_seed(seed: int, index: int) -> int:
-    """The seed handed to trial ``index``: independent of every other trial's (a SeedSequence draw)."""
+    """The seed handed to trial ``index``: independent of every other trial's (a SeedSequence draw).
+
+    Args:
+        seed: the audit's seed.
+        index: the trial's model index.
+
+    Returns:
+        A seed in [0, 2⁶³).
+    """
     return int(np.random.SeedSequence([seed, index, 0x3D9A27]).generate_state(1, dtype=np.uint64)[0] >> 1)
 
 
@@ -162,7 +181,24 @@ def train_third_party(mechanism: ThirdPartyMechanism, problem: TrainingProblem, 
     see, chunk by chunk, as the batched engine's trials are yielded. Each call gets copies of the problem and the
     canary (:func:`fdp_audit.user_calls.copies`) and is made by ``calls`` (default: :func:`mechanism_calls`):
     whatever it raises, or a ``sys.exit`` (even with status 0), is bad input naming its error, so that no trial of
-    a run whose mechanism failed may become a result."""
+    a run whose mechanism failed may become a result.
+
+    Args:
+        mechanism: the third-party mechanism.
+        problem: the training problem.
+        seed: the audit's seed.
+        indices: the trials' model indices, shape (R,).
+        canaries: one canary row per trial.
+        record_iterates: require and yield the released per-step sums (gradient-canary games).
+        calls: the phase's calls of the mechanism.
+
+    Yields:
+        ``(indices, view)`` per chunk of trials: the chunk's indices and what the attacks see.
+
+    Raises:
+        BadInputError: the mechanism fails, or returns parameters or releases of the wrong names, shapes or
+            non-finite values, or trials released different numbers of steps.
+    """
     calls = calls or mechanism_calls(len(indices))
     for start in range(0, len(indices), TRIALS_PER_CHUNK):
         rows = torch.arange(start, min(start + TRIALS_PER_CHUNK, len(indices)))

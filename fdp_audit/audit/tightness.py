@@ -51,7 +51,20 @@ CHUNK = 512
 def tightness_config(epsilon: float, sample_rate: float = 1 / 16, steps: int = 100, delta: float = 1e-5,
                      seed: int = 0, device: str = "cpu", mechanism: str = "fdp_sgd") -> Config:
     """``mechanism`` (fdp_sgd or dp_sgd) at (p, T) with z calibrated to ε at δ, on the small synthetic table
-    (module docstring)."""
+    (module docstring).
+
+    Args:
+        epsilon: the target ε the noise multiplier is calibrated to.
+        sample_rate: the Poisson sampling rate p.
+        steps: the number of steps T.
+        delta: the δ of the target ε.
+        seed: the audit's seed.
+        device: the training device.
+        mechanism: ``"fdp_sgd"`` or ``"dp_sgd"``.
+
+    Returns:
+        The validated configuration (distinguishing and simulator games, prior and iterates attacks).
+    """
     return config_from_dict({
         "name": f"tightness_{mechanism}_eps_{epsilon:g}", "seed": seed, "device": device,
         "data": {"dataset": "synthetic", "protected": ["protected"], "synthetic_rows": 200},
@@ -66,7 +79,19 @@ def tightness_config(epsilon: float, sample_rate: float = 1 / 16, steps: int = 1
 def trials_for_half_width(optimum: float, half_width: float, confidence: float = 0.95) -> int:
     """Trials for a ±``half_width`` interval on the advantage share: the Wald width of the rate at the optimum,
     over the advantage, with 15% to spare for the exact (wider) Clopper–Pearson interval; even, since the ε
-    lower bound splits the trials in halves."""
+    lower bound splits the trials in halves.
+
+    Args:
+        optimum: the Bayes-optimal success ½ + δ_replace(0)/2.
+        half_width: the wanted half-width of the share's interval.
+        confidence: the interval's confidence.
+
+    Returns:
+        An even number of trials.
+
+    Raises:
+        BadInputError: the optimum is ½ (nothing to measure).
+    """
     if optimum <= 0.5:
         raise BadInputError("the mechanism leaks nothing measurable (Bayes-optimal success 1/2): no advantage to share",
                             "mechanism")
@@ -77,7 +102,19 @@ def trials_for_half_width(optimum: float, half_width: float, confidence: float =
 
 def tightness_row(config: Config, trials: int | None = None, half_width: float = 0.1, confidence: float = 0.95,
                   alpha: float = 0.05) -> dict[str, Any]:
-    """One ε: play the distinguishing and simulator games and compare the iterates attack with the optimum."""
+    """One ε: play the distinguishing and simulator games and compare the iterates attack with the optimum.
+
+    Args:
+        config: a configuration from :func:`tightness_config`.
+        trials: the trials per game, or None to choose them by :func:`trials_for_half_width`.
+        half_width: the wanted half-width of the advantage share's interval.
+        confidence: the confidence of the Clopper–Pearson interval of the rate.
+        alpha: the level of the ε comparisons.
+
+    Returns:
+        The row: the claim, the trials, the attack's rate and advantage share with its interval, the optimum,
+        Theorem 4's bound and tightness, and both games' ε lower bounds and their shares of the claimed ε.
+    """
     mech, claim = config.mechanism, Claim.from_config(config)
     add_remove, replace_one = claim.add_remove, claim.replace_one
     optimum, bound = bayes_optimal_success(replace_one), float(add_remove.bound(0.5))
@@ -118,14 +155,35 @@ def tightness_row(config: Config, trials: int | None = None, half_width: float =
 def tightness_table(epsilons: Sequence[float] = EPSILONS, trials: int | None = None, seed: int = 0,
                     sample_rate: float = 1 / 16, steps: int = 100, half_width: float = 0.1,
                     device: str = "cpu", mechanisms: Sequence[str] = ("fdp_sgd",)) -> list[dict[str, Any]]:
-    """The tightness table: one :func:`tightness_row` per mechanism and ε (trials chosen per ε unless given)."""
+    """The tightness table: one :func:`tightness_row` per mechanism and ε (trials chosen per ε unless given).
+
+    Args:
+        epsilons: the target ε values.
+        trials: the trials per game, or None to choose them per ε.
+        seed: the audit's seed.
+        sample_rate: the Poisson sampling rate p.
+        steps: the number of steps T.
+        half_width: the wanted half-width of the advantage share's interval.
+        device: the training device.
+        mechanisms: the mechanisms.
+
+    Returns:
+        The rows, by mechanism then ε.
+    """
     return [tightness_row(tightness_config(eps, sample_rate, steps, seed=seed, device=device, mechanism=name),
                           trials, half_width)
             for name in mechanisms for eps in epsilons]
 
 
 def tightness_markdown(rows: list[dict[str, Any]]) -> str:
-    """The table as Markdown (for notes and the ``reproduce`` command)."""
+    """The table as Markdown (for notes and the ``reproduce`` command).
+
+    Args:
+        rows: the rows of :func:`tightness_table`.
+
+    Returns:
+        The Markdown table with a note on p, T and the intervals.
+    """
     lines = ["| mechanism | ε (δ) | z | trials | attack success | optimum | bound 1 − f(½) "
              "| attack / optimum advantage | Theorem 4 tightness | distinguishing ε_lb / ε: family (CP) "
              "| simulator ε_lb / ε: family (CP) |", "|---|---|---|---|---|---|---|---|---|---|---|"]

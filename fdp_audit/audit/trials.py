@@ -44,7 +44,26 @@ def trained_views(config: Config, problem: TrainingProblem, indices: torch.Tenso
     the user's training function, inside the caches of the libraries it loaded
     (:func:`fdp_audit.integrations.library_caches`) — with the trial's canary records or its canary block, and
     yield each chunk's trial indices with what the attacks see; ``phase`` names the progress shown, ``scored`` the
-    candidates the attacks will score on each model (the engine sizes its chunks for them too)."""
+    candidates the attacks will score on each model (the engine sizes its chunks for them too).
+
+    Args:
+        config: the audit's configuration.
+        problem: the training problem (the game's setup's).
+        indices: the trials' model indices, shape (R,).
+        canaries: one canary row per trial, or the trials' canary block.
+        record_iterates: record the released per-step sums for the iterates attacks.
+        device: the training device.
+        max_chunk: the most models trained at once.
+        phase: the progress's name.
+        scored: the candidates scored per model.
+
+    Yields:
+        ``(indices, view)`` per chunk: the chunk's trial indices and the trained models as the attacks see them.
+
+    Raises:
+        BadInputError: a canary block with a third-party mechanism or the user's training, or a failure of their
+            code.
+    """
     user_code = config.mechanism.third_party is not None or config.mechanism.training is not None
     if user_code and isinstance(canaries, CanaryBlock):
         raise BadInputError("a canary block (parameters the model never reads) needs the built-in engine; a "
@@ -111,7 +130,14 @@ class TrialTask:
     noise_multiplier: float | None = None  # the driver's calibration of config.mechanism, if it has a target ε
 
     def workspace(self) -> Workspace:
-        """This process's workspace for the task: kept from an earlier chunk, or rebuilt from the config."""
+        """This process's workspace for the task: kept from an earlier chunk, or rebuilt from the config.
+
+        Returns:
+            The data and the game's setup.
+
+        Raises:
+            BadInputError: the data prepared here differ from the driver's.
+        """
         if self in _WORKSPACES:
             _WORKSPACES.move_to_end(self)
             return _WORKSPACES[self]
@@ -131,7 +157,14 @@ class TrialTask:
 
     def reads_same_data(self, other: TrialTask) -> bool:
         """Whether ``other`` prepares the data this task prepared (same data settings and seed) and the driver
-        saw the same rows in both (fingerprint)."""
+        saw the same rows in both (fingerprint).
+
+        Args:
+            other: another task.
+
+        Returns:
+            True when their data settings, seed and fingerprint agree.
+        """
         return (self.config.data, self.config.seed, self.data_fingerprint) == \
             (other.config.data, other.config.seed, other.data_fingerprint)
 
@@ -204,7 +237,12 @@ def refuse_what_cannot_fit(game: Game, config: Config, setup: Setup, device: tor
 
 def remember(task: TrialTask, workspace: Workspace) -> None:
     """Keep ``workspace`` for ``task``'s chunks in this process (the driver's own, so that in-process chunks
-    reuse it), forgetting the least recently used beyond :data:`CACHED_WORKSPACES`."""
+    reuse it), forgetting the least recently used beyond :data:`CACHED_WORKSPACES`.
+
+    Args:
+        task: the task.
+        workspace: its data and setup.
+    """
     _WORKSPACES[task] = workspace
     _WORKSPACES.move_to_end(task)
     while len(_WORKSPACES) > CACHED_WORKSPACES:
@@ -216,7 +254,25 @@ def play_game(game: Game, config: Config, data: PreparedData, journal: Journal |
               max_chunk: int = DEFAULT_CHUNK, setup: Setup | None = None) -> Any:
     """Play ``config.audit.trials`` trials of ``game``: journaled trials are reused (after checking they hold
     this run's secrets), the others run on ``executor`` in chunks of at most ``max_chunk`` and are journaled as
-    they arrive. ``setup``: the game's, if already made. Returns the game's record, in trial order."""
+    they arrive. ``setup``: the game's, if already made. Returns the game's record, in trial order.
+
+    Args:
+        game: the game.
+        config: the validated configuration.
+        data: its prepared data.
+        journal: the trial journal (None: none kept).
+        executor: where chunks run (None: in this process).
+        device: the training device.
+        max_chunk: the most trials per chunk.
+        setup: the game's setup, or None to build it.
+
+    Returns:
+        The game's record.
+
+    Raises:
+        BadInputError: the game refuses the config or data, a trial does not fit in memory, or the journal holds
+            other secrets or scores.
+    """
     journal = Journal(None, "") if journal is None else journal
     executor = InProcessExecutor() if executor is None else executor
     calibrated = noise_multiplier(config.mechanism) if config.mechanism.target_epsilon is not None else None

@@ -47,6 +47,17 @@ UserTraining = Callable[[nn.Module, TensorDataset, int], nn.Module]
 
 
 def load_training(spec: str) -> UserTraining:
+    """The user's training function a ``mechanism.training`` spec names.
+
+    Args:
+        spec: ``file.py:function`` or ``module:function``.
+
+    Returns:
+        The function.
+
+    Raises:
+        BadInputError: the spec is malformed or its module cannot be imported (naming ``mechanism.training``).
+    """
     return load_function(spec, FIELD)
 
 
@@ -75,7 +86,15 @@ class UserTrainer:
     each_training: Callable[[int], contextlib.AbstractContextManager[None]] = contextlib.nullcontext
 
     def dataset(self, canary_x: torch.Tensor | None, canary_y: int | None) -> TensorDataset:
-        """S, and the canary when it is present, as new tensors: the function may edit them in place."""
+        """S, and the canary when it is present, as new tensors: the function may edit them in place.
+
+        Args:
+            canary_x: the canary's input, or None when it is absent.
+            canary_y: the canary's label (unused when absent).
+
+        Returns:
+            The ``(x, y)`` dataset of n or n + 1 records, the canary last.
+        """
         if canary_x is None:
             return TensorDataset(self.x.clone(), self.y.clone())
         return TensorDataset(torch.cat([self.x, canary_x[None].to(self.x.dtype)]),
@@ -95,7 +114,14 @@ class UserTrainer:
 
     def fresh_module(self, seed: int) -> nn.Module:
         """The factory's module, initialised from ``seed`` or, when the game fixes one, from
-        :attr:`initial_params` (DP-SGD's guarantee holds from any start fixed before the data are seen)."""
+        :attr:`initial_params` (DP-SGD's guarantee holds from any start fixed before the data are seen).
+
+        Args:
+            seed: the trial's seed.
+
+        Returns:
+            A new module.
+        """
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             module = build_module(self.model.factory, self.model.n_inputs, self.model.n_classes)
@@ -109,7 +135,23 @@ class UserTrainer:
             calls: UserCalls | None = None) -> TrialOutcome:
         """One trial: a record canary (``sign`` None; ``canary_x`` None when absent) or a gradient canary of
         ``sign`` ∈ {−1, 0, +1} (0: absent from the data set); ``calls`` counts it in its phase (default: a phase of
-        its own)."""
+        its own).
+
+        Args:
+            seed: the trial's seed.
+            canary_x: the record canary's input, or None.
+            canary_y: its label.
+            sign: None for a record canary, else the gradient canary's sign (0: absent).
+            calls: the phase's calls of the user's function.
+
+        Returns:
+            The module's trained parameters, the head's release per optimizer step (gradient canaries) and how often
+            the canary reached the module.
+
+        Raises:
+            BadInputError: the function fails, returns another module, diverges, makes no optimizer step, or a step's
+                release cannot be read.
+        """
         calls = calls or self.calls(1)
         module = self.fresh_module(seed)
         if sign is None:
@@ -129,15 +171,42 @@ class UserTrainer:
         return TrialOutcome(self._params(trained, audited), observer.releases, audited.marked)
 
     def canary_inputs(self) -> CanaryInputs:
-        """The gradient canary's input: a point no record of S has (a constant row above the data's range)."""
+        """The gradient canary's input: a point no record of S has (a constant row above the data's range).
+
+        Returns:
+            One canary's inputs.
+        """
         return CanaryInputs(1, tuple(self.x.shape[1:]), CanaryInputs.base_above(float(self.x.abs().max())))
 
     def train_once(self, module: nn.Module, dataset: TensorDataset, seed: int) -> object:
-        """One call of the user's function on ``module`` and ``dataset`` (its failures are bad input)."""
+        """One call of the user's function on ``module`` and ``dataset`` (its failures are bad input).
+
+        Args:
+            module: the module to train.
+            dataset: the data set to train it on.
+            seed: the seed.
+
+        Returns:
+            What the function returned.
+
+        Raises:
+            BadInputError: the function failed.
+        """
         return self._call(module, dataset, seed, self.calls(1))
 
     def returned_params(self, returned: object, given: nn.Module) -> dict[str, torch.Tensor]:
-        """The parameters of the module the function returned, checked to be the given one's, trained."""
+        """The parameters of the module the function returned, checked to be the given one's, trained.
+
+        Args:
+            returned: what the function returned.
+            given: the module it was given.
+
+        Returns:
+            Name → float32 tensor on the host.
+
+        Raises:
+            BadInputError: another object or module, other parameters than the factory's, or non-finite values.
+        """
         return self._params(returned, given)
 
     def _call(self, module: nn.Module, dataset: TensorDataset, seed: int, calls: UserCalls) -> object:
@@ -168,7 +237,18 @@ class UserTrainer:
 
 def user_trainer(config, problem: TrainingProblem) -> UserTrainer:
     """The trainer of a config naming ``mechanism.training`` on ``problem``'s data set S, with nothing around each
-    trial's training (:func:`fdp_audit.integrations.checked_user_trainer` adds the integration's check)."""
+    trial's training (:func:`fdp_audit.integrations.checked_user_trainer` adds the integration's check).
+
+    Args:
+        config: the validated configuration.
+        problem: the training problem (its model built by ``model.factory``).
+
+    Returns:
+        The trainer.
+
+    Raises:
+        BadInputError: the model is not a factory's module.
+    """
     mech = config.mechanism
     if not isinstance(problem.model, ModuleModel):
         raise BadInputError("user training needs model.factory (the module it trains)", FIELD)
@@ -183,7 +263,24 @@ def train_user_trials(trainer: UserTrainer, seed: int, indices: torch.Tensor, ca
                       ) -> Iterator[tuple[torch.Tensor, View]]:
     """One call of the user's function per trial (trial ``indices[i]`` with canary row i), yielded in chunks as
     the engine's trials are; ``on_trial(1)`` after each (a phase's progress). Gradient canaries carry their sign in
-    ``private_gradient[:, 0]`` (0: absent)."""
+    ``private_gradient[:, 0]`` (0: absent).
+
+    Args:
+        trainer: the user's trainer.
+        seed: the audit's seed.
+        indices: the trials' model indices, shape (R,).
+        canaries: one canary row per trial.
+        record_iterates: gradient canaries (record the head's release) rather than record canaries.
+        on_trial: called with 1 after each trial.
+
+    Yields:
+        ``(indices, view)`` per chunk of trials: the chunk's indices and the trained parameters (with the releases,
+        shape (R, T, 1 + NOISE_COORDINATES), for gradient canaries).
+
+    Raises:
+        BadInputError: the function fails on a trial, trials made different numbers of steps, or the gradient canary
+            never reached the module in 8 or more trials that held it.
+    """
     calls = trainer.calls(len(indices), on_trial)
     marked = present = 0
     for start in range(0, len(indices), TRIALS_PER_CHUNK):
