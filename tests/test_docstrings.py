@@ -32,6 +32,7 @@ DOCUMENTED = (
     "mechanisms.py",
     "phases.py",
     "reference.py",
+    "profiles",
     "registry.py",
     "supervision.py",
     "threads.py",

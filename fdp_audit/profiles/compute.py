@@ -116,6 +116,15 @@ class ProfileRun:
             return np.where(exact_offset > 0, error / exact_offset, np.nan)
 
     def epsilon_of_scale(self, scale: float) -> float:
+        """ε of an inverse noise scale: exact for Laplace (ε = 2β/(nΛ)), interpolated on the sweep grid for the
+        Gaussian (NaN outside it).
+
+        Args:
+            scale: an inverse noise scale s (β, or 1/σ).
+
+        Returns:
+            The ε of this run's data set size and Λ at that scale.
+        """
         return _epsilon_of_scale(
             self.settings.mechanism, scale, self.design.n, self.settings.regularization, self.sweep
         )
@@ -129,7 +138,14 @@ def _epsilon_of_scale(name: MechanismName, scale: float, n: int, lam: float,
 
 
 def unit_mechanism(name: MechanismName) -> LaplaceOutputPerturbation | GaussianOutputPerturbation:
-    """The mechanism at unit inverse scale: its losses are |l|/β (or l·σ² for the Gaussian)."""
+    """The mechanism at unit inverse scale: its losses are |l|/β (or l·σ² for the Gaussian).
+
+    Args:
+        name: ``"laplace"`` or ``"gaussian"``.
+
+    Returns:
+        Radial Laplace with β = 1, or the Gaussian with σ = 1.
+    """
     return LaplaceOutputPerturbation(1.0) if name == "laplace" else GaussianOutputPerturbation(1.0)
 
 
@@ -318,7 +334,18 @@ def _scatter_samples(config: Config, settings: ProfileConfig, design: Design, ne
 
 def run_profile(config: Config) -> ProfileRun | TrainedProfileRun:
     """Compute profiles, the ε sweep and its transition, and the figure data for ``config.profile``;
-    for DP-SGD and FDP-SGD, the Monte Carlo estimate of :mod:`.trained` instead."""
+    for DP-SGD and FDP-SGD, the Monte Carlo estimate of :mod:`.trained` instead.
+
+    Args:
+        config: a validated configuration with a ``profile`` section.
+
+    Returns:
+        The output-perturbation run, or the trained-mechanism run.
+
+    Raises:
+        BadInputError: no profile section, an empty ε grid, a data set that is not bundled, neighbours that do
+            not fit the design, or a diffprivlib scatter that cannot run.
+    """
     settings = _checked_settings(config)
     design, label = _load_design(config, settings, settings.rows)
     if settings.diffprivlib:

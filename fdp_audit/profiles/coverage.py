@@ -30,12 +30,30 @@ DIRECTION_NODES = 96
 
 def analytic_log_coverage(mechanism: OutputPerturbation, centres: np.ndarray, points: np.ndarray) -> np.ndarray:
     """log f_y(M) (the c → 0 coverage, Eq. 7) for distribution centres A(y) (m, d) and points M (k, d):
-    shape (k, m)."""
+    shape (k, m).
+
+    Args:
+        mechanism: the output perturbation, whose noise density f is known.
+        centres: the neighbour models A(y), (m, d).
+        points: the model points M, (k, d).
+
+    Returns:
+        log f_y(M) = log v(M − A(y)) for every point and centre, (k, m).
+    """
     return mechanism.log_density(points[:, None, :] - centres[None, :, :])
 
 
 def empirical_coverage(samples: np.ndarray, points: np.ndarray, cutoff: float) -> np.ndarray:
-    """Fraction of ``samples`` (K, d) of a mechanism within ``cutoff`` of each point (k, d) (Eq. 5)."""
+    """Fraction of ``samples`` (K, d) of a mechanism within ``cutoff`` of each point (k, d) (Eq. 5).
+
+    Args:
+        samples: K releases of the mechanism, (K, d).
+        points: the model points M, (k, d).
+        cutoff: the radius c.
+
+    Returns:
+        The coverage estimate Ĉ(y, M) of each point, (k,).
+    """
     squared = (
         np.einsum("kj,kj->k", points, points)[:, None]
         - 2.0 * points @ samples.T
@@ -51,7 +69,17 @@ def mean_loss(
 
     Uses antithetic pairs M = A(D) ± b: the term of l that is linear in b cancels within each pair, so
     the estimate stays accurate for small β‖Δ‖ where the mean (≈ s²/(2d)) is far below the spread of l.
-    The standard error is that of the mean of the ``samples // 2`` independent pair averages."""
+    The standard error is that of the mean of the ``samples // 2`` independent pair averages.
+
+    Args:
+        mechanism: the output perturbation.
+        deltas: the offsets Δ_i = A(y_i) − A(D), (n, d).
+        samples: noise draws (pairs of them are averaged).
+        rng: the random generator.
+
+    Returns:
+        ``(mean, standard error)`` per neighbour, each (n,); the error is NaN with a single pair.
+    """
     half = max(samples // 2, 1)
     noise = mechanism.sample_noise(2 * half, deltas.shape[1], rng, antithetic=True)
     loss = mechanism.privacy_loss(deltas, noise)
@@ -61,20 +89,44 @@ def mean_loss(
 
 
 def gaussian_kl(delta_norms: np.ndarray, sigma: float) -> np.ndarray:
-    """KL(N(A(D), σ²I) ‖ N(A(y), σ²I)) = ‖Δ‖²/(2σ²)."""
+    """KL(N(A(D), σ²I) ‖ N(A(y), σ²I)) = ‖Δ‖²/(2σ²).
+
+    Args:
+        delta_norms: the distances ‖Δ_i‖ between the centres.
+        sigma: the noise standard deviation σ.
+
+    Returns:
+        The KL divergence of each neighbour, shaped like ``delta_norms``.
+    """
     return np.asarray(delta_norms) ** 2 / (2.0 * sigma**2)
 
 
 def laplace_mean_loss(s: np.ndarray | float, d: int) -> np.ndarray:
     """κ_d(s) = E[‖u - s e‖ - ‖u‖] for radial Laplace u (β = 1) in d dimensions: the KL divergence
-    between radial Laplace output perturbations whose centres are s/β apart. See :func:`_radial_mean`."""
+    between radial Laplace output perturbations whose centres are s/β apart. See :func:`_radial_mean`.
+
+    Args:
+        s: the scaled distances s = β‖Δ‖ (≥ 0).
+        d: the dimension.
+
+    Returns:
+        κ_d(s), shaped like ``s``.
+    """
     return _radial_mean(s, d, absolute=False)
 
 
 def laplace_mean_abs_loss(s: np.ndarray | float, d: int) -> np.ndarray:
     """E[|‖u - s e‖ - ‖u‖|]: the mean |l| of a neighbour at s = β‖Δ‖ (→ s·E|cos θ| as s → 0, → s as
     s → ∞), the universal curve of the per-neighbour mean |l|. The kink of |·| inside the direction
-    integral limits the quadrature to a relative accuracy of about 1e-4 (enough for a figure)."""
+    integral limits the quadrature to a relative accuracy of about 1e-4 (enough for a figure).
+
+    Args:
+        s: the scaled distances s = β‖Δ‖ (≥ 0).
+        d: the dimension.
+
+    Returns:
+        The mean |l|, shaped like ``s``.
+    """
     return _radial_mean(s, d, absolute=True)
 
 

@@ -43,13 +43,31 @@ class Design:
         return int(self.X.shape[1])
 
     def feature_mask(self, columns: Sequence[str]) -> np.ndarray:
-        """Boolean mask of the features that come from the given source columns."""
+        """Boolean mask of the features that come from the given source columns.
+
+        Args:
+            columns: source column names (a categorical column selects all its one-hot features).
+
+        Returns:
+            A boolean mask over the d features.
+        """
         return np.isin(np.array(self.source, dtype=object), list(columns))
 
 
 def normalise_rows(raw: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
-    """Standardise columns, then divide by the largest row norm; returns (X, mean, std, max_norm).
-    A constant column (std 0) becomes all zeros rather than NaN."""
+    """Standardise columns, then divide by the largest row norm, so that every row has ‖x_i‖ ≤ 1.
+    A constant column (std 0) becomes all zeros rather than NaN.
+
+    Args:
+        raw: the raw feature matrix (n, d), one-hot columns included.
+
+    Returns:
+        ``(X, mean, std, max_norm)``: the normalised rows, the column means, the column standard deviations
+        (1 where a column is constant) and the largest standardised row norm.
+
+    Raises:
+        BadInputError: every feature is constant.
+    """
     mean = raw.mean(axis=0)
     std = raw.std(axis=0)
     safe = np.where(std > 0, std, 1.0)
@@ -72,6 +90,19 @@ def design_from_table(table: Table, columns: Sequence[str], label: str, rows: in
 
     Rows with a missing value in a used column are dropped first (Adult's numeric columns have none, so
     all 32,561 rows of adult.data stay, as in the paper); then the first ``rows`` rows are kept.
+
+    Args:
+        table: the data set.
+        columns: the feature columns (categorical ones are one-hot encoded).
+        label: the binary label column; its lexicographically larger class is +1.
+        rows: keep the first this many complete rows; None keeps all.
+
+    Returns:
+        The design, with each feature's reference value (its mean, or its column's most frequent category).
+
+    Raises:
+        BadInputError: no column, an unknown or duplicate column, the label used as a feature, a label without
+            exactly two classes, or fewer complete rows than asked for.
     """
     columns = list(columns)
     if not columns:

@@ -39,7 +39,15 @@ class ScatterPanel:
 
 
 def figure_png(fig: Figure, dpi: int = 110) -> bytes:
-    """The figure as PNG bytes, without a software/timestamp tag so equal figures give equal bytes."""
+    """The figure as PNG bytes, without a software/timestamp tag so equal figures give equal bytes.
+
+    Args:
+        fig: a matplotlib figure.
+        dpi: the resolution.
+
+    Returns:
+        The PNG file's bytes.
+    """
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
     return buffer.getvalue()
@@ -69,7 +77,16 @@ def _scale_name(mechanism: MechanismName) -> str:
 
 def scatter_figure(panels: Sequence[ScatterPanel], features: Sequence[str], title: str) -> Figure:
     """Samples of 𝒜(D) (black ×) and of neighbouring 𝒜(y_i) (circles, one colour per neighbour, ordered
-    by ‖A(y_i) - A(D)‖) for each ε (paper Figs. 1 and 8)."""
+    by ‖A(y_i) - A(D)‖) for each ε (paper Figs. 1 and 8).
+
+    Args:
+        panels: the samples at each ε, one panel each.
+        features: the feature names (the first two label the axes).
+        title: the figure's title.
+
+    Returns:
+        The figure.
+    """
     cols = min(len(panels), 4)
     rows = math.ceil(len(panels) / cols)
     fig = Figure(figsize=(3.6 * cols, 3.3 * rows + 0.5), layout="constrained")
@@ -107,7 +124,21 @@ def worst_case_figure(
 ) -> Figure:
     """A_wc(y_i) against exact A(y_i) (paper Figs. 2-3): (a) all offsets from A(D); (b) the Okumura sphere
     of the row with the largest relative error, with A(D) on it and A_wc across it; (c) the relative
-    error |A_wc - A(y)| / |A(y) - A(D)| of every row against |A(y) - A(D)|."""
+    error |A_wc - A(y)| / |A(y) - A(D)| of every row against |A(y) - A(D)|.
+
+    Args:
+        w: the base model A(D), (d,).
+        exact: the exact neighbour models A(y_i), (m, d).
+        worst_case: the worst-case points A_wc(y_i), (m, d).
+        centres: the Okumura spheres' centres, (m, d).
+        radii: their radii, (m,).
+        relative_error: each row's relative error (NaN where A(y) = A(D)), (m,).
+        features: the feature names (the first two label the axes).
+        claim: the paper's stated bound on the relative error, drawn for comparison.
+
+    Returns:
+        The figure.
+    """
     fig = Figure(figsize=(14, 4.4), layout="constrained")
     ax_all, ax_one, ax_err = fig.subplots(1, 3)
     xlabel, ylabel = _labels(features, "Δw")
@@ -167,7 +198,20 @@ def profiles_figure(
     row_ids: np.ndarray,
 ) -> Figure:
     """Privacy profiles at M = A(D) and at an off-centre M (paper Fig. 4): top, every neighbour model
-    A(y_i) coloured by |l(D, y_i, M)| (cool = low loss); bottom, the profiles (sorted |l|) by rank."""
+    A(y_i) coloured by |l(D, y_i, M)| (cool = low loss); bottom, the profiles (sorted |l|) by rank.
+
+    Args:
+        deltas: the offsets Δ_i = A(y_i) − A(D), (m, d).
+        centre: the profile at M = A(D).
+        off_offset: the off-centre point's offset M − A(D), (d,).
+        off_centre: the profile at that point.
+        unit: how the profile values are scaled (:func:`fdp_audit.profiles.schema.unit_label`).
+        features: the feature names (the first two label the axes).
+        row_ids: each neighbour position's source row.
+
+    Returns:
+        The figure.
+    """
     fig = Figure(figsize=(11, 8.6), layout="constrained")
     (ax_c, ax_o), (ax_pc, ax_po) = fig.subplots(2, 2)
     xlabel, ylabel = _labels(features, "Δw")
@@ -215,7 +259,15 @@ def profiles_figure(
 
 def typical_profiles_figure(sweep: EpsilonSweep, transition: Transition) -> Figure:
     """Typical (averaged) profiles divided by β across ε (paper Fig. 5): (a) the ε outside the transition,
-    whose curves gather in two stable regimes; (b) the ε inside it, between ε_low and ε_high."""
+    whose curves gather in two stable regimes; (b) the ε inside it, between ε_low and ε_high.
+
+    Args:
+        sweep: the ε sweep.
+        transition: its detected transition (ε_low, ε_high).
+
+    Returns:
+        The figure.
+    """
     fig = Figure(figsize=(12, 4.6), layout="constrained")
     ax_out, ax_in = fig.subplots(1, 2)
     n = sweep.profiles.shape[1]
@@ -257,7 +309,18 @@ def transition_figure(
     sweep: EpsilonSweep, positions: np.ndarray, quantiles: Sequence[float], transition: Transition, beta_star: float
 ) -> Figure:
     """Typical |l|/β at fixed ranks against β (paper Fig. 6): a plateau, a transition, a second plateau;
-    dashed: the shared onset β_low, dash-dotted: the end β_high, dotted: β* = 1/max‖Δ_i‖."""
+    dashed: the shared onset β_low, dash-dotted: the end β_high, dotted: β* = 1/max‖Δ_i‖.
+
+    Args:
+        sweep: the ε sweep.
+        positions: the profile positions drawn.
+        quantiles: their rank quantiles, for the legend.
+        transition: the detected transition.
+        beta_star: β* (not drawn when infinite).
+
+    Returns:
+        The figure.
+    """
     fig = Figure(figsize=(8, 5.2), layout="constrained")
     ax = fig.subplots()
     curves = sweep.at_positions(positions)
@@ -291,7 +354,19 @@ def neighbour_curves_figure(
     """Per-neighbour mean losses (paper Fig. 7) of the neighbours at ``positions`` (all with ‖Δ_i‖ > 0):
     against β (left) and against s = β‖Δ_i‖ (right), where the curves of all neighbours collapse.
     Top: mean |l| (normalised); bottom: the mean signed loss, i.e. KL(𝒜(D) ‖ 𝒜(y_i)), with the exact
-    curve (κ_d(s) for Laplace, s²/2 for Gaussian)."""
+    curve (κ_d(s) for Laplace, s²/2 for Gaussian).
+
+    Args:
+        sweep: the ε sweep (its per-neighbour mean losses).
+        positions: the neighbour positions drawn (empty: a figure saying no neighbour changes the model).
+        delta_norms: every neighbour's ‖Δ_i‖.
+        row_ids: each neighbour position's source row.
+        d: the dimension (of the exact Laplace curve κ_d).
+        scale_low: the transition's onset β_low (not drawn when NaN).
+
+    Returns:
+        The figure.
+    """
     fig = Figure(figsize=(12, 8.4), layout="constrained")
     (ax_abs, ax_abs_s), (ax_kl, ax_kl_s) = fig.subplots(2, 2)
     if len(positions) == 0:
@@ -369,7 +444,18 @@ def estimate_scatter_figure(
     base: np.ndarray, neighbours: np.ndarray, rows: np.ndarray, names: Sequence[str], title: str
 ) -> Figure:
     """Trained models of 𝒜(D) (black ×) and of each studied neighbour 𝒜(y_i) (one colour each, ordered by
-    the non-private offset) in the first two parameters: the clouds a Monte Carlo coverage counts."""
+    the non-private offset) in the first two parameters: the clouds a Monte Carlo coverage counts.
+
+    Args:
+        base: trained models of 𝒜(D), (K, P).
+        neighbours: trained models of each 𝒜(y_i), (m, K, P).
+        rows: each neighbour's source row.
+        names: the parameter names (the first two label the axes).
+        title: the figure's title.
+
+    Returns:
+        The figure.
+    """
     fig = Figure(figsize=(6.4, 5.4), layout="constrained")
     ax = fig.subplots()
     turbo = colormaps["turbo"]
@@ -392,7 +478,18 @@ def estimate_profile_figure(
     """Estimated privacy profiles of a trained mechanism: (a) |l̂| at the centre M̄ of the samples of 𝒜(D),
     each studied neighbour with its ±1 standard error; (b) the estimated typical profile (sorted |l̂| averaged
     over held-out model points). The claimed ε (an (ε, δ) guarantee, so not a hard ceiling) is a dashed
-    line when it is on the scale of the estimates, and written otherwise."""
+    line when it is on the scale of the estimates, and written otherwise.
+
+    Args:
+        centre: the Monte Carlo estimate at the centre M̄.
+        typical: the estimated typical profile, one value per rank.
+        rows: each neighbour's source row.
+        claimed_epsilon: the mechanism's claimed ε.
+        title: the figure's title.
+
+    Returns:
+        The figure.
+    """
     fig = Figure(figsize=(11, 4.4), layout="constrained")
     ax_c, ax_t = fig.subplots(1, 2)
     loss, error = np.abs(centre.loss[0]), centre.standard_error[0]

@@ -23,7 +23,16 @@ def newton_converged(size: np.ndarray, previous: np.ndarray, w_norm: np.ndarray)
     """Stopping rule shared by the base and the batched neighbour solvers, given the last two Newton
     step sizes: converged when the step is at the rounding floor; or when quadratic convergence
     (‖s_{k+1}‖ ≈ C‖s_k‖², C estimated as ‖s_k‖/‖s_{k-1}‖²) predicts the next step below that floor;
-    or when a step near the floor stopped shrinking (rounding noise has taken over)."""
+    or when a step near the floor stopped shrinking (rounding noise has taken over).
+
+    Args:
+        size: the last step's norm ‖s_k‖ (one per problem, or a scalar).
+        previous: the step before's norm ‖s_{k-1}‖ (inf before the second step).
+        w_norm: the current ‖w‖; the floor is :data:`STEP_TOL`·(1 + ‖w‖).
+
+    Returns:
+        Whether each problem has converged.
+    """
     floor = STEP_TOL * (1.0 + w_norm)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         predicted = np.where(np.isfinite(previous) & (previous > 0), size**3 / previous**2, np.inf)
@@ -38,12 +47,31 @@ class NewtonResult:
 
 
 def objective(w: np.ndarray, X: np.ndarray, y: np.ndarray, lam: float) -> float:
-    """J(w) = mean log(1 + e^{-y wᵀx}) + (Λ/2)‖w‖², evaluated without overflow."""
+    """J(w) = mean log(1 + e^{-y wᵀx}) + (Λ/2)‖w‖², evaluated without overflow.
+
+    Args:
+        w: the weights (d,).
+        X: the design (n, d).
+        y: the labels in {-1, +1}, (n,).
+        lam: the regularisation strength Λ.
+
+    Returns:
+        J(w).
+    """
     return float(-log_expit(y * (X @ w)).mean() + 0.5 * lam * w @ w)
 
 
 def loss_gradients(w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Per-row gradients ∇l_i(w) = -y_i σ(-y_i wᵀx_i) x_i, shape (n, d)."""
+    """Per-row gradients ∇l_i(w) = -y_i σ(-y_i wᵀx_i) x_i, shape (n, d).
+
+    Args:
+        w: the weights (d,).
+        X: the design (n, d).
+        y: the labels in {-1, +1}, (n,).
+
+    Returns:
+        The gradients (n, d).
+    """
     return (-y * expit(-y * (X @ w)))[:, None] * X
 
 
@@ -61,7 +89,21 @@ def fit_newton(
 ) -> NewtonResult:
     """Minimise J by damped Newton from ``w0`` (default 0) until the step is at the rounding floor.
 
-    Stops by :func:`newton_converged`."""
+    Stops by :func:`newton_converged`.
+
+    Args:
+        X: the design (n, d).
+        y: the labels in {-1, +1}, (n,).
+        lam: the regularisation strength Λ (> 0).
+        w0: the starting weights (d,); None starts at 0.
+        max_iter: the most Newton steps.
+
+    Returns:
+        The minimiser A(D), the steps taken and the final gradient norm ‖∇J‖.
+
+    Raises:
+        RuntimeError: Newton did not converge in ``max_iter`` steps.
+    """
     w = np.zeros(X.shape[1]) if w0 is None else np.array(w0, dtype=np.float64)
     previous = np.inf
     for iteration in range(1, max_iter + 1):  # noqa: B007 - the count is returned

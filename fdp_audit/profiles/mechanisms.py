@@ -36,7 +36,16 @@ MechanismName = Literal["laplace", "gaussian"]
 
 
 def laplace_beta(epsilon: float, n: int, lam: float) -> float:
-    """β = nΛε/2: the Laplace rate for ε-DP output perturbation with sensitivity 2/(nΛ)."""
+    """β = nΛε/2: the Laplace rate for ε-DP output perturbation with sensitivity 2/(nΛ).
+
+    Args:
+        epsilon: the target ε.
+        n: the number of rows.
+        lam: the regularisation strength Λ.
+
+    Returns:
+        β.
+    """
     return n * lam * epsilon / 2.0
 
 
@@ -50,7 +59,17 @@ def _log_delta(sigma: float, epsilon: float, sensitivity: float) -> float:
 
 
 def gaussian_sigma(epsilon: float, delta: float, sensitivity: float) -> float:
-    """Smallest σ for which N(0, σ² I) noise on a query of ℓ2 sensitivity ``sensitivity`` is (ε, δ)-DP."""
+    """Smallest σ for which N(0, σ² I) noise on a query of ℓ2 sensitivity ``sensitivity`` is (ε, δ)-DP
+    (the analytic Gaussian mechanism, Balle & Wang 2018, Thm. 8), found by root finding on log δ(σ).
+
+    Args:
+        epsilon: the target ε.
+        delta: the target δ in (0, 1).
+        sensitivity: the query's ℓ2 sensitivity.
+
+    Returns:
+        σ.
+    """
     target = math.log(delta)
 
     def excess(log_sigma: float) -> float:
@@ -82,11 +101,42 @@ class OutputPerturbation(Protocol):
         """Inverse noise scale (β for Laplace, 1/σ for Gaussian): the unit of |l| in the ε sweep."""
         ...
 
-    def sample_noise(self, k: int, d: int, rng: np.random.Generator, antithetic: bool = False) -> np.ndarray: ...
+    def sample_noise(self, k: int, d: int, rng: np.random.Generator, antithetic: bool = False) -> np.ndarray:
+        """Draws of the mechanism's noise b.
 
-    def log_density(self, noise: np.ndarray) -> np.ndarray: ...
+        Args:
+            k: the number of draws.
+            d: the dimension.
+            rng: the random generator.
+            antithetic: draw pairs (b, −b).
 
-    def privacy_loss(self, deltas: np.ndarray, noise: np.ndarray) -> np.ndarray: ...
+        Returns:
+            The noise (k, d).
+        """
+        ...
+
+    def log_density(self, noise: np.ndarray) -> np.ndarray:
+        """log v(b), the normalised noise density.
+
+        Args:
+            noise: noise vectors (..., d).
+
+        Returns:
+            The log densities (...).
+        """
+        ...
+
+    def privacy_loss(self, deltas: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """Signed l(D, y_i, A(D) + b_k) for noise rows b_k and offsets Δ_i = A(y_i) − A(D) (module docstring).
+
+        Args:
+            deltas: the offsets (n, d).
+            noise: the noise rows (k, d).
+
+        Returns:
+            The privacy losses (k, n).
+        """
+        ...
 
 
 def _antithetic(draw, k: int, d: int, rng: np.random.Generator) -> np.ndarray:
@@ -97,18 +147,48 @@ def _antithetic(draw, k: int, d: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def standard_laplace_noise(k: int, d: int, rng: np.random.Generator) -> np.ndarray:
-    """k draws of radial Laplace noise with β = 1: uniform direction, radius ~ Gamma(d, 1)."""
+    """k draws of radial Laplace noise with β = 1: uniform direction, radius ~ Gamma(d, 1).
+
+    Args:
+        k: the number of draws.
+        d: the dimension.
+        rng: the random generator.
+
+    Returns:
+        The noise (k, d).
+    """
     direction = rng.standard_normal((k, d))
     direction /= np.linalg.norm(direction, axis=1, keepdims=True)
     return direction * rng.gamma(shape=d, scale=1.0, size=(k, 1))
 
 
 def standard_gaussian_noise(k: int, d: int, rng: np.random.Generator) -> np.ndarray:
+    """k draws of N(0, I) noise.
+
+    Args:
+        k: the number of draws.
+        d: the dimension.
+        rng: the random generator.
+
+    Returns:
+        The noise (k, d).
+    """
     return rng.standard_normal((k, d))
 
 
 def standard_noise(name: MechanismName, k: int, d: int, rng: np.random.Generator, antithetic: bool) -> np.ndarray:
-    """Unit-scale noise of family ``name``: divide by a mechanism's ``scale`` to get its noise."""
+    """Unit-scale noise of family ``name``: divide by a mechanism's ``scale`` to get its noise.
+
+    Args:
+        name: ``"laplace"`` (radial, β = 1) or ``"gaussian"`` (σ = 1).
+        k: the number of draws.
+        d: the dimension.
+        rng: the random generator.
+        antithetic: draw pairs (b, −b) (odd moments cancel exactly).
+
+    Returns:
+        The noise (k, d).
+    """
     draw = standard_laplace_noise if name == "laplace" else standard_gaussian_noise
     return _antithetic(draw, k, d, rng) if antithetic else draw(k, d, rng)
 
@@ -122,6 +202,16 @@ class LaplaceOutputPerturbation:
 
     @classmethod
     def from_epsilon(cls, epsilon: float, n: int, lam: float) -> LaplaceOutputPerturbation:
+        """The ε-DP radial Laplace mechanism, β = nΛε/2 (:func:`laplace_beta`).
+
+        Args:
+            epsilon: the target ε.
+            n: the number of rows.
+            lam: the regularisation strength Λ.
+
+        Returns:
+            The mechanism.
+        """
         return cls(laplace_beta(epsilon, n, lam))
 
     @property
@@ -129,15 +219,43 @@ class LaplaceOutputPerturbation:
         return self.beta
 
     def sample_noise(self, k: int, d: int, rng: np.random.Generator, antithetic: bool = False) -> np.ndarray:
+        """Radial Laplace noise at rate β: unit-scale draws divided by β.
+
+        Args:
+            k: the number of draws.
+            d: the dimension.
+            rng: the random generator.
+            antithetic: draw pairs (b, −b).
+
+        Returns:
+            The noise (k, d).
+        """
         return standard_noise("laplace", k, d, rng, antithetic) / self.beta
 
     def log_density(self, noise: np.ndarray) -> np.ndarray:
+        """log v(b) = d log β + log Γ(d/2) − log 2 − (d/2) log π − log Γ(d) − β‖b‖ (module docstring).
+
+        Args:
+            noise: noise vectors (..., d).
+
+        Returns:
+            The log densities (...).
+        """
         d = noise.shape[-1]
         log_norm = d * math.log(self.beta) + gammaln(d / 2) - math.log(2) - (d / 2) * math.log(math.pi) - gammaln(d)
         return log_norm - self.beta * np.linalg.norm(noise, axis=-1)
 
     def privacy_loss(self, deltas: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        """Signed l(D, y_i, A(D) + b_k) for noise rows b_k (k, d) and offsets Δ_i (n, d): shape (k, n)."""
+        """Signed l(D, y_i, A(D) + b_k) for noise rows b_k (k, d) and offsets Δ_i (n, d): shape (k, n), as
+        β(‖Δ‖² − 2Δ·b)/(‖Δ − b‖ + ‖b‖), free of cancellation.
+
+        Args:
+            deltas: the offsets Δ_i = A(y_i) − A(D), (n, d).
+            noise: the noise rows b_k, (k, d).
+
+        Returns:
+            The privacy losses (k, n).
+        """
         numerator = _numerator(deltas, noise)
         squared_b = np.einsum("kj,kj->k", noise, noise)[:, None]
         # ‖Δ - b‖ + ‖b‖, with ‖Δ - b‖² = numerator + ‖b‖² (a sum of positives: no cancellation that matters).
@@ -160,6 +278,17 @@ class GaussianOutputPerturbation:
 
     @classmethod
     def from_epsilon(cls, epsilon: float, n: int, lam: float, delta: float) -> GaussianOutputPerturbation:
+        """The (ε, δ)-DP Gaussian mechanism for sensitivity 2/(nΛ) (:func:`gaussian_sigma`).
+
+        Args:
+            epsilon: the target ε.
+            n: the number of rows.
+            lam: the regularisation strength Λ.
+            delta: the target δ.
+
+        Returns:
+            The mechanism.
+        """
         return cls(gaussian_sigma(epsilon, delta, 2.0 / (n * lam)))
 
     @property
@@ -167,13 +296,41 @@ class GaussianOutputPerturbation:
         return 1.0 / self.sigma
 
     def sample_noise(self, k: int, d: int, rng: np.random.Generator, antithetic: bool = False) -> np.ndarray:
+        """N(0, σ² I) noise: unit-scale draws times σ.
+
+        Args:
+            k: the number of draws.
+            d: the dimension.
+            rng: the random generator.
+            antithetic: draw pairs (b, −b).
+
+        Returns:
+            The noise (k, d).
+        """
         return standard_noise("gaussian", k, d, rng, antithetic) * self.sigma
 
     def log_density(self, noise: np.ndarray) -> np.ndarray:
+        """log v(b) = −(d/2) log(2πσ²) − ‖b‖²/(2σ²).
+
+        Args:
+            noise: noise vectors (..., d).
+
+        Returns:
+            The log densities (...).
+        """
         d = noise.shape[-1]
         return -0.5 * d * math.log(2 * math.pi * self.sigma**2) - 0.5 * np.sum(noise**2, axis=-1) / self.sigma**2
 
     def privacy_loss(self, deltas: np.ndarray, noise: np.ndarray) -> np.ndarray:
+        """Signed l(D, y_i, A(D) + b_k) = (‖Δ_i‖² − 2Δ_i·b_k)/(2σ²).
+
+        Args:
+            deltas: the offsets Δ_i = A(y_i) − A(D), (n, d).
+            noise: the noise rows b_k, (k, d).
+
+        Returns:
+            The privacy losses (k, n).
+        """
         numerator = _numerator(deltas, noise)
         numerator /= 2.0 * self.sigma**2
         return numerator
@@ -182,7 +339,18 @@ class GaussianOutputPerturbation:
 def make_mechanism(
     name: MechanismName, epsilon: float, n: int, lam: float, delta: float = 1e-5
 ) -> LaplaceOutputPerturbation | GaussianOutputPerturbation:
-    """The output-perturbation mechanism ``name`` calibrated to ε (and δ for the Gaussian one)."""
+    """The output-perturbation mechanism ``name`` calibrated to ε (and δ for the Gaussian one).
+
+    Args:
+        name: ``"laplace"`` or ``"gaussian"``.
+        epsilon: the target ε.
+        n: the number of rows.
+        lam: the regularisation strength Λ.
+        delta: the target δ (Gaussian only).
+
+    Returns:
+        The mechanism.
+    """
     if name == "laplace":
         return LaplaceOutputPerturbation.from_epsilon(epsilon, n, lam)
     return GaussianOutputPerturbation.from_epsilon(epsilon, n, lam, delta)

@@ -50,7 +50,15 @@ class MonteCarloLoss:
         return (self.base_counts[:, None] > 0) & (self.neighbour_counts > 0)
 
     def profile(self, point: int = 0, rows: np.ndarray | None = None) -> PrivacyProfile:
-        """Estimated privacy profile at one of the points; unresolved (infinite) losses rank last."""
+        """Estimated privacy profile at one of the points; unresolved (infinite) losses rank last.
+
+        Args:
+            point: the model point's index among the P points.
+            rows: the neighbours' row ids; None numbers them 0 … m−1.
+
+        Returns:
+            The profile: |l̂| sorted ascending and the row ids in that order.
+        """
         return privacy_profile(self.loss[point], rows)
 
 
@@ -61,7 +69,15 @@ def _within(samples: np.ndarray, points: np.ndarray, cutoff: float) -> np.ndarra
 
 
 def default_cutoff(base_samples: np.ndarray, point: np.ndarray) -> float:
-    """Distance from ``point`` to its ⌈√K⌉-th nearest sample of 𝒜(D)."""
+    """Distance from ``point`` to its ⌈√K⌉-th nearest sample of 𝒜(D).
+
+    Args:
+        base_samples: K samples of 𝒜(D), (K, d).
+        point: the model point M, (d,).
+
+    Returns:
+        The cutoff radius c.
+    """
     k = math.ceil(math.sqrt(base_samples.shape[0]))
     distances = np.linalg.norm(base_samples - point[None, :], axis=1)
     return float(np.partition(distances, k - 1)[k - 1])
@@ -76,7 +92,19 @@ def monte_carlo_privacy_loss(
 ) -> MonteCarloLoss:
     """Estimate l(D, y_i, M) at ``points`` (P, d) from ``base_samples`` (K, d) of 𝒜(D) and
     ``neighbour_samples`` (m, K', d) of 𝒜(y_i). ``cutoff`` defaults to :func:`default_cutoff` at the
-    first point."""
+    first point.
+
+    Args:
+        base_samples: K samples of 𝒜(D), (K, d).
+        neighbour_samples: K' samples of each 𝒜(y_i), (m, K', d).
+        points: the model points M, (P, d) (one point may be given as (d,)).
+        cutoff: the radius c; None takes :func:`default_cutoff`.
+        block: neighbours whose samples are counted at a time (bounds the memory).
+
+    Returns:
+        The counts, the estimated losses l̂ (P, m) (infinite where a count is zero) and their delta-method
+        standard errors.
+    """
     points = np.atleast_2d(np.asarray(points, dtype=np.float64))
     if cutoff is None:
         cutoff = default_cutoff(base_samples, points[0])

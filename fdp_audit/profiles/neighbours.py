@@ -64,13 +64,32 @@ class NeighbourModels:
 
 
 def removal_neighbours(n: int, rows: np.ndarray | None = None) -> Neighbours:
+    """The removal neighbours (DP): y_i = D without row i, for each row in ``rows``.
+
+    Args:
+        n: the number of rows of D.
+        rows: the rows to remove, one neighbour each; None takes every row.
+
+    Returns:
+        The neighbours.
+    """
     return Neighbours("remove", np.arange(n) if rows is None else np.asarray(rows))
 
 
 def replacement_neighbours(
     X: np.ndarray, protected: np.ndarray, reference: np.ndarray, rows: np.ndarray | None = None
 ) -> Neighbours:
-    """Row i's features where ``protected`` is true set to ``reference`` (normalised units)."""
+    """Row i's features where ``protected`` is true set to ``reference`` (normalised units).
+
+    Args:
+        X: the design (n, d).
+        protected: boolean mask of the protected features (d,).
+        reference: each feature's reference value (d,).
+        rows: the rows to replace, one neighbour each; None takes every row.
+
+    Returns:
+        The FDP replacement neighbours, with each replaced row.
+    """
     rows = np.arange(X.shape[0]) if rows is None else np.asarray(rows)
     replaced = X[rows].copy()
     replaced[:, protected] = reference[protected]
@@ -85,7 +104,19 @@ def _sizes(n: int, kind: NeighbourKind) -> tuple[int, int]:
 def okumura_spheres(
     X: np.ndarray, y: np.ndarray, w: np.ndarray, lam: float, neighbours: Neighbours
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Centres R (m, d) and radii r (m,) of the Okumura spheres that contain every A(y_i)."""
+    """Centres R (m, d) and radii r (m,) of the Okumura spheres that contain every A(y_i) (Eqs. 13-16,
+    module docstring).
+
+    Args:
+        X: the design (n, d).
+        y: the labels in {-1, +1}, (n,).
+        w: the base model A(D), (d,).
+        lam: the regularisation strength Λ.
+        neighbours: the neighbours (removal or replacement).
+
+    Returns:
+        ``(centres, radii)``.
+    """
     n1, added_minus_removed = _sizes(X.shape[0], neighbours.kind)
     g = -loss_gradients(w, X[neighbours.rows], y[neighbours.rows])
     if neighbours.kind == "replace":
@@ -95,7 +126,18 @@ def okumura_spheres(
 
 
 def worst_case_points(X: np.ndarray, y: np.ndarray, w: np.ndarray, lam: float, neighbours: Neighbours) -> np.ndarray:
-    """A_wc(y_i) = 2R - A(D): the point of the Okumura sphere across from A(D)."""
+    """A_wc(y_i) = 2R - A(D): the point of the Okumura sphere across from A(D).
+
+    Args:
+        X: the design (n, d).
+        y: the labels in {-1, +1}, (n,).
+        w: the base model A(D), (d,).
+        lam: the regularisation strength Λ.
+        neighbours: the neighbours (removal or replacement).
+
+    Returns:
+        The worst-case points (m, d).
+    """
     centres, _ = okumura_spheres(X, y, w, lam, neighbours)
     return 2.0 * centres - w[None, :]
 
@@ -121,7 +163,24 @@ def exact_neighbour_models(
 
     Each block of m neighbours costs O(n·m·d²) per iteration (margins X Wᵀ, full-data gradients and
     Hessians as matrix products); the own-row term of each neighbour is then taken out (and the
-    replacement row's term added). Neighbours drop out of the block as they converge."""
+    replacement row's term added). Neighbours drop out of the block as they converge.
+
+    Args:
+        X: the design (n, d).
+        y: the labels in {-1, +1}, (n,).
+        w: the base model A(D), (d,).
+        lam: the regularisation strength Λ.
+        neighbours: the neighbours (removal or replacement).
+        block: neighbours solved together.
+        max_iter: the most Newton steps per neighbour.
+
+    Returns:
+        The models A(y_i) (m, d), the iterations each took and its last step size (0 and 0 for a replacement
+        equal to the row).
+
+    Raises:
+        RuntimeError: some neighbour did not converge in ``max_iter`` steps.
+    """
     n, d = X.shape
     n1, _ = _sizes(n, neighbours.kind)
     Xt, yt = torch.from_numpy(np.ascontiguousarray(X, dtype=np.float64)), torch.from_numpy(y.astype(np.float64))

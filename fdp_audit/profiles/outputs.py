@@ -85,7 +85,14 @@ def _figure_makers(run: ProfileRun) -> dict[str, Callable[[], Figure]]:
 
 
 def make_figures(run: ProfileRun) -> dict[str, Figure]:
-    """Every figure of docs/profiles.md for this run, by name."""
+    """Every figure of docs/profiles.md for this run, by name.
+
+    Args:
+        run: the output-perturbation profile run.
+
+    Returns:
+        The figures by name (optional ones only when their data exist).
+    """
     return {name: make() for name, make in _figure_makers(run).items()}
 
 
@@ -114,7 +121,15 @@ def _arrays_npz(run: ProfileRun) -> bytes:
 def write_outputs(run: ProfileRun | TrainedProfileRun, out_dir: str | Path) -> dict[str, Any]:
     """Write ``figures/*.png``, ``profiles.npz``, ``report_section.json`` and ``profile.json`` (last) into
     ``out_dir``, each atomically; returns the results dict. Everything is rendered in memory first, so a
-    failure leaves no partial file behind."""
+    failure leaves no partial file behind.
+
+    Args:
+        run: the profile run (output perturbation, or a trained mechanism's estimate).
+        out_dir: the output folder (created if needed).
+
+    Returns:
+        The ``profile.json`` content.
+    """
     out = Path(out_dir)
     if isinstance(run, TrainedProfileRun):
         figures, arrays, results = trained.make_figures(run), trained.arrays_npz(run), trained.results_dict(run)

@@ -43,7 +43,15 @@ class TypicalProfile:
 
 
 def privacy_profile(loss: np.ndarray, rows: np.ndarray | None = None) -> PrivacyProfile:
-    """Profile of one model point from its signed losses l(D, y_i, M) (one per neighbour)."""
+    """Profile of one model point from its signed losses l(D, y_i, M) (one per neighbour).
+
+    Args:
+        loss: the signed losses, one per neighbour (m,).
+        rows: the neighbours' row ids; None numbers them 0 … m−1.
+
+    Returns:
+        |l| sorted ascending (stable) and the row ids in that order.
+    """
     magnitude = np.abs(np.asarray(loss, dtype=np.float64))
     order = np.argsort(magnitude, kind="stable")
     ids = np.arange(magnitude.size) if rows is None else np.asarray(rows)
@@ -52,7 +60,15 @@ def privacy_profile(loss: np.ndarray, rows: np.ndarray | None = None) -> Privacy
 
 def spread_positions(order: np.ndarray, count: int) -> np.ndarray:
     """``count`` entries evenly spread over ``order`` (neighbour positions ranked ascending by some
-    measure of exposure), always including its last, most exposed one."""
+    measure of exposure), always including its last, most exposed one.
+
+    Args:
+        order: neighbour positions, ranked ascending.
+        count: how many to pick (fewer when ``order`` is shorter).
+
+    Returns:
+        The picked entries of ``order``, in its order, without repeats.
+    """
     picks = np.unique(np.round(np.linspace(0, order.size - 1, min(count, order.size))).astype(int))
     return order[picks]
 
@@ -60,7 +76,17 @@ def spread_positions(order: np.ndarray, count: int) -> np.ndarray:
 def profile_at(
     mechanism: OutputPerturbation, deltas: np.ndarray, offset: np.ndarray, rows: np.ndarray | None = None
 ) -> PrivacyProfile:
-    """Profile of the model point M = A(D) + ``offset`` for neighbours with Δ_i = A(y_i) - A(D)."""
+    """Profile of the model point M = A(D) + ``offset`` for neighbours with Δ_i = A(y_i) - A(D).
+
+    Args:
+        mechanism: the output perturbation.
+        deltas: the offsets Δ_i, (m, d).
+        offset: the noise b with M = A(D) + b, (d,).
+        rows: the neighbours' row ids; None numbers them 0 … m−1.
+
+    Returns:
+        The point's privacy profile.
+    """
     return privacy_profile(mechanism.privacy_loss(deltas, np.asarray(offset, dtype=np.float64)[None, :])[0], rows)
 
 
@@ -68,7 +94,17 @@ def typical_profile(
     mechanism: OutputPerturbation, deltas: np.ndarray, noise: np.ndarray, block: int = BLOCK
 ) -> TypicalProfile:
     """Typical profile over the model points M_k = A(D) + ``noise[k]`` (``noise`` (K, d) drawn from the
-    mechanism's noise law, e.g. by ``mechanism.sample_noise``)."""
+    mechanism's noise law, e.g. by ``mechanism.sample_noise``).
+
+    Args:
+        mechanism: the output perturbation.
+        deltas: the offsets Δ_i = A(y_i) − A(D), (m, d).
+        noise: the noise draws b_k, (K, d).
+        block: noise rows per loss matrix.
+
+    Returns:
+        The position-by-position mean of the sorted |l| (m,), and the per-neighbour means of l and |l|.
+    """
     k, n = noise.shape[0], deltas.shape[0]
     sorted_sum, loss_sum, abs_sum = np.zeros(n), np.zeros(n), np.zeros(n)
     for start in range(0, k, block):

@@ -22,7 +22,14 @@ CURVE_POINTS = 200  # rank positions kept per profile curve in the JSON
 
 
 def curve_positions(n: int) -> np.ndarray:
-    """At most CURVE_POINTS positions of an n-point profile, denser at both ends where it bends."""
+    """At most CURVE_POINTS positions of an n-point profile, denser at both ends where it bends.
+
+    Args:
+        n: the profile's length.
+
+    Returns:
+        Sorted 0-based positions (every position when n ≤ :data:`CURVE_POINTS`).
+    """
     if n <= CURVE_POINTS:
         return np.arange(n)
     half = np.geomspace(1, n, CURVE_POINTS // 2)
@@ -30,6 +37,14 @@ def curve_positions(n: int) -> np.ndarray:
 
 
 def unit_label(name: MechanismName) -> str:
+    """How a profile's values are scaled, for the mechanism ``name``: the loss at unit noise scale.
+
+    Args:
+        name: ``"laplace"`` or ``"gaussian"``.
+
+    Returns:
+        The label, ``|l|/β (Laplace at β = 1)`` or ``|l|·σ² (Gaussian at σ = 1)``.
+    """
     return "|l|/β (Laplace at β = 1)" if name == "laplace" else "|l|·σ² (Gaussian at σ = 1)"
 
 
@@ -202,7 +217,15 @@ def _coverage_check(run: ProfileRun) -> dict[str, Any]:
 
 def results_dict(run: ProfileRun, figure_names: Sequence[str]) -> dict[str, Any]:
     """Every number the report shows about this run, as a JSON-able dict (schema ``SCHEMA_VERSION``);
-    ``figure_names`` are the figures :mod:`.outputs` draws for it."""
+    ``figure_names`` are the figures :mod:`.outputs` draws for it.
+
+    Args:
+        run: the computed profile run.
+        figure_names: the names of the figures drawn (each stored as ``figures/<name>.png``).
+
+    Returns:
+        The ``profile.json`` content.
+    """
     s, design = run.settings, run.design
     return {
         "schema_version": SCHEMA_VERSION,

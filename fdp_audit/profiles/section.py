@@ -25,14 +25,29 @@ REPORT_FIGURES = {
 
 
 def figure_svg(fig: Figure) -> str:
-    """The figure as SVG text, without the date stamp so that equal figures give equal text."""
+    """The figure as SVG text, without the date stamp so that equal figures give equal text.
+
+    Args:
+        fig: a matplotlib figure.
+
+    Returns:
+        The SVG document.
+    """
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None})
     return buffer.getvalue()
 
 
 def report_section(results: dict[str, Any], figures: dict[str, Figure]) -> dict[str, Any]:
-    """The report section of one ``profile.json`` (either kind) with its figures as SVG."""
+    """The report section of one ``profile.json`` (either kind) with its figures as SVG.
+
+    Args:
+        results: the ``profile.json`` content (``privacy_profile`` or ``privacy_profile_estimate``).
+        figures: the run's figures by name; those of :data:`REPORT_FIGURES` for the kind are inlined.
+
+    Returns:
+        The section: facts, ``tables`` and ``figures`` (name → SVG text), every value copied from ``results``.
+    """
     build = _density_section if results["kind"] == "privacy_profile" else _estimate_section
     section = build(results)
     section["figures"] = {

@@ -23,7 +23,11 @@ def unavailable_reason() -> str | None:
     Being installed is not enough. diffprivlib 0.6.6 (the newest release) fails twice against
     scikit-learn 1.9: its package import reaches ``diffprivlib.models.forest``, which imports
     ``sklearn.tree._tree.DOUBLE`` (no longer exported), and, past that, its LogisticRegression passes
-    ``multi_class=`` to scikit-learn's constructor, which no longer takes it (removed in 1.8)."""
+    ``multi_class=`` to scikit-learn's constructor, which no longer takes it (removed in 1.8).
+
+    Returns:
+        None, or the error's type and message.
+    """
     try:
         models = importlib.import_module("diffprivlib.models")
         models.LogisticRegression(epsilon=1.0, data_norm=1.0, fit_intercept=False)
@@ -37,7 +41,20 @@ def diffprivlib_samples(
 ) -> np.ndarray:
     """``samples`` independent fits of diffprivlib's ε-DP logistic regression on (X, y): (samples, d).
 
-    Raises ImportError when diffprivlib is not installed."""
+    Args:
+        X: the design (n, d), rows of norm ≤ 1.
+        y: the labels (n,).
+        epsilon: the ε of each fit.
+        lam: the regularisation strength Λ (diffprivlib's C = 1/(nΛ)).
+        samples: the number of fits.
+        rng: the random generator the fits' seeds come from.
+
+    Returns:
+        The fitted weights (samples, d).
+
+    Raises:
+        ImportError: diffprivlib is not installed.
+    """
     from diffprivlib.models import LogisticRegression
 
     seeds = rng.integers(0, 2**31 - 1, size=samples)

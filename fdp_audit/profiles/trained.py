@@ -107,7 +107,16 @@ class TrainedProfileRun:
 def profile_data(design: Design, label: str, protected: tuple[str, ...]) -> PreparedData:
     """The profile design as the engine's encoded data: labels 1 for +1 and 0 for -1, one column group
     per source column, Ψ = the columns not in ``protected``. The design has no population split; it
-    stands in for one only where nothing is read from it (:data:`PUBLIC_LOSSES`)."""
+    stands in for one only where nothing is read from it (:data:`PUBLIC_LOSSES`).
+
+    Args:
+        design: the normalised profile design.
+        label: the label column's name.
+        protected: the protected source columns.
+
+    Returns:
+        The prepared data (the design as training, test and population split) with its feature split Ψ.
+    """
     groups, start = [], 0
     for column in dict.fromkeys(design.source):
         width = design.source.count(column)
@@ -122,7 +131,21 @@ def profile_data(design: Design, label: str, protected: tuple[str, ...]) -> Prep
 
 
 def training_problem(config: Config, settings: ProfileConfig, design: Design, label: str) -> TrainingProblem:
-    """The configured DP-SGD / FDP-SGD training of the engine's logistic model on the profile design."""
+    """The configured DP-SGD / FDP-SGD training of the engine's logistic model on the profile design.
+
+    Args:
+        config: the configuration (model, mechanism, data).
+        settings: its ``profile`` section.
+        design: the normalised profile design.
+        label: the label column's name.
+
+    Returns:
+        The training problem of the profile's mechanism.
+
+    Raises:
+        BadInputError: the model is not logistic, FDP-SGD has no protected columns among the profile's columns,
+            or its public loss needs a population split.
+    """
     mech = config.mechanism
     if config.model.kind != "logistic":
         raise BadInputError("privacy profiles train the logistic model", "model.kind")
@@ -147,7 +170,16 @@ def training_problem(config: Config, settings: ProfileConfig, design: Design, la
 
 
 def neighbour_problem(problem: TrainingProblem, neighbours: Neighbours, position: int) -> TrainingProblem:
-    """The same training on y_i: row ``position`` removed, or its features replaced."""
+    """The same training on y_i: row ``position`` removed, or its features replaced.
+
+    Args:
+        problem: the training on D.
+        neighbours: the neighbours (removal, or replacement rows).
+        position: the neighbour's row position in the design.
+
+    Returns:
+        The training problem on y_i.
+    """
     if neighbours.kind == "remove":
         keep = torch.arange(problem.n) != position
         return replace(problem, x=problem.x[keep], y=problem.y[keep])
@@ -157,7 +189,17 @@ def neighbour_problem(problem: TrainingProblem, neighbours: Neighbours, position
 
 
 def sample_models(problem: TrainingProblem, seed: int, indices: np.ndarray, device: torch.device) -> np.ndarray:
-    """Train one model per index (batched) and return the flattened parameters (len(indices), P)."""
+    """Train one model per index (batched) and return the flattened parameters (len(indices), P).
+
+    Args:
+        problem: the training problem.
+        seed: the seed the model keys derive from.
+        indices: the model indices (distinct indices give independent models).
+        device: where the models train.
+
+    Returns:
+        The flattened parameters, float64, (len(indices), P).
+    """
     chunks = [
         flatten(chunk.params, lead=1).detach().cpu().double().numpy()
         for chunk in train_models(problem, seed, torch.as_tensor(indices), device=device)
@@ -183,7 +225,22 @@ def _estimate(
 
 
 def run_trained_profile(config: Config, design: Design, label: str, neighbours: Neighbours) -> TrainedProfileRun:
-    """Train 𝒜(D) and 𝒜(y_i) for the studied neighbours and estimate their coverage and losses."""
+    """Train 𝒜(D) and 𝒜(y_i) for the studied neighbours and estimate their coverage and losses.
+
+    Args:
+        config: a configuration whose ``profile.mechanism`` is DP-SGD or FDP-SGD.
+        design: the normalised profile design.
+        label: the label column's name.
+        neighbours: the neighbours of every row (removal or replacement).
+
+    Returns:
+        The run: the samples, the Monte Carlo estimates at the centre M̄ and at held-out points, and the claimed ε
+        of the matching neighbouring relation.
+
+    Raises:
+        BadInputError: the mechanism has no noise, FDP-SGD is given removal neighbours, no neighbour changes the
+            data set, or the training does not fit the design (:func:`training_problem`).
+    """
     settings = config.profile
     assert settings is not None and settings.mechanism in TRAINED_MECHANISMS
     problem = training_problem(config, settings, design, label)
@@ -242,14 +299,27 @@ def run_trained_profile(config: Config, design: Design, label: str, neighbours: 
 
 def typical_estimate(losses: np.ndarray) -> tuple[np.ndarray, int]:
     """Position-by-position mean over points of the sorted |l̂| (``losses`` (Q, m)); a position is
-    infinite as soon as one point has that many unresolved neighbours. Returns the profile and the
-    number of points with an unresolved neighbour."""
+    infinite as soon as one point has that many unresolved neighbours.
+
+    Args:
+        losses: the estimated losses at Q points for m neighbours, (Q, m).
+
+    Returns:
+        ``(profile (m,), number of points with an unresolved neighbour)``.
+    """
     magnitude = np.sort(np.abs(losses), axis=1)
     return magnitude.mean(axis=0), int((~np.isfinite(losses)).any(axis=1).sum())
 
 
 def results_dict(run: TrainedProfileRun) -> dict[str, Any]:
-    """Every number the report shows about a trained-mechanism profile, as a JSON-able dict."""
+    """Every number the report shows about a trained-mechanism profile, as a JSON-able dict.
+
+    Args:
+        run: the trained-mechanism profile run.
+
+    Returns:
+        The ``profile.json`` content (kind ``privacy_profile_estimate``).
+    """
     s, design, mech = run.settings, run.design, run.config.mechanism
     rows = run.design.row_ids[run.positions]
     losses = run.point_losses
@@ -347,7 +417,14 @@ FIGURES = ("estimate_scatter", "estimate_profile")
 
 
 def make_figures(run: TrainedProfileRun) -> dict[str, Figure]:
-    """The sample clouds and the estimated profiles (:mod:`.figures`)."""
+    """The sample clouds and the estimated profiles (:mod:`.figures`).
+
+    Args:
+        run: the trained-mechanism profile run.
+
+    Returns:
+        The figures by name (:data:`FIGURES`).
+    """
     from fdp_audit.profiles.figures import estimate_profile_figure, estimate_scatter_figure
 
     rows = run.design.row_ids[run.positions]
@@ -362,6 +439,15 @@ def make_figures(run: TrainedProfileRun) -> dict[str, Figure]:
 
 
 def arrays_npz(run: TrainedProfileRun) -> bytes:
+    """The run's arrays as a compressed ``.npz`` file: the studied rows, the trained samples, the held-out points,
+    the estimated losses and cutoffs, and the non-private offsets.
+
+    Args:
+        run: the trained-mechanism profile run.
+
+    Returns:
+        The file's bytes.
+    """
     buffer = io.BytesIO()
     np.savez_compressed(
         buffer,

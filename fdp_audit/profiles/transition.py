@@ -48,12 +48,26 @@ class EpsilonSweep:
     samples: int
 
     def at_positions(self, positions: np.ndarray) -> np.ndarray:
-        """The typical profile divided by the inverse noise scale at 0-based ``positions``: (R, J)."""
+        """The typical profile divided by the inverse noise scale at 0-based ``positions``: (R, J).
+
+        Args:
+            positions: R positions in the ascending profile (:func:`rank_positions`).
+
+        Returns:
+            |l|/s at each position over the ε grid, (R, J).
+        """
         return (self.profiles[:, positions] / self.scales[:, None]).T
 
     def epsilon_at(self, scale: float) -> float:
         """ε whose inverse noise scale is ``scale`` (log-log interpolation on the grid, exact for Laplace
-        where s ∝ ε; NaN outside the grid)."""
+        where s ∝ ε; NaN outside the grid).
+
+        Args:
+            scale: an inverse noise scale s (β, or 1/σ).
+
+        Returns:
+            The interpolated ε, or NaN.
+        """
         log_s = np.log(self.scales)
         if not log_s[0] <= np.log(scale) <= log_s[-1]:
             return float("nan")
@@ -79,7 +93,15 @@ class Transition:
 
 def rank_positions(n: int, quantiles: np.ndarray) -> np.ndarray:
     """0-based positions in an ascending profile of n values for rank quantiles q: ceil(q·n) - 1,
-    clipped to [0, n - 1] (q = 1 is the most exposed row, q = 0 the least)."""
+    clipped to [0, n - 1] (q = 1 is the most exposed row, q = 0 the least).
+
+    Args:
+        n: the profile's length.
+        quantiles: rank quantiles q in [0, 1].
+
+    Returns:
+        The positions, shaped like ``quantiles``.
+    """
     return np.clip(np.ceil(np.asarray(quantiles) * n).astype(int) - 1, 0, n - 1)
 
 
@@ -95,7 +117,22 @@ def epsilon_sweep(
     block: int = BLOCK,
 ) -> EpsilonSweep:
     """Typical profiles for every ε of the grid from one set of ``samples`` unit-scale noise draws
-    (antithetic pairs), with ``n`` the data set size and Λ = ``lam`` fixing the calibration."""
+    (antithetic pairs), with ``n`` the data set size and Λ = ``lam`` fixing the calibration.
+
+    Args:
+        mechanism: ``"laplace"`` or ``"gaussian"``.
+        deltas: the offsets Δ_i = A(y_i) − A(D), (m, d).
+        n: the data set size.
+        lam: the regularisation strength Λ.
+        epsilons: the ε grid (sorted here).
+        samples: noise draws shared by every ε (common random numbers).
+        rng: the random generator.
+        delta: the δ of the Gaussian calibration.
+        block: noise rows per loss matrix.
+
+    Returns:
+        The sweep: per ε its inverse noise scale, typical profile and per-neighbour mean l and |l|.
+    """
     epsilons = np.sort(np.asarray(epsilons, dtype=np.float64))
     unit = standard_noise(mechanism, samples, deltas.shape[1], rng, antithetic=True)
     scales, profiles, means, abs_means = [], [], [], []
@@ -133,7 +170,18 @@ def _crossing(h: np.ndarray, level: float, first: bool) -> float:
 
 
 def detect_transition(sweep: EpsilonSweep, positions: np.ndarray, tau: float = TAU) -> Transition:
-    """Apply the transition rule of this module to the sweep's curves at ``positions``."""
+    """Apply the transition rule of this module to the sweep's curves at ``positions``.
+
+    Args:
+        sweep: the ε sweep.
+        positions: profile positions whose curves |l|/s are located (:func:`rank_positions`).
+        tau: the threshold τ: the onset is where the normalised curve first reaches τ, the end where it
+            stays above 1 − τ.
+
+    Returns:
+        Each curve's onset and end (as scales and as ε), whether its plateaus were reached inside the grid, and
+        the earliest onset and latest end over the curves (NaN where none).
+    """
     curves = sweep.at_positions(positions)
     log_s, log_e = np.log(sweep.scales), np.log(sweep.epsilons)
     grid = np.arange(log_s.size)
@@ -174,7 +222,14 @@ def detect_transition(sweep: EpsilonSweep, positions: np.ndarray, tau: float = T
 
 
 def beta_star(deltas: np.ndarray) -> tuple[float, int]:
-    """β* = 1/max_i ‖A(D) - A(y_i)‖ and the position i of y_max (paper Sec. 5.4, Fig. 7)."""
+    """β* = 1/max_i ‖A(D) - A(y_i)‖ and the position i of y_max (paper Sec. 5.4, Fig. 7).
+
+    Args:
+        deltas: the offsets Δ_i = A(y_i) − A(D), (m, d).
+
+    Returns:
+        ``(β*, i)``; β* is infinite when every offset is 0.
+    """
     norms = np.linalg.norm(deltas, axis=1)
     i = int(np.argmax(norms))
     return (1.0 / float(norms[i]) if norms[i] > 0 else float("inf")), i
