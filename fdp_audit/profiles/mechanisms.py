@@ -166,12 +166,12 @@ def standard_gaussian_noise(k: int, d: int, rng: np.random.Generator) -> np.ndar
     """k draws of N(0, I) noise.
 
     Args:
-        k: the number of draws.
-        d: the dimension.
-        rng: the random generator.
+        k: how many vectors, one per row.
+        d: the length of each.
+        rng: the generator of the standard normals.
 
     Returns:
-        The noise (k, d).
+        Independent standard normals, (k, d).
     """
     return rng.standard_normal((k, d))
 
@@ -222,13 +222,13 @@ class LaplaceOutputPerturbation:
         """Radial Laplace noise at rate β: unit-scale draws divided by β.
 
         Args:
-            k: the number of draws.
-            d: the dimension.
-            rng: the random generator.
-            antithetic: draw pairs (b, −b).
+            k: how many noise vectors, one per row of the result.
+            d: their dimension, the model's.
+            rng: the generator of the directions (normalised normals) and radii (Gamma(d, 1)).
+            antithetic: whether the second half negates the first (pairs b, −b).
 
         Returns:
-            The noise (k, d).
+            Noise vectors with density ∝ exp(−β‖b‖), (k, d).
         """
         return standard_noise("laplace", k, d, rng, antithetic) / self.beta
 
@@ -236,10 +236,10 @@ class LaplaceOutputPerturbation:
         """log v(b) = d log β + log Γ(d/2) − log 2 − (d/2) log π − log Γ(d) − β‖b‖ (module docstring).
 
         Args:
-            noise: noise vectors (..., d).
+            noise: the vectors b, last axis the dimension d.
 
         Returns:
-            The log densities (...).
+            log v(b) of each vector, the last axis reduced.
         """
         d = noise.shape[-1]
         log_norm = d * math.log(self.beta) + gammaln(d / 2) - math.log(2) - (d / 2) * math.log(math.pi) - gammaln(d)
@@ -299,13 +299,13 @@ class GaussianOutputPerturbation:
         """N(0, σ² I) noise: unit-scale draws times σ.
 
         Args:
-            k: the number of draws.
-            d: the dimension.
-            rng: the random generator.
-            antithetic: draw pairs (b, −b).
+            k: how many noise vectors, one per row of the result.
+            d: their dimension, the model's.
+            rng: the generator of the standard normals.
+            antithetic: whether the second half negates the first (pairs b, −b).
 
         Returns:
-            The noise (k, d).
+            Gaussian noise vectors of standard deviation σ per coordinate, (k, d).
         """
         return standard_noise("gaussian", k, d, rng, antithetic) * self.sigma
 
@@ -313,23 +313,23 @@ class GaussianOutputPerturbation:
         """log v(b) = −(d/2) log(2πσ²) − ‖b‖²/(2σ²).
 
         Args:
-            noise: noise vectors (..., d).
+            noise: the vectors b, last axis the dimension d.
 
         Returns:
-            The log densities (...).
+            log v(b) of each vector, the last axis reduced.
         """
         d = noise.shape[-1]
         return -0.5 * d * math.log(2 * math.pi * self.sigma**2) - 0.5 * np.sum(noise**2, axis=-1) / self.sigma**2
 
     def privacy_loss(self, deltas: np.ndarray, noise: np.ndarray) -> np.ndarray:
-        """Signed l(D, y_i, A(D) + b_k) = (‖Δ_i‖² − 2Δ_i·b_k)/(2σ²).
+        """Signed l(D, y_i, A(D) + b_k) = (‖Δ_i‖² − 2Δ_i·b_k)/(2σ²), exact (the ‖b‖² terms cancel algebraically).
 
         Args:
-            deltas: the offsets Δ_i = A(y_i) − A(D), (n, d).
-            noise: the noise rows b_k, (k, d).
+            deltas: one offset Δ_i = A(y_i) − A(D) per neighbour, (n, d).
+            noise: one noise vector b_k per model point, (k, d).
 
         Returns:
-            The privacy losses (k, n).
+            l for every model point and neighbour, (k, n).
         """
         numerator = _numerator(deltas, noise)
         numerator /= 2.0 * self.sigma**2

@@ -129,11 +129,11 @@ def worst_case_points(X: np.ndarray, y: np.ndarray, w: np.ndarray, lam: float, n
     """A_wc(y_i) = 2R - A(D): the point of the Okumura sphere across from A(D).
 
     Args:
-        X: the design (n, d).
-        y: the labels in {-1, +1}, (n,).
-        w: the base model A(D), (d,).
-        lam: the regularisation strength Λ.
-        neighbours: the neighbours (removal or replacement).
+        X: the normalised rows x_i, each of norm at most 1, (n, d).
+        y: their ±1 labels, (n,).
+        w: A(D), the minimiser of J on the whole data set, (d,).
+        lam: Λ of the objective J.
+        neighbours: the m neighbouring data sets whose far points are wanted.
 
     Returns:
         The worst-case points (m, d).
@@ -166,11 +166,11 @@ def exact_neighbour_models(
     replacement row's term added). Neighbours drop out of the block as they converge.
 
     Args:
-        X: the design (n, d).
-        y: the labels in {-1, +1}, (n,).
-        w: the base model A(D), (d,).
-        lam: the regularisation strength Λ.
-        neighbours: the neighbours (removal or replacement).
+        X: the data set's normalised rows, (n, d).
+        y: their labels, ±1, (n,).
+        w: A(D), the start of every neighbour's Newton solve, (d,).
+        lam: Λ, the L2 regularisation of every J_i.
+        neighbours: the m neighbouring data sets y_i to solve for.
         block: neighbours solved together.
         max_iter: the most Newton steps per neighbour.
 
