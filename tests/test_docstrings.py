@@ -27,6 +27,7 @@ DOCUMENTED = (
     "bounded_read.py",
     "claim.py",
     "config.py",
+    "corrdp",
     "errors.py",
     "json_numbers.py",
     "mechanisms.py",

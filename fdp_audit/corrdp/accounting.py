@@ -44,14 +44,30 @@ MODELS = ("paper", "paper_replace", "unconfined")
 def gdp_delta(epsilon: float, mu: float) -> float:
     """δ(ε) of μ-GDP: Φ(−ε/μ + μ/2) − e^ε Φ(−ε/μ − μ/2) (Dong, Roth & Su 2019, Cor. 2.13).
 
-    The second term is evaluated as exp(ε + log Φ(·)) so that large ε does not overflow."""
+    The second term is evaluated as exp(ε + log Φ(·)) so that large ε does not overflow.
+
+    Args:
+        epsilon: ε ≥ 0.
+        mu: μ ≥ 0 (0: no privacy loss, δ = 0).
+
+    Returns:
+        δ(ε).
+    """
     if mu == 0.0:
         return 0.0
     return float(ndtr(-epsilon / mu + mu / 2) - math.exp(epsilon + log_ndtr(-epsilon / mu - mu / 2)))
 
 
 def gdp_epsilon(delta: float, mu: float) -> float:
-    """The smallest ε ≥ 0 with δ(ε) ≤ ``delta`` for μ-GDP (δ(ε) is decreasing in ε)."""
+    """The smallest ε ≥ 0 with δ(ε) ≤ ``delta`` for μ-GDP (δ(ε) is decreasing in ε).
+
+    Args:
+        delta: the target δ in (0, 1).
+        mu: μ ≥ 0.
+
+    Returns:
+        ε(δ), by root finding on :func:`gdp_delta`.
+    """
     if gdp_delta(0.0, mu) <= delta:
         return 0.0
     hi = 1.0
@@ -61,7 +77,15 @@ def gdp_epsilon(delta: float, mu: float) -> float:
 
 
 def gdp_mu_for(epsilon: float, delta: float) -> float:
-    """The μ whose μ-GDP curve has ε(δ) = ``epsilon`` (the noise exact accounting needs)."""
+    """The μ whose μ-GDP curve has ε(δ) = ``epsilon`` (the noise exact accounting needs).
+
+    Args:
+        epsilon: the target ε > 0.
+        delta: the target δ in (0, 1).
+
+    Returns:
+        μ.
+    """
     hi = 1.0
     while gdp_epsilon(delta, hi) < epsilon:
         hi *= 2.0
@@ -74,7 +98,17 @@ def composed_epsilon(step_mu: float, steps: int, delta: float, sample_rate: floa
 
     q = 1: exact, μ = sqrt(T)·step_mu. q < 1: dp_accounting PLD (pessimistic, discretisation 1e-4),
     REPLACE_ONE with noise 1 and per-record contribution step_mu/2 (the two records' whitened
-    contributions ±step_mu/2, whose difference is step_mu)."""
+    contributions ±step_mu/2, whose difference is step_mu).
+
+    Args:
+        step_mu: the per-step bound max ‖Δ/σ‖₂ (inf: unbounded).
+        steps: the number of steps T.
+        delta: the target δ.
+        sample_rate: the Poisson sampling rate q (1: full batch).
+
+    Returns:
+        ε(δ) (inf when ``step_mu`` is).
+    """
     if not math.isfinite(step_mu):
         return math.inf
     if sample_rate >= 1.0:
@@ -105,6 +139,11 @@ class NeighbourPrivacy:
     under_delivers: bool
 
     def to_dict(self) -> dict[str, object]:
+        """The row as a plain dict, for the results JSON.
+
+        Returns:
+            Its fields by name.
+        """
         return asdict(self)
 
 
@@ -130,7 +169,24 @@ def realised_privacy(
     """Realised ε(δ) of one trained configuration for a sensitive change and for a change of each
     insensitive feature, under each sensitivity model, beside the nominal ε (see the module doc).
 
-    ``noise_std`` is the per-column noise std actually added, ``tv`` the TV(j) the calibration used."""
+    ``noise_std`` is the per-column noise std actually added, ``tv`` the TV(j) the calibration used.
+
+    Args:
+        variant: ``"corrdp"``, ``"semi"`` or ``"standard"``.
+        noise_std: the noise standard deviation of each parameter column.
+        groups: the feature group of each column (:data:`~fdp_audit.corrdp.noise.INTERCEPT` for the intercept).
+        sensitive: the sensitive feature groups.
+        tv: TV(j) of each insensitive feature j.
+        epsilon: the nominal ε of a sensitive change.
+        delta: the δ of the realised ε.
+        lipschitz: the clipping bound L.
+        n: the number of training rows.
+        steps: the number of steps T.
+        sample_rate: the Poisson sampling rate q (1: full batch).
+
+    Returns:
+        One row per neighbour type: the sensitive change, then each insensitive feature.
+    """
     groups_arr = np.asarray(groups)
     batch = sample_rate * n
     bounds = {"paper": lipschitz / batch, "paper_replace": 2 * lipschitz / batch, "unconfined": 2 * lipschitz / batch}
@@ -163,7 +219,16 @@ def eq4_calibration(epsilons: Sequence[float], delta: float) -> list[dict[str, f
 
     With σ_S² = (log(1/δ)+1) L² T/(n² ε²) and per-step sensitivity L/n, each step is (ε/sqrt((log(1/δ)+1)T))-GDP
     and T steps give μ = ε/sqrt(log(1/δ)+1), independent of L, T and n. ``sigma_ratio`` is the Eq. 4
-    noise over the noise exact accounting needs for the nominal ε (< 1: under-calibrated)."""
+    noise over the noise exact accounting needs for the nominal ε (< 1: under-calibrated).
+
+    Args:
+        epsilons: the nominal ε values.
+        delta: δ.
+
+    Returns:
+        One row per ε: the nominal ε, μ, the realised ε (sensitivity L/n, and 2L/n for a replacement) and
+        ``sigma_ratio``.
+    """
     rows = []
     for eps in epsilons:
         mu = eps / math.sqrt(math.log(1.0 / delta) + 1.0)
@@ -180,7 +245,14 @@ def eq4_calibration(epsilons: Sequence[float], delta: float) -> list[dict[str, f
 
 
 def calibration_crossover(delta: float) -> float:
-    """The nominal ε at which Eq. 4 is exactly calibrated (sensitivity L/n); above it, it under-delivers."""
+    """The nominal ε at which Eq. 4 is exactly calibrated (sensitivity L/n); above it, it under-delivers.
+
+    Args:
+        delta: δ.
+
+    Returns:
+        The crossover ε (searched in [1e-3, 100]).
+    """
     scale = math.sqrt(math.log(1.0 / delta) + 1.0)
     return float(brentq(lambda e: gdp_epsilon(delta, e / scale) - e, 1e-3, 100.0))
 
@@ -195,7 +267,19 @@ def theorem_3_9_check(
     lower:     sqrt(m_s + max_k k TV_(k)²) / (nε)   (TV sorted in decreasing order)
     corrected: sqrt((m_s + Σ_U max{TV(i), m_s²/m²}) log(1/δ)) / (nε) — Eq. 15 of the proof writes
                min{TV(i), m_s²/m²} where Eq. 4 has max; with max the sum is ≥ Σ_U TV(i) ≥ max_k k TV_(k)².
-    ``conflict`` is True when the printed upper bound is below the lower bound."""
+    ``conflict`` is True when the printed upper bound is below the lower bound.
+
+    Args:
+        tv: TV(i) of the insensitive features.
+        m: the number of features.
+        m_s: the number of sensitive features.
+        n: the number of rows.
+        epsilon: ε.
+        delta: δ.
+
+    Returns:
+        The three bounds and the flags ``conflict`` and ``corrected_consistent``.
+    """
     values = np.sort(np.asarray(tv, dtype=float))[::-1]
     log_term = math.log(1.0 / delta)
     scale = n * epsilon

@@ -33,14 +33,28 @@ def adult_columns() -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Adult train and test splits together, rows with a missing value dropped (45,222 rows).
 
     The paper used the Kaggle copy, which is both UCI splits in one file, and kept 45,175 rows after
-    its (unstated) filtering."""
+    its (unstated) filtering.
+
+    Returns:
+        ``(columns by name, each column's kind)``.
+    """
     train, test = load_adult("train"), load_adult("test")
     columns = {name: np.concatenate([train.columns[name], test.columns[name]]) for name in train.columns}
     return columns, dict(train.kinds)
 
 
 def check_adult_features(kinds: dict[str, str], sensitive: Sequence[str], insensitive: Sequence[str]) -> None:
-    """Bad input unless both feature lists name distinct Adult columns (and never the label)."""
+    """Bad input unless both feature lists name distinct Adult columns (and never the label).
+
+    Args:
+        kinds: the Adult columns' kinds by name.
+        sensitive: the sensitive columns (``corrdp.sensitive``).
+        insensitive: the insensitive columns (``corrdp.insensitive``).
+
+    Raises:
+        BadInputError: a list is empty, names an unknown column or the label, repeats a column, or the two lists
+            overlap.
+    """
     for field, names in (("corrdp.sensitive", sensitive), ("corrdp.insensitive", insensitive)):
         if not names:
             raise BadInputError("must list at least one column", field)
@@ -63,7 +77,19 @@ def encode(
     loss: Loss,
 ) -> Design:
     """Numeric columns min-max scaled to [0, 1] (the paper's MinMaxScaler), categorical ones one-hot
-    (every level, all columns of a feature sharing its noise, paper App. E.2), plus an intercept."""
+    (every level, all columns of a feature sharing its noise, paper App. E.2), plus an intercept.
+
+    Args:
+        columns: the table's columns by name.
+        kinds: each column's kind, ``"numeric"`` or categorical.
+        features: the columns encoded, in order.
+        sensitive: the sensitive ones among them.
+        y: the target of each row.
+        loss: the GLM's loss, ``"squared"`` or ``"logistic"``.
+
+    Returns:
+        The design, each column tagged with its raw feature (the last one :data:`INTERCEPT`).
+    """
     blocks, groups = [], []
     for name in features:
         values = columns[name]
@@ -81,7 +107,18 @@ def encode(
 
 
 def adult_design(sensitive: Sequence[str], insensitive: Sequence[str]) -> Design:
-    """Logistic regression of income > 50K on the sensitive and insensitive Adult features."""
+    """Logistic regression of income > 50K on the sensitive and insensitive Adult features.
+
+    Args:
+        sensitive: the sensitive Adult columns.
+        insensitive: the insensitive Adult columns.
+
+    Returns:
+        The design (45,222 rows).
+
+    Raises:
+        BadInputError: the feature lists are refused (:func:`check_adult_features`).
+    """
     columns, kinds = adult_columns()
     check_adult_features(kinds, sensitive, insensitive)
     y = (columns["income"] == ">50K").astype(float)
@@ -99,14 +136,28 @@ class SyntheticRidge:
     m_s: int
 
     def design(self) -> Design:
-        """Ridge regression without intercept, as in the paper (loss (y − θᵀx)² + (1/n)‖θ‖²)."""
+        """Ridge regression without intercept, as in the paper (loss (y − θᵀx)² + (1/n)‖θ‖²).
+
+        Returns:
+            The design, the first m_s coordinates sensitive, with the squared loss.
+        """
         groups = tuple(f"x{i + 1}" for i in range(self.x.shape[1]))
         return Design(self.x, self.y, groups, frozenset(groups[: self.m_s]), "squared")
 
 
 def synthetic_ridge(n: int, m: int, m_s: int, seed: int) -> SyntheticRidge:
     """μ_i = (−1)^{i+1}; Σ_ii = 1 on S and 2 on U, 0.5 within S and within U, 0.1 across;
-    θ_i = (−1)^{i+1} sqrt(i+1) (i = 1..m, paper Sec. 5.1)."""
+    θ_i = (−1)^{i+1} sqrt(i+1) (i = 1..m, paper Sec. 5.1).
+
+    Args:
+        n: the number of rows.
+        m: the number of coordinates.
+        m_s: the number of sensitive coordinates (the first ones).
+        seed: the seed of the draw.
+
+    Returns:
+        The data with its law's mean and covariance.
+    """
     i = np.arange(1, m + 1)
     mean = np.where(i % 2 == 1, 1.0, -1.0)
     in_s = i <= m_s
@@ -121,6 +172,15 @@ def synthetic_ridge(n: int, m: int, m_s: int, seed: int) -> SyntheticRidge:
 
 
 def synthetic_evaluation_pair(mean: float, m_s: int, delta: float) -> tuple[float, float]:
-    """The paper's pair of values of an insensitive coordinate (App. E.1): μ_i ∓ 2 sqrt(log(2 m_s / δ))."""
+    """The paper's pair of values of an insensitive coordinate (App. E.1): μ_i ∓ 2 sqrt(log(2 m_s / δ)).
+
+    Args:
+        mean: the coordinate's mean μ_i.
+        m_s: the number of sensitive coordinates.
+        delta: δ.
+
+    Returns:
+        The two values, lower first.
+    """
     half = 2.0 * np.sqrt(np.log(2 * m_s / delta))
     return float(mean - half), float(mean + half)

@@ -39,7 +39,18 @@ def neighbour_distance(
     pmf: np.ndarray, sensitive: Sequence[int], e: Sequence[int], e_prime: Sequence[int]
 ) -> float:
     """d(D, D') of Eq. 1 for differing entries ``e`` and ``e_prime`` (value indices per feature) under
-    the law ``pmf`` (one axis per feature); ``sensitive`` lists the sensitive axes."""
+    the law ``pmf`` (one axis per feature); ``sensitive`` lists the sensitive axes.
+
+    Args:
+        pmf: the probability table, one axis per feature.
+        sensitive: the sensitive axes S.
+        e: the differing entry of D, one value index per feature.
+        e_prime: the differing entry of D', one value index per feature.
+
+    Returns:
+        d in [0, 1]: the largest TV over conditioning sets I; 1 for a sensitive change or a conditioning event of
+        probability zero.
+    """
     pmf = np.asarray(pmf, dtype=float)
     sensitive = sorted(set(sensitive))
     m = pmf.ndim
@@ -62,7 +73,15 @@ def neighbour_distance(
 
 
 def empirical_pmf(codes: np.ndarray, levels: Sequence[int]) -> np.ndarray:
-    """Empirical probability table of integer-coded records (rows) with ``levels[k]`` values in column k."""
+    """Empirical probability table of integer-coded records (rows) with ``levels[k]`` values in column k.
+
+    Args:
+        codes: integer-coded records, (N, m), column k in ``range(levels[k])``.
+        levels: the number of values of each column.
+
+    Returns:
+        The table of relative frequencies, shape ``levels``.
+    """
     codes = np.asarray(codes, dtype=np.int64)
     table = np.zeros(tuple(levels))
     np.add.at(table, tuple(codes.T), 1.0)
@@ -71,7 +90,16 @@ def empirical_pmf(codes: np.ndarray, levels: Sequence[int]) -> np.ndarray:
 
 def feature_tv_exact(pmf: np.ndarray, sensitive: Sequence[int], feature: int) -> float:
     """Population TV(j) = max_{v1, v2} TV(P_{X_S | X_j = v1}, P_{X_S | X_j = v2}) (Def. 2.8) for an
-    insensitive axis ``feature``; conditioning values of probability zero are skipped."""
+    insensitive axis ``feature``; conditioning values of probability zero are skipped.
+
+    Args:
+        pmf: the probability table, one axis per feature.
+        sensitive: the sensitive axes S.
+        feature: the insensitive axis j.
+
+    Returns:
+        TV(j).
+    """
     pmf = np.asarray(pmf, dtype=float)
     laws = [_conditional_sensitive(pmf, sensitive, {feature: v}) for v in range(pmf.shape[feature])]
     defined = np.array([p for p in laws if p is not None])
@@ -82,7 +110,11 @@ def example_2_6() -> dict[str, float]:
     """Paper Example 2.6: X = (X1, X2), S = {1}, U = {2}, X1 | X2 = k ~ Bernoulli(k/3) for k ∈ {1, 2}.
 
     e = (1, 2), e' = (0, 1) gives d = 1 (conditioning on I = {1}); e = (1, 2), e' = (1, 1) gives
-    d = TV(Bern(2/3), Bern(1/3)) = 1/3. The marginal of X2 does not matter; it is taken uniform."""
+    d = TV(Bern(2/3), Bern(1/3)) = 1/3. The marginal of X2 does not matter; it is taken uniform.
+
+    Returns:
+        ``d_sensitive_change`` and ``d_insensitive_change`` as computed by :func:`neighbour_distance`.
+    """
     pmf = np.zeros((2, 2))  # axis 0: X1 ∈ {0, 1}; axis 1: X2 ∈ {1, 2} stored at index k − 1
     for k in (1, 2):
         pmf[1, k - 1] = 0.5 * k / 3

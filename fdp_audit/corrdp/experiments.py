@@ -55,7 +55,17 @@ def _confidence_delta(c: CorrDPConfig) -> float:
 
 
 def adult_feature_tvs(c: CorrDPConfig) -> tuple[list[FeatureTV], int]:
-    """TV(j) of every insensitive Adult feature (paper App. E.2 recipe) and the number of rows."""
+    """TV(j) of every insensitive Adult feature (paper App. E.2 recipe) and the number of rows.
+
+    Args:
+        c: the configuration's ``corrdp`` section (its sensitive and insensitive columns).
+
+    Returns:
+        ``(one estimate per insensitive feature, rows)``.
+
+    Raises:
+        BadInputError: the feature lists are refused (:func:`~fdp_audit.corrdp.design.check_adult_features`).
+    """
     columns, kinds = adult_columns()
     check_adult_features(kinds, c.sensitive, c.insensitive)
     return [feature_tv(columns, kinds, c.sensitive, f) for f in c.insensitive], len(columns["age"])
@@ -63,7 +73,15 @@ def adult_feature_tvs(c: CorrDPConfig) -> tuple[list[FeatureTV], int]:
 
 def synthetic_tvs(data: SyntheticRidge, delta: float) -> dict[str, np.ndarray]:
     """Per insensitive coordinate i: the population TV(i) from (μ, Σ) and the Gaussian estimate from the
-    data, both at the paper's pair μ_i ∓ 2 sqrt(log(2 m_s/δ)) (App. E.1)."""
+    data, both at the paper's pair μ_i ∓ 2 sqrt(log(2 m_s/δ)) (App. E.1).
+
+    Args:
+        data: the synthetic data with its law.
+        delta: δ (of the evaluation pair and of the upper-confidence bound).
+
+    Returns:
+        ``known``, ``estimate`` and ``upper`` (TV~), one value per insensitive coordinate.
+    """
     s = np.arange(data.m_s)
     known, estimate, upper = [], [], []
     n_insensitive = data.x.shape[1] - data.m_s
@@ -84,7 +102,18 @@ def _summary(values: np.ndarray) -> dict[str, float]:
 
 
 def tv_experiment(config: Config) -> dict[str, Any]:
-    """``corrdp tv``: Example 2.6 and the per-feature TV table (Adult: paper Table 2)."""
+    """``corrdp tv``: Example 2.6 and the per-feature TV table (Adult: paper Table 2).
+
+    Args:
+        config: a configuration with a ``corrdp`` section.
+
+    Returns:
+        The ``corrdp-tv/1`` results: Example 2.6 beside the paper's values, and per feature (Adult) or summarised
+        over coordinates (synthetic) the TV estimates.
+
+    Raises:
+        BadInputError: the ``corrdp`` section is missing or inconsistent.
+    """
     c = _section(config)
     beta = _confidence_delta(c)
     result: dict[str, Any] = {
@@ -120,7 +149,16 @@ def tv_experiment(config: Config) -> dict[str, Any]:
 
 
 def calibration_tv(config: Config, design: Design, data: SyntheticRidge | None) -> dict[str, float]:
-    """The TV(j) each insensitive feature's noise is calibrated with (``corrdp.tv_source``)."""
+    """The TV(j) each insensitive feature's noise is calibrated with (``corrdp.tv_source``).
+
+    Args:
+        config: a configuration with a ``corrdp`` section.
+        design: the design (its insensitive columns name the synthetic coordinates).
+        data: the synthetic data, or None for Adult.
+
+    Returns:
+        TV(j) by insensitive feature: the estimate, its upper-confidence version, or (synthetic) the known value.
+    """
     c = _section(config)
     if data is not None:
         values = synthetic_tvs(data, c.delta)[c.tv_source]
@@ -205,7 +243,17 @@ def _curves(runs: list[dict[str, Any]], c: CorrDPConfig, key: str) -> dict[str, 
 
 def train_experiment(config: Config) -> dict[str, Any]:
     """``corrdp train``: CorrDP-SGD and the baselines across ε and seeds, utility curves, realised
-    privacy per neighbour type beside the nominal ε, the Eq. 4 calibration check and Theorem 3.9."""
+    privacy per neighbour type beside the nominal ε, the Eq. 4 calibration check and Theorem 3.9.
+
+    Args:
+        config: a configuration with a ``corrdp`` section.
+
+    Returns:
+        The ``corrdp-train/1`` results.
+
+    Raises:
+        BadInputError: the ``corrdp`` section is missing or inconsistent.
+    """
     c = _section(config)
     data = None
     if c.dataset == "synthetic":
@@ -269,7 +317,14 @@ def train_experiment(config: Config) -> dict[str, Any]:
 
 
 def utility_figure(result: Mapping[str, Any]) -> bytes:
-    """PNG of each curve (utility gap or objective, and accuracy) against ε, mean ± sd over seeds."""
+    """PNG of each curve (utility gap or objective, and accuracy) against ε, mean ± sd over seeds.
+
+    Args:
+        result: ``corrdp train`` results (:func:`train_experiment`).
+
+    Returns:
+        The PNG file's bytes.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -319,7 +374,16 @@ FINDINGS = (
 
 
 def report_section(tv: Mapping[str, Any] | None = None, train: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """JSON-able summary for the report's CorrDP section from ``corrdp tv`` / ``corrdp train`` results."""
+    """JSON-able summary for the report's CorrDP section from ``corrdp tv`` / ``corrdp train`` results.
+
+    Args:
+        tv: ``corrdp tv`` results, or None.
+        train: ``corrdp train`` results, or None.
+
+    Returns:
+        The section: the findings, and what each given result adds (Example 2.6 and the TV table; curves, the
+        Eq. 4 check, Theorem 3.9 and the realised privacy of sensitive changes and of CorrDP's insensitive ones).
+    """
     section: dict[str, Any] = {"schema": "corrdp-report/1", "findings": list(FINDINGS)}
     if tv is not None:
         section["example_2_6"] = tv["example_2_6"]

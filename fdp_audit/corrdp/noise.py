@@ -25,12 +25,31 @@ INTERCEPT = "(intercept)"
 
 
 def eq4_variance(epsilon: float, delta: float, lipschitz: float, steps: int, n: int) -> float:
-    """σ_S² = (log(1/δ) + 1) L² T / (n² ε²) (paper Eq. 4)."""
+    """σ_S² = (log(1/δ) + 1) L² T / (n² ε²) (paper Eq. 4).
+
+    Args:
+        epsilon: the nominal ε.
+        delta: δ.
+        lipschitz: the clipping bound L.
+        steps: the number of steps T.
+        n: the number of rows.
+
+    Returns:
+        σ_S², the noise variance of a sensitive coordinate.
+    """
     return (math.log(1.0 / delta) + 1.0) * lipschitz**2 * steps / (n**2 * epsilon**2)
 
 
 def sensitive_share(groups: Sequence[str], sensitive: frozenset[str]) -> float:
-    """m_s²/m², the floor of the insensitive factor, counting design columns (intercept excluded)."""
+    """m_s²/m², the floor of the insensitive factor, counting design columns (intercept excluded).
+
+    Args:
+        groups: the feature group of each design column.
+        sensitive: the sensitive feature groups.
+
+    Returns:
+        (m_s/m)².
+    """
     features = [g for g in groups if g != INTERCEPT]
     m_s = sum(g in sensitive for g in features)
     return (m_s / len(features)) ** 2
@@ -42,7 +61,18 @@ def variance_factors(
     """Per-column factor f_i with noise variance σ_S² · f_i for ``variant``.
 
     ``groups[i]`` names the raw feature of column i; ``tv`` maps each insensitive feature to the TV(j)
-    used for calibration (the estimate, its upper-confidence version, or a known value)."""
+    used for calibration (the estimate, its upper-confidence version, or a known value).
+
+    Args:
+        groups: the feature group of each design column.
+        sensitive: the sensitive feature groups.
+        tv: TV(j) of each insensitive feature (read by ``corrdp`` only).
+        variant: ``corrdp`` (max(TV(i), m_s²/m²) on U), ``standard`` (1), ``semi`` (0 on U), ``partial`` and
+            ``nonprivate`` (0 everywhere); sensitive and intercept columns get 1 unless no column is noised.
+
+    Returns:
+        The factors f_i, one per column.
+    """
     floor = sensitive_share(groups, sensitive)
     factors = np.empty(len(groups))
     for i, group in enumerate(groups):
@@ -59,5 +89,14 @@ def variance_factors(
 
 
 def column_mask(groups: Sequence[str], sensitive: frozenset[str], variant: Variant) -> np.ndarray:
-    """1 for the columns a variant trains on: *Partial* discards the sensitive features."""
+    """1 for the columns a variant trains on: *Partial* discards the sensitive features.
+
+    Args:
+        groups: the feature group of each design column.
+        sensitive: the sensitive feature groups.
+        variant: the training variant.
+
+    Returns:
+        A 0/1 mask over the columns.
+    """
     return np.array([0.0 if variant == "partial" and g in sensitive else 1.0 for g in groups])

@@ -42,7 +42,16 @@ class SGDSettings:
 
 
 def pointwise_loss(z: torch.Tensor, y: torch.Tensor, loss: Loss) -> torch.Tensor:
-    """ℓ(z, y) for a linear predictor z: (y − z)² or the logistic loss log(1 + e^z) − y z, y ∈ {0, 1}."""
+    """ℓ(z, y) for a linear predictor z: (y − z)² or the logistic loss log(1 + e^z) − y z, y ∈ {0, 1}.
+
+    Args:
+        z: the predictions θᵀx.
+        y: the targets (0/1 for the logistic loss), broadcastable against ``z``.
+        loss: ``"squared"`` or ``"logistic"``.
+
+    Returns:
+        The losses, element-wise.
+    """
     if loss == "squared":
         return (y - z) ** 2
     return nn.functional.softplus(z) - y * z
@@ -54,7 +63,18 @@ def _loss_derivative(z: torch.Tensor, y: torch.Tensor, loss: Loss) -> torch.Tens
 
 
 def glm_objective(theta: torch.Tensor, x: torch.Tensor, y: torch.Tensor, loss: Loss, ridge: float) -> torch.Tensor:
-    """F(θ, D) = (1/n) Σ ℓ(θᵀx_i, y_i) + λ‖θ‖² for each run (row) of ``theta``."""
+    """F(θ, D) = (1/n) Σ ℓ(θᵀx_i, y_i) + λ‖θ‖² for each run (row) of ``theta``.
+
+    Args:
+        theta: the parameters of R runs, (R, p).
+        x: the design, (n, p).
+        y: the targets, (n,).
+        loss: ``"squared"`` or ``"logistic"``.
+        ridge: λ.
+
+    Returns:
+        F of each run, (R,).
+    """
     z = theta @ x.T
     return pointwise_loss(z, y, loss).mean(dim=1) + ridge * (theta**2).sum(dim=1)
 
@@ -79,7 +99,20 @@ def train_glm(
 
     ``noise_std`` (R × p) is the per-coordinate noise standard deviation of each run; ``masks`` (R × p)
     zeroes the columns a run does not use (the *Partial* baseline), which also removes them from the
-    per-example norm so the clipping acts on the model actually trained."""
+    per-example norm so the clipping acts on the model actually trained.
+
+    Args:
+        x: the design, (n, p).
+        y: the targets, (n,).
+        loss: ``"squared"`` or ``"logistic"``.
+        noise_std: each run's per-coordinate noise standard deviation, (R, p).
+        masks: each run's 0/1 column mask, (R, p).
+        settings: steps T, learning rate α, clip L, sampling rate q, projection radius and ridge λ.
+        generator: the source of the Poisson masks and the noise.
+
+    Returns:
+        The final parameters, (R, p).
+    """
     n, p = x.shape
     runs = noise_std.shape[0]
     theta = torch.zeros(runs, p, dtype=x.dtype)
@@ -131,6 +164,14 @@ class MLP(nn.Module):
                     tensor.copy_((torch.rand(tensor.shape, generator=generator, dtype=dtype) * 2 - 1) * bound)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """The network's output: ``second(softplus(first(x)))``, one value per example.
+
+        Args:
+            x: inputs ``[..., inputs]``.
+
+        Returns:
+            Outputs ``[...]``.
+        """
         return self.second(nn.functional.softplus(self.first(x))).squeeze(-1)
 
 
@@ -147,7 +188,21 @@ def train_mlp(
     """CorrDP-SGD for a one-hidden-layer network (paper Eq. 5): the first-layer weight column of input
     i gets noise std ``first_layer_std[i]``, every other parameter (first-layer bias included: its
     gradient moves under any change) ``other_std``. Inputs with zero std and zero column in ``x``
-    (the *Partial* baseline) are simply never used."""
+    (the *Partial* baseline) are simply never used.
+
+    Args:
+        x: the inputs, (n, m).
+        y: the targets, (n,).
+        loss: ``"squared"`` or ``"logistic"``.
+        hidden: the hidden width.
+        first_layer_std: the noise std of each input's first-layer weight column, (m,).
+        other_std: the noise std of every other parameter (σ_S).
+        settings: steps T, learning rate α, clip L, sampling rate q, projection radius and ridge λ.
+        generator: the source of the initialisation, the Poisson masks and the noise.
+
+    Returns:
+        The trained network.
+    """
     n, m = x.shape
     model = MLP(m, hidden, generator, x.dtype)
     params = {name: p.detach().clone() for name, p in model.named_parameters()}

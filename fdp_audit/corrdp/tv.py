@@ -45,12 +45,26 @@ class TVEstimate:
         is the number of insensitive features the union bound runs over (the paper's m − m_s).
 
         ``c2`` overrides the estimator's own constant (paper App. D), which is often so large that the
-        correction alone exceeds 1."""
+        correction alone exceeds 1.
+
+        Args:
+            n_insensitive: the number of insensitive features m − m_s.
+            delta: the failure probability δ of the upper-confidence bound.
+            c2: the constant to use instead of the estimator's; None keeps its own.
+
+        Returns:
+            TV~ in [0, 1].
+        """
         constant = self.c2 if c2 is None else c2
         slack = 2.0 * constant * math.sqrt(math.log(n_insensitive / delta)) / self.n**self.gamma
         return min(1.0, self.value + slack)
 
     def to_dict(self) -> dict[str, object]:
+        """The estimate for the results JSON (an infinite c2 written as null).
+
+        Returns:
+            Its value, pair, n, γ, c2 and method.
+        """
         return {
             "value": self.value,
             "pair": list(self.pair),
@@ -62,13 +76,27 @@ class TVEstimate:
 
 
 def joint_codes(*columns: np.ndarray) -> np.ndarray:
-    """Integer code of each row's combination of values over several discrete columns."""
+    """Integer code of each row's combination of values over several discrete columns.
+
+    Args:
+        columns: discrete columns of equal length N.
+
+    Returns:
+        One code per row, (N,), equal codes for equal combinations.
+    """
     stacked = np.stack([np.unique(np.asarray(c), return_inverse=True)[1] for c in columns], axis=1)
     return np.unique(stacked, axis=0, return_inverse=True)[1].reshape(-1)
 
 
 def pairwise_tv(p: np.ndarray) -> np.ndarray:
-    """Matrix of TV distances ½ Σ |p_a − p_b| between the rows of a (levels × outcomes) matrix."""
+    """Matrix of TV distances ½ Σ |p_a − p_b| between the rows of a (levels × outcomes) matrix.
+
+    Args:
+        p: one probability vector per row, (levels, outcomes).
+
+    Returns:
+        The TV between every pair of rows, (levels, levels).
+    """
     return 0.5 * np.abs(p[:, None, :] - p[None, :, :]).sum(axis=-1)
 
 
@@ -82,7 +110,15 @@ def tv_discrete(s_codes: np.ndarray, u_values: np.ndarray) -> TVEstimate:
 
     P̂_j(i) = n_ij / n_j; TV̂ = max_{j1, j2} ½ Σ_i |P̂_j1(i) − P̂_j2(i)|. The constant is
     c2 = sqrt(log(K_S K_U) / min_ij p̂_ij) over the observed cells (structural zeros such as
-    Husband × Never-married would make the paper's min p_ij zero and c2 infinite)."""
+    Husband × Never-married would make the paper's min p_ij zero and c2 infinite).
+
+    Args:
+        s_codes: the sensitive block's value code of each row (:func:`joint_codes` for several columns).
+        u_values: the insensitive feature's value of each row.
+
+    Returns:
+        The estimate, with the maximising pair of values, γ = 1/2 and c2.
+    """
     s_index = np.unique(s_codes, return_inverse=True)[1].reshape(-1)
     u_levels, u_index = np.unique(u_values, return_inverse=True)
     counts = np.zeros((len(u_levels), int(s_index.max()) + 1))
@@ -96,7 +132,15 @@ def tv_discrete(s_codes: np.ndarray, u_values: np.ndarray) -> TVEstimate:
 
 def histogram_codes(x: np.ndarray, scale: float = 1.0) -> tuple[np.ndarray, int]:
     """Bin each of the k columns of ``x`` (min-max scaled to [0, 1]) with width ``scale · n^{-1/(k+2)}``
-    and return the joint bin code of each row and the number of bins per column."""
+    and return the joint bin code of each row and the number of bins per column.
+
+    Args:
+        x: the continuous columns, (n,) or (n, k).
+        scale: the bin width's constant.
+
+    Returns:
+        ``(codes (n,), bins per column)``.
+    """
     x = np.asarray(x, dtype=float).reshape(len(x), -1)
     n, k = x.shape
     bins = max(1, math.ceil(1.0 / (scale * n ** (-1.0 / (k + 2)))))
@@ -114,7 +158,17 @@ def tv_histogram(
     Bin width h = scale · n^{-1/(k+2)} on min-max scaled columns balances the O(h) bias against the
     O(1/sqrt(n h^k)) noise, so γ = 1/(k+2) (1/3 for one column). ``discrete`` crosses the bins with the
     codes of discrete sensitive columns, giving the plug-in on the joint law of a mixed X_S.
-    c2 = B sqrt(log(K_S K_U) / min_j p̂_j) with B = 1 after scaling."""
+    c2 = B sqrt(log(K_S K_U) / min_j p̂_j) with B = 1 after scaling.
+
+    Args:
+        x: the continuous sensitive columns, (n,) or (n, k).
+        u_values: the discrete insensitive feature's value of each row.
+        discrete: codes of discrete sensitive columns to cross with the bins, or None.
+        scale: the bin width's constant.
+
+    Returns:
+        The estimate, with γ = 1/(k+2) and c2.
+    """
     codes, bins = histogram_codes(x, scale)
     if discrete is not None:
         codes = joint_codes(codes, discrete)
@@ -127,7 +181,15 @@ def tv_histogram(
 
 
 def gaussian_tv(mean_difference: np.ndarray, covariance: np.ndarray) -> float:
-    """TV between N(a, Σ) and N(b, Σ): 2Φ(‖Σ^{-1/2}(a − b)‖ / 2) − 1 (paper Example D.3)."""
+    """TV between N(a, Σ) and N(b, Σ): 2Φ(‖Σ^{-1/2}(a − b)‖ / 2) − 1 (paper Example D.3).
+
+    Args:
+        mean_difference: a − b, (k,) or a scalar.
+        covariance: Σ, (k, k) or a scalar variance.
+
+    Returns:
+        The total variation distance.
+    """
     diff = np.atleast_1d(np.asarray(mean_difference, dtype=float))
     cov = np.atleast_2d(np.asarray(covariance, dtype=float))
     mahalanobis = math.sqrt(float(diff @ np.linalg.solve(cov, diff)))
@@ -136,7 +198,15 @@ def gaussian_tv(mean_difference: np.ndarray, covariance: np.ndarray) -> float:
 
 def gaussian_regression(s: np.ndarray, u: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Least squares of X_S on X_j (paper Eq. 21): slope φ̂, intercept ψ̂ and residual covariance η̂²
-    (the 1/n maximum-likelihood normalisation of Eq. 21)."""
+    (the 1/n maximum-likelihood normalisation of Eq. 21).
+
+    Args:
+        s: the sensitive columns, (n,) or (n, k).
+        u: the insensitive feature, (n,).
+
+    Returns:
+        ``(φ̂ (k,), ψ̂ (k,), η̂² (k, k))``.
+    """
     s = np.asarray(s, dtype=float).reshape(len(u), -1)
     u = np.asarray(u, dtype=float)
     uc = u - u.mean()
@@ -152,7 +222,16 @@ def tv_gaussian(s: np.ndarray, u: np.ndarray, u_pair: tuple[float, float] | None
     P̂_u = N(φ̂u + ψ̂, η̂²), so TV̂(u1, u2) = 2Φ(|φ̂||u1 − u2| / (2η̂)) − 1, maximal at the widest pair:
     ``u_pair`` or, by default, the observed minimum and maximum of X_j (the max over data pairs of
     Example D.3). c2 = sqrt(log n) / η̂ with the paper's unspecified constant C set to 1 and η̂ the
-    smallest residual standard deviation (the direction in which a mean shift costs most)."""
+    smallest residual standard deviation (the direction in which a mean shift costs most).
+
+    Args:
+        s: the sensitive columns, (n,) or (n, k).
+        u: the insensitive feature, (n,).
+        u_pair: the two conditioning values compared; None takes X_j's observed range.
+
+    Returns:
+        The estimate, with γ = 1/2 and c2.
+    """
     u = np.asarray(u, dtype=float)
     lo, hi = (float(u.min()), float(u.max())) if u_pair is None else u_pair
     phi, _, eta2 = gaussian_regression(s, u)
@@ -169,7 +248,16 @@ def tv_multinomial_logistic(
 
     The fitted P̂(X_S | X_j = u) is evaluated on a grid over ``u_pair`` (default: the observed range) and
     the largest pairwise TV is returned. γ = 1/2 (a parametric fit); c2 follows Example D.1 with the
-    two end points as the K_U = 2 conditioning values."""
+    two end points as the K_U = 2 conditioning values.
+
+    Args:
+        s_codes: the sensitive block's value code of each row.
+        u: the continuous insensitive feature, (n,).
+        u_pair: the range of X_j the grid covers; None takes the observed range.
+
+    Returns:
+        The estimate, with the maximising pair of grid values, γ = 1/2 and c2.
+    """
     from sklearn.linear_model import LogisticRegression
 
     u = np.asarray(u, dtype=float)
@@ -210,10 +298,29 @@ class FeatureTV:
         return min(1.0, sum(p.value for p in self.parts))
 
     def upper(self, n_insensitive: int, delta: float, c2: float | None = None) -> float:
-        """min(TV~_c + TV~_d, 1), each part with its own Def. 4.3 correction."""
+        """min(TV~_c + TV~_d, 1), each part with its own Def. 4.3 correction.
+
+        Args:
+            n_insensitive: the number of insensitive features m − m_s.
+            delta: the failure probability δ.
+            c2: the constant to use instead of each estimator's; None keeps their own.
+
+        Returns:
+            The combined upper-confidence TV~.
+        """
         return min(1.0, sum(p.upper(n_insensitive, delta, c2) for p in self.parts))
 
     def to_dict(self, n_insensitive: int, delta: float, c2: float | None = None) -> dict[str, object]:
+        """The feature's estimates for the results JSON, with the combined estimate and its upper-confidence version.
+
+        Args:
+            n_insensitive: the number of insensitive features m − m_s (for :meth:`upper`).
+            delta: the failure probability δ (for :meth:`upper`).
+            c2: the constant override (for :meth:`upper`).
+
+        Returns:
+            The feature, its kind, each part's estimate, ``estimate`` and ``upper``.
+        """
         return {
             "feature": self.feature,
             "kind": self.kind,
@@ -234,7 +341,17 @@ def feature_tv(
     A numeric feature is min-max scaled to [0, 1] and the conditional laws are compared at its two end
     points (App. E.2: "x_u = 0, 1"), continuous sensitive columns by the Gaussian closed form and
     discrete ones by multinomial logistic regression. A categorical feature uses the joint histogram
-    for the continuous sensitive columns and the plug-in for the discrete ones."""
+    for the continuous sensitive columns and the plug-in for the discrete ones.
+
+    Args:
+        columns: the table's columns by name.
+        kinds: each column's kind, ``"numeric"`` or categorical.
+        sensitive: the sensitive columns.
+        feature: the insensitive feature j.
+
+    Returns:
+        The feature's TV estimates (continuous part, discrete part, and the joint one for a categorical feature).
+    """
     numeric = [c for c in sensitive if kinds[c] == "numeric"]
     categorical = [c for c in sensitive if kinds[c] != "numeric"]
     x_num = np.stack([columns[c] for c in numeric], axis=1) if numeric else None
