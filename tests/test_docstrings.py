@@ -29,6 +29,8 @@ DOCUMENTED = (
     "config.py",
     "corrdp",
     "errors.py",
+    "execution",
+    "generative",
     "json_numbers.py",
     "mechanisms.py",
     "phases.py",

@@ -48,7 +48,18 @@ class Executor(ABC):
 
 
 def split_chunks(indices: np.ndarray, chunk_size: int) -> list[np.ndarray]:
-    """Consecutive chunks of at most ``chunk_size`` trial indices, covering ``indices`` in order."""
+    """Consecutive chunks of at most ``chunk_size`` trial indices, covering ``indices`` in order.
+
+    Args:
+        indices: the trial indices.
+        chunk_size: the most indices per chunk (≥ 1).
+
+    Returns:
+        The chunks, int64; only the last may be shorter.
+
+    Raises:
+        ValueError: ``chunk_size`` is below 1.
+    """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be at least 1, got {chunk_size}")
     indices = np.asarray(indices, dtype=np.int64)

@@ -129,6 +129,21 @@ class DaskExecutor(Executor):
         return self._connect()
 
     def map_unordered(self, task: ChunkTask, chunks: Sequence[np.ndarray]) -> Iterator[tuple[int, Result]]:
+        """Run the task on every chunk on the cluster's workers (the task shipped once, each chunk a task keyed by the
+        code, the task and the chunk), yielding results as the chunks finish.
+
+        Args:
+            task: a picklable callable whose result depends on its chunk alone.
+            chunks: the chunks of trial indices (equal chunks run once and are yielded under each position).
+
+        Yields:
+            ``(position, task(chunks[position]))`` once for every position, in the order the chunks finish; chunks
+            still pending when the caller stops are cancelled.
+
+        Raises:
+            ClusterError: a chunk's workers kept dying, or the cluster cancelled it.
+            BadInputError: a worker runs other code or library versions than the driver.
+        """
         if not len(chunks):
             return
         from distributed import as_completed
@@ -196,7 +211,14 @@ async def _stop_workers(cluster: Any, grace_s: float) -> None:
 
 def serialise(task: ChunkTask) -> bytes:
     """The task as cloudpickle bytes, with every loaded module of the user's own (a module file outside the
-    standard library, the installed packages and fdp-audit's packages) pickled by value."""
+    standard library, the installed packages and fdp-audit's packages) pickled by value.
+
+    Args:
+        task: the chunk task.
+
+    Returns:
+        The pickle (protocol 5), which a worker without the user's files can load.
+    """
     import cloudpickle
 
     from fdp_audit.audit.provenance import user_modules
@@ -220,7 +242,11 @@ def _load_task(payload: bytes) -> ChunkTask:
 
 
 def run_environment() -> dict[str, str]:
-    """What a trial's numbers depend on besides its configuration: fdp-audit's sources and library versions."""
+    """What a trial's numbers depend on besides its configuration: fdp-audit's sources and library versions.
+
+    Returns:
+        ``sources`` (the digest of fdp-audit's sources) and each library's version, by name.
+    """
     from fdp_audit.audit.provenance import source_digest, versions
 
     return {"sources": source_digest(), **versions()}

@@ -16,5 +16,14 @@ class InProcessExecutor(Executor):
     name = "local"
 
     def map_unordered(self, task: ChunkTask, chunks: Sequence[np.ndarray]) -> Iterator[tuple[int, Result]]:
+        """Run the task on every chunk here, one after the other.
+
+        Args:
+            task: a callable whose result depends on its chunk alone.
+            chunks: the chunks of trial indices.
+
+        Yields:
+            ``(position, task(chunks[position]))`` for each chunk in order, as soon as it is done.
+        """
         for position, chunk in enumerate(chunks):
             yield position, task(chunk)

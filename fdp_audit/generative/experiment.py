@@ -70,7 +70,17 @@ def _sample_features(trained: TrainedDiffusion, classifier, n_classes: int, per_
 
 
 def grid_pixels(images: torch.Tensor, labels: np.ndarray, n_classes: int, per_class: int) -> list[list[list[int]]]:
-    """The first ``per_class`` samples of every class as 0–255 grey levels: ``[class][sample][pixel]``."""
+    """The first ``per_class`` samples of every class as 0–255 grey levels: ``[class][sample][pixel]``.
+
+    Args:
+        images: samples ``[n, 1, H, W]`` in [-1, 1].
+        labels: their classes ``[n]``.
+        n_classes: the number of classes.
+        per_class: samples kept per class.
+
+    Returns:
+        The grey levels, by class, then sample, then pixel (row-major).
+    """
     levels = ((images[:, 0].flatten(1) + 1) * 127.5).round().clamp(0, 255).to(torch.uint8)
     return [[levels[i].tolist() for i in np.flatnonzero(labels == c)[:per_class]] for c in range(n_classes)]
 
@@ -84,7 +94,20 @@ def run_experiment(train: LabelledImages, test_images: torch.Tensor, test_labels
                    device: torch.device | str = "cpu", progress: Callable[[str], None] | None = None
                    ) -> dict[str, Any]:
     """Train every variant for every seed, sample, and measure (module doc); a JSON-able dict. ``progress``
-    receives one line per measured model."""
+    receives one line per measured model.
+
+    Args:
+        train: the training images with their public completions.
+        test_images: held-out images ``[m, C, H, W]``, the reference of the distances.
+        test_labels: their classes ``[m]``.
+        plan: the experiment (setup, seeds, samples per class, classifier steps, the plain models' settings).
+        device: where models train and sample.
+        progress: called with one line per measured model, or None.
+
+    Returns:
+        The ``generative`` section: per variant its Fréchet distances (overall and per class), noise multiplier and
+        times; the classifier, the real-data floor, the ordering checks and the sample grids of seed 0.
+    """
     device = torch.device(device)
     shape = tuple(train.images.shape[1:])
     classes = list(range(train.n_classes))

@@ -51,6 +51,16 @@ class StudyData:
 
 
 def public_map(data: StudyData, height: int, width: int) -> ImageMap:
+    """Ψ of the study's images: a Gaussian blur of σ ``psi_parameter``, or downsampling by that factor.
+
+    Args:
+        data: the study's data settings (``psi`` and ``psi_parameter``).
+        height: the image height in pixels.
+        width: the image width in pixels.
+
+    Returns:
+        The image map.
+    """
     if data.psi == "blur":
         return BlurMap(height, width, sigma=float(data.psi_parameter))
     return DownsampleMap(height, width, factor=int(data.psi_parameter))
@@ -63,7 +73,15 @@ def _scaled(images: np.ndarray) -> torch.Tensor:
 
 def load_study_images(data: StudyData, seed: int = 0) -> tuple[LabelledImages, torch.Tensor, torch.Tensor, ImageMap]:
     """Training images with their public completions Ψ̃(x) (Ψ applied to the [0, 1] images, rendered at full
-    resolution), and the held-out test images and labels."""
+    resolution), and the held-out test images and labels.
+
+    Args:
+        data: where the images come from and what is public.
+        seed: the seed of the stratified test split of a set without one.
+
+    Returns:
+        ``(training images with completions, test images, test labels, Ψ)``, images ``[n, 1, H, W]`` in [-1, 1].
+    """
     train = load_images(data.dataset, "train", data.path)
     if "test" in DATASETS[data.dataset].image_splits:
         test = load_images(data.dataset, "test", data.path)
@@ -91,7 +109,19 @@ def claim_config(mechanism: str, data: StudyData, audit: AuditPlan, sample_rate:
                  device: str) -> Config:
     """The configuration an audit's results state: the audited mechanism with its claimed (z, p, T, C, δ), the
     image data and Ψ, and the denoiser as the model factory. The gate re-derives the mechanism section and every
-    comparison's claim from it."""
+    comparison's claim from it.
+
+    Args:
+        mechanism: the audited mechanism.
+        data: the study's data settings.
+        audit: the audit plan (claimed z, T, δ, private weight).
+        sample_rate: the audited training's sampling rate p.
+        setup: the training settings (clip norm, public batch size).
+        device: the device recorded.
+
+    Returns:
+        The validated configuration.
+    """
     psi = {"blur_sigma": float(data.psi_parameter)} if data.psi == "blur" else {
         "downsample_factor": int(data.psi_parameter)}
     return config_from_dict({
@@ -108,7 +138,19 @@ def claim_config(mechanism: str, data: StudyData, audit: AuditPlan, sample_rate:
 def audit_results(section: dict[str, Any], comparisons: list[dict[str, Any]], config: Config, alpha: float,
                   title: str, reproducibility: dict[str, Any]) -> dict[str, Any]:
     """results.json of one generative audit (kind ``audit``): the one-run comparisons judged by the gate, the
-    mechanism section and the configuration the gate restates them from."""
+    mechanism section and the configuration the gate restates them from.
+
+    Args:
+        section: the audit's one-run section.
+        comparisons: its comparisons in the gate's form.
+        config: the configuration the results state (:func:`claim_config`).
+        alpha: the level α of the verdict.
+        title: the report's title.
+        reproducibility: seed, command, device and study settings.
+
+    Returns:
+        The results, with the verdict the gate gives the comparisons.
+    """
     verdict, _ = judge(comparisons, alpha)
     return {"schema_version": 1, "kind": "audit", "title": title,
             "created": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "verdict": verdict,
@@ -119,7 +161,20 @@ def audit_results(section: dict[str, Any], comparisons: list[dict[str, Any]], co
 def run_study(data: StudyData, plan: ExperimentPlan, audit: AuditPlan, out_dir: Path, device: str = "cpu",
               command: str = "", progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Experiment, audits and files (module doc); returns the ``generative`` section with the audit verdicts.
-    ``progress`` receives a line per measured model and per audit."""
+    ``progress`` receives a line per measured model and per audit.
+
+    Args:
+        data: where the images come from and what is public.
+        plan: the five-way experiment.
+        audit: the audit plan of each audited mechanism.
+        out_dir: where ``results.json``, ``report.html`` and each ``audit-<mechanism>/results.json`` are written.
+        device: where models train.
+        command: the command recorded for reproduction.
+        progress: called with one line per measured model and per audit, or None.
+
+    Returns:
+        The ``generative`` section.
+    """
     out_dir = Path(out_dir)
     start = time.perf_counter()
     train, test_images, test_labels, psi = load_study_images(data)

@@ -63,7 +63,25 @@ def audit_generative(mechanism: str, data: LabelledImages, setup: DiffusionSetup
                      device: torch.device | str = "cpu", init: dict[str, torch.Tensor] | None = None
                      ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Train once with the canaries and judge the guesses (module doc): the one-run section and its comparisons in
-    the gate's form."""
+    the gate's form.
+
+    Args:
+        mechanism: a registered private Gaussian mechanism of the generative study (a faulty one is judged
+            against the claim of the mechanism it imitates).
+        data: the training images with their public completions.
+        setup: the training settings (steps, batch, δ and private weight are taken from ``plan``).
+        plan: the audit: claimed z, expected batch, T, the M canaries, K candidates, magnitude and level α.
+        seed: the seed of the secrets and of the training.
+        device: where the denoiser trains.
+        init: a state dict to start from, or None.
+
+    Returns:
+        ``(one-run section, comparisons)``: the judged guesses with the claim's parameters, the plan and the training
+        time, and the comparisons ``fdp-audit gate`` judges again.
+
+    Raises:
+        BadInputError: the mechanism is unknown, not private, or does not release subsampled Gaussian steps.
+    """
     entry = MECHANISMS.get(mechanism)
     if entry is None or not entry.recipe.private or not issubclass(entry.releases, SubsampledGaussianEvent):
         raise BadInputError(f"the generative audit needs a private Gaussian mechanism, got {mechanism!r}", "mechanism")

@@ -28,7 +28,15 @@ def _groups(channels: int) -> int:
 
 def time_embedding(t: torch.Tensor, dim: int) -> torch.Tensor:
     """Sinusoidal embedding of times ``t`` ∈ [0, 1]: ``[sin(1000 t ω_j), cos(1000 t ω_j)]`` with
-    ``ω_j = 10000^(-j / (dim/2))``, the Transformer positional code of the diffusion step 1000 t."""
+    ``ω_j = 10000^(-j / (dim/2))``, the Transformer positional code of the diffusion step 1000 t.
+
+    Args:
+        t: times in [0, 1], ``[B]``.
+        dim: the embedding width (even).
+
+    Returns:
+        The embeddings ``[B, dim]``, float32.
+    """
     half = dim // 2
     freqs = torch.exp(-math.log(10000.0) * torch.arange(half, device=t.device, dtype=torch.float32) / half)
     angles = 1000.0 * t.float()[:, None] * freqs[None, :]
@@ -48,6 +56,15 @@ class ResidualBlock(nn.Module):
         self.skip = nn.Conv2d(channels_in, channels_out, 1) if channels_in != channels_out else nn.Identity()
 
     def forward(self, x: torch.Tensor, emb: torch.Tensor) -> torch.Tensor:
+        """The block's output for feature maps ``x`` and the time-and-class embedding ``emb`` (class docstring).
+
+        Args:
+            x: feature maps ``[B, channels_in, H, W]``.
+            emb: the embeddings ``[B, embedding]``.
+
+        Returns:
+            Feature maps ``[B, channels_out, H, W]``.
+        """
         h = self.conv1(F.silu(self.norm1(x))) + self.embed(emb)[:, :, None, None]
         return self.conv2(F.silu(self.norm2(h))) + self.skip(x)
 
@@ -86,6 +103,16 @@ class TinyUNet(nn.Module):
         self.conv_out = nn.Conv2d(widths[0], image_channels, 3, padding=1)
 
     def forward(self, x: torch.Tensor, t: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The predicted noise ε_θ(x_t, t, y) (module docstring).
+
+        Args:
+            x: diffused images x_t ``[B, C, H, W]``.
+            t: diffusion times t/T in [0, 1], ``[B]``.
+            y: class labels ``[B]``.
+
+        Returns:
+            The predicted noise ``[B, C, H, W]``.
+        """
         emb = self.time_mlp(time_embedding(t, self.embedding)) + self.class_embedding(y)
         h = self.conv_in(x)
         skips = []
@@ -104,4 +131,12 @@ class TinyUNet(nn.Module):
 
 
 def n_parameters(module: nn.Module) -> int:
+    """The number of parameters of a module.
+
+    Args:
+        module: any ``nn.Module``.
+
+    Returns:
+        The total element count of its parameters.
+    """
     return sum(p.numel() for p in module.parameters())

@@ -41,11 +41,31 @@ class NoiseSchedule:
         return self.betas.shape[0]
 
     def to(self, device: torch.device | str) -> NoiseSchedule:
+        """The schedule on ``device``.
+
+        Args:
+            device: the target device.
+
+        Returns:
+            A new schedule with the same values.
+        """
         return NoiseSchedule(self.betas.to(device), self.alphas.to(device), self.alpha_bars.to(device))
 
 
 def cosine_schedule(steps: int, offset: float = 0.008, max_beta: float = 0.999) -> NoiseSchedule:
-    """The cosine schedule (module doc), computed in float64."""
+    """The cosine schedule (module doc), computed in float64.
+
+    Args:
+        steps: the number of diffusion steps T (≥ 1).
+        offset: the offset s of the cosine.
+        max_beta: the clip of β_t.
+
+    Returns:
+        β_t, α_t and ᾱ_t for t = 1 … T, float32.
+
+    Raises:
+        ValueError: ``steps`` is below 1.
+    """
     if steps < 1:
         raise ValueError(f"need at least one diffusion step, got {steps}")
     grid = torch.arange(steps + 1, dtype=torch.float64) / steps
@@ -57,7 +77,17 @@ def cosine_schedule(steps: int, offset: float = 0.008, max_beta: float = 0.999) 
 
 
 def diffuse(schedule: NoiseSchedule, x0: torch.Tensor, t: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
-    """``x_t = √ᾱ_t x_0 + √(1 - ᾱ_t) ε`` for integer times ``t`` ∈ {1..T} (one per example)."""
+    """``x_t = √ᾱ_t x_0 + √(1 - ᾱ_t) ε`` for integer times ``t`` ∈ {1..T} (one per example).
+
+    Args:
+        schedule: the noise schedule.
+        x0: clean images ``[B, ...]``.
+        t: integer times in {1..T}, ``[B]``.
+        noise: the noise ε, shaped like ``x0``.
+
+    Returns:
+        The diffused images x_t, shaped like ``x0``.
+    """
     bar = schedule.alpha_bars[t - 1].reshape(-1, *([1] * (x0.dim() - 1)))
     return bar.sqrt() * x0 + (1 - bar).sqrt() * noise
 
@@ -66,7 +96,19 @@ def denoising_loss(predict: Callable[[torch.Tensor, torch.Tensor, torch.Tensor],
                    schedule: NoiseSchedule, x0: torch.Tensor, y: torch.Tensor, t: torch.Tensor,
                    noise: torch.Tensor) -> torch.Tensor:
     """Per-example losses ``[B]``: ``mean_pixels (ε_θ(x_t, t/T, y) - ε)²`` (module doc); ``predict`` is the
-    denoiser (a module, or its functional form under ``torch.func``)."""
+    denoiser (a module, or its functional form under ``torch.func``).
+
+    Args:
+        predict: the denoiser, called as ``predict(x_t, t/T, y)``.
+        schedule: the noise schedule.
+        x0: clean images ``[B, ...]``.
+        y: class labels ``[B]``.
+        t: integer times in {1..T}, ``[B]``.
+        noise: the noise ε, shaped like ``x0``.
+
+    Returns:
+        The losses ``[B]``.
+    """
     predicted = predict(diffuse(schedule, x0, t, noise), t.float() / schedule.steps, y)
     return (predicted - noise).pow(2).flatten(1).mean(1)
 
@@ -74,7 +116,19 @@ def denoising_loss(predict: Callable[[torch.Tensor, torch.Tensor, torch.Tensor],
 @torch.no_grad()
 def sample(model: nn.Module, schedule: NoiseSchedule, y: torch.Tensor, shape: tuple[int, ...],
            generator: torch.Generator, batch: int = 1000) -> torch.Tensor:
-    """Ancestral samples ``[len(y), *shape]`` of the classes ``y`` (module doc), ``batch`` at a time."""
+    """Ancestral samples ``[len(y), *shape]`` of the classes ``y`` (module doc), ``batch`` at a time.
+
+    Args:
+        model: the denoiser (put in eval mode while sampling, then back).
+        schedule: the noise schedule.
+        y: the class of each sample, on the device to sample on.
+        shape: one image's shape ``(C, H, W)``.
+        generator: the source of x_T and of every step's noise, on the same device.
+        batch: samples drawn together.
+
+    Returns:
+        The samples ``[len(y), *shape]``, each pixel in [-1, 1] (the last step returns the clipped x̂_0).
+    """
     was_training = model.training
     model.eval()
     device = y.device

@@ -28,12 +28,28 @@ class FeatureClassifier(nn.Module):
         self.head = nn.Linear(features, n_classes)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
+        """The features of images: the penultimate linear layer's outputs, before its ReLU (module docstring).
+
+        Args:
+            x: images ``[n, C, H, W]``.
+
+        Returns:
+            The features ``[n, features]``.
+        """
         h = x
         for conv in self.convs:
             h = F.relu(conv(h))
         return self.embed(h.flatten(1))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Class logits of images.
+
+        Args:
+            x: images ``[n, C, H, W]``.
+
+        Returns:
+            Logits ``[n, n_classes]``.
+        """
         return self.head(F.relu(self.features(x)))
 
 
@@ -44,7 +60,15 @@ class TrainedClassifier:
 
     @torch.no_grad()
     def embed(self, images: torch.Tensor, batch: int = 2048) -> np.ndarray:
-        """``[n, features]`` float64 features of images ``[n, C, H, W]`` in [-1, 1]."""
+        """``[n, features]`` float64 features of images ``[n, C, H, W]`` in [-1, 1].
+
+        Args:
+            images: the images, on any device (moved to the classifier's ``batch`` at a time).
+            batch: images embedded together.
+
+        Returns:
+            The features, on the CPU.
+        """
         self.model.eval()
         device = next(self.model.parameters()).device
         parts = [self.model.features(images[i:i + batch].to(device)) for i in range(0, len(images), batch)]
@@ -54,7 +78,23 @@ class TrainedClassifier:
 def train_classifier(images: torch.Tensor, labels: torch.Tensor, test_images: torch.Tensor,
                      test_labels: torch.Tensor, n_classes: int, seed: int, steps: int = 600, batch: int = 128,
                      features: int = 16, learning_rate: float = 2e-3) -> TrainedClassifier:
-    """Train the feature classifier on ``images`` (module doc) and measure its accuracy on the test images."""
+    """Train the feature classifier on ``images`` (module doc) and measure its accuracy on the test images.
+
+    Args:
+        images: training images ``[n, C, H, W]`` (square).
+        labels: their classes ``[n]``.
+        test_images: test images ``[m, C, H, W]``.
+        test_labels: their classes ``[m]``.
+        n_classes: the number of classes.
+        seed: the seed of the initialisation and of the minibatches.
+        steps: Adam steps.
+        batch: images per minibatch (drawn uniformly with replacement).
+        features: the feature width.
+        learning_rate: Adam's learning rate.
+
+    Returns:
+        The classifier (in eval mode) and its test accuracy.
+    """
     device = images.device
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)

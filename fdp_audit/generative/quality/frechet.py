@@ -24,7 +24,17 @@ import numpy as np
 
 
 def gaussian_frechet(mean_a: np.ndarray, cov_a: np.ndarray, mean_b: np.ndarray, cov_b: np.ndarray) -> float:
-    """``d²`` between N(mean_a, cov_a) and N(mean_b, cov_b) (module doc), never below 0."""
+    """``d²`` between N(mean_a, cov_a) and N(mean_b, cov_b) (module doc), never below 0.
+
+    Args:
+        mean_a: μ₁, ``[d]``.
+        cov_a: Σ₁, ``[d, d]`` (a scalar for d = 1).
+        mean_b: μ₂, ``[d]``.
+        cov_b: Σ₂, ``[d, d]`` (a scalar for d = 1).
+
+    Returns:
+        The squared Fréchet distance.
+    """
     mean_a, mean_b = np.asarray(mean_a, dtype=float), np.asarray(mean_b, dtype=float)
     cov_a, cov_b = np.atleast_2d(np.asarray(cov_a, dtype=float)), np.atleast_2d(np.asarray(cov_b, dtype=float))
     values, vectors = np.linalg.eigh((cov_a + cov_a.T) / 2)
@@ -36,7 +46,18 @@ def gaussian_frechet(mean_a: np.ndarray, cov_a: np.ndarray, mean_b: np.ndarray, 
 
 
 def frechet_distance(features_a: np.ndarray, features_b: np.ndarray) -> float:
-    """``d²`` between the Gaussians fitted (sample mean, unbiased covariance) to two ``[n, d]`` feature sets."""
+    """``d²`` between the Gaussians fitted (sample mean, unbiased covariance) to two ``[n, d]`` feature sets.
+
+    Args:
+        features_a: the first feature set ``[n_a, d]``.
+        features_b: the second feature set ``[n_b, d]``.
+
+    Returns:
+        The squared Fréchet distance.
+
+    Raises:
+        ValueError: the sets are not two-dimensional, differ in width, or one has fewer than 2 rows.
+    """
     a, b = np.asarray(features_a, dtype=float), np.asarray(features_b, dtype=float)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[1] or min(len(a), len(b)) < 2:
         raise ValueError(f"need two [n >= 2, d] feature sets of one width, got {a.shape} and {b.shape}")
@@ -45,13 +66,41 @@ def frechet_distance(features_a: np.ndarray, features_b: np.ndarray) -> float:
 
 def per_class_distances(features: np.ndarray, labels: np.ndarray, reference: np.ndarray,
                         reference_labels: np.ndarray, classes: Sequence[int]) -> dict[int, float]:
-    """``d²`` within each class: the features of class c against the reference features of class c."""
+    """``d²`` within each class: the features of class c against the reference features of class c.
+
+    Args:
+        features: the features judged ``[n, d]``.
+        labels: their classes ``[n]``.
+        reference: the reference features ``[m, d]``.
+        reference_labels: their classes ``[m]``.
+        classes: the classes compared.
+
+    Returns:
+        ``d²`` by class.
+
+    Raises:
+        ValueError: a class has fewer than 2 rows on either side.
+    """
     return {int(c): frechet_distance(features[labels == c], reference[reference_labels == c]) for c in classes}
 
 
 def null_distances(features: np.ndarray, size_a: int, size_b: int, repeats: int, seed: int) -> np.ndarray:
     """``repeats`` distances between two disjoint random subsets (``size_a``, ``size_b`` rows) of one feature set:
-    the distance two samples of the same distribution show at these sizes (the estimator's floor and spread)."""
+    the distance two samples of the same distribution show at these sizes (the estimator's floor and spread).
+
+    Args:
+        features: the feature set ``[n, d]``.
+        size_a: rows of the first subset.
+        size_b: rows of the second subset.
+        repeats: how many pairs of subsets.
+        seed: the seed of the permutations.
+
+    Returns:
+        The distances ``[repeats]``.
+
+    Raises:
+        ValueError: the feature set has fewer than ``size_a + size_b`` rows.
+    """
     if size_a + size_b > len(features):
         raise ValueError(f"need {size_a + size_b} rows for two disjoint subsets, have {len(features)}")
     rng = np.random.default_rng(seed)

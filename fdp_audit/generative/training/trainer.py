@@ -72,6 +72,14 @@ class LabelledImages:
         return self.images.shape[0]
 
     def to(self, device: torch.device | str) -> LabelledImages:
+        """The images, labels and completions on ``device``.
+
+        Args:
+            device: the target device.
+
+        Returns:
+            A new set with the same contents.
+        """
         return LabelledImages(self.images.to(device), self.labels.to(device), self.public.to(device), self.n_classes)
 
 
@@ -97,6 +105,14 @@ class DiffusionSetup:
     microbatch: int = 256
 
     def sample_rate(self, n: int) -> float:
+        """The Poisson rate p = batch_size / n of the private mechanisms (at most 1).
+
+        Args:
+            n: the number of training images.
+
+        Returns:
+            p.
+        """
         return min(1.0, self.batch_size / n)
 
 
@@ -116,7 +132,17 @@ class TrainedDiffusion:
 
 
 def build_denoiser(setup: DiffusionSetup, n_classes: int, channels: int, seed: int) -> TinyUNet:
-    """A freshly initialised denoiser; its initial weights depend on ``seed`` only (CPU generator)."""
+    """A freshly initialised denoiser; its initial weights depend on ``seed`` only (CPU generator).
+
+    Args:
+        setup: the architecture settings (widths, embedding).
+        n_classes: the number of classes.
+        channels: image channels.
+        seed: the seed of the initialisation.
+
+    Returns:
+        The denoiser, on the CPU.
+    """
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         return TinyUNet(n_classes, channels, setup.widths, setup.embedding)
@@ -125,7 +151,15 @@ def build_denoiser(setup: DiffusionSetup, n_classes: int, channels: int, seed: i
 @functools.lru_cache(maxsize=64)
 def calibrated_noise(setup: DiffusionSetup, n: int) -> float:
     """z with ε(δ) ≤ ``setup.epsilon`` for T Poisson-subsampled Gaussian steps at p (exact PLD, add/remove); cached,
-    since every seed of an experiment asks for the same z."""
+    since every seed of an experiment asks for the same z.
+
+    Args:
+        setup: the settings (ε, δ, T and the batch size that fixes p).
+        n: the number of training images.
+
+    Returns:
+        The noise multiplier z.
+    """
     return calibrate_noise_multiplier(setup.epsilon, setup.delta, setup.sample_rate(n), setup.steps)
 
 
@@ -195,6 +229,23 @@ def train_diffusion(mechanism: str, data: LabelledImages, setup: DiffusionSetup,
     ``init``: a state dict to start from (the public model, for the mechanisms of :data:`STARTS_FROM_PUBLIC`).
     ``noise_multiplier``: the claimed z (default: calibrated to ``setup.epsilon`` at ``setup.delta``).
     ``block``: gradient canaries (private mechanisms only); their per-step updates come back in ``release``.
+
+    Args:
+        mechanism: one of :data:`GENERATIVE_MECHANISMS`.
+        data: the training images with their public completions.
+        setup: the training settings.
+        seed: the seed of the initialisation, the diffusion draws and the sampling streams.
+        device: where the denoiser trains.
+        init: a state dict to start from, or None.
+        block: gradient canaries, or None.
+        noise_multiplier: the claimed z, or None to calibrate it.
+
+    Returns:
+        The trained denoiser (in eval mode) with its schedule, z and p (None for a non-private mechanism), T, the
+        training time, and the canary block's per-step updates ``[T, 2M + M₀]`` when one was inserted.
+
+    Raises:
+        BadInputError: the mechanism is unknown, or canaries are given to a non-private one.
     """
     if mechanism not in GENERATIVE_MECHANISMS:
         raise BadInputError(f"unknown mechanism {mechanism!r} (known: {', '.join(GENERATIVE_MECHANISMS)})",
@@ -236,7 +287,16 @@ def train_diffusion(mechanism: str, data: LabelledImages, setup: DiffusionSetup,
 
 def step_work(model: nn.Module, data: LabelledImages, setup: DiffusionSetup) -> int:
     """Multiply-adds of a step, bounded above by every weight used at every pixel of every example of a batch
-    (what :func:`fdp_audit.threads.threads_for` needs to choose one thread for small steps)."""
+    (what :func:`fdp_audit.threads.threads_for` needs to choose one thread for small steps).
+
+    Args:
+        model: the denoiser.
+        data: the training images.
+        setup: the settings (the batch size).
+
+    Returns:
+        The bound.
+    """
     return n_parameters(model) * math.prod(data.images.shape[1:]) * setup.batch_size
 
 
@@ -317,5 +377,12 @@ class _PrivateStep:
 
 
 def state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """A detached copy of the module's weights (the public model handed to the fine-tuning mechanisms)."""
+    """A detached copy of the module's weights (the public model handed to the fine-tuning mechanisms).
+
+    Args:
+        model: the trained module.
+
+    Returns:
+        Its state dict, every tensor cloned.
+    """
     return {name: value.detach().clone() for name, value in model.state_dict().items()}
