@@ -13,6 +13,10 @@ differ only by what the loop did (Opacus's own RDP accounting of the plan, the t
 beside them for the explanation). This is no statistical test: it is judged without error, and it is not
 counted in the Bonferroni correction of the audit's comparisons. The gate re-derives both ε from the schedules
 a ``promise`` comparison states (:func:`judge_promise`), never from stored ε values.
+
+The promise compared is one training's: the probe's (trained once before any trial), unless a trial's training
+broke a promise the probe's kept (a loop keeping it on some seeds only). Then that trial's promise is compared,
+naming its seed (:class:`BrokenPromise`): every training of the audited loop must keep it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from fdp_audit.errors import BadInputError
 
 KIND = "promise"
 SOURCES = ("make_private", "make_private_with_epsilon")
+_BROKEN: set[Any] = set()  # this process's configurations whose compared promise is a trial's broken one
 
 
 @dataclass(frozen=True)
@@ -41,6 +46,7 @@ class Promise:
     target_epsilon: float | None = None
     epochs: float | None = None
     engine_epsilon: float | None = None  # what the library's own accountant counted (shown, never judged)
+    seed: int | None = None  # the trial's training seed when the promise is a trial's, not the probe's
     kind = KIND
     game = KIND
 
@@ -64,7 +70,43 @@ class Promise:
                 "delta": self.delta, "engine_epsilon": self.engine_epsilon,
                 "planned": {"noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate,
                             "steps": self.planned_steps},
-                "trained": [{"noise_multiplier": z, "sample_rate": p, "steps": steps} for z, p, steps in self.trained]}
+                "trained": [{"noise_multiplier": z, "sample_rate": p, "steps": steps} for z, p, steps in self.trained],
+                "seed": self.seed}
+
+
+class BrokenPromise(BadInputError):
+    """A trial's training spent more than it promised where the compared promise, the probe's training's, was
+    kept (module docstring): the audit compares ``promise`` (the trial's, with its seed) instead. Not caught, it is
+    bad input naming the trial."""
+
+    def __init__(self, promise: Promise, message: str, field: str | None = None):
+        super().__init__(message, field)
+        self.promise = promise
+
+    def __reduce__(self):  # an executor's worker sends it back pickled
+        return type(self), (self.promise, self.detail, self.field)
+
+
+def mark_promise_broken(key: Any) -> None:
+    """Record in this process that the audit of ``key`` (its claimed configuration) compares a trial's broken
+    promise: the other trials' trainings need not be checked against the probe's any more.
+
+    Args:
+        key: the claimed configuration (hashable).
+    """
+    _BROKEN.add(key)
+
+
+def promise_marked_broken(key: Any) -> bool:
+    """Whether :func:`mark_promise_broken` was called for ``key`` in this process.
+
+    Args:
+        key: the claimed configuration.
+
+    Returns:
+        True once the audit of ``key`` compares a trial's broken promise.
+    """
+    return key in _BROKEN
 
 
 def planned_steps(sample_rate: float, epochs: float) -> int:
@@ -150,13 +192,20 @@ def judge_promise(row: dict[str, Any], level: float, where: str) -> dict[str, An
             "epochs": epochs, "delta": float(delta), "steps_planned": plan[2],
             "steps_taken": sum(steps for _, _, steps in trained), "noise_multiplier_promised": plan[0],
             "noise_multipliers_trained": sorted({z for z, _, _ in trained}), "sample_rate": plan[1],
-            "engine_epsilon": _optional_number(row, "engine_epsilon", where)}
+            "engine_epsilon": _optional_number(row, "engine_epsilon", where), "seed": _optional_seed(row, where)}
 
 
 def _optional_number(row: dict[str, Any], key: str, where: str) -> float | None:
     value = row.get(key)
     if value is not None and (not isinstance(value, int | float) or isinstance(value, bool) or value < 0):
         raise BadInputError("must be a non-negative number or null", f"{where}.{key}")
+    return value
+
+
+def _optional_seed(row: dict[str, Any], where: str) -> int | None:
+    value = row.get("seed")
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+        raise BadInputError("must be a non-negative integer or null", f"{where}.seed")
     return value
 
 
@@ -187,7 +236,8 @@ def promise_violation(j: dict[str, Any]) -> str:
                 f"{j['noise_multiplier_promised']:.4g} for")
     engine = ("" if j.get("engine_epsilon") is None
               else f"; the engine's own accountant counted ε = {j['engine_epsilon']:.4g} for what was trained")
-    return (f"the training spent more than it promised: it took {j['steps_taken']} steps "
+    training = "the training" if j.get("seed") is None else f"the training of the trial of seed {j['seed']}"
+    return (f"{training} spent more than it promised: it took {j['steps_taken']} steps "
             f"(noise multiplier {trained}), spending ε = {j['spent_epsilon']:.4g} at δ = {j['delta']:g}, where its "
             f"plan, {plan}, spends ε = {j['promised_epsilon']:.4g} at sample rate {j['sample_rate']:g} (both ε by "
             f"fdp-audit's exact accounting{engine})" + (f": {'; '.join(reasons)}." if reasons else "."))
@@ -205,7 +255,7 @@ def promise_section(row: dict[str, Any], evaluation: dict[str, Any]) -> dict[str
     """
     return {"library": row["attack"], "source": row["source"], "target_epsilon": row["target_epsilon"],
             "epochs": row["epochs"], "delta": row["delta"], "engine_epsilon": row["engine_epsilon"],
-            "planned": row["planned"], "trained": row["trained"],
+            "planned": row["planned"], "trained": row["trained"], "seed": evaluation["seed"],
             "steps_planned": evaluation["steps_planned"], "steps_taken": evaluation["steps_taken"],
             "promised_epsilon": evaluation["promised_epsilon"], "spent_epsilon": evaluation["spent_epsilon"],
             "status": "broken" if evaluation["violated"] else "kept"}

@@ -26,7 +26,7 @@ from fdp_audit.audit.gate import NOT_JUDGED, comparison_status, judge, powerless
 from fdp_audit.audit.journal import Journal
 from fdp_audit.audit.labels import audit_title
 from fdp_audit.audit.promise import KIND as PROMISE
-from fdp_audit.audit.promise import Promise, promise_section
+from fdp_audit.audit.promise import BrokenPromise, Promise, mark_promise_broken, promise_section
 from fdp_audit.audit.provenance import journal_key, user_source_digests, versions
 from fdp_audit.audit.third_party import load_mechanism, train_third_party
 from fdp_audit.audit.trials import DEFAULT_CHUNK, play_game, refuse_what_cannot_fit
@@ -235,7 +235,7 @@ class PlayedGames:
 
 def play_games(config: Config, data: PreparedData, journal: Journal, executor: Executor,
                device: torch.device | str = "cpu", claim: Claim | None = None,
-               promises: tuple[Promise, ...] = ()) -> PlayedGames:
+               promises: tuple[Promise, ...] = (), promise_broken: bool = False) -> PlayedGames:
     """Refuse an audit whose comparisons cannot fail before anything is trained, then play every configured game
     (:func:`fdp_audit.audit.trials.play_game`) and judge all their comparisons together against ``claim`` (by
     default the configuration's), with the training's ``promises`` (:mod:`fdp_audit.audit.promise`).
@@ -248,6 +248,8 @@ def play_games(config: Config, data: PreparedData, journal: Journal, executor: E
         device: the training device.
         claim: the claim the comparisons are judged against.
         promises: the training's promises.
+        promise_broken: the one compared is a trial's broken promise
+            (:func:`fdp_audit.audit.promise.mark_promise_broken`).
 
     Returns:
         The played games, judged.
@@ -270,8 +272,8 @@ def play_games(config: Config, data: PreparedData, journal: Journal, executor: E
     setups = {game.name: game.setup(config, data) for game in games}
     for game in games:  # every game's trial must fit before any is trained
         refuse_what_cannot_fit(game, config, setups[game.name], device)
-    records = [(game, play_game(game, config, data, journal, executor, device, chunk, setups[game.name]))
-               for game in games]
+    records = [(game, play_game(game, config, data, journal, executor, device, chunk, setups[game.name],
+                                promise_broken)) for game in games]
     verdict, comparisons, judgements = judge_games(records, claim, audit.alpha, selection_level(config), promises)
     if not comparisons:  # the games refuse their own misconfigurations first
         raise BadInputError("no configured attack can be judged in the configured games (only the prior?)",
@@ -291,7 +293,12 @@ def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Exe
                else Journal(out_dir / "journal.jsonl", journal_key(config, versions(), data), sources))
     promised = None if engine is None else engine.promise(config.mechanism.delta)
     promises = () if promised is None else (promised,)
-    played = play_games(config, data, journal, executor, device, claim, promises)
+    try:
+        played = play_games(config, data, journal, executor, device, claim, promises)
+    except BrokenPromise as broken:  # the probe kept its promise, this trial did not: its promise is compared
+        promised, promises = broken.promise, (broken.promise,)
+        mark_promise_broken(config)
+        played = play_games(config, data, journal, executor, device, claim, promises, promise_broken=True)
     if journal.reused:
         counts = ", ".join(f"{game} {count}" for game, count in journal.reused.items())
         print(f"fdp-audit: reused {sum(journal.reused.values())} trials from {journal.path} ({counts})",

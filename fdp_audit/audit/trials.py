@@ -22,6 +22,7 @@ import torch
 from attacks import Attack, View
 from fdp_audit.audit.games import TRIAL_BLOCK, Game, Setup
 from fdp_audit.audit.journal import Journal
+from fdp_audit.audit.promise import mark_promise_broken
 from fdp_audit.audit.third_party import load_mechanism, mechanism_calls, train_third_party
 from fdp_audit.audit.user_training import train_user_trials
 from fdp_audit.claim import adopt_noise_multiplier, noise_multiplier
@@ -128,6 +129,9 @@ class TrialTask:
     max_chunk: int
     data_fingerprint: str
     noise_multiplier: float | None = None  # the driver's calibration of config.mechanism, if it has a target ε
+    # the audit compares a trial's broken promise (fdp_audit.audit.promise): the trainings are not checked against
+    # the probe's any more
+    promise_broken: bool = False
 
     def workspace(self) -> Workspace:
         """This process's workspace for the task: kept from an earlier chunk, or rebuilt from the config.
@@ -170,6 +174,8 @@ class TrialTask:
 
     def __call__(self, chunk: np.ndarray) -> ChunkOutcome:
         game, config = self.game(), self.config
+        if self.promise_broken:
+            mark_promise_broken(config)
         workspace = self.workspace()
         if workspace.attacks is None:
             workspace.attacks = {name: attack.fit(workspace.setup.knowledge)
@@ -251,7 +257,7 @@ def remember(task: TrialTask, workspace: Workspace) -> None:
 
 def play_game(game: Game, config: Config, data: PreparedData, journal: Journal | None = None,
               executor: Executor | None = None, device: torch.device | str = "cpu",
-              max_chunk: int = DEFAULT_CHUNK, setup: Setup | None = None) -> Any:
+              max_chunk: int = DEFAULT_CHUNK, setup: Setup | None = None, promise_broken: bool = False) -> Any:
     """Play ``config.audit.trials`` trials of ``game``: journaled trials are reused (after checking they hold
     this run's secrets), the others run on ``executor`` in chunks of at most ``max_chunk`` and are journaled as
     they arrive. ``setup``: the game's, if already made. Returns the game's record, in trial order.
@@ -265,6 +271,9 @@ def play_game(game: Game, config: Config, data: PreparedData, journal: Journal |
         device: the training device.
         max_chunk: the most trials per chunk.
         setup: the game's setup, or None to build it.
+        promise_broken: the audit compares a trial's broken promise
+            (:func:`fdp_audit.audit.promise.mark_promise_broken`): the trainings are no longer checked against
+            the probe's.
 
     Returns:
         The game's record.
@@ -276,7 +285,7 @@ def play_game(game: Game, config: Config, data: PreparedData, journal: Journal |
     journal = Journal(None, "") if journal is None else journal
     executor = InProcessExecutor() if executor is None else executor
     calibrated = noise_multiplier(config.mechanism) if config.mechanism.target_epsilon is not None else None
-    task = TrialTask(type(game), config, str(device), max_chunk, data.fingerprint, calibrated)
+    task = TrialTask(type(game), config, str(device), max_chunk, data.fingerprint, calibrated, promise_broken)
     setup = setup or game.setup(config, data)
     refuse_what_cannot_fit(game, config, setup, device)
     remember(task, Workspace(data, setup))

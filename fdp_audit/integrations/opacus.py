@@ -23,8 +23,8 @@ Beside the games, the training is judged against its promise (:mod:`fdp_audit.au
 engine's accountant counted (every step's z and p) must spend no more ε than the plan. A loop that trains
 twice the epochs it calibrated for, or lowers the noise multiplier afterwards, is a VIOLATION saying so. The
 promise compared is the probe's training; every trial's engine is read too and judged the same way
-(:func:`promise_kept`): a trial spending more than it promised is refused, so a loop cannot keep its promise on
-the probe's seed alone.
+(:func:`promise_kept`): when a trial spends more than it promised, its promise is compared instead (a VIOLATION
+naming its seed), so a loop cannot keep its promise on the probe's seed alone.
 
 The engine is read by wrapping ``PrivacyEngine.make_private`` and ``make_private_with_epsilon`` for the duration
 of that one training (restored afterwards). In that training and every trial, the noise multiplier's calibration
@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fdp_audit.audit.promise import Promise, judge_promise, planned_steps
+from fdp_audit.audit.promise import BrokenPromise, Promise, judge_promise, planned_steps, promise_marked_broken
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
@@ -219,7 +219,8 @@ def promise_check(config: Config, trainer: Any) -> Callable[[int], contextlib.Ab
                                               config.mechanism.delta)["violated"]
         return _PROBE_KEPT[config]
 
-    return lambda seed: promise_kept(seed, config.mechanism.delta, probe_kept)
+    return lambda seed: promise_kept(seed, config.mechanism.delta,
+                                     lambda: not promise_marked_broken(config) and probe_kept())
 
 
 @contextlib.contextmanager
@@ -227,29 +228,31 @@ def promise_kept(seed: int, delta: float, probe_kept: Callable[[], bool]) -> Ite
     """Within the block, one trial's training; afterwards its engine's promise is judged as the probe's is
     (:func:`fdp_audit.audit.promise.judge_promise`, once per distinct schedule). The audit's promise comparison
     states the probe's training: when the probe kept its promise, a trial that spent more than it promised (a
-    loop keeping its promise on the probe's seed only) is refused, naming its seed; when the probe broke it, the
-    comparison is a VIOLATION already.
+    loop keeping its promise on the probe's seed only) raises :class:`~fdp_audit.audit.promise.BrokenPromise`
+    with the trial's promise, which the audit then compares instead (a VIOLATION naming the seed); when the
+    compared promise is broken already, the comparison is a VIOLATION and nothing is raised.
 
     Args:
-        seed: the trial's seed, for the message.
+        seed: the trial's seed, stated with its promise.
         delta: the claim's δ (a target's own δ is used where it states one).
-        probe_kept: whether the probe's training kept its promise (asked only when this trial broke it).
+        probe_kept: whether the compared promise was kept (asked only when this trial broke it).
 
     Raises:
-        BadInputError: the trial's training spent more than its engine promised where the probe's did not, or it
-            cannot be read as one claim.
+        BrokenPromise: the trial's training spent more than its engine promised where the compared one did not.
+        BadInputError: the trial's training cannot be read as one claim.
     """
     with recording_engines() as record:
         yield
     judged = _judged(engine_promise(record, delta, read_engine_epsilon=False), delta)
     if judged["violated"] and probe_kept():
-        raise BadInputError(
+        broken = replace(engine_promise(record, delta).promise(delta), seed=seed)
+        raise BrokenPromise(broken,
             f"the training of the trial of seed {seed} spent more than it promised: ε = {judged['spent_epsilon']:.4g} "
             f"in {judged['steps_taken']} steps (noise multipliers "
             f"{', '.join(f'{z:.4g}' for z in judged['noise_multipliers_trained'])}) where its plan spends "
             f"ε = {judged['promised_epsilon']:.4g} in {judged['steps_planned']} steps (noise multiplier "
-            f"{judged['noise_multiplier_promised']:.4g}), at δ = {judged['delta']:g}, though the training whose "
-            "promise the audit compares kept it: every trial must keep it", FIELD)
+            f"{judged['noise_multiplier_promised']:.4g}), at δ = {judged['delta']:g}, though the probe's training "
+            "kept it: every training must keep it", FIELD)
 
 
 def _judged(promised: EnginePromise, delta: float) -> dict[str, Any]:

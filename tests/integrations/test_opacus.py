@@ -230,22 +230,35 @@ def test_the_loop_without_a_size_dependence_passes(verdict_only_audit, function,
     assert results["verdict"]["status"] == "PASS", results["verdict"]["explanation"]
 
 
-def test_a_loop_keeping_its_promise_in_the_probe_only_is_refused_in_the_trial_that_breaks_it(verdict_only_audit):
+@pytest.mark.slow
+def test_a_trial_breaking_the_promise_the_probe_kept_is_a_violation_naming_its_seed(verdict_only_audit, cli,
+                                                                                    tmp_path):
     """The promise compared beside the games is the probe's training (an even seed here: the promised epoch);
     every trial's engine is judged too, so the first trial of an odd seed (two epochs: 40 steps where 20 were
-    planned) is refused naming its seed, instead of a PASS on the probe's promise."""
+    planned) becomes the promise compared: a VIOLATION whose banner names its seed, the promised and spent ε and
+    the steps planned and taken, instead of a PASS on the probe's promise. The gate re-judges it from
+    results.json."""
+    from fdp_audit.audit.results import write_results
     from fdp_audit.audit.third_party import trial_seed
-    from fdp_audit.errors import BadInputError
     from fdp_audit.integrations.opacus import PROBE_INDEX
 
     config = opacus_loop_config("train_twice_on_odd_seeds", 195, 24, 3, ("membership",))
     assert trial_seed(config.seed, PROBE_INDEX) % 2 == 0
-    with warnings.catch_warnings(), pytest.raises(BadInputError, match=r"mechanism\.integration: the training "
-                                                  r"of the trial of seed \d*[13579] spent more than it promised"
-                                                  r".* in 40 steps .* in 20 steps") as refused:
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        verdict_only_audit(config)
-    assert "every trial must keep it" in str(refused.value)
+        results = verdict_only_audit(config)
+    promise = results["promise"]
+    assert (promise["status"], promise["steps_planned"], promise["steps_taken"]) == ("broken", 20, 40)
+    assert promise["seed"] % 2 == 1 and promise["spent_epsilon"] > promise["promised_epsilon"]
+    assert results["verdict"]["status"] == "VIOLATION" and "promise/opacus" in results["verdict"]["violations"]
+    explanation = results["verdict"]["explanation"]
+    assert explanation.startswith(f"Training's promise · opacus: the training of the trial of seed {promise['seed']} "
+                                  "spent more than it promised: it took 40 steps")
+    assert f"spending ε = {promise['spent_epsilon']:.4g}" in explanation
+    assert f"spends ε = {promise['promised_epsilon']:.4g}" in explanation
+    assert "it took 40 steps where 20 were planned" in explanation
+    gated = cli("gate", str(write_results(tmp_path / "results.json", results)))
+    assert gated.code == 1 and f"the trial of seed {promise['seed']} spent more" in gated.out, gated.err
 
 
 @pytest.mark.slow
