@@ -343,8 +343,9 @@ def run_profile(config: Config) -> ProfileRun | TrainedProfileRun:
         The output-perturbation run, or the trained-mechanism run.
 
     Raises:
-        BadInputError: no profile section, an empty ε grid, a data set that is not bundled, neighbours that do
-            not fit the design, or a diffprivlib scatter that cannot run.
+        BadInputError: no profile section, a sweep whose lowest ε is not below its highest, a data set that is
+            not bundled, columns or a label it lacks, replacement neighbours without protected columns among the
+            profile's columns, or a diffprivlib scatter that cannot run.
     """
     settings = _checked_settings(config)
     design, label = _load_design(config, settings, settings.rows)

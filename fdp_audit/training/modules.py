@@ -57,7 +57,8 @@ def build_module(factory: Callable[..., nn.Module], n_inputs: int, n_classes: in
         The module the factory built.
 
     Raises:
-        BadInputError: the factory failed or returned something other than an ``nn.Module``.
+        UserCodeError: the factory raised (its message carries the user's traceback).
+        BadInputError: the factory returned something other than an ``nn.Module``.
     """
     try:
         with supervised_call(field_name, "the model factory"):
