@@ -28,6 +28,7 @@ DOCUMENTED = (
     "claim.py",
     "config.py",
     "corrdp",
+    "data",
     "errors.py",
     "execution",
     "generative",

@@ -63,7 +63,17 @@ GERMAN_COLUMNS: tuple[tuple[str, ColumnKind], ...] = (
 
 
 def read_bundled(name: str) -> str:
-    """Decompress a bundled file and verify its SHA-256 against the recorded original."""
+    """Decompress a bundled file and verify its SHA-256 against the recorded original.
+
+    Args:
+        name: the file's name in :data:`SHA256` (``"adult.data"``, ``"adult.test"``, ``"german.data"``).
+
+    Returns:
+        The file's text.
+
+    Raises:
+        BadInputError: the decompressed bytes do not have the recorded SHA-256.
+    """
     raw = gzip.decompress(resources.files("fdp_audit.data").joinpath("files", f"{name}.gz").read_bytes())
     digest = hashlib.sha256(raw).hexdigest()
     if digest != SHA256[name]:
@@ -74,7 +84,21 @@ def read_bundled(name: str) -> str:
 def parse_rows(
     name: str, rows: list[list[str]], schema: tuple[tuple[str, ColumnKind], ...], missing: str = "?"
 ) -> Table:
-    """Build a typed table from string rows; ``missing`` marks a missing value."""
+    """Build a typed table from string rows; ``missing`` marks a missing value.
+
+    Args:
+        name: the table's name.
+        rows: the rows, each a list of one string per schema column.
+        schema: ``(column, kind)`` pairs in the rows' field order.
+        missing: the string that marks a missing value (NaN in a numeric column, :data:`MISSING` in a categorical
+            one).
+
+    Returns:
+        The :class:`Table`.
+
+    Raises:
+        BadInputError: a row has a different number of fields than the schema.
+    """
     if any(len(r) != len(schema) for r in rows):
         raise BadInputError(f"{name}: every row must have {len(schema)} fields")
     columns: dict[str, np.ndarray] = {}
@@ -89,7 +113,18 @@ def parse_rows(
 
 def load_adult(split: str = "train", drop_missing: bool = True) -> Table:
     """UCI Adult: ``train`` (adult.data, 32,561 rows) or ``test`` (adult.test, 16,281 rows, whose labels
-    carry a trailing period that is removed). ``?`` is missing; ``drop_missing`` removes such rows."""
+    carry a trailing period that is removed). ``?`` is missing; ``drop_missing`` removes such rows.
+
+    Args:
+        split: ``"train"`` or ``"test"``.
+        drop_missing: remove the rows with a missing value.
+
+    Returns:
+        The table, 15 columns (:data:`ADULT_COLUMNS`), ``income`` the label.
+
+    Raises:
+        BadInputError: an unknown split, or a corrupt bundled file.
+    """
     if split not in ("train", "test"):
         raise BadInputError(f"Adult split must be 'train' or 'test', got {split!r}")
     text = read_bundled("adult.data" if split == "train" else "adult.test")
@@ -105,14 +140,22 @@ def load_adult(split: str = "train", drop_missing: bool = True) -> Table:
 
 
 def load_german() -> Table:
-    """Statlog German credit (1,000 rows, coded attributes; ``credit-risk`` 1 good, 2 bad)."""
+    """Statlog German credit (1,000 rows, coded attributes; ``credit-risk`` 1 good, 2 bad).
+
+    Returns:
+        The table, 21 columns (:data:`GERMAN_COLUMNS`).
+    """
     rows = [line.split() for line in read_bundled("german.data").splitlines() if line.strip()]
     return parse_rows("german", rows, GERMAN_COLUMNS)
 
 
 def load_digits_table() -> Table:
     """scikit-learn's 8×8 digits as 64 numeric pixel columns ``pixel-0`` … ``pixel-63`` and a ``digit``
-    label."""
+    label.
+
+    Returns:
+        The table, one row per image (1,797 rows), ``digit`` categorical (``"0"`` … ``"9"``).
+    """
     from sklearn.datasets import load_digits
 
     bunch = load_digits()
@@ -125,7 +168,12 @@ def load_digits_table() -> Table:
 
 def load_diabetes_table() -> Table:
     """scikit-learn's diabetes data, unscaled, with ``sex`` as a categorical column and a binary label
-    ``high-progression`` (disease progression above the median)."""
+    ``high-progression`` (disease progression above the median).
+
+    Returns:
+        The table (442 rows): numeric feature columns, ``sex`` (``"1"``/``"2"``) and ``high-progression``
+        (``"yes"``/``"no"``).
+    """
     from sklearn.datasets import load_diabetes
 
     bunch = load_diabetes(scaled=False)

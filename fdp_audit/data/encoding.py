@@ -52,12 +52,31 @@ class EncodedData:
         return len(self.classes)
 
     def group(self, feature: str) -> ColumnGroup:
+        """The encoded columns of one raw feature.
+
+        Args:
+            feature: the raw feature's column name.
+
+        Returns:
+            Its :class:`ColumnGroup`.
+
+        Raises:
+            BadInputError: no encoded feature has that name.
+        """
         for g in self.groups:
             if g.feature == feature:
                 return g
         raise BadInputError(f"no encoded feature {feature!r}", "data")
 
     def take(self, rows: np.ndarray) -> EncodedData:
+        """The rows ``rows`` of ``x`` and ``y``, with the same column map, classes and fingerprint.
+
+        Args:
+            rows: row indices (or a boolean mask of length :attr:`n_rows`).
+
+        Returns:
+            The subset as a new :class:`EncodedData`.
+        """
         return EncodedData(self.x[rows], self.y[rows], self.groups, self.classes, self.label,
                            self.fingerprint)
 
@@ -73,6 +92,21 @@ class TableEncoder:
 
     @classmethod
     def fit(cls, table: Table, label: str, features: list[str] | None = None) -> TableEncoder:
+        """Fit the encoding on ``table``: each categorical feature's sorted categories, each numeric feature's mean and
+        standard deviation (1 for a constant column), and the label's sorted classes.
+
+        Args:
+            table: the table the encoding is fitted on (the training split).
+            label: the label column; it must be categorical with at least two classes.
+            features: the feature columns in encoded order; None takes every column but the label.
+
+        Returns:
+            The encoder.
+
+        Raises:
+            BadInputError: a named column is missing, a numeric feature has missing or non-finite values, or the label
+                is numeric or has fewer than two classes.
+        """
         if label not in table.columns:
             raise BadInputError(f"label column {label!r} not in data (columns: {', '.join(table.columns)})",
                                 "data.label")
@@ -105,6 +139,19 @@ class TableEncoder:
         return self.groups[-1].stop if self.groups else 0
 
     def transform(self, table: Table) -> EncodedData:
+        """Encode ``table`` with the fitted columns: a categorical feature one-hot (a category unseen when fitting
+        encodes as all zeros), a numeric one standardised as ``(x - mean) / scale``.
+
+        Args:
+            table: a table with the fitted feature and label columns.
+
+        Returns:
+            The :class:`EncodedData`: ``x`` float32 of shape ``(n_rows, n_features)``, ``y`` the class indices (int64),
+            and the table's fingerprint.
+
+        Raises:
+            BadInputError: a standardised value is not finite in float32, or a label is a class unseen when fitting.
+        """
         x = np.zeros((table.n_rows, self.n_features), dtype=np.float32)
         for g in self.groups:
             values = table.columns[g.feature]

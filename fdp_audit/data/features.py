@@ -29,6 +29,14 @@ class PublicView:
         return self.features.shape[0]
 
     def take(self, rows: torch.Tensor) -> PublicView:
+        """The view of the rows ``rows``.
+
+        Args:
+            rows: row indices (or a boolean mask) on the view's device.
+
+        Returns:
+            A new view holding those rows' features (and labels, when public).
+        """
         return PublicView(self.features[rows], None if self.labels is None else self.labels[rows])
 
 
@@ -40,7 +48,11 @@ class FeatureMap(Protocol):
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> PublicView: ...
 
     def spec(self) -> dict[str, Any]:
-        """A JSON-able description stored in checkpoints and results."""
+        """A JSON-able description stored in checkpoints and results.
+
+        Returns:
+            A dict with at least ``"kind"``, the map's kind.
+        """
         ...
 
 
@@ -60,7 +72,19 @@ class CandidateMap(Protocol):
     def canary_candidates(self, record: torch.Tensor, population: EncodedData, count: int) -> CanaryCandidates:
         """At most ``count`` records with ``Ψ(r) = Ψ(record)``, the same label, and pairwise different protected
         parts, the most typical of ``population`` first (so that a known prior over them is realistic); fewer
-        when Ψ admits fewer. Bad input (:class:`BadInputError`) when the protected part cannot be varied."""
+        when Ψ admits fewer.
+
+        Args:
+            record: the encoded record the candidates vary, shape ``[d]``.
+            population: the records that tell which protected values are typical.
+            count: the largest number of candidates wanted.
+
+        Returns:
+            The candidates (``records`` of shape ``[V, d]``, V <= ``count``) with their names.
+
+        Raises:
+            BadInputError: the protected part cannot be varied.
+        """
         ...
 
 
@@ -75,7 +99,14 @@ class ContinuousCanary:
     names: tuple[str, ...]
 
     def with_values(self, values: torch.Tensor) -> torch.Tensor:
-        """Records ``[N, d]``: the template with each row of ``values`` ``[N, k]`` in the protected coordinates."""
+        """Records ``[N, d]``: the template with each row of ``values`` ``[N, k]`` in the protected coordinates.
+
+        Args:
+            values: the protected values, one row of k per record.
+
+        Returns:
+            A new tensor of shape ``[N, d]`` in the template's dtype and device.
+        """
         records = self.template.repeat(len(values), 1)
         records[:, list(self.coordinates)] = values.to(records.dtype)
         return records
@@ -87,8 +118,17 @@ class ContinuousCanaryMap(Protocol):
 
     def continuous_canary(self, record: torch.Tensor) -> ContinuousCanary:
         """``record`` with its protected coordinates at 0, and which coordinates they are; the reconstruction
-        game draws its canaries' values there. Bad input (:class:`BadInputError`) when Ψ's protected part is not
-        continuous coordinates."""
+        game draws its canaries' values there.
+
+        Args:
+            record: an encoded record, shape ``[d]``.
+
+        Returns:
+            The :class:`ContinuousCanary`.
+
+        Raises:
+            BadInputError: Ψ's protected part is not continuous coordinates.
+        """
         ...
 
 
@@ -98,7 +138,14 @@ class WidenableMap(Protocol):
 
     def with_public_columns(self, groups: tuple[ColumnGroup, ...]) -> FeatureMap:
         """Ψ of records widened by the given all-zero columns, which become public: Ψ'(x ⊕ z) = Ψ(x) ⊕ z. The
-        gradient-canary games place their canary's coordinates there."""
+        gradient-canary games place their canary's coordinates there.
+
+        Args:
+            groups: the appended columns, numbered after the record's last column.
+
+        Returns:
+            The widened map.
+        """
         ...
 
 
@@ -141,7 +188,15 @@ class FeatureSplit:
         return PublicView(features, y if self.label_public else None)
 
     def assemble(self, public: torch.Tensor, protected: torch.Tensor) -> torch.Tensor:
-        """Model inputs from a public part and a protected part (the inverse of the column split)."""
+        """Model inputs from a public part and a protected part (the inverse of the column split).
+
+        Args:
+            public: the public columns, shape ``[..., number of public columns]``.
+            protected: the protected columns, shape ``[..., number of protected columns]``.
+
+        Returns:
+            Records of shape ``[..., n_features]`` with each part in its columns.
+        """
         x = public.new_empty((*public.shape[:-1], self.n_features))
         x[..., self.public_columns.to(x.device)] = public
         x[..., self.protected_columns.to(x.device)] = protected
@@ -149,7 +204,19 @@ class FeatureSplit:
 
     def canary_candidates(self, record: torch.Tensor, population: EncodedData, count: int) -> CanaryCandidates:
         """``record`` with each of the ``count`` most frequent categories (in ``population``) of the first
-        protected attribute, which must be categorical; every other column, public or protected, unchanged."""
+        protected attribute, which must be categorical; every other column, public or protected, unchanged.
+
+        Args:
+            record: the encoded record the candidates vary, shape ``[d]``.
+            population: the records whose category frequencies order the candidates.
+            count: the largest number of candidates wanted.
+
+        Returns:
+            The candidates, named ``feature=category``, most frequent first.
+
+        Raises:
+            BadInputError: there is no protected attribute, or the first is not categorical.
+        """
         groups = self.protected_groups
         if not groups or groups[0].kind != "categorical":
             raise BadInputError("records with one public image and different protected values need a categorical "
@@ -163,7 +230,17 @@ class FeatureSplit:
         return CanaryCandidates(records, tuple(f"{group.feature}={group.categories[c]}" for c in chosen))
 
     def continuous_canary(self, record: torch.Tensor) -> ContinuousCanary:
-        """``record`` with every protected column at 0; every protected attribute must be numeric."""
+        """``record`` with every protected column at 0; every protected attribute must be numeric.
+
+        Args:
+            record: an encoded record, shape ``[d]``.
+
+        Returns:
+            The :class:`ContinuousCanary` over the protected columns.
+
+        Raises:
+            BadInputError: there is no protected attribute, or one is not numeric.
+        """
         groups = self.protected_groups
         if not groups or any(g.kind != "numeric" for g in groups):
             raise BadInputError("records with continuous protected values need numeric protected features",
@@ -174,9 +251,22 @@ class FeatureSplit:
         return ContinuousCanary(template, coordinates, tuple(g.feature for g in groups))
 
     def with_public_columns(self, groups: tuple[ColumnGroup, ...]) -> FeatureSplit:
+        """Ψ'(x ⊕ z) = Ψ(x) ⊕ z: the same split over records widened by public columns.
+
+        Args:
+            groups: the appended columns, numbered after the record's last column.
+
+        Returns:
+            A new :class:`FeatureSplit` with the groups appended (public: they are not among the protected features).
+        """
         return FeatureSplit(self.groups + groups, self.protected_features, self.label_public)
 
     def spec(self) -> dict[str, Any]:
+        """A JSON-able description stored in checkpoints and results.
+
+        Returns:
+            ``{"kind": "column_subset", "protected": [...], "public": [...], "label_public": bool}``, features by name.
+        """
         return {
             "kind": "column_subset",
             "protected": list(self.protected_features),
@@ -195,10 +285,22 @@ class LabelOnlyMap:
         return PublicView(x, None)
 
     def with_public_columns(self, groups: tuple[ColumnGroup, ...]) -> LabelOnlyMap:
-        """Every column is public already, so wider records keep the map."""
+        """Every column is public already, so wider records keep the map.
+
+        Args:
+            groups: the appended columns (not needed).
+
+        Returns:
+            This map.
+        """
         return self
 
     def spec(self) -> dict[str, Any]:
+        """A JSON-able description stored in checkpoints and results.
+
+        Returns:
+            ``{"kind": "label_only"}``.
+        """
         return {"kind": "label_only"}
 
 
@@ -214,4 +316,9 @@ class CallableMap:
         return PublicView(self.function(x, y), y if self.label_public else None)
 
     def spec(self) -> dict[str, Any]:
+        """A JSON-able description stored in checkpoints and results.
+
+        Returns:
+            ``{"kind": "callable", "name": ..., "label_public": bool}``.
+        """
         return {"kind": "callable", "name": self.name, "label_public": self.label_public}

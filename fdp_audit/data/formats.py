@@ -107,6 +107,20 @@ def load_csv(
     Columns of the file that the spec does not name are ignored, so a file may carry identifiers or
     other fields that the run does not use; every column the spec names must be present. Fields may be
     quoted (RFC 4180) and surrounding whitespace is stripped.
+
+    Args:
+        path: the file; a ``.parquet`` suffix reads it as Parquet (needs pyarrow).
+        numeric: the columns read as numbers (an empty field is NaN).
+        categorical: the columns read as strings (an empty field is :data:`~fdp_audit.data.table.MISSING`).
+        max_bytes: the largest file accepted, in bytes.
+
+    Returns:
+        The table, named after the file's stem.
+
+    Raises:
+        BadInputError: no column spec, a column named twice or absent, a file missing, empty, too large, not
+            UTF-8 or malformed, a row with the wrong number of fields, a value that is not a finite number, or no
+            data row (module docstring).
     """
     path = Path(path)
     _check_spec(tuple(numeric), tuple(categorical))
@@ -217,10 +231,22 @@ def _load_parquet(
 def load_purchase(path: str | Path, max_bytes: int = MAX_DATA_BYTES) -> Table:
     """The Purchase100 format (Shokri et al.'s ``dataset_purchase``): one record per line,
     ``label,f1,…,f600``, comma-separated, no header, the class label first (1…100 in the original) and
-    600 binary features. Returns numeric columns ``feature-0 … feature-599`` and a categorical ``label``.
+    600 binary features.
 
     Feature values must be finite numbers (the original has 0/1; a preprocessed real-valued copy is
     accepted too) and none may be missing; labels must be integers.
+
+    Args:
+        path: the file.
+        max_bytes: the largest file accepted, in bytes.
+
+    Returns:
+        A table of numeric columns ``feature-0 … feature-599`` and a categorical ``label`` (the integer as a
+        string).
+
+    Raises:
+        BadInputError: a file missing, empty, too large or not UTF-8, a line without 601 fields, a label that is
+            not an integer, or a missing or non-finite feature.
     """
     path = Path(path)
     labels: list[str] = []
@@ -258,8 +284,19 @@ def load_purchase(path: str | Path, max_bytes: int = MAX_DATA_BYTES) -> Table:
 def load_criteo(path: str | Path, max_bytes: int = MAX_DATA_BYTES) -> Table:
     """The Criteo display-advertising format: one record per line, tab-separated, no header:
     ``label`` (0 or 1), 13 integer features ``I1 … I13`` and 26 categorical features ``C1 … C26``
-    (hashed, hexadecimal); any feature may be empty (missing). Numeric columns are float64 with NaN for
-    missing; categorical ones keep the hex string, or :data:`~fdp_audit.data.table.MISSING`.
+    (hashed, hexadecimal); any feature may be empty (missing).
+
+    Args:
+        path: the file.
+        max_bytes: the largest file accepted, in bytes.
+
+    Returns:
+        A table with a categorical ``label`` (``"0"``/``"1"``), numeric ``I1 … I13`` (float64, NaN for missing)
+        and categorical ``C1 … C26`` (the hex string, or :data:`~fdp_audit.data.table.MISSING`).
+
+    Raises:
+        BadInputError: a file missing, empty, too large or not UTF-8, a line without 40 fields, a label other than
+            0 or 1, a numeric feature that is not an integer, or a categorical one that is not hexadecimal.
     """
     path = Path(path)
     names = (LABEL, *CRITEO_NUMERIC, *CRITEO_CATEGORICAL)

@@ -54,7 +54,15 @@ def _reflect(index: torch.Tensor, size: int) -> torch.Tensor:
 
 def blur_matrix(size: int, sigma: float) -> torch.Tensor:
     """The 1-D Gaussian blur ``[size, size]`` (float64): kernel ``exp(−o²/2σ²)`` normalised over offsets
-    ``|o| ≤ max(1, round(3σ))``, reflect padding. ``(B X)`` blurs the columns of an image X."""
+    ``|o| ≤ max(1, round(3σ))``, reflect padding. ``(B X)`` blurs the columns of an image X.
+
+    Args:
+        size: the number of pixels along the axis.
+        sigma: the kernel's standard deviation σ > 0, in pixels.
+
+    Returns:
+        The matrix B, float64 of shape ``[size, size]``, each row summing to 1.
+    """
     radius = max(1, int(3 * sigma + 0.5))
     offsets = torch.arange(-radius, radius + 1, dtype=torch.int64)
     kernel = torch.exp(-0.5 * (offsets.double() / sigma) ** 2)
@@ -64,7 +72,15 @@ def blur_matrix(size: int, sigma: float) -> torch.Tensor:
 
 
 def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
-    """Separable Gaussian blur of ``[..., H, W]`` images (:func:`blur_matrix` along each axis)."""
+    """Separable Gaussian blur of ``[..., H, W]`` images (:func:`blur_matrix` along each axis).
+
+    Args:
+        images: images of shape ``[..., H, W]``.
+        sigma: the kernel's standard deviation σ > 0, in pixels.
+
+    Returns:
+        ``B_h X B_wᵀ`` for each image, same shape, dtype and device.
+    """
     h, w = images.shape[-2:]
     rows = blur_matrix(h, sigma).to(images.device, images.dtype)
     columns = blur_matrix(w, sigma).to(images.device, images.dtype)
@@ -97,11 +113,28 @@ class ImageMap:
         raise NotImplementedError
 
     def public_image(self, features: torch.Tensor) -> torch.Tensor:
-        """Ψ(x)'s features rendered as a full-resolution image ``[..., H·W]`` (the public loss's input)."""
+        """Ψ(x)'s features rendered as a full-resolution image ``[..., H·W]`` (the public loss's input).
+
+        Args:
+            features: Ψ's features, as the map's :class:`PublicView` holds them.
+
+        Returns:
+            Images of shape ``[..., H·W]``.
+        """
         raise NotImplementedError
 
     def protected_part(self, x: torch.Tensor) -> torch.Tensor:
-        """``P x``: the orthogonal projection of images ``[..., H·W]`` onto the part Ψ does not see."""
+        """``P x``: the orthogonal projection of images ``[..., H·W]`` onto the part Ψ does not see.
+
+        Args:
+            x: flattened images, shape ``[..., H·W]``.
+
+        Returns:
+            ``P x``, same shape.
+
+        Raises:
+            BadInputError: the last dimension is not ``H·W``.
+        """
         raise NotImplementedError
 
     @property
@@ -110,7 +143,15 @@ class ImageMap:
         raise NotImplementedError
 
     def with_protected(self, x: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
-        """Records with x's public image and ``residual``'s protected part: ``x − P x + P r``."""
+        """Records with x's public image and ``residual``'s protected part: ``x − P x + P r``.
+
+        Args:
+            x: flattened images giving the public image, shape ``[..., H·W]``.
+            residual: flattened images giving the protected part, broadcastable to ``x``.
+
+        Returns:
+            The combined images, shape of the broadcast.
+        """
         return x - self.protected_part(x) + self.protected_part(residual)
 
     def canary_candidates(self, record: torch.Tensor, population: EncodedData, count: int) -> CanaryCandidates:
@@ -118,7 +159,19 @@ class ImageMap:
         root-mean-square protected pixel of ``population`` (so the patterns have the size real protected parts
         have), drawn from a fixed seed so that every worker builds the same candidates (the
         :class:`~fdp_audit.data.features.CandidateMap` protocol). The labels are the record's (Ψ does not fix
-        them: the caller keeps its label)."""
+        them: the caller keeps its label).
+
+        Args:
+            record: a flattened image, shape ``[H·W]``.
+            population: images whose first :data:`CANDIDATE_SCALE_ROWS` set the scale s.
+            count: the number of candidates.
+
+        Returns:
+            ``count`` candidates named ``pattern 0`` … in the record's dtype.
+
+        Raises:
+            BadInputError: Ψ protects nothing (:attr:`protected_dimension` 0), or the images have the wrong size.
+        """
         pixels = torch.as_tensor(population.x[:CANDIDATE_SCALE_ROWS], dtype=torch.float64)
         scale = float(self.protected_part(pixels).square().mean().sqrt()) if len(pixels) else 1.0
         base = record.to(torch.float64)
@@ -128,7 +181,20 @@ class ImageMap:
 
     def neighbours(self, x: torch.Tensor, count: int, scale: float, generator: torch.Generator) -> torch.Tensor:
         """``count`` records ``[count, ..., H·W]`` with Ψ equal to Ψ(x): ``x + P z`` with z ~ N(0, scale²I) drawn
-        from ``generator`` (float64, then x's dtype)."""
+        from ``generator`` (float64, then x's dtype).
+
+        Args:
+            x: flattened images, shape ``[..., H·W]``.
+            count: the number of neighbours of each image.
+            scale: the standard deviation of z per pixel.
+            generator: the random generator z is drawn from (on the CPU).
+
+        Returns:
+            The neighbours, shape ``[count, ..., H·W]``, x's dtype and device.
+
+        Raises:
+            BadInputError: Ψ protects nothing (:attr:`protected_dimension` 0).
+        """
         if self.protected_dimension == 0:
             raise BadInputError(f"Ψ {self.spec()} protects nothing: every image is its own only neighbour",
                                 "data.public_map")
@@ -158,11 +224,30 @@ class DownsampleMap(ImageMap):
         return blocks.mean(dim=(-3, -1)).flatten(-2)
 
     def public_image(self, features: torch.Tensor) -> torch.Tensor:
+        """The k×k block means repeated over their blocks (nearest-neighbour upsampling ``U``).
+
+        Args:
+            features: block means, shape ``[..., (H/k)·(W/k)]``.
+
+        Returns:
+            Images of shape ``[..., H·W]``.
+        """
         small = features.reshape(*features.shape[:-1], *self.public_shape)
         k = self.factor
         return small.repeat_interleave(k, dim=-2).repeat_interleave(k, dim=-1).flatten(-2)
 
     def protected_part(self, x: torch.Tensor) -> torch.Tensor:
+        """``P x = x − U D x``: each pixel minus its block's mean.
+
+        Args:
+            x: flattened images, shape ``[..., H·W]``.
+
+        Returns:
+            ``P x``, same shape; each k×k block of it sums to zero.
+
+        Raises:
+            BadInputError: the last dimension is not ``H·W``.
+        """
         return x - self.public_image(self._public(x))
 
     @property
@@ -170,6 +255,11 @@ class DownsampleMap(ImageMap):
         return self.n_pixels - math.prod(self.public_shape)
 
     def spec(self) -> dict[str, Any]:
+        """A JSON-able description stored in checkpoints and results.
+
+        Returns:
+            ``{"kind": "downsample", "height", "width", "factor", "label_public"}``.
+        """
         return {"kind": "downsample", "height": self.height, "width": self.width, "factor": self.factor,
                 "label_public": self.label_public}
 
@@ -210,9 +300,28 @@ class BlurMap(ImageMap):
         return (u_h @ (gain * coefficients) @ u_w.T).flatten(-2)
 
     def public_image(self, features: torch.Tensor) -> torch.Tensor:
+        """Ψ_τ's features are already the full-resolution blurred image.
+
+        Args:
+            features: the band-limited blur, shape ``[..., H·W]``.
+
+        Returns:
+            ``features`` itself.
+        """
         return features
 
     def protected_part(self, x: torch.Tensor) -> torch.Tensor:
+        """``P x``: the projection onto the right singular vectors with ``s_ij ≤ τ·s_max`` (module docstring).
+
+        Args:
+            x: flattened images, shape ``[..., H·W]``.
+
+        Returns:
+            ``P x``, same shape, dtype and device.
+
+        Raises:
+            BadInputError: the last dimension is not ``H·W``.
+        """
         _, _, v_h, v_w, _, mask = self._on(x)
         coefficients = v_h.T @ self._images(x) @ v_w
         return (v_h @ (mask * coefficients) @ v_w.T).flatten(-2)
@@ -222,5 +331,10 @@ class BlurMap(ImageMap):
         return int(self._basis[5].sum())
 
     def spec(self) -> dict[str, Any]:
+        """A JSON-able description stored in checkpoints and results.
+
+        Returns:
+            ``{"kind": "blur", "height", "width", "sigma", "tolerance", "label_public"}``.
+        """
         return {"kind": "blur", "height": self.height, "width": self.width, "sigma": self.sigma,
                 "tolerance": self.tolerance, "label_public": self.label_public}

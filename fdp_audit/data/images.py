@@ -62,14 +62,30 @@ class ImageSet:
         return self.images.shape[2]
 
     def take(self, rows: np.ndarray) -> ImageSet:
+        """The images (and labels) ``rows``, as a new set of the same name and classes.
+
+        Args:
+            rows: image indices (or a boolean mask of length :attr:`n_images`).
+
+        Returns:
+            The subset.
+        """
         return ImageSet(self.name, self.images[rows], self.labels[rows], self.classes)
 
     def flat(self) -> np.ndarray:
-        """The images as rows of ``H·W`` pixels (row-major), the records' feature vectors."""
+        """The images as rows of ``H·W`` pixels (row-major), the records' feature vectors.
+
+        Returns:
+            A float32 array of shape ``[N, H·W]``.
+        """
         return self.images.reshape(self.n_images, -1)
 
     def fingerprint(self) -> str:
-        """SHA-256 over the name, shape, pixels and labels: identifies the exact images a model saw."""
+        """SHA-256 over the name, shape, pixels and labels: identifies the exact images a model saw.
+
+        Returns:
+            The hex digest (64 characters).
+        """
         digest = hashlib.sha256(f"{self.name}:{self.images.shape}:".encode())
         digest.update(np.ascontiguousarray(self.images, dtype="<f4").tobytes())
         digest.update(np.ascontiguousarray(self.labels, dtype="<i8").tobytes())
@@ -80,7 +96,18 @@ def read_idx(path: Path) -> np.ndarray:
     """An IDX file (LeCun's MNIST format; gzip-compressed when its name ends in ``.gz``): magic ``0 0 type
     ndim``, ``ndim`` big-endian uint32 sizes, then the values in row-major order. Every malformation is bad
     input naming the file, the header's before anything is shaped: 1 to :data:`MAX_IDX_DIMENSIONS` dimensions,
-    none empty, and exactly the bytes they state."""
+    none empty, and exactly the bytes they state.
+
+    Args:
+        path: the IDX file.
+
+    Returns:
+        A read-only array of the header's shape and type (big-endian dtype).
+
+    Raises:
+        BadInputError: the file cannot be read or decompressed, is larger than :data:`MAX_IDX_BYTES`, or its
+            header is malformed or disagrees with its size.
+    """
     try:
         with (gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")) as handle:
             raw = handle.read(MAX_IDX_BYTES + 1)
@@ -120,7 +147,19 @@ def _idx_file(folder: Path, stem: str) -> Path:
 
 def load_fashion_mnist(path: str | None = None, split: str = "train") -> ImageSet:
     """Fashion-MNIST's ``train`` or ``test`` split from the IDX files in ``path`` (default
-    :data:`FASHION_MNIST_DIR`), intensities 0–255 scaled to [0, 1]."""
+    :data:`FASHION_MNIST_DIR`), intensities 0–255 scaled to [0, 1].
+
+    Args:
+        path: the folder holding the IDX files (each may be gzip-compressed), or None for the default.
+        split: ``"train"`` (60,000 images) or ``"test"`` (10,000).
+
+    Returns:
+        The images ``[N, 28, 28]`` with labels 0–9 indexing :data:`FASHION_MNIST_CLASSES`.
+
+    Raises:
+        BadInputError: a file is missing or malformed, images and labels do not match, or they are not uint8 with
+            labels 0–9.
+    """
     folder = Path(path) if path is not None else FASHION_MNIST_DIR
     image_stem, label_stem = FASHION_MNIST_FILES[split]
     images, labels = read_idx(_idx_file(folder, image_stem)), read_idx(_idx_file(folder, label_stem))
@@ -136,7 +175,15 @@ def load_fashion_mnist(path: str | None = None, split: str = "train") -> ImageSe
 
 def load_digits_images(path: str | None = None, split: str = "train") -> ImageSet:
     """scikit-learn's bundled 8×8 digits, intensities 0–16 scaled to [0, 1] (``path`` is not used: the data
-    ship with scikit-learn)."""
+    ship with scikit-learn).
+
+    Args:
+        path: not used.
+        split: not used: the digits have one split.
+
+    Returns:
+        The 1,797 images ``[N, 8, 8]`` with labels 0–9, classes ``"0"`` … ``"9"``.
+    """
     from sklearn.datasets import load_digits
 
     bunch = load_digits()

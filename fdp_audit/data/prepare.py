@@ -32,7 +32,14 @@ class PreparedData:
 
     def column_split(self) -> FeatureSplit:
         """Ψ as a column subset, which the audit games need: they insert canaries whose protected columns
-        vary while the public ones stay fixed."""
+        vary while the public ones stay fixed.
+
+        Returns:
+            :attr:`feature_split` as a :class:`FeatureSplit`.
+
+        Raises:
+            BadInputError: Ψ is not a column subset (an image map, a callable, label-only).
+        """
         if not isinstance(self.feature_split, FeatureSplit):
             raise BadInputError("the audit games and attacks need a column-subset Ψ (public_map: columns), "
                                 f"not {self.feature_split.spec()['kind']!r}", "data.public_map")
@@ -43,6 +50,14 @@ class PreparedData:
         return self.train.fingerprint
 
     def tensors(self, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+        """The training split as tensors.
+
+        Args:
+            device: where the tensors are placed.
+
+        Returns:
+            ``(x, y)``: inputs ``[n, d]`` float32 and labels ``[n]`` int64 of :attr:`train`.
+        """
         return (torch.as_tensor(self.train.x, device=device), torch.as_tensor(self.train.y, device=device))
 
 
@@ -125,7 +140,19 @@ def _encode_images(images: ImageSet, groups: tuple[ColumnGroup, ...]) -> Encoded
 def prepare_images(config: DataConfig, seed: int) -> PreparedData:
     """An image data set as encoded splits: one numeric column ``pixel-i`` per pixel (row-major, intensity in
     [0, 1]), the class index as the label. ``max_rows`` subsamples the training images (by ``seed``); the
-    population split is taken from them; the test split is the data set's own when it has one."""
+    population split is taken from them; the test split is the data set's own when it has one (else the
+    population split).
+
+    Args:
+        config: the ``data`` section, naming a registered image data set.
+        seed: the configuration's seed.
+
+    Returns:
+        The encoded splits and the image Ψ.
+
+    Raises:
+        BadInputError: a label other than ``label``, fewer than 4 images kept, or images that cannot be read.
+    """
     if config.label not in (None, "label"):
         raise BadInputError(f"image data sets have one label, 'label'; got {config.label!r}", "data.label")
     train = load_images(config.dataset, "train", config.path)

@@ -47,6 +47,14 @@ PURCHASE_CLASS_WEIGHT = 0.3
 
 
 def public_columns(n_public: int) -> tuple[str, ...]:
+    """The names of the public feature columns of a synthetic table.
+
+    Args:
+        n_public: the number of public features d.
+
+    Returns:
+        ``("public-0", …, "public-{d-1}")``.
+    """
     return tuple(f"public-{j}" for j in range(n_public))
 
 
@@ -84,7 +92,14 @@ class CategoricalPrior:
         return tuple(str(v).zfill(width) for v in range(len(self.probabilities)))
 
     def conditional(self, public: np.ndarray) -> np.ndarray:
-        """The exact Pr[v | u], shape (n, k), for raw (unstandardised) public rows ``u`` of shape (n, d)."""
+        """The exact Pr[v | u], shape (n, k), for raw (unstandardised) public rows ``u`` of shape (n, d).
+
+        Args:
+            public: the raw public rows, shape ``(n, n_public)``.
+
+        Returns:
+            One probability row per public row, over the k categories in prior order, each summing to 1.
+        """
         public = np.asarray(public, dtype=float)
         with np.errstate(divide="ignore"):  # a zero-probability category has logit -inf and stays at 0
             base = np.log(np.asarray(self.probabilities, dtype=float))
@@ -93,11 +108,26 @@ class CategoricalPrior:
         return softmax(base + self.coupling * linked, axis=1)
 
     def ball(self, public: np.ndarray) -> np.ndarray:
-        """``Ball = max_v Pr[v | u]`` per row (0/1 metric, ρ = 0; docs/accounting.md)."""
+        """``Ball = max_v Pr[v | u]`` per row (0/1 metric, ρ = 0; docs/accounting.md).
+
+        Args:
+            public: the raw public rows, shape ``(n, n_public)``.
+
+        Returns:
+            Ball per row, shape ``(n,)``.
+        """
         return self.conditional(public).max(axis=1)
 
     def sample(self, public: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """Category codes 0..k-1, one per row of ``public``."""
+        """Category codes 0..k-1, one per row of ``public``, drawn from Pr[v | u].
+
+        Args:
+            public: the raw public rows, shape ``(n, n_public)``.
+            rng: the generator the draws come from.
+
+        Returns:
+            Integer codes, shape ``(n,)``.
+        """
         cumulative = np.cumsum(self.conditional(public), axis=1)
         draws = rng.random(len(public))[:, None]
         # min() guards against a cumulative sum that rounds to just below 1
@@ -123,6 +153,14 @@ class GaussianPrior:
         return tuple(f"{PROTECTED_COLUMN}-{j}" for j in range(self.dims))
 
     def conditional_mean(self, public: np.ndarray) -> np.ndarray:
+        """The mean of ``v | u``: ``coupling · u_{j mod n_public}`` for each protected coordinate j.
+
+        Args:
+            public: the raw public rows, shape ``(n, n_public)``.
+
+        Returns:
+            The means, shape ``(n, dims)``.
+        """
         public = np.asarray(public, dtype=float)
         return self.coupling * public[:, np.arange(self.dims) % self.n_public]
 
@@ -131,6 +169,15 @@ class GaussianPrior:
         return float(np.sqrt(1.0 - self.coupling**2))
 
     def sample(self, public: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Protected values drawn from ``N(conditional_mean(u), conditional_scale² I)``, one row per public row.
+
+        Args:
+            public: the raw public rows, shape ``(n, n_public)``.
+            rng: the generator the draws come from.
+
+        Returns:
+            The values, shape ``(n, dims)``.
+        """
         noise = rng.standard_normal((len(public), self.dims))
         return self.conditional_mean(public) + self.conditional_scale * noise
 
@@ -151,6 +198,15 @@ class BoxPrior:
         return tuple(f"{PROTECTED_COLUMN}-{j}" for j in range(self.dims))
 
     def sample(self, public: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """Protected values i.i.d. U[-half_width, half_width], one row per public row (the rows' values are not read).
+
+        Args:
+            public: the raw public rows; only their number is used.
+            rng: the generator the draws come from.
+
+        Returns:
+            The values, shape ``(n, dims)``.
+        """
         return rng.uniform(-self.half_width, self.half_width, (len(public), self.dims))
 
 
@@ -158,8 +214,18 @@ Prior = CategoricalPrior | GaussianPrior | BoxPrior
 
 
 def label_logit(public: np.ndarray, protected: np.ndarray, prior: Prior) -> np.ndarray:
-    """The exact log-odds of ``y = 1`` given raw public rows and protected values (category codes for a
-    categorical prior, an (n, dims) array otherwise)."""
+    """The exact log-odds of ``y = 1`` given raw public rows and protected values: ``Σ_j (-1)^j u_j / sqrt(d)``
+    plus :data:`PROTECTED_LABEL_WEIGHT` times the protected term (a category code spread evenly over [-1, 1], or
+    the sum of the continuous values over ``sqrt(dims)``).
+
+    Args:
+        public: the raw public rows, shape ``(n, d)``.
+        protected: category codes ``(n,)`` for a categorical prior, an ``(n, dims)`` array otherwise.
+        prior: the prior the protected values were drawn from.
+
+    Returns:
+        The log-odds, shape ``(n,)``.
+    """
     public = np.asarray(public, dtype=float)
     d = public.shape[1]
     signs = np.where(np.arange(d) % 2 == 0, 1.0, -1.0)
@@ -173,13 +239,34 @@ def label_logit(public: np.ndarray, protected: np.ndarray, prior: Prior) -> np.n
 
 
 def public_matrix(table: Table) -> np.ndarray:
-    """The raw public rows ``u`` (n × d) of a synthetic table, the argument of the conditional priors."""
+    """The raw public rows ``u`` (n × d) of a synthetic table, the argument of the conditional priors.
+
+    Args:
+        table: a table made by :func:`generate` (or a split of one).
+
+    Returns:
+        The ``public-*`` columns stacked in table order, shape ``(n, d)``.
+    """
     names = [c for c in table.columns if c.startswith("public-")]
     return np.column_stack([table.columns[c] for c in names])
 
 
 def generate(n_rows: int, prior: Prior, n_public: int, seed: int, name: str = "synthetic") -> Table:
-    """A synthetic table by the recipe in the module docstring; deterministic in ``seed``."""
+    """A synthetic table by the recipe in the module docstring; deterministic in ``seed``.
+
+    Args:
+        n_rows: the number of rows (>= 1).
+        prior: the prior of the protected features.
+        n_public: the number of public features d (>= 1).
+        seed: the seed of every draw.
+        name: the table's name.
+
+    Returns:
+        The table: ``public-*`` numeric columns, the prior's protected column(s), and ``label`` (``"0"``/``"1"``).
+
+    Raises:
+        ValueError: ``n_rows`` or ``n_public`` below 1.
+    """
     if n_rows < 1 or n_public < 1:
         raise ValueError("n_rows and n_public must be >= 1")
     rng = np.random.default_rng(np.random.SeedSequence([seed, 0x5D47A]))
@@ -205,7 +292,18 @@ def generate(n_rows: int, prior: Prior, n_public: int, seed: int, name: str = "s
 def prior_for_config(config: DataConfig, coupling: float = 0.0) -> Prior:
     """The exact prior behind :func:`synthetic_table` for this config: ``synthetic_prior_kind`` chooses
     categorical (probabilities ``synthetic_prior``), Gaussian N(0, 1) or box U[-1, 1] (with
-    :data:`CONTINUOUS_DIMS` columns). The box prior has no link to the public part."""
+    :data:`CONTINUOUS_DIMS` columns). The box prior has no link to the public part.
+
+    Args:
+        config: the ``data`` section.
+        coupling: the strength c of the link between public and protected features (0: independent).
+
+    Returns:
+        The prior.
+
+    Raises:
+        ValueError: a coupling out of range for the prior, or a nonzero coupling for the box prior.
+    """
     n_public = config.synthetic_public_features
     if config.synthetic_prior_kind == "categorical":
         return CategoricalPrior(tuple(config.synthetic_prior), n_public, coupling)
@@ -218,7 +316,16 @@ def prior_for_config(config: DataConfig, coupling: float = 0.0) -> Prior:
 
 def synthetic_table(config: DataConfig, seed: int, coupling: float = 0.0) -> Table:
     """``config.synthetic_rows`` rows drawn by the module recipe with the prior of
-    :func:`prior_for_config`."""
+    :func:`prior_for_config`.
+
+    Args:
+        config: the ``data`` section.
+        seed: the seed of every draw.
+        coupling: the strength c of the link between public and protected features (0: independent).
+
+    Returns:
+        The table, named ``synthetic``.
+    """
     prior = prior_for_config(config, coupling)
     return generate(config.synthetic_rows, prior, config.synthetic_public_features, seed)
 
@@ -239,6 +346,19 @@ def purchase_like_table(
 
     The first ``n_public`` features are named ``public-0 …``, the rest ``protected-0 …``: as in the FDP
     paper's Purchase100 experiment, a fixed subset of the (exchangeable) features is public.
+
+    Args:
+        n_rows: the number of records (>= 1).
+        seed: the seed of every draw.
+        n_features: the number of binary features.
+        n_classes: the number of classes (>= 2).
+        n_public: how many of the features are public, in (0, ``n_features``].
+
+    Returns:
+        The table, named ``purchase-like``.
+
+    Raises:
+        ValueError: a size out of range.
     """
     if not (0 < n_public <= n_features) or n_classes < 2 or n_rows < 1:
         raise ValueError("need 0 < n_public <= n_features, n_classes >= 2 and n_rows >= 1")
