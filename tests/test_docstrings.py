@@ -38,6 +38,7 @@ DOCUMENTED = (
     "profiles",
     "reference.py",
     "registry.py",
+    "report",
     "supervision.py",
     "threads.py",
     "training",

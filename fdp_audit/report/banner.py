@@ -27,7 +27,19 @@ class Verdict:
 
 def verdict_view(root: Node, summary: Summary | None) -> Verdict:
     """The banner of results.json ``root`` (its verdict checked against the contract), with the per-unit closest
-    comparisons of ``summary`` (the gate's evaluation)."""
+    comparisons of ``summary`` (the gate's evaluation).
+
+    Args:
+        root: the results.json root node.
+        summary: the report's summary of the comparisons, or None (then the stored worst margin is shown).
+
+    Returns:
+        The banner's view: status, explanation, α, comparisons judged of those made, the closest comparison per
+        unit, and what was audited.
+
+    Raises:
+        BadInputError: the verdict, mechanism or reproducibility section breaks the contract.
+    """
     node = root["verdict"]
     total, not_judged = node["n_comparisons"], node.present("not_judged")
     counted = total.number()

@@ -19,7 +19,20 @@ def _num(value: float | None, sign: bool = False) -> Cell:
 
 def baseline_section(results: dict[str, Any], baseline: dict[str, Any]) -> Section:
     """Both audits judged at the current verdict's α; rises reported, never judged here (the gate judges
-    them with ``--max-regression``)."""
+    them with ``--max-regression``).
+
+    Args:
+        results: this audit's parsed results.json.
+        baseline: the baseline audit's parsed results.json.
+
+    Returns:
+        The "Change since the baseline" section: facts on what changed between the audits, and one row per
+        matched comparison (margins, rates, the rise's lower confidence bound, ε lower bounds), largest change of
+        margin first.
+
+    Raises:
+        BadInputError: either file breaks the results.json contract.
+    """
     alpha = Node(results)["verdict"]["alpha"].number()
     regression = compare(results, baseline, float(alpha))
     rows = []

@@ -88,8 +88,18 @@ def tradeoff_figure(
     """``1 - f(α)`` against α on log axes, with the attribute-inference successes at α = Ball and the
     distinguishing games' (FPR, 1 - FNR) points; the GDP approximation is drawn as a labelled comparison.
 
-    ``attribute_points`` holds (label, attack row) per attribute game, ``game_points`` (label, relation,
-    points) per attack of a distinguishing or simulator game.
+    Args:
+        curve: results.json's ``accounting.curve``: ``alpha`` and the curves ``f``, ``f_replace``, ``f_optimistic``
+            and ``f_gdp_approx`` on it (each optional but ``alpha``).
+        gdp_mu: the GDP approximation's μ for its legend, or None.
+        attribute_points: (label, attack row) per attribute game; the row's ``ball``, ``rate`` and interval are
+            drawn.
+        game_points: (label, relation, points) per attack of a distinguishing or simulator game; each point's
+            ``fpr``, ``fnr`` and their upper bounds are drawn.
+        prefix: the figure's id prefix in the page.
+
+    Returns:
+        The figure as inline SVG.
     """
     with matplotlib.rc_context(_STYLE):
         fig, ax = _figure(_TALL)
@@ -174,7 +184,16 @@ def _data_limits(attribute_points: Sequence[tuple[str, dict[str, Any]]],
 
 
 def sweep_figure(sweep: dict[str, Any], prefix: str) -> Markup:
-    """Attribute-inference success against ε, with the Theorem 4 bound and the prior (Ball) line."""
+    """Attribute-inference success against ε, with the Theorem 4 bound and the prior (Ball) line.
+
+    Args:
+        sweep: results.json's sweep: ``epsilon``, ``rate``, ``bound``, and optionally ``ci_low``/``ci_high`` (one
+            per ε) and ``ball``.
+        prefix: the figure's id prefix in the page.
+
+    Returns:
+        The figure as inline SVG.
+    """
     with matplotlib.rc_context(_STYLE):
         fig, ax = _figure(_WIDE)
         eps, rate = _positive(_array(sweep["epsilon"])), _array(sweep["rate"])
@@ -203,7 +222,16 @@ def sweep_figure(sweep: dict[str, Any], prefix: str) -> Markup:
 
 
 def reconstruction_figure(attack: dict[str, Any], prefix: str) -> Markup:
-    """Reconstruction success against the radius ρ, against 1 - f(Ball(ρ)) and Ball(ρ)."""
+    """Reconstruction success against the radius ρ, against 1 - f(Ball(ρ)) and Ball(ρ).
+
+    Args:
+        attack: a reconstruction attack's row: its name and ``points`` with ``rho``, ``rate``, ``bound``, ``ball``
+            and optionally ``ci_low``/``ci_high``.
+        prefix: the figure's id prefix in the page.
+
+    Returns:
+        The figure as inline SVG.
+    """
     with matplotlib.rc_context(_STYLE):
         fig, ax = _figure(_WIDE)
         points = sorted(attack["points"], key=lambda p: p["rho"])
@@ -238,7 +266,19 @@ def roc_figure(
     """ROC curves of a distinguishing or simulator game, with the claimed trade-off ``TPR = 1 - f(FPR)``
     (``claimed`` is the accounting curve's (α, f) for the game's relation, when accounting was run). With ``log``
     both axes are logarithmic, from half the smallest non-zero rate the trials can show, and each attack's stored
-    TPR at its low false-positive rates is drawn with its interval: the regime a confident attack lives in."""
+    TPR at its low false-positive rates is drawn with its interval: the regime a confident attack lives in.
+
+    Args:
+        attacks: the game's attack rows, each with ``roc`` (``fpr``, ``tpr``) and, drawn on linear axes, its
+            conservative ``points``; on log axes its ``tpr_at_fpr`` rows.
+        claimed: ``(alpha, f)`` of the claimed curve, or None.
+        relation: the game's neighbouring relation, in words, for the legend.
+        prefix: the figure's id prefix in the page.
+        log: draw both axes logarithmic.
+
+    Returns:
+        The figure as inline SVG.
+    """
     with matplotlib.rc_context(_STYLE):
         fig, ax = _figure(_SQUARE)
         scale = _positive if log else (lambda values: values)

@@ -14,7 +14,15 @@ MISSING = "—"  # shown where results.json holds null
 
 def number(value: object) -> str:
     """Display text of one results.json value: four significant digits for floats, integers in full
-    (without digit grouping, which would misprint seeds and record ids)."""
+    (without digit grouping, which would misprint seeds and record ids).
+
+    Args:
+        value: a stored value (null, a bool, a number or a string).
+
+    Returns:
+        ``—`` for None, ``yes``/``no`` for a bool, the int in full, the float to 4 significant digits (exponent
+        written ``1e-5``), anything else as ``str``.
+    """
     if value is None:
         return MISSING
     if isinstance(value, bool):
@@ -28,7 +36,14 @@ def number(value: object) -> str:
 
 
 def signed(value: object) -> str:
-    """A margin: the sign is the message (negative margin = violation), so it is always written."""
+    """A margin: the sign is the message (negative margin = violation), so it is always written.
+
+    Args:
+        value: a stored value.
+
+    Returns:
+        :func:`number`'s text, with a ``+`` before a positive number.
+    """
     text = number(value)
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
         return "+" + text
@@ -36,4 +51,13 @@ def signed(value: object) -> str:
 
 
 def interval(low: object, high: object) -> str:
+    """An interval as ``[low, high]``.
+
+    Args:
+        low: the stored lower end (None shows a dash).
+        high: the stored upper end (None shows a dash).
+
+    Returns:
+        The text, each end rounded by :func:`number`.
+    """
     return f"[{number(low)}, {number(high)}]"

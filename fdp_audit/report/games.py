@@ -41,14 +41,36 @@ _LONG_TABLE = 8
 
 
 def section_view(game: Node) -> ReportView | None:
-    """The registered view of a stored game section (None: no game registered here writes it)."""
+    """The registered view of a stored game section (None: no game registered here writes it).
+
+    Args:
+        game: a game section of results.json (its ``game`` and optional ``canary``).
+
+    Returns:
+        The game's report view (title, lead, layout), or None.
+
+    Raises:
+        BadInputError: ``game`` is missing or not a string.
+    """
     canary = game.present("canary")
     return report_view(game["game"].text(), canary.text() if canary else None)
 
 
 def game_sections(games: list[Node], accounting: Node | None) -> dict[str, list[Section]]:
     """One section per game, grouped by kind in the report's reading order (``other``: games laid out as a
-    table of their facts)."""
+    table of their facts).
+
+    Args:
+        games: the game sections of results.json, in stored order.
+        accounting: results.json's ``accounting`` section (the claimed curves of the ROC figures), or None.
+
+    Returns:
+        ``attribute``, ``reconstruction``, ``distinguishing`` and ``other`` → their sections, each numbered by its
+        game's occurrence.
+
+    Raises:
+        BadInputError: a game section breaks the results.json contract.
+    """
     by_kind: dict[str, list[Section]] = {"attribute": [], "reconstruction": [], "distinguishing": [], "other": []}
     seen: dict[str, int] = {}
     for game in games:
@@ -160,7 +182,19 @@ def examples_view(examples: Node, figure_id: str) -> Markup:
     """An image game's example canaries for the report: per example trial, a row of labelled panels (the public
     image, each candidate with the secret framed, each attack's pick framed by whether it is right), each panel
     its own inline SVG shown at :data:`PANEL_PIXELS` or more, so that a row wraps on a narrow screen instead of
-    shrinking its images."""
+    shrinking its images.
+
+    Args:
+        examples: the game section's ``examples`` (image shape, ``public``, ``candidates``, ``trials``).
+        figure_id: the id prefix of the panels in the page.
+
+    Returns:
+        The examples' HTML.
+
+    Raises:
+        BadInputError: the examples break the contract (a pixel list of the wrong size, a candidate index out of
+            range).
+    """
     shape = _image_shape(examples)
     candidates = list(examples["candidates"].elements())
 
@@ -200,7 +234,18 @@ def _image_shape(examples: Node) -> list[int]:
 
 def examples_svg(examples: Node, label: str) -> str:
     """An image game's example canaries (its section's ``examples``) as SVG: one row per example trial, the
-    public image, the candidates (the secret framed), each attack's pick (framed by whether it is right)."""
+    public image, the candidates (the secret framed), each attack's pick (framed by whether it is right).
+
+    Args:
+        examples: the game section's ``examples``.
+        label: the figure's title.
+
+    Returns:
+        A standalone SVG document, about 480 pixels wide.
+
+    Raises:
+        BadInputError: the examples break the contract.
+    """
     shape = _image_shape(examples)
     candidates = list(examples["candidates"].elements())
     rows, frames = [], {}

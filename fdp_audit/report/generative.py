@@ -33,7 +33,20 @@ def _range(node: Node) -> Cell:
 
 def grid_svg(rows: Node, height: int, width: int, label: str) -> str:
     """An SVG of the samples ``rows[class][sample][pixel]`` (grey levels 0–255, row-major ``height × width``):
-    one row of samples per class."""
+    one row of samples per class.
+
+    Args:
+        rows: the stored samples, one list per class.
+        height: the images' height in pixels.
+        width: the images' width in pixels.
+        label: the figure's title.
+
+    Returns:
+        A standalone SVG document.
+
+    Raises:
+        BadInputError: a sample is not ``height × width`` integers in 0–255.
+    """
     return panels_svg([list(samples.elements()) for samples in rows.elements()], height, width, label)
 
 
@@ -41,7 +54,22 @@ def panels_svg(rows: list[list[Node]], height: int, width: int, label: str,
                frames: dict[tuple[int, int], str] | None = None, target_width: int = 240) -> str:
     """An SVG of grey-level images in rows of panels, ``rows[r][c]`` the pixels of one (grey levels 0–255,
     row-major ``height × width``), the panels ``frames`` names framed in its colour, scaled to about
-    ``target_width`` pixels."""
+    ``target_width`` pixels.
+
+    Args:
+        rows: the stored pixel lists, one list of panels per row.
+        height: the images' height in pixels.
+        width: the images' width in pixels.
+        label: the figure's title.
+        frames: ``(row, column)`` → CSS colour of a panel's frame; None frames nothing.
+        target_width: the drawing's approximate width in screen pixels (an integer scale, at least 1).
+
+    Returns:
+        A standalone SVG document.
+
+    Raises:
+        BadInputError: a panel is not ``height × width`` integers in 0–255.
+    """
     paths: dict[int, list[str]] = defaultdict(list)
     n_columns = max((len(panels) for panels in rows), default=0)
     for r, panels in enumerate(rows):
@@ -71,6 +99,18 @@ def panels_svg(rows: list[list[Node]], height: int, width: int, label: str,
 
 
 def generative_section(node: Node) -> Section:
+    """The generative-model section: sample quality (Fréchet distances per mechanism and class), the ordering the
+    paper reports, the one-run audits of the training step, and the sample grids.
+
+    Args:
+        node: results' ``generative`` section.
+
+    Returns:
+        The section.
+
+    Raises:
+        BadInputError: the section breaks the contract.
+    """
     section = Section("generative", "Generative model: sample quality and audit", texts.GENERATIVE)
     for key, label in (("dataset", "data"), ("public_feature", "public feature Ψ"), ("epsilon", "ε (private ones)"),
                        ("delta", "δ"), ("seeds", "seeds"), ("denoiser_parameters", "denoiser parameters"),

@@ -33,7 +33,19 @@ def _signed(value: float | None) -> str:
 def gate_summary(verdict: dict[str, Any], judged: list[dict[str, Any]], comparisons: list[dict[str, Any]],
                  regression: Regression | None = None, warnings: Sequence[SanityWarning] = ()) -> str:
     """Markdown of one gate run; ``judged`` and ``comparisons`` are the gate's evaluations and their stored rows,
-    in the same order; ``warnings`` the results' sanity warnings."""
+    in the same order; ``warnings`` the results' sanity warnings.
+
+    Args:
+        verdict: the gate's verdict (``status``, ``explanation``, ``alpha``, ``n_comparisons``).
+        judged: the gate's evaluation of each comparison (its limit, margin, status).
+        comparisons: the stored comparison rows, in the same order as ``judged``.
+        regression: the comparison with a baseline, or None.
+        warnings: the results' sanity warnings (a PASS with any is weak evidence).
+
+    Returns:
+        The markdown: heading with the verdict, explanation, warnings, one table row per comparison (largest
+        margin first) and the baseline part; ends with a newline.
+    """
     mark = "❌" if verdict["status"] == "VIOLATION" else "⚠️" if warnings and verdict["status"] == "PASS" else "✅"
     lines = [f"## fdp-audit gate: {weak_pass(verdict['status'], list(warnings))} {mark}", "",
              _cell(verdict["explanation"]), ""]
@@ -58,7 +70,15 @@ def gate_summary(verdict: dict[str, Any], judged: list[dict[str, Any]], comparis
 
 def rise_words(change: Change, confidence: float) -> str:
     """A success rate's change since the baseline in words: the rates, their difference, and what the confidence
-    bound on the rise shows (a rise not above 0 is not significant, whatever the difference of the rates)."""
+    bound on the rise shows (a rise not above 0 is not significant, whatever the difference of the rates).
+
+    Args:
+        change: one matched comparison's change.
+        confidence: the confidence level of the rise's lower bound, 1 − α.
+
+    Returns:
+        One line of text.
+    """
     measured = f"{change.label or change.id} {number(change.rate_before)} → {number(change.rate_now)}"
     if change.rate_before is not None and change.rate_now is not None:
         measured += f" ({signed(change.rate_now - change.rate_before)})"
@@ -72,7 +92,15 @@ def rise_words(change: Change, confidence: float) -> str:
 
 
 def regression_summary(regression: Regression) -> list[str]:
-    """The baseline part: one row per matched comparison, worst change first."""
+    """The baseline part: one row per matched comparison, worst change first.
+
+    Args:
+        regression: the comparison with the baseline.
+
+    Returns:
+        Markdown lines: a heading with the number regressed, the rule, the table, and notes on changed settings,
+        new and gone comparisons.
+    """
     if regression.tolerance is None:
         rule = "reported only (no `--max-regression` given)"
     else:

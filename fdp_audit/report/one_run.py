@@ -20,6 +20,18 @@ ONE_RUN = texts.Help(
 
 
 def one_run_section(node: Node) -> Section:
+    """The one-run audit section: its facts (verdict, claim, candidates, canaries, claimed and empirical ε) and one
+    row per threat model (guesses, correct, abstentions, whether the claimed f is rejected, ε lower bounds).
+
+    Args:
+        node: results' ``one_run`` section.
+
+    Returns:
+        The section.
+
+    Raises:
+        BadInputError: the section breaks the contract.
+    """
     section = Section("one-run", "One-run audit", ONE_RUN)
     for key, label in (("status", "verdict"), ("claim", "claim audited"), ("game", "game"), ("k", "candidates k"),
                        ("canaries", "canaries"), ("claimed_epsilon", "claimed ε"), ("delta", "δ"),

@@ -20,7 +20,17 @@ PROMISE = texts.Help(
 
 def promise_section(node: Node) -> Section:
     """The promise: the plan beside what was run, ε promised and spent, steps planned and taken, and the
-    accountant's history of runs."""
+    accountant's history of runs.
+
+    Args:
+        node: results' ``promise`` section.
+
+    Returns:
+        The section.
+
+    Raises:
+        BadInputError: the section breaks the contract.
+    """
     section = Section("promise", "The promise to the DP library", PROMISE)
     facts = (("status", "status"), ("library", "library"), ("source", "promised through"),
              ("target_epsilon", "target ε"), ("epochs", "epochs"), ("delta", "δ"),

@@ -33,16 +33,38 @@ _ENV = Environment(
 
 
 def render_report(results: dict[str, Any], baseline: dict[str, Any] | None = None) -> str:
-    """The HTML report of one audit's results (the results.json contract), with a section comparing it with
-    ``baseline`` (an earlier audit's results) when given; bad input raises
-    :class:`~fdp_audit.errors.BadInputError` naming the field."""
+    """The HTML report of one audit's results (the results.json contract, docs/files.md), with a section comparing it
+    with ``baseline`` (an earlier audit's results) when given.
+
+    Args:
+        results: the parsed results.json.
+        baseline: an earlier audit's parsed results.json, or None.
+
+    Returns:
+        The self-contained HTML page.
+
+    Raises:
+        BadInputError: the results (or the baseline) break the contract; the message names the field.
+    """
     with Phase("drawing the report"):
         extra = [baseline_section(results, baseline)] if baseline is not None else []
         return _ENV.get_template("report.html.j2").render(view=build_view(results, extra))
 
 
 def write_report(results: dict[str, Any], path: str | os.PathLike, baseline: dict[str, Any] | None = None) -> Path:
-    """Render, then write ``path`` atomically: a failed render leaves no file, a reader never sees half of one."""
+    """Render, then write ``path`` atomically: a failed render leaves no file, a reader never sees half of one.
+
+    Args:
+        results: the parsed results.json.
+        path: where the HTML goes.
+        baseline: an earlier audit's parsed results.json, or None.
+
+    Returns:
+        ``path`` as a :class:`~pathlib.Path`.
+
+    Raises:
+        BadInputError: the results break the contract; nothing is written.
+    """
     return atomic_write_text(path, render_report(results, baseline))
 
 
@@ -51,7 +73,18 @@ def _reject_constant(name: str) -> float:
 
 
 def load_results(path: str | os.PathLike) -> dict[str, Any]:
-    """Read a results.json; a missing, unreadable or malformed file is bad input naming the file."""
+    """Read a results.json; a missing, unreadable or malformed file is bad input naming the file.
+
+    Args:
+        path: the results file.
+
+    Returns:
+        The top-level JSON object.
+
+    Raises:
+        BadInputError: the file is missing, unreadable, too large, not UTF-8, not JSON, holds NaN or infinity, an
+            integer of too many digits or JSON nested too deeply, or is not an object at the top level.
+    """
     where = str(path)
     if not os.path.lexists(where):  # never raises, unlike Path.exists on a name that is too long
         raise BadInputError("no such file", where)

@@ -70,7 +70,19 @@ class ReportView:
 
 def build_view(results: dict[str, Any], extra: list[Section] | None = None) -> ReportView:
     """Check the results.json contract and lay out the report; bad input names its field. ``extra``
-    sections (the comparison with a baseline) come right after the games."""
+    sections (the comparison with a baseline) come right after the games.
+
+    Args:
+        results: the parsed results.json.
+        extra: sections to add after the games, or None.
+
+    Returns:
+        The page's view: title, creation time, verdict banner, summary, sections in reading order, sanity
+        warnings.
+
+    Raises:
+        BadInputError: an unsupported ``schema_version``, or any section breaking the contract.
+    """
     root = Node(results)
     root.mapping()
     version = root["schema_version"]

@@ -186,7 +186,18 @@ def _margin_words(row: dict[str, Any]) -> str:
 
 def judged_comparisons(results: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
     """The gate's evaluation of every stored comparison at the verdict's α, each merged with its stored
-    description (game, attack, threat model, trials); bad input names its field."""
+    description (game, attack, threat model, trials); bad input names its field.
+
+    Args:
+        results: the parsed results.json.
+
+    Returns:
+        ``(alpha, rows)``: the verdict's α and one merged dict per stored comparison, in stored order (the
+        evaluation's values override stored ones; stored lists and objects are left out).
+
+    Raises:
+        BadInputError: the verdict's α or a comparison breaks the contract.
+    """
     alpha = Node(results)["verdict"]["alpha"].number()
     comparisons = results.get("comparisons") or []
     _, judged = judge(comparisons, float(alpha))
@@ -198,7 +209,14 @@ def judged_comparisons(results: dict[str, Any]) -> tuple[float, list[dict[str, A
 
 
 def margin_key(row: dict[str, Any]) -> float:
-    """Sort key: a comparison's margin, with a missing or infinite one (nothing to reach) last."""
+    """Sort key: a comparison's margin, with a missing or infinite one (nothing to reach) last.
+
+    Args:
+        row: a comparison row (its ``margin``).
+
+    Returns:
+        The margin, or -inf when it is missing, not a number or not finite.
+    """
     margin = row.get("margin")
     return margin if isinstance(margin, int | float) and math.isfinite(margin) else -math.inf
 
@@ -227,7 +245,18 @@ def _observed_row(row: dict[str, Any], lo: float, hi: float) -> ChartRow:
 
 
 def build_summary(results: dict[str, Any]) -> Summary | None:
-    """The summary chart and text; None when results.json holds no comparisons to chart."""
+    """The summary chart and text; None when results.json holds no comparisons to chart.
+
+    Args:
+        results: the parsed results.json.
+
+    Returns:
+        The summary: one panel per unit (success rate, ε, other), the failing rows, the plain-words account and
+        the closest comparison per unit; or None.
+
+    Raises:
+        BadInputError: a comparison breaks the contract (the field is named, or ``comparisons``).
+    """
     if not results.get("comparisons"):
         return None
     try:

@@ -37,9 +37,20 @@ class UnsafeSvgError(ValueError):
 
 
 def inline_svg(svg: str, prefix: str, label: str) -> Markup:
-    """Return ``svg`` as an HTML-embeddable ``<svg>`` element with ids prefixed by ``prefix``.
+    """Return ``svg`` as an HTML-embeddable ``<svg>`` element with ids prefixed by ``prefix``: prolog, metadata,
+    styles, comments and namespaces removed, the fixed size turned into a ``max-width``.
 
-    ``label`` becomes the accessible name (``aria-label``) of the figure.
+    Args:
+        svg: a standalone SVG document (matplotlib's, or another module's).
+        prefix: prepended to every id and local reference, unique per figure of the page.
+        label: the accessible name (``aria-label``) of the figure.
+
+    Returns:
+        The ``<svg>`` element as safe markup.
+
+    Raises:
+        UnsafeSvgError: there is no ``<svg>`` element, or after clean-up it still refers to something outside
+            itself (a script, an external link or image, an event handler).
     """
     text = _PROLOG.sub("", svg, count=1)
     if not text.startswith("<svg"):
