@@ -39,6 +39,7 @@ DOCUMENTED = (
     "reference.py",
     "registry.py",
     "report",
+    "reproduce",
     "supervision.py",
     "threads.py",
     "training",

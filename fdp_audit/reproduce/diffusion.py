@@ -34,7 +34,16 @@ AUDIT = AuditPlan(noise_multiplier=1.0, batch_size=14, steps=200, canaries=2000,
 
 
 def markdown_sections(generative: dict[str, Any], quick: bool, plan: ExperimentPlan) -> list[str]:
-    """Setup, the distance table, the ordering checks, the audits and the notes of a generative study."""
+    """Setup, the distance table, the ordering checks, the audits and the notes of a generative study.
+
+    Args:
+        generative: the study's results (:func:`fdp_audit.generative.study.run_study`).
+        quick: whether the quick plan ran (said in the setup).
+        plan: the plan that ran (its setup, seeds and samples per class).
+
+    Returns:
+        The markdown sections, in order.
+    """
     setup = plan.setup
     text = (f"{generative['dataset']}; public feature {generative['public_feature']}; class-conditional DDPM "
             f"({generative['denoiser_parameters']} parameters, {setup.diffusion_steps} diffusion steps); "
@@ -66,6 +75,16 @@ def markdown_sections(generative: dict[str, Any], quick: bool, plan: ExperimentP
 
 
 def run(out_dir: Path, quick: bool = False) -> Summary:
+    """Train the class-conditional diffusion models of the module docstring, compare their samples and audit their
+    training step; writes ``diffusion.md``, ``diffusion.json`` and the study's report under ``diffusion/``.
+
+    Args:
+        out_dir: the folder the reproduction writes into.
+        quick: the seconds-long version the test suite runs (module docstring).
+
+    Returns:
+        The reproduction's summary: Fréchet distances, whether the paper's ordering holds, the audits' verdicts.
+    """
     plan = QUICK if quick else FULL
     generative = run_study(DIGITS, plan, AUDIT, Path(out_dir) / "diffusion",
                            command=f"fdp-audit reproduce diffusion{' --quick' if quick else ''}")

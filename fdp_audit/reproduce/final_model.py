@@ -31,7 +31,18 @@ CHUNK = 512
 
 
 def final_model_config(epsilon: float, sample_rate: float, steps: int, trials: int, device: str = "cpu") -> Config:
-    """DP-SGD at (p, T) with z calibrated to ε, the membership game alone with ``canary_logit``."""
+    """DP-SGD at (p, T) with z calibrated to ε, the membership game alone with ``canary_logit``.
+
+    Args:
+        epsilon: the claimed ε at δ = 1e-5.
+        sample_rate: the Poisson sampling rate p.
+        steps: the number of steps T.
+        trials: the game's trials.
+        device: where the models train.
+
+    Returns:
+        The configuration (200-row synthetic table, logistic regression, seed 0).
+    """
     return config_from_dict({
         "name": f"final_model_eps_{epsilon:g}", "seed": 0, "device": device,
         "data": {"dataset": "synthetic", "protected": ["protected"], "synthetic_rows": 200},
@@ -43,7 +54,16 @@ def final_model_config(epsilon: float, sample_rate: float, steps: int, trials: i
 
 
 def final_model_row(config: Config) -> dict[str, Any]:
-    """One claim: play the membership game and compare ``canary_logit`` with the claim."""
+    """One claim: play the membership game and compare ``canary_logit`` with the claim.
+
+    Args:
+        config: a configuration of :func:`final_model_config`.
+
+    Returns:
+        The row: ε, z, p, T, trials, the attack's successes of the evaluated trials and its rate, the Bayes-optimal
+        success the claim allows, the comparison's status, and the ε lower bounds (family and Clopper–Pearson) with
+        their ratios to ε.
+    """
     mech, claim = config.mechanism, Claim.from_config(config)
     data = prepare_data(config.data, config.seed)
     device = torch.device(config.device if config.device != "auto" else "cpu")
@@ -61,6 +81,16 @@ def final_model_row(config: Config) -> dict[str, Any]:
 
 
 def run(out_dir: Path, quick: bool = False) -> Summary:
+    """Play the membership game against DP-SGD at each claim of the module docstring and tabulate how much of the
+    claim it certifies; writes ``final_model.md`` and ``final_model.json``.
+
+    Args:
+        out_dir: the folder the reproduction writes into.
+        quick: the seconds-long version the test suite runs (module docstring).
+
+    Returns:
+        The reproduction's summary: ε lower bound over ε (family) of each full-batch claim.
+    """
     epsilons, schedules, trials = ((QUICK["epsilons"], QUICK["schedules"], QUICK["trials"]) if quick
                                    else (EPSILONS, SCHEDULES, TRIALS))
     rows = [final_model_row(final_model_config(eps, p, steps, trials)) for p, steps in schedules for eps in epsilons]

@@ -35,7 +35,15 @@ QUICK_TRIALS, QUICK_ROWS = 100, 2000
 
 def fewest_trials(config: Config, records: list[tuple[Game, Any]]) -> dict[str, Any]:
     """Judge every even prefix of the played games; the smallest trial count caught from there on, and the
-    smallest caught at all (``None``: never)."""
+    smallest caught at all (``None``: never).
+
+    Args:
+        config: the faulty mechanism's configuration (its trials and α).
+        records: each configured game with the record of its trials.
+
+    Returns:
+        ``{"first_caught": n or None, "caught_from": n or None}``.
+    """
     claim = Claim.from_config(config)
     caught = []
     for n in range(2, config.audit.trials + 1, 2):
@@ -52,6 +60,16 @@ def fewest_trials(config: Config, records: list[tuple[Game, Any]]) -> dict[str, 
 
 
 def run(out_dir: Path, quick: bool = False) -> Summary:
+    """Audit every known-faulty mechanism of ``configs/faulty/`` and find the fewest trials that catch each; writes
+    ``gate_proof.md``, ``gate_proof.json`` and each audit's files under ``gate_proof/<mechanism>/``.
+
+    Args:
+        out_dir: the folder the reproduction writes into.
+        quick: the seconds-long version the test suite runs (module docstring).
+
+    Returns:
+        The reproduction's summary: how many of the faulty mechanisms were caught.
+    """
     rows, verdicts, trials_needed = [], {}, {}
     for path in sorted(FAULTY.glob("*.yaml")):
         config = load_config(path)

@@ -70,7 +70,15 @@ FAULTY_ORDER = ("dp_sgd_half_noise", "dp_sgd_no_clip", "dp_sgd_wrong_rate", "fdp
 
 def target_lines(cells: Sequence[AccuracyCell], epsilons: Sequence[float]) -> list[str]:
     """The targets (docs/images.md): Algorithm 1 above DP-SGD at every ε and above public-only at ε ≥ 2, each
-    stated with its points."""
+    stated with its points.
+
+    Args:
+        cells: the accuracy grid (it must hold fdp_sgd and dp_sgd at every ε, and public_only).
+        epsilons: the ε values checked.
+
+    Returns:
+        One markdown list item per ε, saying whether the target is met.
+    """
     public_only = cell(cells, "public_only").mean
     lines = []
     for e in epsilons:
@@ -103,7 +111,20 @@ def game_config(mechanism: str, epsilon: float, rows: int, steps: int, sample_ra
                 trials: int) -> Config:
     """The games' setting: digits under 2× downsampling, a small GroupNorm CNN, ``mechanism`` claimed at ``epsilon``
     (δ = 1e-5), ``trials`` trials of the registered image ``game`` with K = :data:`CANDIDATES` and its attacks.
-    Gradient canaries live on coordinates no record touches, so the data set's size only costs time."""
+    Gradient canaries live on coordinates no record touches, so the data set's size only costs time.
+
+    Args:
+        mechanism: a registered mechanism (known-faulty ones are marked faulty).
+        epsilon: the claimed ε.
+        rows: the digits kept.
+        steps: the private steps T.
+        sample_rate: the Poisson sampling rate p.
+        game: the registered image game's name.
+        trials: the game's trials.
+
+    Returns:
+        The configuration.
+    """
     return config_from_dict({
         "name": f"images_game_{mechanism}", "seed": 0, "device": "cpu",
         "data": {"dataset": "digits", "protected": [], "public_map": "downsample", "downsample_factor": 2,
@@ -119,21 +140,45 @@ def game_config(mechanism: str, epsilon: float, rows: int, steps: int, sample_ra
 
 def audit_game(config: Config) -> tuple[str, dict[str, Any]]:
     """The configured image game played and judged as ``fdp-audit audit`` does: the verdict and its section of
-    ``results.json``."""
+    ``results.json``.
+
+    Args:
+        config: a configuration of :func:`game_config` (one game).
+
+    Returns:
+        ``(verdict status, game section)``.
+    """
     played = play_games(config, prepare_data(config.data, config.seed), Journal(None, ""), InProcessExecutor())
     (section,) = played.sections(config.audit.alpha)
     return played.verdict["status"], section
 
 
 def outcome_rows(label: str | None, section: dict[str, Any]) -> list[list[str]]:
-    """The judged attacks of a game's section as table rows (the prior, which is not judged, left out)."""
+    """The judged attacks of a game's section as table rows (the prior, which is not judged, left out).
+
+    Args:
+        label: a first column (the mechanism), or None for none.
+        section: the game's section of results.json.
+
+    Returns:
+        Per attack: successes/trials, rate, interval, limit and verdict as text.
+    """
     return [([label] if label is not None else []) + [
         a["attack"], f"{a['successes']}/{a['trials']}", f"{a['rate']:.3f}", f"[{a['ci_low']:.3f}, {a['ci_high']:.3f}]",
         f"{a['bound']:.3f}", a["status"].upper()] for a in section["attacks"] if a["attack"] != "prior"]
 
 
 def gradient_canary_section(trials: int, faulty_trials: int) -> tuple[str, dict[str, Any]]:
-    """Algorithm 1 and the known-faulty mechanisms in the registered gradient-canary image game."""
+    """Algorithm 1 and the known-faulty mechanisms in the registered gradient-canary image game.
+
+    Args:
+        trials: Algorithm 1's trials.
+        faulty_trials: each known-faulty mechanism's trials.
+
+    Returns:
+        ``(markdown section, payload)``: the outcomes table with Algorithm 1's share of the Bayes-optimal advantage,
+        and per mechanism its verdict, whether it was caught, and its outcomes.
+    """
     rows, payload = [], {}
     for mechanism in ("fdp_sgd", *FAULTY_ORDER):
         n = trials if mechanism == "fdp_sgd" else faulty_trials
@@ -170,7 +215,15 @@ def gradient_canary_section(trials: int, faulty_trials: int) -> tuple[str, dict[
 
 def record_canary_section(out_dir: Path, trials: int) -> tuple[str, dict[str, Any]]:
     """Algorithm 1 in the registered record-canary image game with final-model attacks, and its example canaries
-    drawn as the report draws them."""
+    drawn as the report draws them.
+
+    Args:
+        out_dir: where the examples' figure ``images_canaries.svg`` is written.
+        trials: the game's trials.
+
+    Returns:
+        ``(markdown section, payload)``: verdict, outcomes and the figure's path.
+    """
     config = game_config("fdp_sgd", GAME_EPSILON, 200, 60, 0.1, ImageRecordCanaryGame.name, trials)
     verdict, section = audit_game(config)
     figure = out_dir / "images_canaries.svg"
@@ -187,7 +240,14 @@ def record_canary_section(out_dir: Path, trials: int) -> tuple[str, dict[str, An
 
 def reconstruction_section(trials: int) -> tuple[str, dict[str, Any]]:
     """DP-SGD in the registered continuous image game (``configs/images_reconstruction.yaml``): success within each
-    ρ against Ball(ρ) (the prior's mean) and 1 − f(Ball(ρ)), per attack."""
+    ρ against Ball(ρ) (the prior's mean) and 1 − f(Ball(ρ)), per attack.
+
+    Args:
+        trials: the game's trials.
+
+    Returns:
+        ``(markdown section, payload)``: verdict and the attacks' points.
+    """
     config = load_config(RECONSTRUCTION_CONFIG).with_overrides({"audit.trials": trials, "device": "cpu"})
     verdict, section = audit_game(config)
     rows = [[a["attack"], f"{p['rho']:.3f}", f"{p['ball']:.3f}", f"{p['successes']}/{a['trials']}",
@@ -206,6 +266,16 @@ def reconstruction_section(trials: int) -> tuple[str, dict[str, Any]]:
 
 
 def run(out_dir: Path, quick: bool = False) -> Summary:
+    """The digits utility table of image FDP and the three registered image games (module docstring); writes
+    ``images.md``, ``images.json`` and ``images_canaries.svg``.
+
+    Args:
+        out_dir: the folder the reproduction writes into.
+        quick: the seconds-long version the test suite runs (module docstring).
+
+    Returns:
+        The reproduction's summary.
+    """
     out_dir = Path(out_dir)
     config = load_config(DIGITS_CONFIG)
     if quick:
@@ -223,7 +293,17 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
 
 def step_seconds(config: Config, data: PreparedData, device: torch.device, steps: int = 20) -> float:
     """Wall seconds of one Algorithm 1 step (one model) on ``device``: ``steps + 1`` steps minus 1, so set-up
-    is excluded. The noise multiplier is the configuration's, fixed, so the shorter runs are not re-calibrated."""
+    is excluded. The noise multiplier is the configuration's, fixed, so the shorter runs are not re-calibrated.
+
+    Args:
+        config: the configuration whose mechanism is timed.
+        data: the prepared data.
+        device: where the step runs (CUDA is synchronised around the timing).
+        steps: the steps timed.
+
+    Returns:
+        Seconds per step.
+    """
     fixed = config.with_overrides({"mechanism.noise_multiplier": noise_multiplier(config.mechanism)})
 
     def timed(count: int) -> float:
@@ -242,6 +322,15 @@ def step_seconds(config: Config, data: PreparedData, device: torch.device, steps
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m fdp_audit.reproduce.images --fashion-mnist DIR``: the utility table on Fashion-MNIST, printed and
+    written, then the time of one step on the device (and on the CPU beside it).
+
+    Args:
+        argv: the command-line arguments (``sys.argv[1:]`` when None).
+
+    Returns:
+        The exit code: 0, or 2 for bad input (its message on stderr).
+    """
     parser = argparse.ArgumentParser(prog="python -m fdp_audit.reproduce.images",
                                      description="Utility table of image FDP on Fashion-MNIST (docs/images.md).")
     parser.add_argument("--fashion-mnist", required=True, metavar="DIR", help="folder of the Fashion-MNIST IDX files")

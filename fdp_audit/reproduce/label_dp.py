@@ -46,7 +46,18 @@ RANDOM_WEIGHT_SCALE = 10.0  # logits of order 10·‖x‖: near one-hot predicti
 
 
 def lipschitz_ratios(model: Model, params: Params, x: torch.Tensor, y: torch.Tensor) -> dict[str, np.ndarray]:
-    """Per example ``‖∇ℓ‖ / ‖x̃‖`` and ``‖∇ℓ_priv‖ / ‖x̃‖`` (ℓ_priv = ℓ − logsumexp), one model ``params``."""
+    """Per example ``‖∇ℓ‖ / ‖x̃‖`` and ``‖∇ℓ_priv‖ / ‖x̃‖`` (ℓ_priv = ℓ − logsumexp), one model ``params``.
+
+    Args:
+        model: the softmax-regression model.
+        params: one model's parameters.
+        x: the records, shape ``[n, d]``.
+        y: their labels, shape ``[n]``.
+
+    Returns:
+        ``{"full": ratios, "private": ratios}``, each an array of shape ``(n,)`` (per-example gradients by
+        ``torch.func``).
+    """
     def full(p: Params, xi: torch.Tensor, yi: torch.Tensor) -> torch.Tensor:
         return example_loss(model.forward(p, xi), yi)
 
@@ -68,6 +79,16 @@ def _ratio_rows(ratios: dict[str, dict[str, np.ndarray]]) -> list[list[object]]:
 
 
 def run(out_dir: Path, quick: bool = False) -> Summary:
+    """The label-DP case study (module docstring): the gradient-norm ratios at trained and random weights, and the
+    utility grid; writes ``label_dp.md`` and ``label_dp.json``.
+
+    Args:
+        out_dir: the folder the reproduction writes into.
+        quick: the seconds-long version the test suite runs (module docstring).
+
+    Returns:
+        The reproduction's summary: the largest ratios of the private and the full gradient's norm to ‖x̃‖.
+    """
     config = load_config(CONFIG)
     epsilons, seeds = (QUICK_EPSILONS, QUICK_SEEDS) if quick else (EPSILONS, SEEDS)
     if quick:

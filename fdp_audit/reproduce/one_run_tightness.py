@@ -209,6 +209,17 @@ def _trainings(out: Path, base, data, name: str, epsilon: float, z: float, m: in
 
 
 def run(out_dir: Path, quick: bool = False) -> Summary:
+    """How much of the claimed ε a one-run audit certifies, its false alarms on null data, its ceiling and the
+    faults it catches (module docstring); writes ``one_run_tightness.md``, ``one_run_tightness.json`` and the
+    trainings' files under ``one_run_tightness/``.
+
+    Args:
+        out_dir: the folder the reproduction writes into.
+        quick: the seconds-long version the test suite runs (module docstring).
+
+    Returns:
+        The reproduction's summary: the certified share of the claimed ε and the false alarms.
+    """
     settings = QUICK if quick else {"epsilons": EPSILONS, "adult": ADULT, "published": PUBLISHED,
                                     "simulated_seeds": SIMULATED_SEEDS, "trainings": TRAININGS,
                                     "null_seeds": NULL_SEEDS, "ceiling_releases": CEILING_RELEASES,

@@ -16,7 +16,16 @@ QUICK_PROFILE = {"profile.rows": 300, "profile.samples": 50, "profile.sweep_poin
 
 
 def run_corrdp(out_dir: Path, quick: bool = False) -> Summary:
-    """Paper Table 2 (TV per insensitive Adult feature) and the synthetic ridge utility curves (Fig. 1a)."""
+    """Paper Table 2 (TV per insensitive Adult feature) and the synthetic ridge utility curves (Fig. 1a); writes
+    ``corrdp.md``, ``corrdp.json`` and the pipelines' files under ``corrdp/``.
+
+    Args:
+        out_dir: the folder the reproduction writes into.
+        quick: the seconds-long version the test suite runs (module docstring).
+
+    Returns:
+        The reproduction's summary.
+    """
     from fdp_audit.corrdp.experiments import train_experiment, tv_experiment, utility_figure
 
     folder = Path(out_dir) / "corrdp"
@@ -42,7 +51,16 @@ def run_corrdp(out_dir: Path, quick: bool = False) -> Summary:
 
 
 def run_profile(out_dir: Path, quick: bool = False) -> Summary:
-    """Privacy profiles and the ε transition of output perturbation on Adult (``configs/profile_adult.yaml``)."""
+    """Privacy profiles and the ε transition of output perturbation on Adult (``configs/profile_adult.yaml``);
+    writes ``profile.md``, ``profile.json`` and the pipeline's figures and arrays under ``profile/``.
+
+    Args:
+        out_dir: the folder the reproduction writes into.
+        quick: the seconds-long version the test suite runs (module docstring).
+
+    Returns:
+        The reproduction's summary: the ε transition.
+    """
     from fdp_audit.profiles.compute import run_profile as profile_pipeline
     from fdp_audit.profiles.outputs import write_outputs
 

@@ -19,7 +19,14 @@ QUICK_TRIALS = 160
 
 
 def distinguisher_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per distinguishing attack: its ε lower bound against the claimed ε, and the verdict."""
+    """One row per distinguishing attack: its ε lower bound against the claimed ε, and the verdict.
+
+    Args:
+        results: an audit's results.json.
+
+    Returns:
+        Per attack with an ε lower bound: mechanism, attack, success, ε lower bound, claimed ε and status.
+    """
     rows = []
     for section in results["games"]:
         for attack in section.get("attacks", []):
@@ -31,7 +38,14 @@ def distinguisher_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def success_rows(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """One row per attack of the attribute view: its success lower bound against Theorem 4's 1 − f(Ball)."""
+    """One row per attack of the attribute view: its success lower bound against Theorem 4's 1 − f(Ball).
+
+    Args:
+        results: an audit's results.json.
+
+    Returns:
+        Per judged attack of the attribute game: mechanism, attack, rate, lower bound, bound and status.
+    """
     return [{"mechanism": results["mechanism"]["name"], "attack": attack["attack"], "rate": attack["rate"],
              "lower_bound": attack["lower_bound"], "bound": attack["bound"], "status": attack["status"]}
             for section in results["games"] if section["game"] == "attribute"
@@ -45,6 +59,16 @@ def _audit(config: Config, out_dir: Path) -> dict[str, Any]:
 
 
 def run(out_dir: Path, quick: bool = False) -> Summary:
+    """Audit the single-batch variant and Algorithm 1 in the same setting (module docstring); writes ``prop3.md``,
+    ``prop3.json`` and both audits' files under ``prop3/``.
+
+    Args:
+        out_dir: the folder the reproduction writes into.
+        quick: the seconds-long version the test suite runs (module docstring).
+
+    Returns:
+        The reproduction's summary: the single-batch variant's largest ε lower bound against its claim.
+    """
     config = load_config(CONFIG)
     if quick:
         config = config.with_overrides({"audit.trials": QUICK_TRIALS})

@@ -40,7 +40,18 @@ PRIVATE_WEIGHTS, QUICK_PRIVATE_WEIGHTS = (0.1, 0.3, 1.0), (0.3,)
 def private_weight_sweep(config: Config, data: PreparedData, epsilons: Sequence[float], seeds: int,
                          weights: Sequence[float]) -> tuple[str, dict[str, Any]]:
     """FDP-SGD's test accuracy against its private weight α at each ε. The paper tunes α; so does this table,
-    on the test split and without accounting for the search — read it as the potential of α, not a result."""
+    on the test split and without accounting for the search — read it as the potential of α, not a result.
+
+    Args:
+        config: the reproduction's configuration.
+        data: the prepared data.
+        epsilons: the target ε values.
+        seeds: the models per cell.
+        weights: the private weights α tried.
+
+    Returns:
+        ``(markdown section, payload)``: the table (one row per α) and the cells by α.
+    """
     rows, payload = [], {}
     for alpha in weights:
         accuracies = []
@@ -56,7 +67,16 @@ def private_weight_sweep(config: Config, data: PreparedData, epsilons: Sequence[
 
 
 def write_purchase_file(path: Path, rows: int, seed: int) -> Path:
-    """The Purchase-like table in the Purchase100 layout ``label,f1,…,f600``."""
+    """The Purchase-like table in the Purchase100 layout ``label,f1,…,f600``.
+
+    Args:
+        path: the file to write (atomically).
+        rows: the number of records.
+        seed: the table's seed (:func:`~fdp_audit.data.synthetic.purchase_like_table`).
+
+    Returns:
+        ``path``.
+    """
     table = purchase_like_table(rows, seed, n_features=N_FEATURES, n_public=N_PUBLIC)
     features = np.column_stack([table.columns[c] for c in table.column_names[:N_FEATURES]]).astype(np.int8)
     lines = [label + "," + ",".join(map(str, row)) for label, row in zip(table.columns["label"], features.tolist())]
@@ -64,6 +84,16 @@ def write_purchase_file(path: Path, rows: int, seed: int) -> Path:
 
 
 def run(out_dir: Path, quick: bool = False) -> Summary:
+    """FDP-SGD against DP-SGD and the baselines on the Purchase-like table (module docstring), with the private-weight
+    sweep; writes the table to ``data/purchase_like.csv``, then ``purchase_like.md`` and ``purchase_like.json``.
+
+    Args:
+        out_dir: the folder the reproduction writes into.
+        quick: the seconds-long version the test suite runs (module docstring).
+
+    Returns:
+        The reproduction's summary: FDP-SGD minus DP-SGD in points at each ε.
+    """
     config = load_config(CONFIG)
     rows = QUICK_ROWS if quick else ROWS
     path = write_purchase_file(Path(out_dir) / "data" / "purchase_like.csv", rows, config.seed)

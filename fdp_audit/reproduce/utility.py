@@ -24,6 +24,16 @@ QUICK_EPSILONS, QUICK_SEEDS, QUICK_ROWS, QUICK_STEPS = (2.0,), 2, 3000, 60
 
 
 def quick_config(config: Config, rows: int = QUICK_ROWS, steps: int = QUICK_STEPS) -> Config:
+    """The configuration shrunk for quick mode.
+
+    Args:
+        config: a utility reproduction's configuration.
+        rows: the rows kept (``data.max_rows``).
+        steps: the private steps; public pre-training is cut to at most as many.
+
+    Returns:
+        The new configuration.
+    """
     pretrain = min(config.mechanism.public_pretrain_steps, steps)
     return config.with_overrides({"data.max_rows": rows, "mechanism.steps": steps,
                                   "mechanism.public_pretrain_steps": pretrain})
@@ -36,8 +46,27 @@ def compare_mechanisms(out_dir: Path, name: str, title: str, config: Config, dat
                        ) -> Summary:
     """Test accuracy of nonprivate, public_only, dp_sgd, fdp_sgd and fdp_dpsgd at each ε, with the FDP gain,
     DP-SGD's headroom and what the protected features add; ``paper`` lines compare with the paper; a
-    reproduction may append its own sections and payload. ``pretrained``: the mechanisms that start from the
-    public pre-training; ``cells``: the grid, when the caller has already trained it."""
+    reproduction may append its own sections and payload. Writes ``<name>.md`` and ``<name>.json``.
+
+    Args:
+        out_dir: the folder the reproduction writes into.
+        name: the reproduction's name.
+        title: the markdown's heading.
+        config: the configuration (its mechanism section gives p, T, C and the pre-training).
+        data: the prepared data.
+        epsilons: the target ε values.
+        seeds: the models per cell.
+        setup: the setup paragraph's opening (data, features, model).
+        paper: markdown list items comparing with the paper.
+        quick: whether this is the quick version (said in the setup).
+        extra_sections: markdown sections after the grid.
+        extra_payload: numbers added to the JSON.
+        pretrained: the mechanisms that start from the public pre-training.
+        cells: the grid, when the caller has already trained it; None trains it.
+
+    Returns:
+        The reproduction's summary: FDP-SGD minus DP-SGD in points at each ε.
+    """
     mech = config.mechanism
     if cells is None:
         cells = accuracy_grid(config, data, epsilons, seeds, mech.public_pretrain_steps, pretrained=pretrained)
@@ -71,6 +100,16 @@ def compare_mechanisms(out_dir: Path, name: str, title: str, config: Config, dat
 
 
 def run(out_dir: Path, quick: bool = False) -> Summary:
+    """FDP-SGD against DP-SGD and the baselines on Adult (module docstring); writes ``utility.md`` and
+    ``utility.json``.
+
+    Args:
+        out_dir: the folder the reproduction writes into.
+        quick: the seconds-long version the test suite runs (module docstring).
+
+    Returns:
+        The reproduction's summary: FDP-SGD minus DP-SGD in points at each ε.
+    """
     config = load_config(CONFIG)
     config = quick_config(config) if quick else config
     data = prepare_data(config.data, config.seed)
