@@ -63,10 +63,23 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse prints usage plus an error; a CI log wants one line and exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
+        """Refuse the command line in one line instead of argparse's usage and exit.
+
+        Args:
+            message: argparse's description of what is wrong.
+
+        Raises:
+            BadInputError: always, ``"<prog>: <message>"`` (exit code 2 through :func:`main`).
+        """
         raise BadInputError(f"{self.prog}: {message}")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``fdp-audit`` parser: ``--version`` and one subparser per registered command, in registration order.
+
+    Returns:
+        The parser (each command module imported, its handler's heavy imports not yet).
+    """
     parser = OneLineParser(
         prog="fdp-audit",
         description="Train with feature differential privacy, attack the models, compare the attacks "
@@ -93,6 +106,16 @@ def quiet_libraries() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``fdp-audit``: load the plugins, parse, call the command's handler, and turn every failure into one line on
+    stderr and its exit code (module docstring).
+
+    Args:
+        argv: the command-line arguments (``sys.argv[1:]`` when None).
+
+    Returns:
+        The exit code: the handler's (0 success or pass, 1 violation), 2 for bad input or no command, 3 for an
+        internal error, 130 when interrupted.
+    """
     quiet_libraries()
     try:
         load_plugins()

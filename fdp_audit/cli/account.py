@@ -27,6 +27,11 @@ _FLAG_FIELDS = {"noise_multiplier": "--noise-multiplier", "sample_rate": "--samp
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``fdp-audit account``: ε(δ), δ(ε), the f-curve and the Theorem 4 bound of Gaussian-mechanism parameters.
+
+    Args:
+        subparsers: the ``fdp-audit`` parser's subcommands; its handler is :func:`run`.
+    """
     parser = subparsers.add_parser(
         "account",
         help="ε(δ), δ(ε), f-curve and Theorem 4 bound for DP-SGD / FDP-SGD parameters",
@@ -47,6 +52,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``fdp-audit account``: account the parameters given (or a checkpoint's) and print a table, or one JSON object
+    with ``--json``.
+
+    Args:
+        args: the parsed command line (the flags :func:`register` adds).
+
+    Returns:
+        The exit code, 0.
+
+    Raises:
+        BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
+    """
     accountant, checkpoint_delta = _accountant(args)
     deltas = _values(args.delta, _default_deltas(checkpoint_delta), "--delta", lambda d: 0 < d < 1, "(0, 1)")
     epsilons = _values(args.epsilon, DEFAULT_EPSILONS, "--epsilon", lambda e: e >= 0, "[0, inf)")
@@ -110,7 +127,19 @@ def _epsilon_by_relation(accountant: MechanismAccountant, deltas: list[float]) -
 
 @contextlib.contextmanager
 def flag_names(fields: dict[str, str]) -> Iterator[None]:
-    """Re-raise the accounting library's parameter errors under the command-line flag's name."""
+    """Re-raise the accounting library's parameter errors under the command-line flag's name.
+
+    Args:
+        fields: the accounting parameter's field name → the flag that gave it (``noise_multiplier`` →
+            ``--noise-multiplier``).
+
+    Yields:
+        Nothing; the block runs once.
+
+    Raises:
+        BadInputError: an :class:`InvalidParameterError` of a field in ``fields``, naming the flag; others are
+            re-raised as they are.
+    """
     from fdp_audit.accounting import InvalidParameterError
 
     try:

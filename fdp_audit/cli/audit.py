@@ -18,6 +18,11 @@ from fdp_audit.errors import BadInputError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``fdp-audit audit``: the game audit of a config, or the checkpoint audit of a trained model.
+
+    Args:
+        subparsers: the ``fdp-audit`` parser's subcommands; its handler is :func:`run`.
+    """
     parser = subparsers.add_parser("audit", help="run the audit games → results.json and report.html (exit 1 on a "
                                    "violation)")
     parser.add_argument("target", help="YAML config (game audit) or .pt checkpoint (checkpoint audit)")
@@ -43,7 +48,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def audit_config(args: argparse.Namespace):
     """The config to audit, with the command line's overrides checked against the schema's ranges (a trial
-    count above the schema's limit would exhaust memory before the first model is trained)."""
+    count above the schema's limit would exhaust memory before the first model is trained).
+
+    Args:
+        args: the parsed command line: the target (a YAML config, or a ``.pt`` checkpoint whose recipe is
+            replayed) and ``--trials``, ``--alpha``, ``--seed``, ``--scheduler``, ``--workers``.
+
+    Returns:
+        The validated configuration.
+
+    Raises:
+        BadInputError: an override out of range (naming its flag), both ``--scheduler`` and ``--workers``, or a
+            checkpoint or config that cannot be read.
+    """
     from fdp_audit.api import as_config
 
     target = Path(args.target)
@@ -75,7 +92,17 @@ def _refuse(args: argparse.Namespace, flags: tuple[str, ...], why: str) -> None:
 
 def audited(args: argparse.Namespace):
     """The audit the command line asks for, run through the library (:mod:`fdp_audit.api`); the flags that do
-    not apply to the target are refused here, naming the flag."""
+    not apply to the target are refused here, naming the flag.
+
+    Args:
+        args: the parsed command line.
+
+    Returns:
+        The library's audit result (game audit, checkpoint audit, one-run audit or audit of external weights).
+
+    Raises:
+        BadInputError: a flag that does not apply to the target, or bad input found by the audit.
+    """
     from fdp_audit import api
 
     command = shlex.join(["fdp-audit", *sys.argv[1:]])
@@ -106,6 +133,17 @@ def audited(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``fdp-audit audit``: the audit of the target through the library, its files written, the verdict printed.
+
+    Args:
+        args: the parsed command line (the flags :func:`register` adds).
+
+    Returns:
+        The exit code: 1 on a VIOLATION, else 0.
+
+    Raises:
+        BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
+    """
     result = audited(args)
     written = result.write(junit=False)
     print(result.summary())

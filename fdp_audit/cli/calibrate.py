@@ -26,6 +26,11 @@ _FLAG_FIELDS = {
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``fdp-audit calibrate``: the noise multiplier for a target (ε, δ), or with ``--max-steps`` the largest T.
+
+    Args:
+        subparsers: the ``fdp-audit`` parser's subcommands; its handler is :func:`run`.
+    """
     parser = subparsers.add_parser(
         "calibrate",
         help="noise multiplier z for a target (ε, δ); with --max-steps, the largest T for a given z",
@@ -48,6 +53,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``fdp-audit calibrate`` on the pessimistic PLD and print the answer with the ε it achieves (one JSON object
+    with ``--json``).
+
+    Args:
+        args: the parsed command line (the flags :func:`register` adds).
+
+    Returns:
+        The exit code, 0.
+
+    Raises:
+        BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
+    """
     from fdp_audit.accounting.calibration import calibrate_noise_multiplier, max_steps_for_budget
 
     _check(args)

@@ -14,6 +14,11 @@ from pathlib import Path
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``fdp-audit corrdp`` and its actions (docs/corrdp.md).
+
+    Args:
+        subparsers: the ``fdp-audit`` parser's subcommands; its handler is :func:`run`.
+    """
     parser = subparsers.add_parser("corrdp", help="CorrDP: TV estimation and CorrDP-SGD (docs/corrdp.md)")
     actions = parser.add_subparsers(dest="corrdp_command", metavar="ACTION", required=True)
     for name, text in (
@@ -27,6 +32,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the ``fdp-audit corrdp`` action asked for on its config and write its outputs together (all or nothing).
+
+    Args:
+        args: the parsed command line (the flags :func:`register` adds).
+
+    Returns:
+        The exit code, 0.
+
+    Raises:
+        BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
+    """
     from fdp_audit.atomic_io import all_or_nothing, atomic_write_bytes, atomic_write_json
     from fdp_audit.config import load_config
     from fdp_audit.corrdp.experiments import train_experiment, tv_experiment, utility_figure

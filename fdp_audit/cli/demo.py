@@ -11,6 +11,11 @@ from fdp_audit.cli import EXIT_OK
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``fdp-audit demo``: train, audit and report on the bundled Adult data.
+
+    Args:
+        subparsers: the ``fdp-audit`` parser's subcommands; its handler is :func:`run`.
+    """
     parser = subparsers.add_parser("demo", help="train, audit and report on the bundled Adult data")
     parser.add_argument("--quick", action="store_true", help="fewer trials and rows: under a minute")
     parser.add_argument("--out", help="output folder (default: reports/demo)")
@@ -18,6 +23,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``fdp-audit demo``: the demo audit through the library, its files written, and what it found printed line by
+    line.
+
+    Args:
+        args: the parsed command line (the flags :func:`register` adds).
+
+    Returns:
+        The exit code, 0 (the verdict is printed, not returned).
+
+    Raises:
+        BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
+    """
     from fdp_audit import api
     from fdp_audit.audit.checkpoint_audit import summary_lines
     from fdp_audit.audit.games import report_view
@@ -60,7 +77,15 @@ def run(args: argparse.Namespace) -> int:
 
 def attribute_line(game: dict, attack: dict) -> str:
     """One attack of an attribute game for the command line. A rate above the bound that still passes says why:
-    the verdict compares the rate's lower confidence bound (Clopper–Pearson, docs/statistics.md) with the bound."""
+    the verdict compares the rate's lower confidence bound (Clopper–Pearson, docs/statistics.md) with the bound.
+
+    Args:
+        game: the game's section of results.json (its ``canary``).
+        attack: one attack's row of that section (rate, Ball, bound, lower confidence bound, status).
+
+    Returns:
+        The line, without a newline.
+    """
     status = attack["status"]
     if status == "pass" and attack["rate"] > attack["bound"]:
         status = (f"pass (the rate is above the bound, but its lower confidence bound {attack['lower_bound']:.3f} is "

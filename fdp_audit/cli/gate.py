@@ -14,6 +14,11 @@ from fdp_audit.errors import BadInputError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``fdp-audit gate``: re-judge a results.json at a given α, optionally against a baseline (the CI gate).
+
+    Args:
+        subparsers: the ``fdp-audit`` parser's subcommands; its handler is :func:`run`.
+    """
     parser = subparsers.add_parser("gate", help="re-judge a results.json at a given α (CI gate)")
     parser.add_argument("results", help="results.json written by 'fdp-audit audit'")
     parser.add_argument("--alpha", type=float, help="significance level (default: the audit's)")
@@ -34,7 +39,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def beside_files(path: str | None) -> bool:
     """Whether a file may be written beside ``path``: it is a regular file or a new name, not a device or a FIFO
-    (``--junit /dev/null`` or ``/dev/stdout`` would put a ``.md`` file in ``/dev``)."""
+    (``--junit /dev/null`` or ``/dev/stdout`` would put a ``.md`` file in ``/dev``).
+
+    Args:
+        path: the ``--junit`` path, or None.
+
+    Returns:
+        True for a regular file or a name that does not exist yet; False for None or anything else.
+    """
     return path is not None and (not os.path.exists(path) or os.path.isfile(path))
 
 
@@ -44,6 +56,18 @@ _FLAGS = {"max_regression": "--max-regression", "allow_config_change": "--allow-
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``fdp-audit gate``: judge the results file through the library, write the JUnit and markdown files asked for,
+    print the verdict.
+
+    Args:
+        args: the parsed command line (the flags :func:`register` adds).
+
+    Returns:
+        The exit code: 1 when the gate fails (a violation or a regression), else 0.
+
+    Raises:
+        BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
+    """
     for path, field in ((args.results, None), (args.baseline, "--baseline")):
         if path is not None and not os.path.lexists(path):  # said before the heavy imports, not after seconds
             raise BadInputError(f"results file not found: {path}", field)

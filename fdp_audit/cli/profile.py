@@ -14,6 +14,11 @@ import sys
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``fdp-audit profile``: privacy profiles and the ε transition (docs/profiles.md).
+
+    Args:
+        subparsers: the ``fdp-audit`` parser's subcommands; its handler is :func:`run`.
+    """
     parser = subparsers.add_parser(
         "profile",
         help="privacy profiles and the ε transition (docs/profiles.md)",
@@ -27,6 +32,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``fdp-audit profile`` on its config and write its outputs together (all or nothing).
+
+    Args:
+        args: the parsed command line (the flags :func:`register` adds).
+
+    Returns:
+        The exit code, 0.
+
+    Raises:
+        BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
+    """
     from fdp_audit.atomic_io import all_or_nothing
     from fdp_audit.config import load_config
     from fdp_audit.profiles.compute import run_profile

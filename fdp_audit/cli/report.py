@@ -16,6 +16,11 @@ DEFAULT_NAME = "report.html"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``fdp-audit report``: (re)render the HTML report of a results.json.
+
+    Args:
+        subparsers: the ``fdp-audit`` parser's subcommands; its handler is :func:`run`.
+    """
     parser = subparsers.add_parser(
         "report",
         help="(re)render the HTML report of a results.json",
@@ -38,6 +43,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``fdp-audit report``: verify the results file as the gate does and write its report (with a profile and a
+    baseline comparison when given).
+
+    Args:
+        args: the parsed command line (the flags :func:`register` adds).
+
+    Returns:
+        The exit code, 0.
+
+    Raises:
+        BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
+    """
     from fdp_audit.audit.gate import verified_results
     from fdp_audit.report import load_results, write_report
 

@@ -11,6 +11,11 @@ from fdp_audit.cli import EXIT_OK
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``fdp-audit reproduce``: regenerate the paper reproduction tables.
+
+    Args:
+        subparsers: the ``fdp-audit`` parser's subcommands; its handler is :func:`run`.
+    """
     from fdp_audit.reproduce import REPRODUCTIONS
 
     parser = subparsers.add_parser("reproduce", help="regenerate the paper reproduction tables → <out>/<name>.md/.json",
@@ -22,6 +27,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``fdp-audit reproduce``: each named reproduction (all by default) in order, each one's summary printed.
+
+    Args:
+        args: the parsed command line (the flags :func:`register` adds).
+
+    Returns:
+        The exit code, 0.
+
+    Raises:
+        BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
+    """
     from fdp_audit.phases import Phase
     from fdp_audit.reproduce import REPRODUCTIONS, run_reproduction
 

@@ -13,6 +13,11 @@ if TYPE_CHECKING:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``fdp-audit train``: train one model with the configured mechanism into a checkpoint.
+
+    Args:
+        subparsers: the ``fdp-audit`` parser's subcommands; its handler is :func:`run`.
+    """
     parser = subparsers.add_parser("train", help="train one model with the configured mechanism → checkpoint")
     parser.add_argument("config", help="YAML config")
     parser.add_argument("--out", help="checkpoint path (default: <report.out_dir>/model.pt; with --canaries and "
@@ -35,6 +40,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run ``fdp-audit train``: train one model (with ``--canaries``, once with canaries inserted) and write its
+    checkpoint.
+
+    Args:
+        args: the parsed command line (the flags :func:`register` adds).
+
+    Returns:
+        The exit code, 0.
+
+    Raises:
+        BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
+    """
     from fdp_audit.config import load_config
     from fdp_audit.data.prepare import prepare_data
     from fdp_audit.training.checkpoint import save_checkpoint
@@ -72,7 +89,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def claimed_epsilons(config: Config) -> str:
-    """``ε=1.856 (add/remove), ε=2.673 (replace-one)``: the ε the gate may judge against, under each relation."""
+    """``ε=1.856 (add/remove), ε=2.673 (replace-one)``: the ε the gate may judge against, under each relation.
+
+    Args:
+        config: the trained configuration (its mechanism's claim at its δ).
+
+    Returns:
+        The text.
+    """
     from fdp_audit.claim import Claim
 
     claim, shown = Claim.from_config(config), []
