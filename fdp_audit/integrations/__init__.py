@@ -143,7 +143,11 @@ def checked_user_trainer(config: Config, problem: TrainingProblem) -> UserTraine
 def library_caches() -> Iterator[None]:
     """Within the block, the loaded libraries' pure computations are cached (Opacus:
     :func:`fdp_audit.integrations.opacus.calibration_cached`); a library not loaded yet is left alone (importing
-    it here would cost seconds for code that does not use it)."""
+    it here would cost seconds for code that does not use it).
+
+    Yields:
+        Nothing; the block runs once, and the caches are removed after it.
+    """
     with contextlib.ExitStack() as stack:
         if "opacus.privacy_engine" in sys.modules:
             stack.enter_context(opacus.calibration_cached())

@@ -62,7 +62,15 @@ class EngineRecord:
 @contextlib.contextmanager
 def recording_engines() -> Iterator[EngineRecord]:
     """Within the block, every ``PrivacyEngine.make_private`` (and ``make_private_with_epsilon``) call records
-    its optimizer's settings; the engines are kept to read their accountants afterwards."""
+    its optimizer's settings; the engines are kept to read their accountants afterwards.
+
+    Yields:
+        The record the block's calls fill: one setup (z, clip norm, loss reduction, accountant, target, sample
+        rate, Poisson sampling) and one engine per call. Opacus is restored after the block.
+
+    Raises:
+        BadInputError: Opacus is not installed.
+    """
     try:
         from opacus import PrivacyEngine
     except ImportError as err:
@@ -110,7 +118,11 @@ def _calibrated(calibrate: Callable[..., float], items: tuple) -> float:
 def calibration_cached() -> Iterator[None]:
     """Within the block, ``make_private_with_epsilon``'s search for the noise multiplier (a pure function of the
     target ε, δ, sample rate, epochs and accountant; seconds of RDP or PRV evaluations per call) is computed once
-    per distinct arguments instead of once per trial."""
+    per distinct arguments instead of once per trial.
+
+    Yields:
+        Nothing; the block runs once, and Opacus's own search is restored after it.
+    """
     from opacus import privacy_engine
 
     calibrate = privacy_engine.get_noise_multiplier
@@ -147,13 +159,26 @@ class EnginePromise:
     engine_epsilon: float | None = None  # the engine's own ε of that history at the promise's δ (shown only)
 
     def summary(self) -> dict[str, Any]:
+        """What the engine promised and counted, as results.json stores it.
+
+        Returns:
+            z, p, steps taken and planned, clip norm, loss reduction, accountant, target, and the noise multipliers
+            the accountant counted.
+        """
         return {"noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate, "steps": self.steps,
                 "planned_steps": self.planned_steps, "clip_norm": self.clip_norm,
                 "loss_reduction": self.loss_reduction, "accountant": self.accountant, "target": self.target,
                 "counted_noise_multipliers": [z for z, _, _ in self.history]}
 
     def promise(self, delta: float) -> Promise:
-        """What the engine was promised and what its accountant counted, at the target's δ (else ``delta``)."""
+        """What the engine was promised and what its accountant counted, at the target's δ (else ``delta``).
+
+        Args:
+            delta: the claim's δ, used when the engine was given no target δ.
+
+        Returns:
+            The :class:`Promise` to judge (docs/user_training.md).
+        """
         target = self.target or {}
         return Promise("opacus", "make_private_with_epsilon" if self.target else "make_private",
                        self.noise_multiplier, self.sample_rate, self.planned_steps,
@@ -163,7 +188,21 @@ class EnginePromise:
 
 def engine_promise(record: EngineRecord, delta: float = 1e-5, read_engine_epsilon: bool = True) -> EnginePromise:
     """What one training's engine promised (module docstring); refuses what it cannot state as one DP-SGD claim.
-    The engine's own ε is read at the target's δ, else at ``delta`` (unless ``read_engine_epsilon`` is false)."""
+    The engine's own ε is read at the target's δ, else at ``delta`` (unless ``read_engine_epsilon`` is false).
+
+    Args:
+        record: what :func:`recording_engines` recorded during one training.
+        delta: the claim's δ, used when the engine was given no target δ.
+        read_engine_epsilon: ask the engine's accountant for its ε (None when it cannot answer).
+
+    Returns:
+        The engine's promise: z, the sample rate and steps it counted, the planned steps, clip norm, loss
+        reduction, accountant, target and history.
+
+    Raises:
+        BadInputError: not exactly one ``make_private`` call, shuffled instead of Poisson batches, per-layer
+            clipping, no step counted, or several sample rates.
+    """
     if len(record.setups) != 1:
         raise BadInputError(f"the training made {len(record.setups)} PrivacyEngine.make_private calls; the claim "
                             "is read from exactly one (state it in the config otherwise)", FIELD)
@@ -237,6 +276,9 @@ def promise_kept(seed: int, delta: float, probe_kept: Callable[[], bool]) -> Ite
         delta: the claim's δ (a target's own δ is used where it states one).
         probe_kept: whether the compared promise was kept (asked only when this trial broke it).
 
+    Yields:
+        Nothing; the block runs the trial's training once.
+
     Raises:
         BrokenPromise: the trial's training spent more than its engine promised where the compared one did not.
         BadInputError: the trial's training cannot be read as one claim.
@@ -267,7 +309,18 @@ def _judged_promise(row: str) -> dict[str, Any]:
 def claimed_config(config: Config, data: PreparedData) -> tuple[Config, EnginePromise]:
     """``config`` with the claim's unstated parts read from the engine of one training on S (module docstring):
     z unless ``noise_multiplier`` or ``target_epsilon`` is stated; p, the planned T, C and the loss reduction
-    always. Returns what the engine promised too (judged beside the games)."""
+    always.
+
+    Args:
+        config: a configuration whose ``mechanism.integration`` is opacus.
+        data: the prepared data S the probe trains on.
+
+    Returns:
+        ``(claimed configuration, the engine's promise)``; the promise is judged beside the games.
+
+    Raises:
+        BadInputError: the probe's engine cannot be read as one DP-SGD claim, or Opacus is not installed.
+    """
     from fdp_audit.audit.third_party import trial_seed
     from fdp_audit.audit.user_training import user_trainer
     from fdp_audit.training.run import build_problem
