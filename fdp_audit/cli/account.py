@@ -56,7 +56,9 @@ def run(args: argparse.Namespace) -> int:
     with ``--json``.
 
     Args:
-        args: the parsed command line (the flags :func:`register` adds).
+        args: the parsed command line: the mechanism (``--noise-multiplier``, ``--sample-rate``, ``--steps``, or
+            ``--checkpoint``), ``--relation``, the points asked for (``--delta``, ``--epsilon``, ``--alpha``,
+            ``--ball``) and ``--json``.
 
     Returns:
         The exit code, 0.

@@ -136,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``fdp-audit audit``: the audit of the target through the library, its files written, the verdict printed.
 
     Args:
-        args: the parsed command line (the flags :func:`register` adds).
+        args: the parsed command line: the target (a config, a checkpoint or weights) and the flags that apply to
+            it (:func:`audited`).
 
     Returns:
         The exit code: 1 on a VIOLATION, else 0.

@@ -57,7 +57,9 @@ def run(args: argparse.Namespace) -> int:
     with ``--json``).
 
     Args:
-        args: the parsed command line (the flags :func:`register` adds).
+        args: the parsed command line: the target ``--epsilon`` and ``--delta``, ``--sample-rate``, then ``--steps``
+            (calibrating z) or ``--max-steps`` with ``--noise-multiplier`` and ``--step-limit``; ``--relation``,
+            ``--json``.
 
     Returns:
         The exit code, 0.

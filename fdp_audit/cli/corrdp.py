@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     """Run the ``fdp-audit corrdp`` action asked for on its config and write its outputs together (all or nothing).
 
     Args:
-        args: the parsed command line (the flags :func:`register` adds).
+        args: the parsed command line: the action (``tv`` or ``train``), its config and ``--out``.
 
     Returns:
         The exit code, 0.

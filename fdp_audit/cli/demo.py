@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     line.
 
     Args:
-        args: the parsed command line (the flags :func:`register` adds).
+        args: the parsed command line: ``--quick`` and ``--out``.
 
     Returns:
         The exit code, 0 (the verdict is printed, not returned).

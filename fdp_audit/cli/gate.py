@@ -60,7 +60,8 @@ def run(args: argparse.Namespace) -> int:
     print the verdict.
 
     Args:
-        args: the parsed command line (the flags :func:`register` adds).
+        args: the parsed command line: the results file, ``--alpha``, ``--junit``, ``--markdown``, ``--baseline``,
+            ``--max-regression`` and ``--allow-config-change``.
 
     Returns:
         The exit code: 1 when the gate fails (a violation or a regression), else 0.

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``fdp-audit profile`` on its config and write its outputs together (all or nothing).
 
     Args:
-        args: the parsed command line (the flags :func:`register` adds).
+        args: the parsed command line: the config (with a ``profile`` section) and ``--out``.
 
     Returns:
         The exit code, 0.

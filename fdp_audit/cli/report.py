@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     baseline comparison when given).
 
     Args:
-        args: the parsed command line (the flags :func:`register` adds).
+        args: the parsed command line: the results file, and ``--output``, ``--profile`` and ``--baseline``.
 
     Returns:
         The exit code, 0.

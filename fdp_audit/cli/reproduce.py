@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     """Run ``fdp-audit reproduce``: each named reproduction (all by default) in order, each one's summary printed.
 
     Args:
-        args: the parsed command line (the flags :func:`register` adds).
+        args: the parsed command line: the reproductions' names (none: all), ``--out`` and ``--quick``.
 
     Returns:
         The exit code, 0.

@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     checkpoint.
 
     Args:
-        args: the parsed command line (the flags :func:`register` adds).
+        args: the parsed command line: the config, ``--out``, ``--seed``, ``--device`` and the canary flags
+            (``--canaries``, ``--canary-game``, ``--canary-kind``, ``--canary-values``).
 
     Returns:
         The exit code, 0.
