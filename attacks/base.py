@@ -222,7 +222,7 @@ class Attack(ABC):
     :func:`attacks.register_attack` makes them configurable in ``audit.attacks``.
 
     What an attack declares decides where it plays: a game admits it when the game's attribute kind is in
-    ``supports`` and their canaries agree (:func:`fdp_audit.audit.games.game_attacks`); the checkpoint audit
+    ``supports`` and their canaries agree (:func:`fdp_audit.auditing.games.game_attacks`); the checkpoint audit
     attacks a checkpoint's real records with every categorical attack under the prior or a final-model threat
     model that needs no canary and nothing of :class:`Knowledge` beyond the target and accepts a target per
     trial."""

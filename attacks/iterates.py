@@ -27,7 +27,7 @@ The attacks do not read the claimed z and p (an audit tests them):
   releases K times that: still a large positive contribution, so the statistic keeps its direction).
 
 Whatever remains (the decision threshold and orientation) is fitted on a selection split of the trials by
-the game audit (:mod:`fdp_audit.audit.decision`) and judged on the rest, so the scores are a statistic like
+the game audit (:mod:`fdp_audit.auditing.decision`) and judged on the rest, so the scores are a statistic like
 any other: a mis-specified likelihood keeps the false-alarm rate valid, but a poor statistic can lose all its
 power against a cheating mechanism. What these estimates cannot see: a mechanism whose noise on the canary's
 coordinate differs from its noise on the noise coordinates — e.g. one that adds less noise only on the

@@ -54,7 +54,7 @@ def _train(canaries: bool, device: str, out: Path) -> dict[str, float]:
     from opacus import PrivacyEngine
     from torch.utils.data import DataLoader, TensorDataset
 
-    from fdp_audit.audit.one_run.loop import GradientCanaries
+    from fdp_audit.auditing.one_run.loop import GradientCanaries
     from fdp_audit.data.images import load_fashion_mnist
 
     images = load_fashion_mnist()

@@ -42,7 +42,7 @@ from torch.utils.data import DataLoader
 
 from benchmarks.timing import WALL_CLOCK, Record, interleaved, ratio_record
 from fdp_audit.atomic_io import atomic_write_text
-from fdp_audit.audit.user_training import UserTrainer
+from fdp_audit.auditing.user_training import UserTrainer
 from fdp_audit.config import DataConfig, OptimizerConfig
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.integrations.opacus import calibration_cached
@@ -210,9 +210,9 @@ def _opacus_records(name: str, target: float | None, device: str, model, x: torc
 def third_party_record(code: Path, rounds: int) -> Record:
     """``b6_third_party_audit`` (module docstring): the audit's trials of the attribute game against the function
     alone on the same problem, seeds and canaries."""
-    from fdp_audit.audit.games import AttributeGame
-    from fdp_audit.audit.third_party import load_mechanism, trial_seed
-    from fdp_audit.audit.trials import play_game
+    from fdp_audit.auditing.games import AttributeGame
+    from fdp_audit.auditing.third_party import load_mechanism, trial_seed
+    from fdp_audit.auditing.trials import play_game
     from fdp_audit.config import config_from_dict
 
     config = config_from_dict({

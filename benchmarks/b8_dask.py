@@ -47,9 +47,9 @@ import numpy as np
 
 from benchmarks.timing import Record, interleaved, quartiles
 from fdp_audit.api import demo_config
-from fdp_audit.audit.games import GAMES
-from fdp_audit.audit.runner import run_audit
-from fdp_audit.audit.trials import DEFAULT_CHUNK, TrialTask, play_game
+from fdp_audit.auditing.games import GAMES
+from fdp_audit.auditing.runner import run_audit
+from fdp_audit.auditing.trials import DEFAULT_CHUNK, TrialTask, play_game
 from fdp_audit.claim import noise_multiplier
 from fdp_audit.config import Config, config_from_dict
 from fdp_audit.data.prepare import prepare_data

@@ -9,8 +9,8 @@ The library (docs/api.md)::
     fdp_audit.audit_checkpoint("model.pt")                          # the attacks on a checkpoint's records
     fdp_audit.account(1.0, 1 / 16, 100).epsilon(1e-5)               # the accountant of a claim
 
-``fdp_audit.audit`` is also the package of the audit engine (games, statistics, gate): calling it runs an audit.
-Everything loads on first use, so that ``fdp-audit --version`` starts without torch.
+The audits themselves (games, trials, statistics, one-run audits, the gate) are the package
+:mod:`fdp_audit.auditing`. Everything loads on first use, so that ``fdp-audit --version`` starts without torch.
 """
 
 from __future__ import annotations
@@ -24,11 +24,7 @@ __all__ = ["AuditResult", "Claim", "Config", "GateResult", "GradientCanaries", "
 
 
 def __getattr__(name: str) -> Any:  # PEP 562: the public names load on first use
-    if name == "audit":
-        import fdp_audit.audit as package  # the callable package; importing it binds the name
-
-        return package
-    if name in ("AuditResult", "GateResult", "account", "audit_checkpoint", "gate"):
+    if name in ("AuditResult", "GateResult", "account", "audit", "audit_checkpoint", "gate"):
         from fdp_audit import api
 
         return getattr(api, name)
@@ -41,11 +37,11 @@ def __getattr__(name: str) -> Any:  # PEP 562: the public names load on first us
 
         return Claim
     if name == "GradientCanaries":  # the user's own training job, audited in one run (docs/one_run.md)
-        from fdp_audit.audit.one_run.loop import GradientCanaries
+        from fdp_audit.auditing.one_run.loop import GradientCanaries
 
         return GradientCanaries
     if name == "insert_record_canaries":
-        from fdp_audit.audit.one_run.canaries import insert_record_canaries
+        from fdp_audit.auditing.one_run.canaries import insert_record_canaries
 
         return insert_record_canaries
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -105,7 +105,7 @@ class AuditResult:
     _judged: list[dict[str, Any]] = field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        from fdp_audit.audit.gate import NOT_JUDGED
+        from fdp_audit.auditing.gate import NOT_JUDGED
 
         if self.results["verdict"]["status"] == NOT_JUDGED:  # never handed out as if it were a verdict
             raise BadInputError(self.results["verdict"]["explanation"])
@@ -133,7 +133,7 @@ class AuditResult:
             One dictionary per comparison: its stored row (``id``, ``kind``, ``game``, ``attack``, counts, …) and
             ``status`` (pass, violation or not judged), ``observed``, ``theoretical`` and ``margin``.
         """
-        from fdp_audit.audit.gate import comparison_status
+        from fdp_audit.auditing.gate import comparison_status
 
         return [{**row, **judged, "status": comparison_status(judged)}
                 for row, judged in zip(self.results.get("comparisons", []), self._judgements(), strict=True)]
@@ -154,7 +154,7 @@ class AuditResult:
 
     def _judgements(self) -> list[dict[str, Any]]:
         if not self._judged and self.results.get("comparisons"):
-            from fdp_audit.audit.gate import judge
+            from fdp_audit.auditing.gate import judge
 
             self._judged.extend(judge(self.results["comparisons"], self.results["verdict"]["alpha"])[1])
         return self._judged
@@ -175,14 +175,14 @@ class AuditResult:
         """
         lines = []
         if "checkpoint_audit" in self.results:
-            from fdp_audit.audit.checkpoint_audit import summary_lines
+            from fdp_audit.auditing.checkpoint_audit import summary_lines
 
             lines += summary_lines(self.results["checkpoint_audit"])
         if "one_run" in self.results:
-            from fdp_audit.audit.one_run.evaluation import summary_lines as one_run_lines
+            from fdp_audit.auditing.one_run.evaluation import summary_lines as one_run_lines
 
             lines += one_run_lines(self.results["one_run"])
-        from fdp_audit.audit.sanity import sanity_warnings
+        from fdp_audit.auditing.sanity import sanity_warnings
         from fdp_audit.report.terminal import verdict_lines
 
         return "\n".join([*lines, *verdict_lines(self.results["verdict"], sanity_warnings(self.results))])
@@ -202,9 +202,9 @@ class AuditResult:
             BadInputError: no folder given and the audit has none.
         """
         from fdp_audit.atomic_io import all_or_nothing, atomic_write_text
-        from fdp_audit.audit.gate import junit_xml
-        from fdp_audit.audit.results import write_results
-        from fdp_audit.audit.sanity import sanity_warnings
+        from fdp_audit.auditing.gate import junit_xml
+        from fdp_audit.auditing.results import write_results
+        from fdp_audit.auditing.sanity import sanity_warnings
         from fdp_audit.report.render import write_report
 
         folder = Path(out_dir) if out_dir is not None else self.out_dir
@@ -246,7 +246,7 @@ def audit(config_or_path: Config | Mapping[str, Any] | str | os.PathLike[str], *
         BadInputError: an invalid configuration, or an audit whose comparisons cannot fail (refused before anything
             is trained).
     """
-    from fdp_audit.audit.runner import run_audit
+    from fdp_audit.auditing.runner import run_audit
 
     config = as_config(config_or_path)
     overrides = {"audit.trials": trials, "seed": seed, "audit.games": None if games is None else tuple(games),
@@ -305,8 +305,8 @@ def demo(*, quick: bool = False, out_dir: str | os.PathLike[str] | None = None, 
     Returns:
         The result: the games' verdict, with the ``checkpoint_audit`` and ``one_run`` sections.
     """
-    from fdp_audit.audit.checkpoint_audit import train_and_attack
-    from fdp_audit.audit.one_run.canaries import audit_with_canaries, train_with_canaries
+    from fdp_audit.auditing.checkpoint_audit import train_and_attack
+    from fdp_audit.auditing.one_run.canaries import audit_with_canaries, train_with_canaries
     from fdp_audit.data.prepare import prepare_data
 
     config = demo_config(quick)
@@ -357,14 +357,14 @@ def audit_checkpoint(weights: str | os.PathLike[str], *,
         BadInputError: unreadable or untrusted weights, a checkpoint whose data are not the ones it was trained
             on, or a manifest that does not match.
     """
-    from fdp_audit.audit.checkpoint_audit import read_checkpoint, read_external_checkpoint, run_checkpoint_audit
-    from fdp_audit.audit.one_run.canaries import one_run_results
+    from fdp_audit.auditing.checkpoint_audit import read_checkpoint, read_external_checkpoint, run_checkpoint_audit
+    from fdp_audit.auditing.one_run.canaries import one_run_results
 
     path = Path(weights)
     if config is not None:
         config = as_config(config)
         if canaries is not None:  # a user loop's claim may be read from its Opacus engine
-            from fdp_audit.audit.one_run.canaries import claimed_user_config
+            from fdp_audit.auditing.one_run.canaries import claimed_user_config
 
             config = claimed_user_config(config)
         checkpoint = read_external_checkpoint(path, config)
@@ -530,7 +530,7 @@ class GateResult:
         """Returns:
             The JUnit XML of :attr:`cases`.
         """
-        from fdp_audit.audit.gate import junit_xml
+        from fdp_audit.auditing.gate import junit_xml
 
         return junit_xml(self.verdict, self.cases, self.warnings)
 
@@ -568,7 +568,7 @@ def _stored_results(results: AuditResult | Mapping[str, Any] | str | os.PathLike
                     flag: str | None = None) -> dict[str, Any]:
     """A results dictionary, its limits re-derived from its stated configuration: read and verified from a file
     (naming it, and the keyword ``flag`` that named it), or a copy of one in memory."""
-    from fdp_audit.audit.gate import restate_limits, verified_results
+    from fdp_audit.auditing.gate import restate_limits, verified_results
 
     if isinstance(results, AuditResult | Mapping):
         stored = copy.deepcopy(dict(results.results if isinstance(results, AuditResult) else results))
@@ -598,9 +598,9 @@ def gate(results: AuditResult | Mapping[str, Any] | str | os.PathLike[str], *, a
             (NOT JUDGED or INFORMATIONAL: no pass), or a baseline of other settings without
             ``allow_config_change``.
     """
-    from fdp_audit.audit.gate import INFORMATIONAL, NOT_JUDGED, judge
-    from fdp_audit.audit.regression import compare
-    from fdp_audit.audit.sanity import sanity_warnings
+    from fdp_audit.auditing.gate import INFORMATIONAL, NOT_JUDGED, judge
+    from fdp_audit.auditing.regression import compare
+    from fdp_audit.auditing.sanity import sanity_warnings
 
     for keyword, value in (("max_regression", max_regression is not None),
                            ("allow_config_change", allow_config_change)):

@@ -195,7 +195,7 @@ class AuditConfig(_Section):
     _path: ClassVar[str] = "audit"
     trials: int = field(default=200, metadata=_range(1, 1_000_000))
     alpha: float = field(default=0.05, metadata=_range(0, 1, True, True))
-    # names of fdp_audit.audit.games.GAMES; USER_LOOP_GAMES for the user's training or a third-party mechanism
+    # names of fdp_audit.auditing.games.GAMES; USER_LOOP_GAMES for the user's training or a third-party mechanism
     games: tuple[str, ...] = field(default=("attribute", "distinguishing"), metadata=_registered("audit.games"))
     attacks: tuple[str, ...] = field(default=("prior", "likelihood", "gradient", "iterates"),
                                      metadata=_registered("audit.attacks"))

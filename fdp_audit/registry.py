@@ -11,7 +11,7 @@ known names.
 Each kind's package exposes a public ``register_<kind>`` function (usable as a class decorator where entries
 are classes) and the registry itself, a read-only mapping::
 
-    from fdp_audit.audit.games import GAMES, register_game
+    from fdp_audit.auditing.games import GAMES, register_game
 
     @register_game
     class MyGame(Game): ...
@@ -293,7 +293,7 @@ CONFIG_REGISTRIES: dict[str, str] = {
     "data.dataset": "fdp_audit.data.catalog:DATASETS",
     "data.public_map": "fdp_audit.data.catalog:PUBLIC_MAPS",
     "mechanism.integration": "fdp_audit.integrations:INTEGRATIONS",
-    "audit.games": "fdp_audit.audit.games:GAMES",
+    "audit.games": "fdp_audit.auditing.games:GAMES",
     "audit.attacks": "attacks:ATTACKS",
     "audit.executor": "fdp_audit.execution:EXECUTORS",
 }

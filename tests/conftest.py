@@ -178,7 +178,7 @@ def verdict_only_audit(monkeypatch: pytest.MonkeyPatch) -> Callable[..., dict[st
     (optimistic PLD, RDP) and trains utility models; neither enters a comparison or the verdict, so the
     statistical tests replace them by empty sections to spend their time on trials. The end-to-end CLI tests run
     the full audit."""
-    from fdp_audit.audit import runner
+    from fdp_audit.auditing import runner
 
     monkeypatch.setattr(runner, "accounting_section", lambda claim: {})
     monkeypatch.setattr(runner, "utility_section", lambda config, data, claim: {})

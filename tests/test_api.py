@@ -138,8 +138,7 @@ def test_account_takes_parameters_or_a_config():
 
 
 def test_the_public_names_show_the_signatures_and_docstrings_of_what_they_call():
-    """``help(fdp_audit.audit)`` or ``fdp_audit.audit?`` in a notebook shows the call, not ``(*args, **kwargs)``,
-    whether the name is read before or after the engine's package is imported."""
+    """``help(fdp_audit.audit)`` or ``fdp_audit.audit?`` in a notebook shows the call, not ``(*args, **kwargs)``."""
     from fdp_audit import api
 
     for name in ("audit", "audit_checkpoint", "account", "AuditResult"):
@@ -154,7 +153,8 @@ def test_the_package_and_the_command_line_start_without_the_heavy_libraries():
     """``import fdp_audit``, reading the public names' signatures and docstrings, and building every command's
     parser (what ``--help`` and ``--version`` do) import none of the libraries that cost seconds: each command
     imports what it needs when it runs."""
-    code = ("import inspect, sys, fdp_audit, fdp_audit.audit; from fdp_audit.cli import build_parser; build_parser(); "
+    code = ("import inspect, sys, fdp_audit, fdp_audit.auditing; from fdp_audit.cli import build_parser; "
+            "build_parser(); "
             "[(inspect.signature(getattr(fdp_audit, n)), getattr(fdp_audit, n).__doc__) "
             "for n in ('audit', 'audit_checkpoint', 'account', 'AuditResult')]; "
             f"print([name for name in {HEAVY!r} if name in sys.modules])")
@@ -165,9 +165,12 @@ def test_the_package_and_the_command_line_start_without_the_heavy_libraries():
     assert version.stdout.strip() == f"fdp-audit {fdp_audit.__version__}"
 
 
-def test_the_audit_package_is_callable_whatever_was_imported_first():
-    import fdp_audit.audit.gate  # binds fdp_audit.audit to the package, as every audit does
+def test_audit_is_the_api_function_whatever_was_imported_first():
+    """``fdp_audit.audit`` is a plain function, not a package: importing the audits' package
+    (:mod:`fdp_audit.auditing`) binds no other object to the name."""
+    import fdp_audit.auditing.gate
+    from fdp_audit import api
 
-    assert callable(fdp_audit.audit) and fdp_audit.audit.gate is fdp_audit.audit.gate
+    assert fdp_audit.audit is api.audit and inspect.isfunction(fdp_audit.audit)
     with pytest.raises(BadInputError):
         fdp_audit.audit("configs/no_such.yaml")

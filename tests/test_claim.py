@@ -51,7 +51,7 @@ def test_following_a_config_through_an_audit_builds_its_claim_and_each_accountan
 
 
 def test_the_gate_rebuilds_the_claim_a_results_file_states_once(counted, tmp_path) -> None:
-    from fdp_audit.audit.gate import judge, restate_limits
+    from fdp_audit.auditing.gate import judge, restate_limits
 
     config = config_from_dict(small_config("fdp_sgd"))
     results = fdp_audit.audit(config).to_dict()

@@ -302,9 +302,9 @@ def test_installed_plugins_are_loaded_before_the_first_check(tmp_path, monkeypat
     import sys
 
     from fdp_audit import registry
-    from fdp_audit.audit.games import GAMES
+    from fdp_audit.auditing.games import GAMES
 
-    (tmp_path / "coin_plugin.py").write_text("from fdp_audit.audit.games import GAMES, register_game\n"
+    (tmp_path / "coin_plugin.py").write_text("from fdp_audit.auditing.games import GAMES, register_game\n"
                                             "register_game(type(GAMES['attribute'])('Coin', (GAMES['attribute'],), "
                                             "{'name': 'coin_plugin', 'stream_block': 91}))\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -1,7 +1,7 @@
 """docs/extending.md's recipes, each imported as written and put to work: a new attack plays a game and attacks
 checkpoints, a new public map and data set train, a new mechanism is configured, accounted and trained, a new
 reproduction and a new command run from the command line, a new integration reads a hand-written loop's claim.
-(The game and executor recipes are exercised by tests/audit/games/test_registry.py.)"""
+(The game and executor recipes are exercised by tests/auditing/games/test_registry.py.)"""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import fdp_audit
 from attacks import ATTACKS, checkpoint_attacks, unregister_attack
 from fdp_audit.api import as_config
-from fdp_audit.audit.runner import run_audit
+from fdp_audit.auditing.runner import run_audit
 from fdp_audit.claim import Claim
 from fdp_audit.cli import COMMANDS, build_parser
 from fdp_audit.config import DataConfig, config_from_dict

@@ -74,12 +74,9 @@ def project_modules() -> dict[str, Path]:
 
 
 def _deferred_nodes(tree: ast.Module) -> set[int]:
-    """The nodes of a package's functions that Python runs only when a name is read from the package or the package
-    is called, never on import: a module-level ``__getattr__`` (PEP 562) and the methods of a module class (a
-    ``types.ModuleType`` subclass, as a callable package assigns to its ``__class__``)."""
+    """The nodes of a package's functions that Python runs only when a name is read from the package, never on
+    import: a module-level ``__getattr__`` (PEP 562)."""
     roots = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "__getattr__"]
-    roots += [node for node in tree.body if isinstance(node, ast.ClassDef)
-              and any(ast.unparse(base).split(".")[-1] == "ModuleType" for base in node.bases)]
     return {id(node) for root in roots for node in ast.walk(root)}
 
 
@@ -237,8 +234,8 @@ def test_the_cycle_finder_finds_a_cycle_and_only_cycles():
 
 
 def test_lazy_imports_of_a_package_count_for_the_modules_that_read_its_names(tmp_path):
-    """``fdp_audit.audit`` (a callable package) and ``fdp_audit.__getattr__`` import the library when a name is
-    read or the package is called: a module that reads such a name at import time runs those imports."""
+    """``fdp_audit.__getattr__`` imports the library when a name is read: a module that reads such a name at
+    import time runs those imports."""
     package = tmp_path / "pkg"
     package.mkdir()
     (package / "__init__.py").write_text("def __getattr__(name):\n    from pkg import heavy\n    return heavy\n")
@@ -256,7 +253,7 @@ def test_lazy_imports_of_a_package_count_for_the_modules_that_read_its_names(tmp
 
 def test_every_module_imports_on_its_own_in_a_fresh_process():
     modules = sorted(name for name in project_modules() if not name.endswith(".__main__"))  # running, not importing
-    assert len(modules) > 100 and "fdp_audit.audit.gate" in modules and "attacks.base" in modules
+    assert len(modules) > 100 and "fdp_audit.auditing.gate" in modules and "attacks.base" in modules
     env = {**os.environ, "MPLBACKEND": "Agg", "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-c", _FORK_EACH, str(ROOT), json.dumps(modules), json.dumps(PRELOAD)],
                           capture_output=True, text=True, timeout=300, env=env, cwd=ROOT)
@@ -285,9 +282,9 @@ def checked_registries() -> set[str]:
 def test_the_module_import_graph_has_no_cycles():
     modules = project_modules()
     graph = {name: imported_modules(name, path, modules) for name, path in modules.items()}
-    assert graph["fdp_audit.audit.runner"] and graph["attacks.base"]  # the parser sees imports
+    assert graph["fdp_audit.auditing.runner"] and graph["attacks.base"]  # the parser sees imports
     assert "fdp_audit.reproduce.gate_proof" in graph["fdp_audit.reproduce"]  # and modules named by strings
-    assert "fdp_audit.accounting.tradeoff" in graph["fdp_audit.audit.stats"]  # and a lazy package's names
+    assert "fdp_audit.accounting.tradeoff" in graph["fdp_audit.auditing.stats"]  # and a lazy package's names
     # The one arrow up the layers: a configuration's registered names (data.dataset, audit.games …) are checked
     # against registries that sit above it; it imports them when it first checks one, never on import
     # (test_importing_the_configuration_runs_no_registry).

@@ -16,7 +16,7 @@ from model import make_model
 from safetensors.torch import save_file
 from train import train
 
-from fdp_audit.audit.one_run.canaries import insert_record_canaries
+from fdp_audit.auditing.one_run.canaries import insert_record_canaries
 from fdp_audit.config import load_config
 
 

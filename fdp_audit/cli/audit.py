@@ -65,7 +65,7 @@ def audit_config(args: argparse.Namespace):
 
     target = Path(args.target)
     if target.suffix == ".pt":
-        from fdp_audit.audit.checkpoint_audit import checkpoint_data, read_checkpoint, replay_config
+        from fdp_audit.auditing.checkpoint_audit import checkpoint_data, read_checkpoint, replay_config
 
         checkpoint = read_checkpoint(target)  # the claim pinned to the metadata, as the checkpoint audit uses it
         config = replay_config(checkpoint, args.games)

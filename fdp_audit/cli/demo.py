@@ -36,10 +36,10 @@ def run(args: argparse.Namespace) -> int:
         BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
     """
     from fdp_audit import api
-    from fdp_audit.audit.checkpoint_audit import summary_lines
-    from fdp_audit.audit.games import report_view
-    from fdp_audit.audit.one_run.evaluation import summary_lines as one_run_lines
-    from fdp_audit.audit.sanity import sanity_warnings
+    from fdp_audit.auditing.checkpoint_audit import summary_lines
+    from fdp_audit.auditing.games import report_view
+    from fdp_audit.auditing.one_run.evaluation import summary_lines as one_run_lines
+    from fdp_audit.auditing.sanity import sanity_warnings
     from fdp_audit.report.terminal import verdict_lines
 
     start = time.time()

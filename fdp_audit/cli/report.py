@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
     """
-    from fdp_audit.audit.gate import verified_results
+    from fdp_audit.auditing.gate import verified_results
     from fdp_audit.report import load_results, write_report
 
     source = Path(args.results)

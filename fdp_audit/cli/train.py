@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     default = "model.safetensors" if user_loop else "model.pt"
     out = Path(args.out) if args.out else Path(config.report.out_dir) / default
     if args.canaries is not None:
-        from fdp_audit.audit.one_run.canaries import train_with_canaries
+        from fdp_audit.auditing.one_run.canaries import train_with_canaries
 
         trained = train_with_canaries(config, data, args.canaries, out, seed, args.canary_game, args.canary_values,
                                       args.canary_kind)

@@ -15,7 +15,7 @@ the executor starts and stops — and each chunk's result comes back as soon as 
   that died (Dask's ``allowed-failures``; a chunk that exhausts its workers' memory kills every worker it is
   given) stops the audit with :class:`ClusterError` instead of being retried forever.
 * *Same code everywhere.* The journal keys a trial by the driver's sources and library versions
-  (:func:`fdp_audit.audit.provenance.journal_key`); a worker running other fdp-audit sources or versions
+  (:func:`fdp_audit.auditing.provenance.journal_key`); a worker running other fdp-audit sources or versions
   would journal other numbers under that key, so each worker compares its own with the driver's before its
   first chunk and refuses to run otherwise.
 
@@ -221,7 +221,7 @@ def serialise(task: ChunkTask) -> bytes:
     """
     import cloudpickle
 
-    from fdp_audit.audit.provenance import user_modules
+    from fdp_audit.auditing.provenance import user_modules
 
     # __main__ is pickled by value already; a compiled extension cannot be
     by_value = [module for module in user_modules()
@@ -247,7 +247,7 @@ def run_environment() -> dict[str, str]:
     Returns:
         ``sources`` (the digest of fdp-audit's sources) and each library's version, by name.
     """
-    from fdp_audit.audit.provenance import source_digest, versions
+    from fdp_audit.auditing.provenance import source_digest, versions
 
     return {"sources": source_digest(), **versions()}
 

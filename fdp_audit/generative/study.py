@@ -19,8 +19,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from fdp_audit.audit.gate import judge
-from fdp_audit.audit.results import write_results
+from fdp_audit.auditing.gate import judge
+from fdp_audit.auditing.results import write_results
 from fdp_audit.claim import Claim
 from fdp_audit.config import Config, config_from_dict
 from fdp_audit.data.catalog import DATASETS, load_images

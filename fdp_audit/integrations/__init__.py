@@ -5,7 +5,7 @@ claim's unstated parts are read from one training of the user's loop, and what t
 beside the games. Adding one is a module and one :func:`register_integration` line below (docs/extending.md).
 
 Whatever the config's ``mechanism.integration``, the trials of the user's code (a training function or a
-third-party mechanism) run inside :func:`library_caches` (:func:`fdp_audit.audit.trials.trained_views`): the
+third-party mechanism) run inside :func:`library_caches` (:func:`fdp_audit.auditing.trials.trained_views`): the
 caches of the libraries it has loaded, so that a pure computation a loop repeats in every trial (Opacus's noise
 calibration for a target ε) is done once per process.
 """
@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
-from fdp_audit.audit.promise import Promise
-from fdp_audit.audit.user_training import UserTrainer, user_trainer
+from fdp_audit.auditing.promise import Promise
+from fdp_audit.auditing.user_training import UserTrainer, user_trainer
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.integrations import opacus
@@ -112,7 +112,7 @@ def training_check(config: Config, trainer: Any) -> Callable[[int], contextlib.A
 
     Args:
         config: a validated (claimed) configuration.
-        trainer: the trials' :class:`~fdp_audit.audit.user_training.UserTrainer`.
+        trainer: the trials' :class:`~fdp_audit.auditing.user_training.UserTrainer`.
 
     Returns:
         A function of the trial's seed giving the context manager to train it in.
@@ -132,8 +132,8 @@ def checked_user_trainer(config: Config, problem: TrainingProblem) -> UserTraine
         problem: the training problem (data set S, model) of the trials.
 
     Returns:
-        The :class:`~fdp_audit.audit.user_training.UserTrainer` of :func:`~fdp_audit.audit.user_training.user_trainer`
-        with its ``each_training`` set.
+        The :class:`~fdp_audit.auditing.user_training.UserTrainer` of
+        :func:`~fdp_audit.auditing.user_training.user_trainer` with its ``each_training`` set.
     """
     trainer = user_trainer(config, problem)
     return replace(trainer, each_training=training_check(config, trainer))

@@ -4,7 +4,7 @@ The user's ``train(module, dataset, seed)`` builds its ``PrivacyEngine`` as the 
 ``make_private`` or ``make_private_with_epsilon`` with Poisson sampling (``poisson_sampling=False``, shuffled
 batches the accountant would count as Poisson, is refused), per-example gradients by hooks,
 functorch or ghost clipping — and fdp-audit runs it as any user training
-(:mod:`fdp_audit.audit.user_training`): canaries are records of its dataset, updates are observed through its
+(:mod:`fdp_audit.auditing.user_training`): canaries are records of its dataset, updates are observed through its
 optimizer. What this module adds is the claim: where the config does not state it, it is read from the engine
 of one training on S (before any trial, so the audit is planned against it):
 
@@ -19,7 +19,7 @@ of one training on S (before any trial, so the audit is planned against it):
 * the engine's accountant and target (ε, δ), kept for the report: the verdict uses fdp-audit's exact PLD
   accounting of (z, p, T), which is at least as tight as Opacus's.
 
-Beside the games, the training is judged against its promise (:mod:`fdp_audit.audit.promise`): what the
+Beside the games, the training is judged against its promise (:mod:`fdp_audit.auditing.promise`): what the
 engine's accountant counted (every step's z and p) must spend no more ε than the plan. A loop that trains
 twice the epochs it calibrated for, or lowers the noise multiplier afterwards, is a VIOLATION saying so. The
 promise compared is the probe's training; every trial's engine is read too and judged the same way
@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fdp_audit.audit.promise import BrokenPromise, Promise, judge_promise, planned_steps, promise_marked_broken
+from fdp_audit.auditing.promise import BrokenPromise, Promise, judge_promise, planned_steps, promise_marked_broken
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
@@ -237,7 +237,7 @@ _PROBE_KEPT: dict[Config, bool] = {}  # this process's: whether the probe's trai
 
 
 def promise_check(config: Config, trainer: Any) -> Callable[[int], contextlib.AbstractContextManager[None]]:
-    """The check of every trial's training of ``trainer`` (a :class:`~fdp_audit.audit.user_training.UserTrainer`
+    """The check of every trial's training of ``trainer`` (a :class:`~fdp_audit.auditing.user_training.UserTrainer`
     of the claimed ``config``): :func:`promise_kept` at the claim's δ, against the probe's training, which is
     trained again in this process only when a trial broke its promise and the probe's status is not known here.
 
@@ -250,7 +250,7 @@ def promise_check(config: Config, trainer: Any) -> Callable[[int], contextlib.Ab
     """
     def probe_kept() -> bool:
         if config not in _PROBE_KEPT:
-            from fdp_audit.audit.third_party import trial_seed
+            from fdp_audit.auditing.third_party import trial_seed
 
             with recording_engines() as record, calibration_cached():
                 trainer.run(trial_seed(config.seed, PROBE_INDEX), trainer.x[0], int(trainer.y[0]), None)
@@ -265,9 +265,9 @@ def promise_check(config: Config, trainer: Any) -> Callable[[int], contextlib.Ab
 @contextlib.contextmanager
 def promise_kept(seed: int, delta: float, probe_kept: Callable[[], bool]) -> Iterator[None]:
     """Within the block, one trial's training; afterwards its engine's promise is judged as the probe's is
-    (:func:`fdp_audit.audit.promise.judge_promise`, once per distinct schedule). The audit's promise comparison
+    (:func:`fdp_audit.auditing.promise.judge_promise`, once per distinct schedule). The audit's promise comparison
     states the probe's training: when the probe kept its promise, a trial that spent more than it promised (a
-    loop keeping its promise on the probe's seed only) raises :class:`~fdp_audit.audit.promise.BrokenPromise`
+    loop keeping its promise on the probe's seed only) raises :class:`~fdp_audit.auditing.promise.BrokenPromise`
     with the trial's promise, which the audit then compares instead (a VIOLATION naming the seed); when the
     compared promise is broken already, the comparison is a VIOLATION and nothing is raised.
 
@@ -321,8 +321,8 @@ def claimed_config(config: Config, data: PreparedData) -> tuple[Config, EnginePr
     Raises:
         BadInputError: the probe's engine cannot be read as one DP-SGD claim, or Opacus is not installed.
     """
-    from fdp_audit.audit.third_party import trial_seed
-    from fdp_audit.audit.user_training import user_trainer
+    from fdp_audit.auditing.third_party import trial_seed
+    from fdp_audit.auditing.user_training import user_trainer
     from fdp_audit.training.run import build_problem
 
     mech = config.mechanism

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fdp_audit.audit.labels import game_title
+from fdp_audit.auditing.labels import game_title
 from fdp_audit.report import texts
 from fdp_audit.report.format import number
 from fdp_audit.report.model import Cell, Node, num, text

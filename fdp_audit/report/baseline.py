@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fdp_audit.audit.regression import compare
+from fdp_audit.auditing.regression import compare
 from fdp_audit.report import texts
 from fdp_audit.report.format import number, signed
 from fdp_audit.report.model import Cell, Node, Section, Table

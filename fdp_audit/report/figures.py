@@ -17,7 +17,7 @@ from markupsafe import Markup
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from fdp_audit.audit.labels import attack_title
+from fdp_audit.auditing.labels import attack_title
 from fdp_audit.report.format import number
 from fdp_audit.report.svg import inline_svg
 

@@ -1,7 +1,7 @@
 """The game sections of the report (docs/statistics.md, docs/games.md, docs/files.md): attribute inference on record
 and on gradient canaries, reconstruction, and the distinguishing and simulator games, each a table of stored results
 plus its plot. Which layout draws a section, and its title and lead, come from the registered game that writes it
-(:func:`fdp_audit.audit.games.report_view`); the explanation of a kind is shown once.
+(:func:`fdp_audit.auditing.games.report_view`); the explanation of a kind is shown once.
 
 A game that is not registered (a newer results.json), or whose layout is ``table``, is shown by :func:`_other_game`:
 its scalar facts and one row per attack, so nothing judged disappears from the page.
@@ -13,8 +13,8 @@ import re
 
 from markupsafe import Markup
 
-from fdp_audit.audit.games import ReportView, report_view
-from fdp_audit.audit.labels import attack_title, section_limit_source
+from fdp_audit.auditing.games import ReportView, report_view
+from fdp_audit.auditing.labels import attack_title, section_limit_source
 from fdp_audit.report import figures, texts
 from fdp_audit.report.format import interval, number, signed
 from fdp_audit.report.generative import panels_svg

@@ -7,9 +7,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from fdp_audit.audit.labels import UNITS, comparison_label, limit_source
-from fdp_audit.audit.regression import Change, Regression
-from fdp_audit.audit.sanity import SanityWarning, weak_pass
+from fdp_audit.auditing.labels import UNITS, comparison_label, limit_source
+from fdp_audit.auditing.regression import Change, Regression
+from fdp_audit.auditing.sanity import SanityWarning, weak_pass
 from fdp_audit.report.format import number, signed
 from fdp_audit.report.summary import margin_key
 from fdp_audit.report.terminal import judged_count

@@ -3,7 +3,7 @@ bounds, and one row per threat model's comparison."""
 
 from __future__ import annotations
 
-from fdp_audit.audit.labels import threat_title
+from fdp_audit.auditing.labels import threat_title
 from fdp_audit.report import texts
 from fdp_audit.report.model import Cell, Node, Section, Table, num, scalar, worded
 

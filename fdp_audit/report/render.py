@@ -14,7 +14,7 @@ from typing import Any
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from fdp_audit.atomic_io import atomic_write_text
-from fdp_audit.audit.results import MAX_RESULTS_BYTES
+from fdp_audit.auditing.results import MAX_RESULTS_BYTES
 from fdp_audit.bounded_read import bounded_json_integer, read_bounded
 from fdp_audit.errors import BadInputError
 from fdp_audit.phases import Phase

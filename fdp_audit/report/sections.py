@@ -13,8 +13,8 @@ from typing import Any
 
 from markupsafe import Markup
 
-from fdp_audit.audit.labels import attack_title
-from fdp_audit.audit.sanity import SanityWarning, sanity_warnings
+from fdp_audit.auditing.labels import attack_title
+from fdp_audit.auditing.sanity import SanityWarning, sanity_warnings
 from fdp_audit.errors import BadInputError
 from fdp_audit.report import figures, texts
 from fdp_audit.report.banner import Verdict, verdict_view

@@ -1,7 +1,7 @@
 """The report's summary (docs/files.md, "The report"): every comparison the gate judged, closest to its
 limit first, in one chart, then what the audit tested and what its verdict does and does not show.
 
-The rows are the gate's own evaluation (:func:`fdp_audit.audit.gate.judge`) of the stored comparisons at the
+The rows are the gate's own evaluation (:func:`fdp_audit.auditing.gate.judge`) of the stored comparisons at the
 verdict's α, so the chart shows exactly the numbers the verdict was decided on, for every comparison
 kind the gate knows, including those no section of this report lays out.
 """
@@ -15,8 +15,8 @@ from typing import Any
 from matplotlib.ticker import MaxNLocator
 
 from attacks.base import FINAL_MODEL  # threat models that see only the final model: the weakest evidence
-from fdp_audit.audit.gate import judge
-from fdp_audit.audit.labels import UNITS, attack_name, attack_title, comparison_label, game_title, limit_source
+from fdp_audit.auditing.gate import judge
+from fdp_audit.auditing.labels import UNITS, attack_name, attack_title, comparison_label, game_title, limit_source
 from fdp_audit.errors import BadInputError
 from fdp_audit.report.format import number, signed
 from fdp_audit.report.model import Node

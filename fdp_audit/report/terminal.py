@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fdp_audit.audit.sanity import SanityWarning, weak_pass
+from fdp_audit.auditing.sanity import SanityWarning, weak_pass
 
 
 def judged_count(verdict: dict[str, Any]) -> str:

@@ -12,11 +12,11 @@ from typing import Any
 
 import torch
 
-from fdp_audit.audit.games import MembershipGame, selection_level
-from fdp_audit.audit.games.categorical import judged_rule
-from fdp_audit.audit.games.gradient_canary import bayes_optimal_success
-from fdp_audit.audit.gate import comparison_status, judge
-from fdp_audit.audit.trials import play_game
+from fdp_audit.auditing.games import MembershipGame, selection_level
+from fdp_audit.auditing.games.categorical import judged_rule
+from fdp_audit.auditing.games.gradient_canary import bayes_optimal_success
+from fdp_audit.auditing.gate import comparison_status, judge
+from fdp_audit.auditing.trials import play_game
 from fdp_audit.claim import Claim
 from fdp_audit.config import Config, config_from_dict
 from fdp_audit.data.prepare import prepare_data

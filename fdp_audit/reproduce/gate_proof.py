@@ -1,6 +1,6 @@
 """``gate_proof``: every known-faulty mechanism of ``configs/faulty/`` audited, each expected to be a
 VIOLATION (docs/games.md, "Which game can see which fault"); the statistical guarantees of these verdicts are in
-``tests/audit/test_gate_proof.py`` and ``tests/audit/test_soundness.py``. This entry regenerates the table for
+``tests/auditing/test_gate_proof.py`` and ``tests/auditing/test_soundness.py``. This entry regenerates the table for
 the README, with the fewest trials that catch each mechanism.
 
 *Fewest trials.* Trial i of a game depends on its index only (its secret, its model's streams), and the
@@ -15,13 +15,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fdp_audit.audit.games import Game, configured_games
-from fdp_audit.audit.gate import judge
-from fdp_audit.audit.journal import Journal
-from fdp_audit.audit.provenance import journal_key, versions
-from fdp_audit.audit.results import write_results
-from fdp_audit.audit.runner import DEFAULT_SELECTION_LEVEL, run_audit
-from fdp_audit.audit.trials import DEFAULT_CHUNK, play_game
+from fdp_audit.auditing.games import Game, configured_games
+from fdp_audit.auditing.gate import judge
+from fdp_audit.auditing.journal import Journal
+from fdp_audit.auditing.provenance import journal_key, versions
+from fdp_audit.auditing.results import write_results
+from fdp_audit.auditing.runner import DEFAULT_SELECTION_LEVEL, run_audit
+from fdp_audit.auditing.trials import DEFAULT_CHUNK, play_game
 from fdp_audit.claim import Claim
 from fdp_audit.config import Config, load_config
 from fdp_audit.data.prepare import prepare_data

@@ -1,6 +1,6 @@
 """``images``: image FDP end to end (docs/images.md) — the utility table of the GroupNorm CNN with Ψ a
 block-average downsampling (the FDP paper's public-image set-up, Sec. 6.3, with downsampling for its blur), and
-the registered image games (:mod:`fdp_audit.audit.games.images`) on the same CNN.
+the registered image games (:mod:`fdp_audit.auditing.games.images`) on the same CNN.
 
 Mechanisms at ε ∈ {1, 2, 4, 8} (δ = 1e-5, z calibrated to each ε): non-private SGD, public-only (the public
 image, upsampled: (0, 0)-FDP), DP-SGD, FDP via DP-SGD fine-tuning from the public model (``fdp_dpsgd``) and
@@ -36,9 +36,9 @@ from typing import Any
 import torch
 
 from fdp_audit.atomic_io import atomic_write_bytes
-from fdp_audit.audit.games import ImageGradientCanaryGame, ImageRecordCanaryGame
-from fdp_audit.audit.journal import Journal
-from fdp_audit.audit.runner import play_games
+from fdp_audit.auditing.games import ImageGradientCanaryGame, ImageRecordCanaryGame
+from fdp_audit.auditing.journal import Journal
+from fdp_audit.auditing.runner import play_games
 from fdp_audit.claim import noise_multiplier
 from fdp_audit.config import Config, config_from_dict, load_config
 from fdp_audit.data.prepare import PreparedData, prepare_data

@@ -6,10 +6,10 @@ For DP-SGD on Adult's setting (p = 0.017, T = 300, δ = 1e-5, z calibrated to ε
 * ``ratio_simulated``: the median over :data:`SIMULATED_SEEDS` exact simulated releases of the empirical ε in the
   claimed family over the claimed ε (the guesser and analysis of a real audit, no training);
 * ``ratio_trained``: the median over :data:`TRAININGS` trainings of the built-in engine
-  (:func:`~fdp_audit.audit.one_run.canaries.train_with_canaries`, logistic model on Adult) of the same;
+  (:func:`~fdp_audit.auditing.one_run.canaries.train_with_canaries`, logistic model on Adult) of the same;
 * ``steinke_simulated`` and ``steinke_trained``: the same medians of the Steinke et al. ε (family-free, at the
   same guess count and level) over the claimed ε;
-* ``ceiling``: the count ceiling of :mod:`fdp_audit.audit.one_run.ceiling`: the weakest claim of the family whose
+* ``ceiling``: the count ceiling of :mod:`fdp_audit.auditing.one_run.ceiling`: the weakest claim of the family whose
   flagged critical count the Neyman–Pearson guesser's median counts (knowing p and 1/z, over
   :data:`CEILING_RELEASES` releases) reach at the best guess count; the median of :data:`CEILING_SEEDS` such
   ceilings, each seed's in ``ceilings`` — what no test of one count fixed in advance,
@@ -22,7 +22,7 @@ For DP-SGD on Adult's setting (p = 0.017, T = 300, δ = 1e-5, z calibrated to ε
 The same rows at p = 0.08, T = 2,500, M = 5,000 (the setting of published CIFAR-10 one-run audits), simulated.
 Rows with ``loop: "opacus"``: :data:`TRAININGS` trainings of a tutorial-style Opacus loop (``make_private`` on a
 ``DataLoader``, the same logistic model) run as a user's loop with M gradient canaries
-(:func:`~fdp_audit.audit.one_run.loop.run_user_loop`); Opacus samples at ``1 / len(loader)``, so the loader has
+(:func:`~fdp_audit.auditing.one_run.loop.run_user_loop`); Opacus samples at ``1 / len(loader)``, so the loader has
 :data:`OPACUS_BATCHES` batches (p = 1/59 ≈ 0.01695 instead of 0.017, z calibrated to ε at that rate) and the loop
 stops after T steps. Their ``ratio_simulated`` is the built-in row's.
 
@@ -44,14 +44,14 @@ from scipy import stats
 
 from fdp_audit.accounting.calibration import calibrate_noise_multiplier
 from fdp_audit.accounting.mechanism import MechanismSpec, accountant_for
-from fdp_audit.audit.one_run.analysis import gdp_mu_lower_bound
-from fdp_audit.audit.one_run.canaries import audit_with_canaries, train_with_canaries
-from fdp_audit.audit.one_run.ceiling import count_ceiling
-from fdp_audit.audit.one_run.design import candidate_counts
-from fdp_audit.audit.one_run.evaluation import FAMILY_DISCRETIZATION, judge_scores, mechanism_claim, simulated_audit
-from fdp_audit.audit.one_run.guesser import candidate_pattern, rank_guesses, threat_scores
-from fdp_audit.audit.one_run.loop import run_user_loop
-from fdp_audit.audit.one_run.simulation import oracle_correct
+from fdp_audit.auditing.one_run.analysis import gdp_mu_lower_bound
+from fdp_audit.auditing.one_run.canaries import audit_with_canaries, train_with_canaries
+from fdp_audit.auditing.one_run.ceiling import count_ceiling
+from fdp_audit.auditing.one_run.design import candidate_counts
+from fdp_audit.auditing.one_run.evaluation import FAMILY_DISCRETIZATION, judge_scores, mechanism_claim, simulated_audit
+from fdp_audit.auditing.one_run.guesser import candidate_pattern, rank_guesses, threat_scores
+from fdp_audit.auditing.one_run.loop import run_user_loop
+from fdp_audit.auditing.one_run.simulation import oracle_correct
 from fdp_audit.config import load_config
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.mechanisms import MECHANISMS

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from fdp_audit.audit.results import write_results
-from fdp_audit.audit.runner import run_audit
+from fdp_audit.auditing.results import write_results
+from fdp_audit.auditing.runner import run_audit
 from fdp_audit.config import Config, load_config
 from fdp_audit.reproduce import CONFIGS
 from fdp_audit.reproduce.common import Summary, markdown_table, write_reproduction

@@ -1,4 +1,4 @@
-"""``tightness``: the tightness table (:func:`fdp_audit.audit.tightness.tightness_table`) — at ε ∈ {1, 2, 4, 8},
+"""``tightness``: the tightness table (:func:`fdp_audit.auditing.tightness.tightness_table`) — at ε ∈ {1, 2, 4, 8},
 for fdp_sgd and dp_sgd with 2,000 trials per game: the share of the Bayes-optimal advantage that the iterates
 attack realises, Theorem 4's own tightness, and the ε lower bounds of the distinguishing and simulator games as
 shares of the claimed ε (family and Clopper–Pearson). No paper number to compare with: the FDP paper states
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fdp_audit.audit.tightness import EPSILONS, tightness_markdown, tightness_table
+from fdp_audit.auditing.tightness import EPSILONS, tightness_markdown, tightness_table
 from fdp_audit.reproduce.common import Summary, write_reproduction
 
 MECHANISMS = ("fdp_sgd", "dp_sgd")

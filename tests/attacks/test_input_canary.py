@@ -7,7 +7,7 @@ import torch
 
 from attacks.base import Knowledge, View
 from attacks.input_canary import CanaryLogitAttack, NoiseScaleAttack
-from fdp_audit.audit.decision import fit_decision_rule, selection_split
+from fdp_audit.auditing.decision import fit_decision_rule, selection_split
 from fdp_audit.training.models import Model
 
 D, CANARY, NOISE = 6, 3, (4, 5)

@@ -157,7 +157,7 @@ def test_block_iterates_attack_realises_the_bayes_optimal_advantage() -> None:
     z) succeeds with 0.378 (Monte Carlo, ±0.001); the attack, told neither, must realise ≥ 0.9 of the optimal
     advantage over Ball = 1/4 and not beat the optimum. 20,000 trials: standard error 0.0034, so either check
     fails with probability < 1e-4 for an attack at 0.97 of the optimal advantage."""
-    from fdp_audit.audit.image_games import bayes_optimal_success
+    from fdp_audit.auditing.image_games import bayes_optimal_success
 
     z, p, steps, trials = 2.57, 0.25, 20, 20_000
     optimum, _ = bayes_optimal_success(p, z, steps, BLOCK_K)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from attacks.iterates_matching import others_clipped_sums, replay_trajectory
-from fdp_audit.audit.games import ImageReconstructionGame
+from fdp_audit.auditing.games import ImageReconstructionGame
 from fdp_audit.config import config_from_dict
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.training.engine import flatten, train_models

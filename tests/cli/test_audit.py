@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fdp_audit.audit.results import read_results
+from fdp_audit.auditing.results import read_results
 from fdp_audit.config import load_config
 
 GATE_PROOF = Path(__file__).parents[1] / "audit" / "configs"

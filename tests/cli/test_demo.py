@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from fdp_audit.audit.results import read_results
+from fdp_audit.auditing.results import read_results
 
 
 @pytest.mark.slow

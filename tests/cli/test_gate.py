@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from fdp_audit.audit.gate import judge
-from fdp_audit.audit.results import SCHEMA_VERSION, write_results
-from fdp_audit.audit.stats import lower_confidence_bound
+from fdp_audit.auditing.gate import judge
+from fdp_audit.auditing.results import SCHEMA_VERSION, write_results
+from fdp_audit.auditing.stats import lower_confidence_bound
 from fdp_audit.claim import Claim
 from fdp_audit.config import config_from_dict
 from fdp_audit.json_numbers import finite_or_none
@@ -292,7 +292,7 @@ def test_gate_and_report_show_progress_in_a_ci_log(cli, passing: Path, tmp_path:
     assert gated.code == 0 and "\r" not in gated.err
     for phase in ("re-deriving every limit from the stated configuration", "judging 2 comparisons"):
         assert f"fdp-audit: {phase}: done in " in gated.err, gated.err
-    from fdp_audit.audit.gate import judge
+    from fdp_audit.auditing.gate import judge
 
     judged = results(110)
     judged["verdict"] = judge(judged["comparisons"], 0.05)[0]

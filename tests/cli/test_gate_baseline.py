@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from fdp_audit.audit.gate import judge
-from fdp_audit.audit.results import SCHEMA_VERSION, write_results
+from fdp_audit.auditing.gate import judge
+from fdp_audit.auditing.results import SCHEMA_VERSION, write_results
 from fdp_audit.claim import Claim
 from fdp_audit.config import config_from_dict
 from fdp_audit.json_numbers import finite_or_none
@@ -128,8 +128,8 @@ def test_a_baseline_of_other_settings_is_refused_unless_allowed(cli, tmp_path, b
 
 def test_settings_that_leave_the_rates_comparable_are_no_change(baseline, tmp_path):
     """More trials, another seed, level, executor, title or data path: the same setting, measured again."""
-    from fdp_audit.audit.regression import config_changes
-    from fdp_audit.audit.results import read_results
+    from fdp_audit.auditing.regression import config_changes
+    from fdp_audit.auditing.results import read_results
 
     before = read_results(baseline)
     now = copy.deepcopy(before)

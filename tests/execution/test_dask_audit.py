@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from fdp_audit.audit.journal import Journal
+from fdp_audit.auditing.journal import Journal
 from fdp_audit.cli import main
 from tests.conftest import sigkill_audit_after_first_chunk
 

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
-from fdp_audit.audit.user_training import UserTrainer
+from fdp_audit.auditing.user_training import UserTrainer
 from fdp_audit.integrations.opacus import calibration_cached, engine_promise, recording_engines
 from fdp_audit.training.modules import ModuleModel
 
@@ -166,9 +166,9 @@ def opacus_loop_config(function: str, rows: int, trials: int, seed: int, games: 
 def empty_batch_trials(config) -> list[int]:
     """The membership trials whose Opacus Poisson sampler (``torch.rand(n) < p`` per step, from the loader's
     generator, seeded by the trial's seed) draws an empty batch: n = |S| + 1 when the canary is in."""
-    from fdp_audit.audit.games import MembershipGame
-    from fdp_audit.audit.games.base import trial_uniforms
-    from fdp_audit.audit.third_party import trial_seed
+    from fdp_audit.auditing.games import MembershipGame
+    from fdp_audit.auditing.games.base import trial_uniforms
+    from fdp_audit.auditing.third_party import trial_seed
 
     indices = MembershipGame().trial_indices(config.audit.trials)
     found = []
@@ -184,7 +184,7 @@ def empty_batch_trials(config) -> list[int]:
 def default_level_share(config) -> float:
     """The membership game's comparisons over all the default games' (the Bonferroni m of each), planned on the
     claim read from the loop's engine."""
-    from fdp_audit.audit.games import configured_games
+    from fdp_audit.auditing.games import configured_games
     from fdp_audit.claim import Claim
     from fdp_audit.data.prepare import prepare_data
     from fdp_audit.integrations.opacus import claimed_config
@@ -238,8 +238,8 @@ def test_a_trial_breaking_the_promise_the_probe_kept_is_a_violation_naming_its_s
     planned) becomes the promise compared: a VIOLATION whose banner names its seed, the promised and spent ε and
     the steps planned and taken, instead of a PASS on the probe's promise. The gate re-judges it from
     results.json."""
-    from fdp_audit.audit.results import write_results
-    from fdp_audit.audit.third_party import trial_seed
+    from fdp_audit.auditing.results import write_results
+    from fdp_audit.auditing.third_party import trial_seed
     from fdp_audit.integrations.opacus import PROBE_INDEX
 
     config = opacus_loop_config("train_twice_on_odd_seeds", 195, 24, 3, ("membership",))
@@ -271,8 +271,8 @@ def test_twice_the_promised_epochs_is_a_violation_naming_the_promise(verdict_onl
     alone)."""
     import json
 
-    from fdp_audit.audit.gate import judge
-    from fdp_audit.audit.results import write_results
+    from fdp_audit.auditing.gate import judge
+    from fdp_audit.auditing.results import write_results
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

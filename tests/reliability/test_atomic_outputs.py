@@ -4,7 +4,7 @@
 The source scan is a regression guard: a new ``open(path, "w")``, ``write_text``, ``savefig(path)`` or
 ``torch.save(obj, path)`` anywhere in the package, the attacks or the benchmarks fails this test. The only
 other writer is the trial journal, which appends whole fsynced lines and whose reader skips a torn last line
-(tests/audit/test_journal.py).
+(tests/auditing/test_journal.py).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from fdp_audit.atomic_io import all_or_nothing, atomic_write, atomic_write_json,
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("fdp_audit", "attacks", "benchmarks")
 ALLOWED = {("fdp_audit/atomic_io.py", "open"), ("fdp_audit/atomic_io.py", "fdopen"),
-           ("fdp_audit/audit/journal.py", "open:a+b")}
+           ("fdp_audit/auditing/journal.py", "open:a+b")}
 PATH_WRITERS = {"write_text", "write_bytes"}
 SERIALISERS = {"savefig", "save", "savez", "savez_compressed", "savetxt", "to_csv", "to_parquet", "write_table"}
 

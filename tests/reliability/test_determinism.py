@@ -1,6 +1,6 @@
 """Determinism: the same config and seed give the same results.json, apart from its time stamp, the
 checksum over it and the command line (which names the output folder), in separate processes with different
-hash seeds and thread counts — on CPU. (tests/audit/test_runner.py checks the same within one process; this
+hash seeds and thread counts — on CPU. (tests/auditing/test_runner.py checks the same within one process; this
 catches state that differs between processes: set or dict order under PYTHONHASHSEED, lazily initialised
 generators, thread counts.) Randomness comes only from counter-based streams keyed by (seed, model index, step,
 stream); see fdp_audit/training/streams.py."""

@@ -32,8 +32,8 @@ import yaml
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from fdp_audit.audit.gate import judge
-from fdp_audit.audit.results import write_results
+from fdp_audit.auditing.gate import judge
+from fdp_audit.auditing.results import write_results
 from fdp_audit.cli import main
 
 pytestmark = pytest.mark.slow

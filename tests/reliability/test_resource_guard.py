@@ -93,8 +93,8 @@ def test_image_games_count_their_candidates_before_training(tmp_path: Path, monk
     K = 10,000 (about 27 GB) was not refused. The record game's attacks run the model on K candidates per trial,
     the gradient game's K block canaries join every Poisson batch. Here the memory is faked so that one trial of
     K = 4 fits and one of K = 2,000 does not: refused before anything is trained, the estimate in the message."""
-    from fdp_audit.audit.games import GAMES
-    from fdp_audit.audit.trials import scored_candidates
+    from fdp_audit.auditing.games import GAMES
+    from fdp_audit.auditing.trials import scored_candidates
     from fdp_audit.config import config_from_dict
     from fdp_audit.data.prepare import prepare_data
 
@@ -132,7 +132,7 @@ def test_the_bayes_optimal_success_of_many_candidates_is_drawn_in_bounded_blocks
     T = 10, K = 50 held about 240 MB before. The result does not change."""
     import tracemalloc
 
-    from fdp_audit.audit import image_games
+    from fdp_audit.auditing import image_games
 
     whole = image_games.bayes_optimal_success(0.25, 1.0, 10, 50, draws=20_000)
     monkeypatch.setattr(image_games, "MONTE_CARLO_BYTES", 16 << 20, raising=False)

@@ -27,7 +27,7 @@ def violation(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _edited(source: Path, target: Path, recompute: bool) -> Path:
     """``source`` with its verdict turned into a PASS; its checksum stale, or recomputed as any tool could."""
-    from fdp_audit.audit.results import write_results
+    from fdp_audit.auditing.results import write_results
 
     data = json.loads(source.read_text())
     data["verdict"] |= {"status": "PASS", "violations": []}

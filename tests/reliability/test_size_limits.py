@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fdp_audit.audit import journal, results
+from fdp_audit.auditing import journal, results
 from fdp_audit.bounded_read import read_bounded
 from fdp_audit.config import load_config
 from fdp_audit.data.formats import load_criteo, load_csv, load_purchase

@@ -27,7 +27,7 @@ def test_checkpoint_metadata_never_names_code(cli, one_line_error, dp_sgd_checkp
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     """Editing only the metadata to name ``model.factory`` and ``mechanism.training`` in the attacker's file made
     ``audit CKPT --games N`` import and run both (the training function ran once per trial) and PASS."""
-    from fdp_audit.audit.checkpoint_audit import read_checkpoint, replay_config
+    from fdp_audit.auditing.checkpoint_audit import read_checkpoint, replay_config
     from fdp_audit.training.checkpoint import load_checkpoint, save_checkpoint
 
     marker, planted = tmp_path / "ran", tmp_path / "planted.py"

@@ -109,8 +109,8 @@ def test_a_change_of_working_folder_does_not_move_the_outputs(cli, tmp_path: Pat
 def test_the_users_code_gets_copies_of_the_audits_tensors(tmp_path: Path, small_config) -> None:
     """A training function that edited its inputs in place corrupted the data of 62 of 63 later calls (and the
     built-in baselines' utility, 0.707 → 0.433); a third-party mechanism could do the same to the problem."""
-    from fdp_audit.audit.third_party import train_third_party
-    from fdp_audit.audit.user_training import train_user_trials, user_trainer
+    from fdp_audit.auditing.third_party import train_third_party
+    from fdp_audit.auditing.user_training import train_user_trials, user_trainer
     from fdp_audit.config import config_from_dict
     from fdp_audit.data.prepare import prepare_data
     from fdp_audit.training.run import build_problem

@@ -37,7 +37,7 @@ _GRADIENT_CANARY = re.compile(r"gradient \((\w+) trials\)")
 def rejudge(results: dict[str, Any]) -> dict[str, Any]:
     """Judge ``results["comparisons"]`` again and write the gate's numbers into the verdict and into every game
     row, as the runner does: an edited comparison then reads consistently everywhere on the page."""
-    from fdp_audit.audit.gate import judge
+    from fdp_audit.auditing.gate import judge
 
     verdict, judged = judge(results["comparisons"], results["verdict"]["alpha"])
     by_id = {j["id"]: j | {"successes": c.get("successes")} for c, j in zip(results["comparisons"], judged)}
@@ -145,7 +145,7 @@ def read_page(html: str) -> Page:
 def assert_shows(cell: ShownCell, where: str, value: Any, results: dict[str, Any]) -> None:
     """The text of ``cell`` shows the stored ``value`` at ``where``: a number as the report rounds it, a JSON block
     as itself, a list in words item by item, and a comparison's id, a neighbour relation and a threat model in words."""
-    from fdp_audit.audit.labels import comparison_label, threat_title
+    from fdp_audit.auditing.labels import comparison_label, threat_title
     from fdp_audit.report.format import number
 
     if where == "/verdict/worst_comparison":

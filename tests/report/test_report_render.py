@@ -300,7 +300,7 @@ def test_signed_and_interval_format():
 
 
 def test_a_one_run_violation_names_its_rejecting_guesses_inside_the_verdict(results):
-    from fdp_audit.audit.gate import judge
+    from fdp_audit.auditing.gate import judge
 
     claim = {"mechanism": "fdp_sgd", "noise_multiplier": 1.0, "sample_rate": 0.01, "steps": 100, "delta": 1e-5,
              "relation": "replace"}
@@ -352,7 +352,7 @@ def test_a_one_run_section_beside_the_games_is_named_in_the_summary(results):
 def test_sanity_warnings_sit_in_the_banner_and_a_pass_with_them_is_weak(results):
     """The recorded reconstruction attack never beat the prior at any radius: the PASS says it is weak, in the
     banner, with the warning; results without warnings show neither."""
-    from fdp_audit.audit.sanity import sanity_warnings
+    from fdp_audit.auditing.sanity import sanity_warnings
 
     html = render_report(results)
     warnings = sanity_warnings(results)  # and a rate above its limit, four ε tests whose lower bound is 0
@@ -379,7 +379,7 @@ def test_binary_games_show_their_roc_summary_and_a_log_log_roc(results):
     games, the one the trials cannot resolve said so, and the ROC on log-log axes beside the linear one."""
     import numpy as np
 
-    from fdp_audit.audit.roc import roc_summary
+    from fdp_audit.auditing.roc import roc_summary
 
     rng = np.random.default_rng(0)
     for game in results["games"]:
@@ -419,8 +419,8 @@ def test_every_comparison_has_one_label_in_the_report_the_gate_junit_and_markdow
     import json
     import xml.etree.ElementTree as ET
 
-    from fdp_audit.audit.labels import comparison_label
-    from fdp_audit.audit.results import write_results
+    from fdp_audit.auditing.labels import comparison_label
+    from fdp_audit.auditing.results import write_results
     from tests.report.fixtures.record_configs import OUT
 
     results = json.loads(gzip.decompress((OUT / "adult_fdp.json.gz").read_bytes()))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from fdp_audit.audit.gate import judge
-from fdp_audit.audit.one_run.evaluation import summary_lines
+from fdp_audit.auditing.gate import judge
+from fdp_audit.auditing.one_run.evaluation import summary_lines
 
 CLAIM = {"mechanism": "fdp_sgd", "noise_multiplier": 1.0, "sample_rate": 0.017, "steps": 300, "delta": 1e-5,
          "relation": "replace"}
@@ -50,7 +50,7 @@ def test_a_violation_banner_names_the_faulty_mechanism_and_no_ids(violation_resu
 
 
 def test_an_epsilon_bound_found_in_the_claimed_family_says_so():
-    from fdp_audit.audit.gate import _epsilon_violation
+    from fdp_audit.auditing.gate import _epsilon_violation
 
     row = {"id": "distinguishing-epsilon/iterates", "kind": "epsilon", "game": "distinguishing",
            "relation": "replace", "attack": "iterates", "observed": 10.29, "theoretical": 2.673,
@@ -61,7 +61,7 @@ def test_an_epsilon_bound_found_in_the_claimed_family_says_so():
 
 
 def test_a_pass_above_its_limit_or_without_power_is_called_inconclusive(results):
-    from fdp_audit.audit.sanity import ABOVE_LIMIT, NO_POWER, sanity_warnings, weak_pass
+    from fdp_audit.auditing.sanity import ABOVE_LIMIT, NO_POWER, sanity_warnings, weak_pass
 
     row = next(c for c in results["comparisons"] if c["id"] == "attribute/likelihood")
     assert all(w.where != f"comparisons/{results['comparisons'].index(row)}" for w in sanity_warnings(results))

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import torch
 
-from fdp_audit.audit.checkpoint_audit import read_checkpoint
+from fdp_audit.auditing.checkpoint_audit import read_checkpoint
 from fdp_audit.claim import Claim
 from fdp_audit.cli import main
 from fdp_audit.config import load_config

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fdp_audit.audit.runner import run_audit
+from fdp_audit.auditing.runner import run_audit
 from fdp_audit.config import OptimizerConfig, config_from_dict
 from fdp_audit.data.encoding import ColumnGroup
 from fdp_audit.data.features import FeatureSplit

@@ -4,17 +4,17 @@ in one training run of the denoiser through the same training step as every expe
 The game. M canaries are images whose K candidate residuals share one public image, so Ψ is fixed and the secret
 is which residual the record carries (a uniform prior: Ball = 1/K). A gradient canary stands for such a record:
 its private gradient is ``a·u_v`` on a coordinate of its own (``u_v = 2v/(K-1) - 1`` for candidate v, as in
-:func:`fdp_audit.audit.one_run.canaries.canary_block`), its public gradient (the gradient of the loss on the public
+:func:`fdp_audit.auditing.one_run.canaries.canary_block`), its public gradient (the gradient of the loss on the public
 completion, the same for every candidate) is ``a`` on a second coordinate, and M further coordinates receive only
 the mechanism's noise. The canaries are Poisson-sampled with the real images, clipped, noised and normalised by
 :func:`fdp_audit.generative.training.trainer.train_diffusion`, and the per-step updates of their coordinates are
 released (the white-box threat model of every update: checkpointed or federated training).
 
-The auditor (:mod:`fdp_audit.audit.one_run.guesser`) reads the noise scale off the null coordinates, scores the
+The auditor (:mod:`fdp_audit.auditing.one_run.guesser`) reads the noise scale off the null coordinates, scores the
 candidates of every canary (Poisson-mixture likelihood of the updates; and the updates at the steps where the
 canary's public coordinate moved), guesses the most confident ones and abstains on the rest; the counts are tested
 against the claimed trade-off curve in the replace-one relation with the one-run f-DP analysis
-(:func:`fdp_audit.audit.one_run.evaluation.judge_scores`). The comparisons go to results.json in the gate's
+(:func:`fdp_audit.auditing.one_run.evaluation.judge_scores`). The comparisons go to results.json in the gate's
 ``one_run`` form, so ``fdp-audit gate`` judges them again: VIOLATION when some guess count rejects the claim.
 
 What it sees: the private step's sampling, clipping, noise and normalisation, and whether the public gradient
@@ -30,9 +30,9 @@ from typing import Any
 import torch
 
 from fdp_audit.accounting.events import SubsampledGaussianEvent
-from fdp_audit.audit.one_run.canaries import canary_block, draw_secrets
-from fdp_audit.audit.one_run.evaluation import judge_scores, mechanism_claim, section_comparisons
-from fdp_audit.audit.one_run.guesser import Release, candidate_pattern, threat_scores
+from fdp_audit.auditing.one_run.canaries import canary_block, draw_secrets
+from fdp_audit.auditing.one_run.evaluation import judge_scores, mechanism_claim, section_comparisons
+from fdp_audit.auditing.one_run.guesser import Release, candidate_pattern, threat_scores
 from fdp_audit.errors import BadInputError
 from fdp_audit.generative.training.trainer import DiffusionSetup, LabelledImages, train_diffusion
 from fdp_audit.mechanisms import MECHANISMS

@@ -1,0 +1,299 @@
+"""A one-run audit's verdict: the guesses of each threat model tested against the claimed trade-off curve, and the
+empirical ε beside it (:mod:`fdp_audit.auditing.one_run.analysis` states the mathematics, docs/one_run.md the
+measurements).
+
+Each threat model is one comparison: its guesses are ranked by confidence, and the right ones among the ``c``
+most confident are tested against the claimed f with the f-DP one-run analysis, where ``c`` is fixed by the claim
+before looking (:mod:`fdp_audit.auditing.one_run.design`), so no level is spent on choosing it. The level α is
+Bonferroni-split over the threat models only. VIOLATION: some comparison rejects the claimed f (the curve of the
+accountant in the relation the game needs). Beside it, at the same per-comparison level and count:
+
+* the Steinke et al. ε (family-free: it still assumes (ε, δ)-DP under the game's relation; k = 2 only),
+* the largest μ-GDP claim rejected, as ε(δ),
+* the largest claim of the claimed mechanism's own family (the same subsampled Gaussian mechanism with a smaller
+  noise multiplier) rejected, as ε(δ), the headline. Every comparison's bound holds simultaneously with
+  probability >= 1 - α (union bound), so the largest of them is still a valid lower bound.
+
+The family's members are tested on a coarser loss grid (:data:`FAMILY_DISCRETIZATION`) than the claim: a
+coarser pessimistic PLD is still a dominating pair, so it states a weaker claim than the member's exact curve,
+and rejecting it rejects the member. That grid's ε(δ) overstates the member's (1.98667 against 1.98650 at
+z = 0.971, p = 0.017, T = 300), so the empirical ε reported is the rejected member's ε(δ) on the claim's own,
+finer grid — the grid the claimed ε is read on — never more than what was rejected.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+import numpy as np
+
+from fdp_audit.accounting.events import SubsampledGaussianEvent
+from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec, accountant_for
+from fdp_audit.auditing.one_run.analysis import (
+    Family,
+    InversePower,
+    critical_count,
+    curve_inverse_power,
+    family_epsilon,
+    gdp_family,
+    steinke_epsilon,
+)
+from fdp_audit.auditing.one_run.design import designed_guess_count
+from fdp_audit.auditing.one_run.guesser import RankedGuesses, candidate_pattern, rank_guesses, threat_scores
+from fdp_audit.auditing.one_run.simulation import simulate_release
+from fdp_audit.mechanisms import MECHANISMS
+
+MIN_FAMILY_NOISE = 0.25  # the family search stops at z = 0.25 (PLDs of smaller z are slow and ε there is huge)
+FAMILY_DISCRETIZATION = 1e-3  # the loss grid of the family's members (module doc)
+FAMILY_TOLERANCE = 1e-2  # relative, on the family parameter 1/z
+
+
+@dataclass(frozen=True)
+class ClaimedCurve:
+    """The claimed trade-off curve a one-run audit tests: the claimed mechanism, its curve's f̄⁻¹, ε at δ, and the
+    family the empirical ε is read in."""
+
+    description: str
+    spec: MechanismSpec
+    inverse_power: InversePower
+    epsilon: float
+    delta: float
+    family: Family
+
+
+@lru_cache(maxsize=256)
+def _mechanism_accountant(name: str, noise_multiplier: float, sample_rate: float, steps: int, relation: str,
+                          discretization: float | None = None) -> MechanismAccountant:
+    return accountant_for(MechanismSpec.gaussian(name, noise_multiplier, sample_rate, steps, relation),
+                          discretization)
+
+
+@lru_cache(maxsize=256)
+def _member_inverse(name: str, sample_rate: float, steps: int, relation: str, inverse_z: float) -> InversePower:
+    if inverse_z == 0.0:  # infinite noise: perfect privacy, f̄(α) = α
+        return lambda y: y
+    accountant = _mechanism_accountant(name, 1.0 / inverse_z, sample_rate, steps, relation, FAMILY_DISCRETIZATION)
+    return curve_inverse_power(accountant.curve())
+
+
+@lru_cache(maxsize=64)
+def mechanism_claim(name: str, noise_multiplier: float, sample_rate: float, steps: int, delta: float,
+                    relation: str) -> ClaimedCurve:
+    """The claim of a subsampled Gaussian mechanism (PLD accountant, symmetric curve) and its family, indexed by
+    ``1/z`` so that larger means weaker.
+
+    Args:
+        name: the mechanism claimed (a Poisson-subsampled Gaussian one of the registry).
+        noise_multiplier: z.
+        sample_rate: p.
+        steps: T.
+        delta: the δ at which ε is read.
+        relation: ``add-remove`` (inclusion game) or ``replace`` (value game).
+
+    Returns:
+        The claim; the same object for the same arguments (its guess count is designed once).
+    """
+    accountant = _mechanism_accountant(name, noise_multiplier, sample_rate, steps, relation)
+    family = Family(f"{name} with the same p and T and a smaller noise multiplier ({relation})",
+                    lambda t: _member_inverse(name, sample_rate, steps, relation, t),
+                    lambda t: float(_mechanism_accountant(name, 1.0 / t, sample_rate, steps, relation).epsilon(delta)),
+                    start=1.0 / noise_multiplier, limit=MIN_FAMILY_NOISE ** -1)
+    return ClaimedCurve(f"{name} z={noise_multiplier:.4g} p={sample_rate:g} T={steps} ({relation})", accountant.spec,
+                 curve_inverse_power(accountant.curve()), float(accountant.epsilon(delta)), delta, family)
+
+
+def judge_scores(scores_by_threat: Mapping[str, np.ndarray], secrets: np.ndarray, claim: ClaimedCurve, alpha: float,
+                 family_search: bool = True) -> dict[str, Any]:
+    """The one-run section of results.json from the auditor's candidate scores: the entry point of every one-run
+    audit (gradient canaries of the built-in engine or of the user's loop, record canaries, generative canaries,
+    simulations).
+
+    Args:
+        scores_by_threat: per threat model, ``[M, k]`` scores of each canary's k candidate secrets (larger means
+            more likely; a function of the release only, never of the secrets).
+        secrets: ``[M]`` the true candidate index of each canary.
+        claim: what is audited (:func:`mechanism_claim`).
+        alpha: the level of the verdict (its false-alarm probability on a mechanism that keeps the claim).
+        family_search: also compute the empirical ε in the claimed mechanism's family (PLD searches: seconds).
+
+    Returns:
+        The section: ``status`` (PASS or VIOLATION), ``explanation``, one row per threat model (guesses, right
+        ones, the smallest rejecting count, ε lower bounds), the headline ε lower bounds, ``canaries`` and ``k``.
+    """
+    secrets = np.asarray(secrets)
+    shapes = {np.shape(scores) for scores in scores_by_threat.values()}
+    if len(shapes) != 1 or len(next(iter(shapes))) != 2 or next(iter(shapes))[0] != secrets.shape[0]:
+        raise ValueError(f"every threat model needs [M, k] scores for the {secrets.shape[0]} secrets, got {shapes}")
+    ranked = {name: rank_guesses(np.asarray(scores, dtype=float), secrets) for name, scores in scores_by_threat.items()}
+    return judge_ranked(ranked, claim, alpha, family_search)
+
+
+def judge_ranked(ranked_by_threat: Mapping[str, RankedGuesses], claim: ClaimedCurve, alpha: float,
+                 family_search: bool = True) -> dict[str, Any]:
+    """:func:`judge_scores` from guesses already ranked (one :class:`RankedGuesses` per threat model).
+
+    Args:
+        ranked_by_threat: the ranked guesses per threat model, all of the same m and k.
+        claim: the claimed trade-off curve and its family.
+        alpha: the level of the verdict (Bonferroni over the threat models).
+        family_search: also compute the empirical ε in the claimed mechanism's family.
+
+    Returns:
+        The section, as :func:`judge_scores` returns it.
+    """
+    (m, k), = {(g.m, g.k) for g in ranked_by_threat.values()}
+    level = alpha / max(len(ranked_by_threat), 1)
+    count = designed_guess_count(claim.spec, claim.family, m, k, level)
+    critical = critical_count(claim.inverse_power, m, count, k, level)
+    rows = []
+    for threat, ranked in ranked_by_threat.items():
+        correct = ranked.correct_among(count)
+        rows.append({
+            "threat_model": threat, "guesses": count, "correct": correct, "abstentions": m - count,
+            "rejecting_correct": critical, "rejects_claim": correct >= critical,
+            "epsilon_steinke": steinke_epsilon(m, count, correct, claim.delta, level) if k == 2 else None,
+            "epsilon_gdp": family_epsilon(gdp_family(claim.delta), m, count, correct, k, level),
+            "epsilon_family": (family_epsilon(claim.family, m, count, correct, k, level, FAMILY_TOLERANCE)
+                               if family_search else None)})
+    best = max(rows, key=lambda r: (r["epsilon_family"] or 0.0, r["epsilon_gdp"], r["correct"]), default=None)
+    violated = [r for r in rows if r["rejects_claim"]]
+    if violated:
+        worst = violated[0]
+        explanation = (f"{worst['correct']} of {worst['guesses']} guesses ({worst['threat_model']}) reject the claimed "
+                       f"f of {claim.description} at level {level:.3g} ({worst['rejecting_correct']} reject it)")
+    else:
+        explanation = (f"no threat model's {count} most confident guesses reject the claimed f of "
+                       f"{claim.description} (level {level:.3g} each; {critical} right guesses would reject it)")
+    empirical = best["epsilon_family"] if best is not None else None
+    return {
+        "status": "VIOLATION" if violated else "PASS", "explanation": explanation, "alpha": alpha,
+        "level_per_comparison": level, "comparisons": len(rows), "claim": claim.description,
+        "claimed_epsilon": claim.epsilon, "delta": claim.delta, "canaries": m, "k": k, "guesses": count,
+        "rejecting_correct": critical, "rows": rows,
+        "best": {key: None if best is None else best[key]
+                 for key in ("threat_model", "guesses", "correct", "abstentions")},
+        "epsilon_steinke": max((r["epsilon_steinke"] or 0.0 for r in rows), default=0.0),
+        "epsilon_gdp": max((r["epsilon_gdp"] for r in rows), default=0.0),
+        "empirical_epsilon": empirical, "empirical_epsilon_family": claim.family.name,
+        "tightness": (None if empirical is None or not math.isfinite(claim.epsilon) or claim.epsilon <= 0
+                      else empirical / claim.epsilon),
+    }
+
+
+def simulated_audit(rng: np.random.Generator, m: int, game: str, k: int, noise_multiplier: float,
+                    sample_rate: float, steps: int, claim: ClaimedCurve, alpha: float, updates: bool = True,
+                    family_search: bool = False, gradient: float = 1.0) -> dict[str, Any]:
+    """Simulate one training (:func:`~fdp_audit.auditing.one_run.simulation.simulate_release`) and judge it against
+    ``claim``: the results section of a real one-run audit of that release.
+
+    Args:
+        rng: the generator of the simulated training and secrets.
+        m: the number of canaries.
+        game: ``"inclusion"`` or ``"value"``.
+        k: the number of candidate values.
+        noise_multiplier: the simulated training's z.
+        sample_rate: its sampling rate p.
+        steps: its number of steps T.
+        claim: the claimed curve the release is judged against.
+        alpha: the level of the verdict.
+        updates: release the per-step updates (else the final block only).
+        family_search: also compute the empirical ε in the claimed family.
+        gradient: each sampled canary's gradient in units of the clip norm.
+
+    Returns:
+        The section, as :func:`judge_scores` returns it.
+    """
+    release, secrets = simulate_release(rng, m, game, k, noise_multiplier, sample_rate, steps, updates, gradient)
+    return judge_scores(threat_scores(release, candidate_pattern(game, k)), secrets, claim, alpha, family_search)
+
+
+def summary_lines(section: dict[str, Any]) -> list[str]:
+    """Console lines of a one-run section: the headline guesses and the ε lower bounds beside the claim.
+
+    Args:
+        section: a one-run section (:func:`judge_scores`).
+
+    Returns:
+        Two lines.
+    """
+    from fdp_audit.auditing.labels import threat_title
+
+    best = section["best"]
+    empirical = section["empirical_epsilon"]
+    return [
+        f"one-run audit: {section.get('canaries', '?')} canaries, best of {section['comparisons']} comparisons: "
+        f"{best['correct']} of {best['guesses']} guesses correct (on the {threat_title(best['threat_model'])}, "
+        f"{best['abstentions']} abstentions)",
+        f"claimed ε = {section['claimed_epsilon']:.3f} at δ = {section['delta']:g}; empirical ε (confidence "
+        f"{1 - section['alpha']:.2f}): family {'n/a' if empirical is None else f'{empirical:.3f}'}, "
+        f"μ-GDP {section['epsilon_gdp']:.3f}, Steinke et al. {section['epsilon_steinke']:.3f}",
+    ]
+
+
+def section_comparisons(section: dict[str, Any], parameters: dict[str, Any]) -> list[dict[str, Any]]:
+    """The gate's comparisons of a one-run section (kind ``one_run``): one per threat model, with
+    the claim's parameters, so that ``fdp-audit gate`` can judge them again at another α.
+
+    Args:
+        section: a one-run section (:func:`judge_scores`).
+        parameters: the claim's fields the gate reads (``mechanism``, ``noise_multiplier``, ``sample_rate``,
+            ``steps``, ``delta``, ``relation``).
+
+    Returns:
+        The comparisons, one per threat model.
+    """
+    return [{"id": f"one-run/{row['threat_model']}/{row['guesses']}", "kind": "one_run",
+             "canaries": section["canaries"], "k": section["k"], "guesses": row["guesses"], "correct": row["correct"],
+             **parameters} for row in section["rows"]]
+
+
+def _claim_of(row: dict[str, Any], where: str) -> ClaimedCurve:
+    from fdp_audit.errors import BadInputError
+
+    name, relation = row.get("mechanism"), row.get("relation")
+    z, p, steps, delta = (row.get(key) for key in ("noise_multiplier", "sample_rate", "steps", "delta"))
+    numbers_ok = all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in (z, p, delta))
+    gaussian = (isinstance(name, str) and name in MECHANISMS
+                and issubclass(MECHANISMS[name].releases, SubsampledGaussianEvent))
+    if (not gaussian or relation not in ("add-remove", "replace") or not numbers_ok
+            or not isinstance(steps, int) or isinstance(steps, bool) or not (z > 0 and 0 < p <= 1 and 0 < delta < 1
+                                                                             and 1 <= steps <= 10**7)):
+        raise BadInputError("the claim (mechanism, noise_multiplier, sample_rate, steps, delta, relation) is "
+                            "missing or out of range", where)
+    return mechanism_claim(name, float(z), float(p), steps, float(delta), relation)
+
+
+def judge_one_run(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
+    """The gate's evaluation of one ``one_run`` comparison at per-comparison ``level``: violated when the f-DP
+    test rejects the claimed curve; ``observed`` is the precision of the guesses and ``theoretical`` the
+    largest precision the claim allows at this level (the count below the smallest rejected one).
+
+    Args:
+        row: a ``one_run`` comparison of a results file (untrusted).
+        level: the per-comparison level.
+        where: how an error names the row.
+
+    Returns:
+        ``observed``, ``theoretical``, ``margin``, ``violated``, ``precision``, ``guesses`` and ``correct``.
+
+    Raises:
+        BadInputError: a count or the claim is missing or out of range.
+    """
+    from fdp_audit.errors import BadInputError
+
+    values = {key: row.get(key) for key in ("canaries", "k", "guesses", "correct")}
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in values.values()) or not (
+            2 <= values["k"] <= 64 and 0 <= values["correct"] <= values["guesses"] <= values["canaries"]
+            and 1 <= values["guesses"] and values["canaries"] <= 10**6):
+        raise BadInputError("canaries, k, guesses and correct must be integers with 0 <= correct <= guesses <= "
+                            "canaries", where)
+    claim = _claim_of(row, where)
+    m, k, c, w = values["canaries"], values["k"], values["guesses"], values["correct"]
+    low = critical_count(claim.inverse_power, m, c, k, level)
+    allowed = (low - 1) / c
+    return {"observed": w / c, "theoretical": allowed, "margin": w / c - allowed, "violated": w >= low,
+            "precision": w / c, "guesses": c, "correct": w}

@@ -1,0 +1,33 @@
+"""An audit's title (fdp_audit/auditing/labels.py): what was audited, unless the config names the report itself."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fdp_audit.auditing.labels import audit_title
+from fdp_audit.config import load_config
+
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
+
+
+def test_the_title_says_what_was_audited_unless_the_config_gives_one() -> None:
+    tour = load_config(CONFIGS / "adult_fdp.yaml")
+    assert audit_title(tour) == "adult_fdp: fdp_sgd on adult (protected: marital-status, relationship)"
+    assert audit_title(tour, "one-run audit").startswith("adult_fdp (one-run audit): fdp_sgd on adult")
+    assert audit_title(load_config(CONFIGS / "images_games.yaml")) == "images_games: fdp_sgd on digits"
+    many = tour.with_overrides({"data.protected": ["age", "sex", "race", "relationship"]})
+    assert audit_title(many).endswith("(4 attributes protected)")
+    assert audit_title(tour.with_overrides({"report.title": "Nightly audit"})) == "Nightly audit"
+
+
+def test_an_attacks_registered_title_reaches_the_reports_rows() -> None:
+    """A comparison's attack is named by its configured name, and what it does by its registry entry's title."""
+    from attacks import ATTACKS
+    from fdp_audit.report.summary import build_summary
+
+    comparisons = [{"id": f"attribute/{name}", "kind": "rate", "game": "attribute", "attack": name, "trials": 200,
+                    "successes": 190, "ball": 0.5, "bound": 0.6} for name in ("likelihood", "unregistered")]
+    summary = build_summary({"verdict": {"status": "VIOLATION", "alpha": 0.05}, "comparisons": comparisons})
+    rows = {row.attack: row for panel in summary.panels for row in panel.rows}
+    assert rows["likelihood"].attack_title == ATTACKS["likelihood"].title != ""
+    assert rows["unregistered"].attack_title == ""
