@@ -24,6 +24,7 @@ DOCUMENTED = (
     "accounting",
     "api.py",
     "atomic_io.py",
+    "auditing",
     "bounded_read.py",
     "claim.py",
     "cli",
