@@ -126,8 +126,9 @@ class Journal:
         return str(self.path) if self.path is not None else "journal"
 
     def record(self, game: str, indices: np.ndarray, labels: np.ndarray, scores: dict[str, np.ndarray]) -> None:
-        """Keep a finished chunk of trials and append it to the journal file (one fsynced JSON line, after a torn last
-        line a new one) with a digest per trial and, when tracked, the user's source files' digests.
+        """Keep a finished chunk of trials and, when the journal has a file, append it there (one fsynced JSON line;
+        after a torn last line, a new one) with a digest per trial and, when tracked, the user's source files'
+        digests.
 
         Args:
             game: the game's name.
