@@ -117,14 +117,15 @@ class UserCalls:
     started: float = field(default_factory=time.monotonic)
     last_line: float = field(default_factory=time.monotonic)
 
-    def call(self, function: Callable[..., Any], args: tuple, seed: int) -> Any:
+    def call(self, function: Callable[..., Any], args: tuple, seed: int | None) -> Any:
         """``function(*args)`` as the trial of ``seed``; its failure is bad input naming :attr:`field` (or
         fdp-audit's own error, when the failure is fdp-audit's: :func:`fdp_audit.user_code.raise_failure`).
 
         Args:
             function: the user's function.
             args: its arguments (copies: :func:`copies`).
-            seed: the trial's seed, for messages.
+            seed: the trial's seed, for messages (None: a call outside any trial, such as the model factory's
+                first one).
 
         Returns:
             What the function returned.
@@ -135,8 +136,9 @@ class UserCalls:
         running = _Running(self, seed, threading.get_ident(), threading.current_thread() is threading.main_thread())
         call_id = next(_IDS)
         folder = os.getcwd()
-        note_call(call_id, self.timeout, self.field, f"{self.what} on trial {self.done + 1} of {self.total} "
-                  f"(seed {seed})")
+        trial = "" if seed is None else f" on a trial (seed {seed})"
+        note_call(call_id, self.timeout, self.field, self.what if seed is None else
+                  f"{self.what} on trial {self.done + 1} of {self.total} (seed {seed})")
         _WATCHDOG.add(running)
         try:
             with _alarm(running):
@@ -144,12 +146,12 @@ class UserCalls:
                 running.finished = True
             return result
         except TrialTimeout as err:
-            raise UserCodeError(f"{self.what} ran past the limit of {self.timeout:g} s on a trial (seed {seed})",
+            raise UserCodeError(f"{self.what} ran past the limit of {self.timeout:g} s{trial}",
                                 TIMEOUT_FIELD, traceback_of_user_code(err)) from None
         except (BadInputError, KeyboardInterrupt):  # fdp-audit's refusal inside their call; Ctrl-C
             raise
         except BaseException as err:  # noqa: BLE001 - sys.exit and any BaseException of theirs fail the trial
-            raise_failure(err, f"{self.what} failed on a trial (seed {seed})", self.field)
+            raise_failure(err, f"{self.what} failed{trial}", self.field)
         finally:
             running.finished = True
             _WATCHDOG.remove(running)
@@ -167,7 +169,7 @@ class UserCalls:
 @dataclass
 class _Running:
     calls: UserCalls
-    seed: int
+    seed: int | None
     thread: int
     main: bool
     start: float = field(default_factory=time.monotonic)

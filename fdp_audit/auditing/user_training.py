@@ -124,7 +124,8 @@ class UserTrainer:
         """
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            module = build_module(self.model.factory, self.model.n_inputs, self.model.n_classes)
+            module = build_module(self.model.factory, self.model.n_inputs, self.model.n_classes,
+                                  timeout=self.timeout, seed=seed)
         if self.initial_params is not None:
             with torch.no_grad():
                 for name, parameter in module.named_parameters():

@@ -10,7 +10,7 @@ from fdp_audit.training.models import Model
 from fdp_audit.training.modules import build_module_model
 
 
-def build_model(config: ModelConfig, n_inputs: int, n_classes: int) -> Model:
+def build_model(config: ModelConfig, n_inputs: int, n_classes: int, factory_timeout: float | None = None) -> Model:
     """The model ``config`` names: a built-in architecture, checked against the data's shape, or the user's
     ``nn.Module`` from its factory.
 
@@ -18,6 +18,7 @@ def build_model(config: ModelConfig, n_inputs: int, n_classes: int) -> Model:
         config: the configuration's ``model`` section (``kind``, ``hidden`` widths, ``factory``).
         n_inputs: the number of encoded input columns (pixels for images).
         n_classes: the number of label classes (2 for a binary task, which gets one logit).
+        factory_timeout: ``audit.trial_timeout``, the limit of every call of a user's factory (None: none).
 
     Returns:
         The model: a :class:`Model` for ``logistic``/``mlp``, a :class:`ModuleModel` for ``cnn`` and ``module``.
@@ -28,7 +29,7 @@ def build_model(config: ModelConfig, n_inputs: int, n_classes: int) -> Model:
     """
     if config.kind == "module":
         assert config.factory is not None
-        return build_module_model(config.factory, n_inputs, n_classes)
+        return build_module_model(config.factory, n_inputs, n_classes, factory_timeout)
     if config.kind == "cnn":
         return cnn_model(n_inputs, n_classes, tuple(config.hidden))
     if config.kind == "logistic" and config.hidden:

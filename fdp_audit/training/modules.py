@@ -26,6 +26,7 @@ import inspect
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import torch
 from torch import nn
@@ -36,35 +37,43 @@ from fdp_audit.threads import threads_for
 from fdp_audit.training import layer_plan, streams
 from fdp_audit.training.layer_plan import LayerPlan
 from fdp_audit.training.models import Model, Params
-from fdp_audit.user_calls import supervised_call
+from fdp_audit.user_calls import UserCalls, supervised_call
 from fdp_audit.user_code import load_function, raise_failure
 
 FIELD = "model.factory"
 
 
-def build_module(factory: Callable[..., nn.Module], n_inputs: int, n_classes: int, field_name: str = FIELD
-                 ) -> nn.Module:
+def build_module(factory: Callable[..., nn.Module], n_inputs: int, n_classes: int, field_name: str = FIELD,
+                 timeout: float | None = None, seed: int | None = None) -> nn.Module:
     """Call the user's factory (with ``(n_inputs, n_classes)`` when it takes two parameters) and check that it
-    returned a module; its failures are bad input.
+    returned a module; its failures are bad input. With a ``timeout``, the call is made as a trial's call of the
+    training function is (:class:`fdp_audit.user_calls.UserCalls`): past the limit it is interrupted and bad input
+    naming ``audit.trial_timeout``.
 
     Args:
         factory: the user's model factory.
         n_inputs: the number of encoded input columns.
         n_classes: the number of label classes.
         field_name: the config field named in errors.
+        timeout: ``audit.trial_timeout`` in seconds, or None for no limit.
+        seed: the trial's seed the module is built for, for messages (None: outside any trial).
 
     Returns:
         The module the factory built.
 
     Raises:
-        UserCodeError: the factory raised (its message carries the user's traceback).
+        UserCodeError: the factory raised or ran past ``timeout`` (its message carries the user's traceback).
         BadInputError: the factory returned something other than an ``nn.Module``.
     """
-    try:
-        with supervised_call(field_name, "the model factory"):
-            module = factory(n_inputs, n_classes) if takes_input_width(factory) else factory()
-    except (Exception, SystemExit) as err:
-        raise_failure(err, "the model factory failed", field_name)
+    call = partial(factory, n_inputs, n_classes) if takes_input_width(factory) else factory
+    if timeout is not None:
+        module = UserCalls(field_name, "the model factory", 1, timeout).call(call, (), seed)
+    else:
+        try:
+            with supervised_call(field_name, "the model factory"):
+                module = call()
+        except (Exception, SystemExit) as err:
+            raise_failure(err, "the model factory failed", field_name)
     if not isinstance(module, nn.Module):
         raise BadInputError(f"the model factory returned a {type(module).__name__}, not a torch.nn.Module",
                             field_name)
@@ -108,6 +117,7 @@ class ModuleModel(Model):
     logits: int = 0  # the module's output width: one logit per class, or one for a binary task (0: the latter)
     plan: LayerPlan | None = field(default=None, repr=False)  # the fast path's layers; None: torch.func
     unplanned: str = ""  # why there is no plan: the call the trace could not plan
+    factory_timeout: float | None = None  # audit.trial_timeout: every call of the factory is under it
 
     @property
     def n_outputs(self) -> int:
@@ -157,7 +167,8 @@ class ModuleModel(Model):
         with torch.random.fork_rng(devices=[]):
             for key in keys.cpu():
                 torch.manual_seed(seed_for_key(key))
-                module = build_module(self.factory, self.n_inputs, self.n_classes)
+                module = build_module(self.factory, self.n_inputs, self.n_classes, timeout=self.factory_timeout,
+                                      seed=seed_for_key(key))
                 per_model.append(finite_parameters(module))
         return {name: torch.stack([m[name] for m in per_model]).to(device) for name in per_model[0]}
 
@@ -187,7 +198,8 @@ def finite_parameters(module: nn.Module) -> Params:
     return params
 
 
-def build_module_model(spec: str, n_inputs: int, n_classes: int) -> ModuleModel:
+def build_module_model(spec: str, n_inputs: int, n_classes: int, factory_timeout: float | None = None
+                       ) -> ModuleModel:
     """The model of a ``model.factory`` spec on data of ``n_inputs`` encoded columns and ``n_classes`` labels;
     refuses a module whose output does not have one logit per class (one for a binary task).
 
@@ -195,14 +207,15 @@ def build_module_model(spec: str, n_inputs: int, n_classes: int) -> ModuleModel:
         spec: the factory, ``file.py:function`` or ``package.module:function``.
         n_inputs: the number of encoded input columns.
         n_classes: the number of label classes.
+        factory_timeout: ``audit.trial_timeout``, the limit of every call of the factory (None: none).
 
     Returns:
         The :class:`ModuleModel`.
 
     Raises:
-        BadInputError: the factory cannot be loaded, fails, or its module is refused.
+        BadInputError: the factory cannot be loaded, fails, runs past its limit, or its module is refused.
     """
-    return module_model(load_function(spec, FIELD), n_inputs, n_classes)
+    return module_model(load_function(spec, FIELD), n_inputs, n_classes, factory_timeout=factory_timeout)
 
 
 def _refuse_batch_norm(module: nn.Module) -> None:
@@ -231,7 +244,8 @@ def _plan_or_reason(module: nn.Module, n_inputs: int) -> tuple[LayerPlan | None,
 
 
 def module_model(factory: Callable[..., nn.Module], n_inputs: int, n_classes: int, kind: str = "module",
-                 hidden: tuple[int, ...] = (), image_side: int = 0) -> ModuleModel:
+                 hidden: tuple[int, ...] = (), image_side: int = 0, factory_timeout: float | None = None
+                 ) -> ModuleModel:
     """The :class:`ModuleModel` of a factory (module docstring): checked, in eval mode, with its layer plan.
 
     Args:
@@ -241,6 +255,7 @@ def module_model(factory: Callable[..., nn.Module], n_inputs: int, n_classes: in
         kind: the model kind recorded (``module``, or ``cnn`` for the built-in one).
         hidden: the widths recorded in the model's description.
         image_side: the image side recorded (0 for tabular data).
+        factory_timeout: ``audit.trial_timeout``, the limit of every call of the factory (None: none).
 
     Returns:
         The model, with its layer plan, or none and the call the trace could not plan.
@@ -249,7 +264,7 @@ def module_model(factory: Callable[..., nn.Module], n_inputs: int, n_classes: in
         BadInputError: the module has no parameters, has BatchNorm, non-finite parameters, fails on a batch, or
             gives logits of the wrong shape.
     """
-    module = build_module(factory, n_inputs, n_classes)
+    module = build_module(factory, n_inputs, n_classes, timeout=factory_timeout)
     module.eval()
     for p in module.parameters():
         p.requires_grad_(False)
@@ -270,7 +285,7 @@ def module_model(factory: Callable[..., nn.Module], n_inputs: int, n_classes: in
                             f"[2, {' or '.join(str(w) for w in sorted(widths))}] ({n_classes} classes)", FIELD)
     plan, reason = _plan_or_reason(module, n_inputs)
     return ModuleModel(kind, n_inputs, n_classes, hidden, image_side, factory=factory, module=module,
-                       logits=int(out.shape[1]), plan=plan, unplanned=reason)
+                       logits=int(out.shape[1]), plan=plan, unplanned=reason, factory_timeout=factory_timeout)
 
 
 class ModelsMap:

@@ -62,7 +62,7 @@ def build_problem(config: Config, data: PreparedData) -> TrainingProblem:
         raise BadInputError(f"{mech.name} is trained by '{row.trained_by}'", "mechanism.name")
     if row.needs_public_pretraining and mech.public_pretrain_steps == 0:
         raise BadInputError(f"{mech.name} needs public_pretrain_steps > 0", "mechanism.public_pretrain_steps")
-    model = build_model(config.model, data.train.n_features, data.train.n_classes)
+    model = build_model(config.model, data.train.n_features, data.train.n_classes, config.audit.trial_timeout)
     recipe = row.recipe
     needs_public = recipe.public_batch != "none" or recipe.private_loss == "decomposed" or mech.public_pretrain_steps
     public_loss = build_public_loss(mech.public_loss, data.feature_split, data.population) if needs_public else None

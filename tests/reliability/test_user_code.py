@@ -175,3 +175,23 @@ def test_os_exit_in_the_model_factory_is_bad_input(tmp_path: Path, write_yaml, s
     lines = done.stderr.strip().splitlines()
     assert done.returncode == 2, done.stderr
     assert lines[-1].startswith("fdp-audit: error: model.factory: the model factory ended the process (status 0)")
+
+
+@pytest.mark.parametrize(("hangs_from_call", "where"), [(1, ""), (2, " on a trial (seed")])
+def test_a_hanging_model_factory_is_stopped_at_the_trials_time_limit(cli, one_line_error, tmp_path: Path, write_yaml,
+                                                                    small_config, hangs_from_call, where) -> None:
+    """The training function had ``audit.trial_timeout`` and the model factory none: a factory that hangs (from its
+    first call, when the problem is built, or from a later one, inside a trial) ran forever. Now every call of it is
+    under the same limit, and the refusal shows the user's frame."""
+    config = user_config(tmp_path, "def train(module, dataset, seed):\n    step(module, dataset)\n    return module\n",
+                         write_yaml, small_config, trial_timeout=1.0)
+    (tmp_path / "model.py").write_text(
+        "import time\nfrom torch import nn\n\nCALLS = []\n\n"
+        "def make(n_inputs, n_classes):\n    CALLS.append(1)\n"
+        f"    if len(CALLS) >= {hangs_from_call}:\n        time.sleep(3600)\n"
+        "    return nn.Linear(n_inputs, n_classes)\n")
+    result = cli("audit", config, "--out", tmp_path / "out")
+    line = one_line_error(result.err.splitlines()[-1])
+    assert result.code == 2 and line.startswith("fdp-audit: error: audit.trial_timeout: the model factory ran past "
+                                                f"the limit of 1 s{where}"), result.err
+    assert ", in make\n    time.sleep(3600)" in result.err and not (tmp_path / "out").exists()
