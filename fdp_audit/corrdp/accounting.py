@@ -261,7 +261,7 @@ def theorem_3_9_check(
     tv: Sequence[float], m: int, m_s: int, n: int, epsilon: float, delta: float
 ) -> dict[str, float | bool]:
     """Theorem 3.9 as printed against its own lower bound (Theorem 3.12), constants and logs dropped
-    as both statements do (Õ, Ω).
+    as both statements do (Õ, Ω), and the lower bound's min{1, ·} left out.
 
     printed:   sqrt((m_s + min{Σ_U TV(i), m_s/4}) log(1/δ)) / (nε)
     lower:     sqrt(m_s + max_k k TV_(k)²) / (nε)   (TV sorted in decreasing order)

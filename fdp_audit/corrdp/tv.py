@@ -11,7 +11,7 @@ upper-confidence version TV~ (Def. 4.3) can be formed:
   (Example D.2, n^{-1/3} for k = 1; App. D.2 item 2 for k > 1), γ = 1/(k+2);
 * continuous X_S, continuous X_j, jointly Gaussian: regression φ̂, ψ̂, η̂ (Eq. 21) and the closed form
   ``2Φ(|φ̂||u1 − u2| / (2η̂)) − 1`` (Example D.3), γ = 1/2; for k > 1 sensitive columns the same-covariance
-  Gaussian formula ``2Φ(‖η̂^{-1}φ̂‖|u1 − u2| / 2) − 1`` with η̂ the residual covariance (App. D.2 item 3);
+  Gaussian formula ``2Φ(‖(η̂²)^{-1/2}φ̂‖|u1 − u2| / 2) − 1`` with η̂² the residual covariance (App. D.2 item 3);
 * discrete X_S, continuous X_j: multinomial logistic regression of X_S on X_j (end of App. D.1), γ = 1/2.
 """
 
@@ -158,7 +158,8 @@ def tv_histogram(
     Bin width h = scale · n^{-1/(k+2)} on min-max scaled columns balances the O(h) bias against the
     O(1/sqrt(n h^k)) noise, so γ = 1/(k+2) (1/3 for one column). ``discrete`` crosses the bins with the
     codes of discrete sensitive columns, giving the plug-in on the joint law of a mixed X_S.
-    c2 = B sqrt(log(K_S K_U) / min_j p̂_j) with B = 1 after scaling.
+    c2 = B sqrt(log(K_S K_U) / min_j p̂_j) with B = 1 after scaling and K_S = bins^k, the histogram cells (the
+    crossed discrete codes are not counted in K_S).
 
     Args:
         x: the continuous sensitive columns, (n,) or (n, k).

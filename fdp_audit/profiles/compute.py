@@ -345,7 +345,9 @@ def run_profile(config: Config) -> ProfileRun | TrainedProfileRun:
     Raises:
         BadInputError: no profile section, a sweep whose lowest ε is not below its highest, a data set that is
             not bundled, columns or a label it lacks, replacement neighbours without protected columns among the
-            profile's columns, or a diffprivlib scatter that cannot run.
+            profile's columns, a diffprivlib scatter that cannot run, or (DP-SGD, FDP-SGD) a training
+            :func:`~fdp_audit.profiles.trained.run_trained_profile` refuses.
+        RuntimeError: a Newton solve of the base or a neighbour model does not converge.
     """
     settings = _checked_settings(config)
     design, label = _load_design(config, settings, settings.rows)

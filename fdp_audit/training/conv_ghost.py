@@ -73,15 +73,17 @@ def _plan(model: Model) -> LayerPlan:
 
 
 def floats_per_example(model: Model) -> tuple[int, int]:
-    """Floats one example holds in a private step (per term of ℓ_priv) and in a plain forward pass: per convolution
-    its input unfolded (C_i·kh·kw per output position), its output and gradient and, on the direct route, the layer's
-    gradient (C_o·C_i·kh·kw); per norm x̂, the output and their gradients; per other step its output and gradient.
+    """Floats one example holds in a private step (per term of ℓ_priv) and in a plain forward and backward pass: per
+    convolution its input unfolded (C_i·kh·kw per output position), its output and gradient, and the layer's
+    per-example gradient (C_o·C_i·kh·kw, which only the direct route holds; counted for every convolution, so the
+    estimate errs high); per norm x̂, the output and their gradients; per other step its output and gradient.
 
     Args:
         model: a model with a layer plan (:func:`supports`).
 
     Returns:
-        ``(private step floats per term, forward pass floats)`` per example.
+        ``(private step floats per term, forward and backward pass floats)`` per example, the second twice
+        :func:`fdp_audit.training.layer_plan.activation_floats` (every activation and its gradient).
     """
     plan = _plan(model)
     private = math.prod(plan.in_shape)

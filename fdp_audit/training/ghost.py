@@ -68,7 +68,7 @@ class InputSplit:
 
 def input_split(public_loss: PublicLoss | None, reads_protected: bool, n_inputs: int) -> InputSplit | None:
     """The :class:`InputSplit` of a public loss (docs/training.md constructions), or None when ``x'`` is not such a
-    function of ``x`` (``gaussian_pad`` and ``impute`` complete each record differently, ``blur`` changes
+    function of ``x`` (``gaussian_pad`` and ``impute`` complete each record differently, ``public_image`` changes
     every column). ``reads_protected``: the faulty recipe whose public loss reads the record itself.
 
     Args:

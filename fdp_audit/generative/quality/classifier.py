@@ -63,11 +63,11 @@ class TrainedClassifier:
         """``[n, features]`` float64 features of images ``[n, C, H, W]`` in [-1, 1].
 
         Args:
-            images: the images, on any device (moved to the classifier's ``batch`` at a time).
+            images: the images, on any device (moved to the classifier's device ``batch`` at a time).
             batch: images embedded together.
 
         Returns:
-            The features, on the CPU.
+            The features as a float64 NumPy array ``[n, features]``.
         """
         self.model.eval()
         device = next(self.model.parameters()).device
