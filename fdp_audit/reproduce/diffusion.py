@@ -15,7 +15,8 @@ from fdp_audit.generative.audit.one_run import AuditPlan
 from fdp_audit.generative.experiment import ExperimentPlan
 from fdp_audit.generative.study import StudyData, run_study
 from fdp_audit.generative.training.trainer import DiffusionSetup
-from fdp_audit.reproduce.common import Summary, markdown_table, write_reproduction
+from fdp_audit.reproduce import Summary
+from fdp_audit.reproduce.files import markdown_table, write_reproduction
 
 DIGITS = StudyData("digits", psi="blur", psi_parameter=1.0)
 # Algorithm 1's private weight α (g = g_pub + α·g_priv, post-processing of the noisy sum: privacy unchanged).

@@ -20,7 +20,8 @@ from fdp_audit.auditing.trials import play_game
 from fdp_audit.claim import Claim
 from fdp_audit.config import Config, config_from_dict
 from fdp_audit.data.prepare import prepare_data
-from fdp_audit.reproduce.common import Summary, markdown_table, write_reproduction
+from fdp_audit.reproduce import Summary
+from fdp_audit.reproduce.files import markdown_table, write_reproduction
 
 EPSILONS = (1.0, 2.0, 4.0, 8.0)
 SCHEDULES = ((1.0, 4), (0.5, 8))  # (p, T)

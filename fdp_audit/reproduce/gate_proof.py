@@ -25,8 +25,8 @@ from fdp_audit.auditing.trials import DEFAULT_CHUNK, play_game
 from fdp_audit.claim import Claim
 from fdp_audit.config import Config, load_config
 from fdp_audit.data.prepare import prepare_data
-from fdp_audit.reproduce import CONFIGS
-from fdp_audit.reproduce.common import Summary, markdown_table, write_reproduction
+from fdp_audit.reproduce import CONFIGS, Summary
+from fdp_audit.reproduce.files import markdown_table, write_reproduction
 from fdp_audit.training.run import resolve_device
 
 FAULTY = CONFIGS / "faulty"

@@ -48,8 +48,9 @@ from fdp_audit.mechanisms import faulty_mechanisms
 from fdp_audit.report.games import examples_svg
 from fdp_audit.report.model import Node
 from fdp_audit.report.texts import IMAGE_EXAMPLES_CAPTION
-from fdp_audit.reproduce import CONFIGS
-from fdp_audit.reproduce.common import AccuracyCell, Summary, accuracy_grid, cell, markdown_table
+from fdp_audit.reproduce import CONFIGS, Summary
+from fdp_audit.reproduce.accuracy_grid import AccuracyCell, accuracy_grid, cell
+from fdp_audit.reproduce.files import markdown_table
 from fdp_audit.reproduce.utility import compare_mechanisms
 from fdp_audit.training.engine import train_models
 from fdp_audit.training.run import build_problem, resolve_device

@@ -22,18 +22,16 @@ from torch.func import grad, vmap
 from fdp_audit.claim import noise_multiplier
 from fdp_audit.config import load_config
 from fdp_audit.data.prepare import prepare_data
-from fdp_audit.reproduce import CONFIGS
-from fdp_audit.reproduce.common import (
+from fdp_audit.reproduce import CONFIGS, Summary
+from fdp_audit.reproduce.accuracy_grid import (
     AccuracyCell,
-    Summary,
     accuracy_grid,
     cell,
     grid_table,
-    markdown_table,
     mechanism_config,
     seed_accuracies,
-    write_reproduction,
 )
+from fdp_audit.reproduce.files import markdown_table, write_reproduction
 from fdp_audit.training.architectures import build_model
 from fdp_audit.training.engine import train_models
 from fdp_audit.training.models import Model, Params, example_loss, label_free_loss

@@ -56,7 +56,7 @@ from fdp_audit.config import load_config
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.reproduce import CONFIGS, Summary
-from fdp_audit.reproduce.common import write_reproduction
+from fdp_audit.reproduce.files import write_reproduction
 from fdp_audit.training.run import with_mechanism
 
 ALPHA = 0.05

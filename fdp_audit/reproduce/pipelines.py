@@ -8,8 +8,8 @@ from pathlib import Path
 
 from fdp_audit.atomic_io import atomic_write_bytes, atomic_write_json
 from fdp_audit.config import load_config
-from fdp_audit.reproduce import CONFIGS
-from fdp_audit.reproduce.common import Summary, markdown_table, write_reproduction
+from fdp_audit.reproduce import CONFIGS, Summary
+from fdp_audit.reproduce.files import markdown_table, write_reproduction
 
 QUICK_CORRDP = {"corrdp.steps": 50, "corrdp.seeds": 1, "corrdp.epsilons": (0.1, 1.0)}
 QUICK_PROFILE = {"profile.rows": 300, "profile.samples": 50, "profile.sweep_points": 9}

@@ -10,8 +10,8 @@ from typing import Any
 from fdp_audit.auditing.results import write_results
 from fdp_audit.auditing.runner import run_audit
 from fdp_audit.config import Config, load_config
-from fdp_audit.reproduce import CONFIGS
-from fdp_audit.reproduce.common import Summary, markdown_table, write_reproduction
+from fdp_audit.reproduce import CONFIGS, Summary
+from fdp_audit.reproduce.files import markdown_table, write_reproduction
 from fdp_audit.training.run import with_mechanism
 
 CONFIG = CONFIGS / "prop3.yaml"

@@ -18,15 +18,9 @@ from fdp_audit.atomic_io import atomic_write_text
 from fdp_audit.config import Config, load_config
 from fdp_audit.data.prepare import PreparedData, prepare_data
 from fdp_audit.data.synthetic import purchase_like_table
-from fdp_audit.reproduce import CONFIGS
-from fdp_audit.reproduce.common import (
-    AccuracyCell,
-    Summary,
-    markdown_table,
-    mechanism_config,
-    percent,
-    seed_accuracies,
-)
+from fdp_audit.reproduce import CONFIGS, Summary
+from fdp_audit.reproduce.accuracy_grid import AccuracyCell, mechanism_config, percent, seed_accuracies
+from fdp_audit.reproduce.files import markdown_table
 from fdp_audit.reproduce.utility import compare_mechanisms
 
 CONFIG = CONFIGS / "purchase_like.yaml"

@@ -10,7 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fdp_audit.auditing.tightness import EPSILONS, tightness_markdown, tightness_table
-from fdp_audit.reproduce.common import Summary, write_reproduction
+from fdp_audit.reproduce import Summary
+from fdp_audit.reproduce.files import write_reproduction
 
 MECHANISMS = ("fdp_sgd", "dp_sgd")
 TRIALS = 2_000

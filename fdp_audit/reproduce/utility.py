@@ -15,8 +15,9 @@ from pathlib import Path
 
 from fdp_audit.config import Config, load_config
 from fdp_audit.data.prepare import PreparedData, prepare_data
-from fdp_audit.reproduce import CONFIGS
-from fdp_audit.reproduce.common import AccuracyCell, Summary, accuracy_grid, cell, grid_table, write_reproduction
+from fdp_audit.reproduce import CONFIGS, Summary
+from fdp_audit.reproduce.accuracy_grid import AccuracyCell, accuracy_grid, cell, grid_table
+from fdp_audit.reproduce.files import write_reproduction
 
 CONFIG = CONFIGS / "utility_adult.yaml"
 EPSILONS, SEEDS = (1.0, 2.0, 4.0, 8.0), 3

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from fdp_audit.config import load_config
 from fdp_audit.data.prepare import prepare_data
-from fdp_audit.reproduce import CONFIGS
-from fdp_audit.reproduce.common import Summary
+from fdp_audit.reproduce import CONFIGS, Summary
 from fdp_audit.reproduce.utility import EPSILONS, QUICK_EPSILONS, QUICK_SEEDS, SEEDS, compare_mechanisms, quick_config
 
 CONFIG = CONFIGS / "weak_public.yaml"
