@@ -207,6 +207,10 @@ def sample_models(problem: TrainingProblem, seed: int, indices: np.ndarray, devi
     return np.concatenate(chunks)
 
 
+# How _erm_offsets finds A(y_i) for each profile.neighbour_model: the ranking's description must name it.
+_OFFSET_SOURCES = {"exact": "exact Newton", "okumura": "the Okumura sphere's worst-case point 2R - A(D)"}
+
+
 def _erm_offsets(settings: ProfileConfig, design: Design, neighbours: Neighbours) -> np.ndarray:
     lam = settings.regularization
     w = fit_newton(design.X, design.y, lam).w
@@ -298,8 +302,9 @@ def run_trained_profile(config: Config, design: Design, label: str, neighbours: 
 
 
 def typical_estimate(losses: np.ndarray) -> tuple[np.ndarray, int]:
-    """Position-by-position mean over points of the sorted |l̂| (``losses`` (Q, m)); a position is
-    infinite as soon as one point has that many unresolved neighbours.
+    """Position-by-position mean over points of the sorted |l̂| (``losses`` (Q, m)); a position is not
+    finite as soon as one point has that many unresolved neighbours: infinite for a neighbour one of whose
+    coverage counts is 0, NaN for one whose two counts are both 0 (``np.sort`` puts NaN last).
 
     Args:
         losses: the estimated losses at Q points for m neighbours, (Q, m).
@@ -375,7 +380,7 @@ def results_dict(run: TrainedProfileRun) -> dict[str, Any]:
             else "per point: distance to the ceil(sqrt(K))-th nearest sample of A(D)",
             "neighbours_studied": int(run.positions.size),
             "neighbour_choice": "spread evenly over the ranking by the non-private ERM offset |A(y_i) - A(D)| "
-            "(exact Newton), the most exposed row included",
+            f"({_OFFSET_SOURCES[s.neighbour_model]}), the most exposed row included",
         },
         "centre": {
             "point": json_floats(run.centre_point),

@@ -130,3 +130,16 @@ def test_typical_estimate_averages_sorted_magnitudes_and_counts_unresolved():
     assert unresolved == 0
     profile, unresolved = typical_estimate(losses)
     assert unresolved == 1 and np.isinf(profile[-1]) and np.isfinite(profile[:-1]).all()
+
+
+def test_every_neighbour_model_names_how_its_ranking_was_made():
+    """results.json says which A(y_i) ranked the studied neighbours: exact Newton models or the Okumura sphere's
+    worst-case points (it had said "exact Newton" for both)."""
+    import typing
+
+    from fdp_audit.config import ProfileConfig
+    from fdp_audit.profiles.trained import _OFFSET_SOURCES
+
+    models = typing.get_args(typing.get_type_hints(ProfileConfig)["neighbour_model"])
+    assert set(models) == set(_OFFSET_SOURCES)
+    assert "Okumura" in _OFFSET_SOURCES["okumura"] and "Newton" in _OFFSET_SOURCES["exact"]
