@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from fdp_audit.accounting.events import Relation, relation_named
 from fdp_audit.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -394,7 +395,8 @@ def audit_checkpoint(weights: str | os.PathLike[str], *,
 
 def account(noise_multiplier: float | None = None, sample_rate: float | None = None, steps: int | None = None, *,
             config: Config | Mapping[str, Any] | str | os.PathLike[str] | None = None,
-            checkpoint: str | os.PathLike[str] | None = None, relation: str = "add-remove") -> MechanismAccountant:
+            checkpoint: str | os.PathLike[str] | None = None,
+            relation: str = Relation.ADD_REMOVE) -> MechanismAccountant:
     """The accountant of a claim (docs/accounting.md): f, ε(δ), δ(ε) and the Theorem 4 bound ``1 − f(Ball)``.
 
     Args:
@@ -404,7 +406,8 @@ def account(noise_multiplier: float | None = None, sample_rate: float | None = N
         config: instead of z, p and T, a configuration whose mechanism states the claim (a target ε is calibrated).
         checkpoint: instead, a checkpoint written by ``fdp-audit train``, whose privacy metadata states the claim
             (:func:`checkpoint_claim`, which also gives its δ).
-        relation: ``"add-remove"`` or ``"replace"`` neighbours.
+        relation: ``"add_remove"`` or ``"replace"`` neighbours, or the older spelling that
+            :func:`~fdp_audit.accounting.events.relation_named` reads.
 
     Returns:
         The accountant, e.g. ``account(1.0, 1 / 16, 100).epsilon(1e-5)``.
@@ -415,7 +418,7 @@ def account(noise_multiplier: float | None = None, sample_rate: float | None = N
     from fdp_audit.accounting.mechanism import MechanismSpec, accountant_for
     from fdp_audit.claim import Claim
 
-    parameters = (noise_multiplier, sample_rate, steps)
+    parameters, relation = (noise_multiplier, sample_rate, steps), relation_named(relation)
     if checkpoint is not None:
         if config is not None or any(value is not None for value in parameters):
             raise BadInputError("give a checkpoint, a config or noise_multiplier, sample_rate and steps, one way",
@@ -453,13 +456,14 @@ def check_gaussian_parameters(z: float, p: float, steps: int, fields: Mapping[st
         raise BadInputError(f"must be an integer >= 1, got {steps!r}", field=fields["steps"])
 
 
-def checkpoint_claim(path: str | os.PathLike[str], relation: str = "add-remove") -> tuple[MechanismAccountant,
+def checkpoint_claim(path: str | os.PathLike[str], relation: str = Relation.ADD_REMOVE) -> tuple[MechanismAccountant,
                                                                                           float | None]:
     """The claim a checkpoint's privacy metadata states (its mechanism, z, p, T and public steps), and its δ.
 
     Args:
         path: a ``.pt`` checkpoint written by ``fdp-audit train``.
-        relation: ``"add-remove"`` or ``"replace"`` neighbours.
+        relation: ``"add_remove"`` or ``"replace"`` neighbours, or the older spelling that
+            :func:`~fdp_audit.accounting.events.relation_named` reads.
 
     Returns:
         The claim's accountant, and the δ the checkpoint states (None if it states none).
@@ -471,6 +475,7 @@ def checkpoint_claim(path: str | os.PathLike[str], relation: str = "add-remove")
     from fdp_audit.mechanisms import MECHANISMS
     from fdp_audit.training.checkpoint import read_privacy_metadata
 
+    relation = relation_named(relation)
     try:
         meta = read_privacy_metadata(path)
     except OSError as err:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from fdp_audit.accounting.calibration import calibrate_noise_multiplier
-from fdp_audit.accounting.events import relation_named
+from fdp_audit.accounting.events import Relation, relation_named
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec, accountant_for
 from fdp_audit.config import Config, MechanismConfig
 from fdp_audit.mechanisms import MECHANISMS, Mechanism
@@ -128,12 +128,12 @@ class Claim:
     def steps(self) -> int:
         return self.mechanism.steps
 
-    def spec(self, relation: str = "add-remove") -> MechanismSpec:
+    def spec(self, relation: str = Relation.ADD_REMOVE) -> MechanismSpec:
         """The claimed mechanism as the accountants take it: the claimed mechanism's name, the event it releases
         under the claimed (z, p, T), and the neighbouring relation.
 
         Args:
-            relation: ``"add-remove"`` (or ``"add_remove"``, as comparisons write it) or ``"replace"``.
+            relation: a :class:`~fdp_audit.accounting.events.Relation` or its name, as comparisons store it.
 
         Returns:
             The spec.
@@ -148,7 +148,7 @@ class Claim:
         Returns:
             The accountant of :meth:`spec` for add/remove (built on first use, then kept).
         """
-        return accountant_for(self.spec("add-remove"))
+        return accountant_for(self.spec(Relation.ADD_REMOVE))
 
     @functools.cached_property
     def replace_one(self) -> MechanismAccountant:
@@ -157,18 +157,18 @@ class Claim:
         Returns:
             The accountant of :meth:`spec` for replace-one (built on first use, then kept).
         """
-        return accountant_for(self.spec("replace"))
+        return accountant_for(self.spec(Relation.REPLACE))
 
-    def accountant(self, relation: str = "add-remove") -> MechanismAccountant:
+    def accountant(self, relation: str = Relation.ADD_REMOVE) -> MechanismAccountant:
         """The accountant of a neighbouring relation.
 
         Args:
-            relation: ``"add-remove"`` (or ``"add_remove"``) or ``"replace"``.
+            relation: a :class:`~fdp_audit.accounting.events.Relation` or its name, as comparisons store it.
 
         Returns:
             :attr:`add_remove` or :attr:`replace_one`.
         """
-        return self.replace_one if relation_named(relation) == "replace" else self.add_remove
+        return self.replace_one if relation_named(relation) == Relation.REPLACE else self.add_remove
 
     @functools.cached_property
     def epsilon(self) -> float:

@@ -78,7 +78,7 @@ def calibrate_noise_multiplier(
     delta: float,
     sample_rate: float,
     steps: int,
-    relation: Relation = "add-remove",
+    relation: Relation = Relation.ADD_REMOVE,
     rtol: float = 1e-3,
     discretization: float | None = None,
 ) -> float:
@@ -129,7 +129,7 @@ def max_steps_for_budget(
     delta: float,
     noise_multiplier: float,
     sample_rate: float,
-    relation: Relation = "add-remove",
+    relation: Relation = Relation.ADD_REMOVE,
     max_steps: int = 1_000_000,
     discretization: float | None = None,
 ) -> int:

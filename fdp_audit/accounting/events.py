@@ -15,19 +15,35 @@ mechanism releases without one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from enum import StrEnum
+from typing import ClassVar
 
 from fdp_audit.accounting import parameters
 
-Relation = Literal["add-remove", "replace"]
-RELATIONS: tuple[Relation, ...] = ("add-remove", "replace")
+
+class Relation(StrEnum):
+    """The neighbouring relation of a claim, spelled as results files store it (``"add_remove"``, ``"replace"``).
+
+    A member is a ``str``: it compares equal to its value and is written to JSON as it.
+    """
+
+    ADD_REMOVE = "add_remove"
+    REPLACE = "replace"
+
+    @property
+    def words(self) -> str:
+        """The relation for a person to read: ``add/remove`` or ``replace-one``."""
+        return "add/remove" if self is Relation.ADD_REMOVE else "replace-one"
+
+
+RELATIONS: tuple[Relation, ...] = tuple(Relation)
 
 
 def check_relation(relation: str) -> Relation:
-    """``relation`` if it is a neighbouring relation the accountants know (add-remove or replace-one).
+    """``relation`` if it is a neighbouring relation the accountants know, as a :class:`Relation`.
 
     Args:
-        relation: ``"add-remove"`` or ``"replace"``.
+        relation: ``"add_remove"`` or ``"replace"``.
 
     Returns:
         The relation.
@@ -37,29 +53,32 @@ def check_relation(relation: str) -> Relation:
     """
     if relation not in RELATIONS:
         raise parameters.InvalidParameterError(f"must be one of {', '.join(RELATIONS)}, got {relation!r}", "relation")
-    return relation  # type: ignore[return-value]
+    return Relation(relation)
 
 
-# results files store a comparison's relation as "add_remove" (an identifier in comparison ids); read either spelling
-_SPELLINGS: dict[str, Relation] = {"add-remove": "add-remove", "add_remove": "add-remove", "replace": "replace"}
+# The one place the other spelling is read: before code and files spelled the relation one way, one-run results
+# and manifests, `fdp-audit account`/`calibrate --relation` and `fdp_audit.account(relation=...)` said "add-remove".
+_OLD_SPELLINGS = {"add-remove": Relation.ADD_REMOVE}
 
 
 def relation_named(name: object) -> Relation:
-    """The neighbouring relation a stored or configured name means: ``"add-remove"`` and the spelling results files
-    store, ``"add_remove"``, are the same relation.
+    """The neighbouring relation a stored file or a user's input names (docs/files.md): the relation's own spelling,
+    or ``"add-remove"``, which older results files, one-run manifests and command lines use for ``"add_remove"``.
 
     Args:
-        name: ``"add-remove"``, ``"add_remove"`` or ``"replace"``.
+        name: ``"add_remove"``, ``"add-remove"`` or ``"replace"``.
 
     Returns:
-        The relation as the accountants spell it.
+        The relation.
 
     Raises:
         InvalidParameterError: any other value.
     """
-    if not isinstance(name, str) or name not in _SPELLINGS:
+    if isinstance(name, str) and name in _OLD_SPELLINGS:
+        return _OLD_SPELLINGS[name]
+    if not isinstance(name, str) or name not in RELATIONS:
         raise parameters.InvalidParameterError(f"must be one of {', '.join(RELATIONS)}, got {name!r}", "relation")
-    return _SPELLINGS[name]
+    return Relation(name)
 
 
 @dataclass(frozen=True)

@@ -59,18 +59,18 @@ class MechanismSpec:
 
     name: str
     event: PrivacyEvent
-    relation: Relation = "add-remove"
+    relation: Relation = Relation.ADD_REMOVE
     public_pretrain_steps: int = field(default=0, compare=False)  # the same claim for every accountant
 
     def __post_init__(self) -> None:
         if not isinstance(self.event, PrivacyEvent):
             raise _validate.InvalidParameterError(f"must be a PrivacyEvent, got {self.event!r}", "event")
-        check_relation(self.relation)
+        object.__setattr__(self, "relation", check_relation(self.relation))
         _validate.step_count(self.public_pretrain_steps, "public_pretrain_steps", minimum=0)
 
     @classmethod
     def gaussian(cls, name: str, noise_multiplier: float, sample_rate: float, steps: int,
-                 relation: Relation = "add-remove", public_pretrain_steps: int = 0) -> MechanismSpec:
+                 relation: Relation = Relation.ADD_REMOVE, public_pretrain_steps: int = 0) -> MechanismSpec:
         """A claim of ``steps`` Poisson-subsampled Gaussian steps at noise multiplier ``noise_multiplier`` and
         sampling rate ``sample_rate`` (DP-SGD and Algorithm 1 alike, FDP paper Theorem 5).
 

@@ -9,9 +9,9 @@ rate ``p_t``. Theorem 5: Algorithm 1 is f-DP_i^Ψ with
 **Grid.** Losses live on multiples of Δ = 1e-4 (docs/training.md), refined for mechanisms whose per-step
 privacy loss is too small for that grid (:func:`resolve_discretization`).
 
-**Relations.** ``"add-remove"``: dp_accounting's ``ADD_OR_REMOVE_ONE`` with sensitivity 1 (in units of
+**Relations.** ``Relation.ADD_REMOVE``: dp_accounting's ``ADD_OR_REMOVE_ONE`` with sensitivity 1 (in units of
 the clip norm). Its REMOVE pair is (upper ``(1-p)N(0,z²) + pN(-1,z²)``, lower ``N(0,z²)``) and its ADD
-pair (upper ``N(0,z²)``, lower ``(1-p)N(0,z²) + pN(1,z²)``). ``"replace"``: ``REPLACE_ONE`` with
+pair (upper ``N(0,z²)``, lower ``(1-p)N(0,z²) + pN(1,z²)``). ``Relation.REPLACE``: ``REPLACE_ONE`` with
 sensitivity 1, i.e. the pair ``(1-p)N(0) + pN(-1)`` vs ``(1-p)N(0) + pN(+1)``: the two contributions are
 2C apart, which is what docs/training.md's "sensitivity 2C" means. It coincides with add/remove at
 sensitivity 2 only when p = 1 (both give ``G_{2 sqrt(T)/z}``); for p < 1 add/remove with sensitivity 2
@@ -80,8 +80,8 @@ _TAIL_MASS_TRUNCATION = 1e-15
 MAX_PLD_POINTS = 12_000_000
 
 _NEIGHBOURING = {
-    "add-remove": privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
-    "replace": privacy_accountant.NeighboringRelation.REPLACE_ONE,
+    Relation.ADD_REMOVE: privacy_accountant.NeighboringRelation.ADD_OR_REMOVE_ONE,
+    Relation.REPLACE: privacy_accountant.NeighboringRelation.REPLACE_ONE,
 }
 
 
@@ -147,7 +147,7 @@ def resolve_discretization(schedule: Schedule, discretization: float | None = No
 def gaussian_step_pld(
     noise_multiplier: float,
     sample_rate: float,
-    relation: Relation = "add-remove",
+    relation: Relation = Relation.ADD_REMOVE,
     pessimistic: bool = True,
     discretization: float | None = None,
 ) -> pld_lib.PrivacyLossDistribution:
@@ -209,7 +209,7 @@ def compose_steps(step: pld_lib.PrivacyLossDistribution, steps: int) -> pld_lib.
 
 def build_pld(
     schedule: Schedule,
-    relation: Relation = "add-remove",
+    relation: Relation = Relation.ADD_REMOVE,
     pessimistic: bool = True,
     discretization: float | None = None,
 ) -> pld_lib.PrivacyLossDistribution:
@@ -244,7 +244,7 @@ def build_pld(
 
 def composed_pld(
     schedule: Schedule,
-    relation: Relation = "add-remove",
+    relation: Relation = Relation.ADD_REMOVE,
     pessimistic: bool = True,
     discretization: float | None = None,
 ) -> pld_lib.PrivacyLossDistribution:
@@ -317,7 +317,7 @@ def tradeoff_curves(pld: pld_lib.PrivacyLossDistribution) -> dict[Direction, Tra
 
 def schedule_curves(
     schedule: Schedule,
-    relation: Relation = "add-remove",
+    relation: Relation = Relation.ADD_REMOVE,
     pessimistic: bool = True,
     discretization: float | None = None,
 ) -> dict[Direction, TradeoffCurve]:

@@ -303,7 +303,7 @@ def _restate_epsilon(row: dict[str, Any], claim: Claim, config: Config, where: s
     game = row.get("game")
     relation = GAMES[game].epsilon_relation if isinstance(game, str) and game in GAMES else None
     if relation is not None and row.get("relation") != relation:
-        raise BadInputError(f"the {game} game's relation is {relation!r}", f"{where}.relation")
+        raise BadInputError(f"the {game} game's relation is '{relation}'", f"{where}.relation")
     spec = claim.add_remove.spec
     stated = row.get("claim")
     if not isinstance(stated, dict) or stated.get("mechanism") != spec.name:

@@ -13,7 +13,7 @@ import json
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from fdp_audit.accounting.events import RELATIONS
+from fdp_audit.accounting.events import RELATIONS, Relation, relation_named
 from fdp_audit.errors import BadInputError
 
 if TYPE_CHECKING:
@@ -42,7 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--sample-rate", type=float, metavar="P", help="Poisson sampling rate in (0, 1]")
     parser.add_argument("--steps", type=int, metavar="T", help="number of private steps (>= 1)")
     parser.add_argument("--checkpoint", metavar="PATH", help="read mechanism, z, p, T and δ from a checkpoint")
-    parser.add_argument("--relation", choices=RELATIONS, default="add-remove", help="neighbouring relation")
+    parser.add_argument("--relation", type=relation_named, choices=RELATIONS, default=Relation.ADD_REMOVE,
+                        help="neighbouring relation")
     parser.add_argument("--delta", type=float, action="append", metavar="D", help="report ε at this δ (repeatable)")
     parser.add_argument("--epsilon", type=float, action="append", metavar="E", help="report δ at this ε (repeatable)")
     parser.add_argument("--alpha", type=float, action="append", metavar="A", help="report f(α) (repeatable)")
@@ -104,7 +105,8 @@ def _report(
             "steps": spec.steps,
             "relation": spec.relation,
             "checkpoint": checkpoint,
-            "curve": "symmetric lower envelope of both directions" if spec.relation == "add-remove" else "replace",
+            "curve": ("symmetric lower envelope of both directions" if spec.relation == Relation.ADD_REMOVE
+                      else "replace"),
             "accountant": "dp_accounting PLD, pessimistic",
             "discretization": accountant.discretization,
         },

@@ -11,7 +11,7 @@ import argparse
 import json
 import math
 
-from fdp_audit.accounting.events import RELATIONS
+from fdp_audit.accounting.events import RELATIONS, Relation, relation_named
 from fdp_audit.cli.account import flag_names
 from fdp_audit.errors import BadInputError
 
@@ -47,7 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--step-limit", type=int, default=1_000_000, metavar="N", help="search limit for --max-steps (default 1e6)"
     )
-    parser.add_argument("--relation", choices=RELATIONS, default="add-remove", help="neighbouring relation")
+    parser.add_argument("--relation", type=relation_named, choices=RELATIONS, default=Relation.ADD_REMOVE,
+                        help="neighbouring relation")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=run)
 

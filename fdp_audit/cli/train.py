@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from fdp_audit.accounting.events import RELATIONS
 from fdp_audit.cli import EXIT_OK, SEED_HELP
 
 if TYPE_CHECKING:
@@ -101,7 +102,7 @@ def claimed_epsilons(config: Config) -> str:
     from fdp_audit.claim import Claim
 
     claim, shown = Claim.from_config(config), []
-    for relation, words in (("add-remove", "add/remove"), ("replace", "replace-one")):
+    for relation in RELATIONS:
         eps = float(claim.accountant(relation).epsilon(claim.delta))
-        shown.append(f"ε={'∞' if eps == float('inf') else f'{eps:.3f}'} ({words})")
+        shown.append(f"ε={'∞' if eps == float('inf') else f'{eps:.3f}'} ({relation.words})")
     return ", ".join(shown)

@@ -36,6 +36,7 @@ import torch
 from matplotlib.figure import Figure
 
 from fdp_audit import __version__
+from fdp_audit.accounting.events import Relation
 from fdp_audit.claim import Claim, noise_multiplier
 from fdp_audit.config import Config, ProfileConfig
 from fdp_audit.data.encoding import ColumnGroup, EncodedData
@@ -72,7 +73,7 @@ class TrainedProfileRun:
     neighbours: Neighbours
     parameter_names: tuple[str, ...]
     claimed_epsilon: float
-    relation: str
+    relation: Relation
     erm_delta_norms: np.ndarray  # (n,) ‖A(y_i) - A(D)‖ of the non-private ERM, the ranking used
     positions: np.ndarray  # (m,) studied neighbours
     base_samples: np.ndarray  # (K, P) models of 𝒜(D)
@@ -256,7 +257,7 @@ def run_trained_profile(config: Config, design: Design, label: str, neighbours: 
         # batches from Ψ(x), not against training on D − x, whose loss its ε does not bound.
         raise BadInputError("fdp_sgd bounds replacing a record's protected part, not removing the record; use "
                             "neighbour: replace", "profile.neighbour")
-    relation = "add-remove" if neighbours.kind == "remove" else "replace"
+    relation = Relation.ADD_REMOVE if neighbours.kind == "remove" else Relation.REPLACE
     claimed = float(Claim.from_config(config.with_overrides({"mechanism.name": settings.mechanism}))
                     .accountant(relation).epsilon(mech.delta))
     norms = _erm_offsets(settings, design, neighbours)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from fdp_audit.accounting.events import Relation
 from fdp_audit.auditing.labels import game_title
 from fdp_audit.report import texts
 from fdp_audit.report.format import number
@@ -134,7 +135,7 @@ def _claim(root: Node, mechanism: Node) -> list[tuple[str, Cell]]:
     claimed = one_run.present("claimed_epsilon") if one_run else None
     relation = one_run.present("claim_parameters") if one_run else None
     relation = relation.present("relation") if relation else None
-    if claimed is not None and relation is not None and relation.value == "replace" and len(parts) < 2:
+    if claimed is not None and relation is not None and relation.value == Relation.REPLACE and len(parts) < 2:
         parts.append(f"ε = {number(claimed.number())} (replace-one, the one-run audit's claim)")
         fields |= {claimed.pointer: claimed.value, relation.pointer: relation.value}
     if not parts:

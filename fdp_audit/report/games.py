@@ -13,6 +13,7 @@ import re
 
 from markupsafe import Markup
 
+from fdp_audit.accounting.events import RELATIONS, Relation
 from fdp_audit.auditing.games import ReportView, report_view
 from fdp_audit.auditing.labels import attack_title, section_limit_source
 from fdp_audit.report import figures, texts
@@ -327,7 +328,7 @@ def _reconstruction(game: Node, section_id: str, view: ReportView) -> Section:
 
 
 def _distinguishing(game: Node, section_id: str, view: ReportView, accounting: Node | None) -> Section:
-    relation = game["relation"].choice("replace", "add_remove")
+    relation = game["relation"].choice(*RELATIONS)
     section = Section(
         section_id,
         f"{view.title} ({relation.replace('_', '/')})",
@@ -427,7 +428,7 @@ def _distinguishing(game: Node, section_id: str, view: ReportView, accounting: N
             f"with {number(100 * confidence)} % intervals (AUC: DeLong; TPR: Clopper–Pearson at the threshold). "
             "Descriptive: the gate judges the selected test above, not these."))
     curve = accounting.present("curve") if accounting else None
-    claimed_key = "f_replace" if relation == "replace" else "f"
+    claimed_key = "f_replace" if relation == Relation.REPLACE else "f"
     claimed = (curve.value["alpha"], curve.value[claimed_key]) if curve and curve.present(claimed_key) else None
     for log, suffix, caption in (
             (False, "", "ROC of each attack (solid), its conservative points from the upper confidence bounds (open "

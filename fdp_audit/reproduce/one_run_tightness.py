@@ -43,6 +43,7 @@ import numpy as np
 from scipy import stats
 
 from fdp_audit.accounting.calibration import calibrate_noise_multiplier
+from fdp_audit.accounting.events import Relation
 from fdp_audit.accounting.mechanism import MechanismSpec, accountant_for
 from fdp_audit.auditing.one_run.analysis import gdp_mu_lower_bound
 from fdp_audit.auditing.one_run.canaries import audit_with_canaries, train_with_canaries
@@ -84,7 +85,7 @@ QUICK = {"epsilons": (None,), "noise_multiplier": 0.7, "adult": {"sample_rate": 
 def _claim(epsilon: float | None, rate: float, steps: int, settings: dict[str, Any]):
     """z calibrated to ε (or the quick run's fixed z, which skips the calibration's dozen PLDs) and its claim."""
     z = settings["noise_multiplier"] if epsilon is None else calibrate_noise_multiplier(epsilon, DELTA, rate, steps)
-    return z, mechanism_claim("dp_sgd", z, rate, steps, DELTA, "add-remove")
+    return z, mechanism_claim("dp_sgd", z, rate, steps, DELTA, Relation.ADD_REMOVE)
 
 
 def _sampling_informed_ratio(rng: np.random.Generator, claim, z: float, rate: float, steps: int, m: int) -> float:

@@ -24,12 +24,12 @@ from fdp_audit.accounting import (
 NOISE = st.sampled_from([1.0, 2.0])
 RATE = st.sampled_from([0.05, 1.0])
 STEPS = st.sampled_from([1, 10])
-RELATION = st.sampled_from(["add-remove", "replace"])
+RELATION = st.sampled_from(["add_remove", "replace"])
 DIRECTION = st.sampled_from(["symmetric", "remove", "add"])
 PROPERTY = settings(max_examples=10, deadline=None)
 
 
-def _accountant(z: float, p: float, steps: int, relation: str = "add-remove") -> MechanismAccountant:
+def _accountant(z: float, p: float, steps: int, relation: str = "add_remove") -> MechanismAccountant:
     return accountant_for(MechanismSpec.gaussian("dp_sgd", z, p, steps, relation=relation))
 
 

@@ -31,7 +31,7 @@ def test_account_json_has_exactly_the_spec_shape(capsys):
     assert 0 < result["delta"]["4.0"] < 1e-4
     params = result["parameters"]
     assert (params["noise_multiplier"], params["sample_rate"], params["steps"]) == (1.0, 0.0625, 100)
-    assert params["relation"] == "add-remove" and params["discretization"] == 1e-4
+    assert params["relation"] == "add_remove" and params["discretization"] == 1e-4
 
 
 def test_account_defaults_and_table(capsys):
@@ -171,14 +171,14 @@ def test_every_epsilon_the_gate_may_use_is_printed(capsys) -> None:
 
     flags = ["--noise-multiplier", "1.0", "--sample-rate", "0.017", "--steps", "300", "--delta", "1e-5"]
     both = {}
-    for relation in ("add-remove", "replace"):
+    for relation in ("add_remove", "replace"):
         assert main(["account", *flags, "--relation", relation, "--json"]) == 0
         both[relation] = json.loads(capsys.readouterr().out)["epsilon"]["1e-05"]
-    assert both == {"add-remove": pytest.approx(1.8558, abs=1e-4), "replace": pytest.approx(2.6727, abs=1e-4)}
-    for relation in ("add-remove", "replace"):  # whichever relation is asked for, the table has both
+    assert both == {"add_remove": pytest.approx(1.8558, abs=1e-4), "replace": pytest.approx(2.6727, abs=1e-4)}
+    for relation in ("add_remove", "replace"):  # whichever relation is asked for, the table has both
         assert main(["account", *flags, "--relation", relation]) == 0
         row = capsys.readouterr().out.split("epsilon (replace)")[1].splitlines()[1].split()
-        assert row == ["1e-05", f"{both['add-remove']:.6g}", f"{both['replace']:.6g}"]
+        assert row == ["1e-05", f"{both['add_remove']:.6g}", f"{both['replace']:.6g}"]
 
 
 def test_library_account_of_a_checkpoint_is_the_commands(capsys, monkeypatch):

@@ -118,7 +118,7 @@ def test_trained_mechanisms_give_a_labelled_estimate_and_a_report_section(tmp_pa
     results = json.loads((out / "profile.json").read_text())
     assert results["kind"] == "privacy_profile_estimate" and results["label"] == "Monte Carlo estimate"
     assert results["setting"]["parameters"] == ["age", "education-num", "bias"]
-    assert results["setting"]["relation"] == ("add-remove" if neighbour == "remove" else "replace")
+    assert results["setting"]["relation"] == ("add_remove" if neighbour == "remove" else "replace")
     assert results["estimate"]["base_samples"] == results["estimate"]["neighbour_samples"] == 60
     assert results["centre"]["cutoff"] > 0 and len(results["centre"]["estimate"]) == 3
     assert len(results["typical"]["profile"]) == 3 and results["typical"]["points"] == 4

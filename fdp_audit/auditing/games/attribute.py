@@ -13,6 +13,7 @@ import torch
 
 from attacks import Attack, Knowledge, View
 from attacks.base import ShadowTrainer
+from fdp_audit.accounting.events import Relation
 from fdp_audit.accounting.mechanism import MechanismAccountant
 from fdp_audit.auditing.games import base
 from fdp_audit.auditing.games.categorical import GameRecord, attribute_section, candidate_scores, rate_comparisons
@@ -246,9 +247,9 @@ class AttributeGame(base.Game[GameRecord]):
 
         Args:
             ball: the comparison's Ball.
-            accountant: the stated claim's accountant of a relation (``add-remove`` or ``replace``).
+            accountant: the stated claim's accountant of a relation (``Relation.ADD_REMOVE`` or ``Relation.REPLACE``).
 
         Returns:
             The limit.
         """
-        return float(accountant("add-remove").bound(ball))
+        return float(accountant(Relation.ADD_REMOVE).bound(ball))

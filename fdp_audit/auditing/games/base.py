@@ -22,6 +22,7 @@ import torch
 
 from attacks import ATTACKS, Attack, Knowledge, View
 from attacks.base import AttributeKind
+from fdp_audit.accounting.events import Relation
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec
 from fdp_audit.auditing.decision import DecisionRule, selection_split
 from fdp_audit.auditing.stats import threshold_split
@@ -86,7 +87,7 @@ class EpsilonComparison:
     game: str
     attack: str
     threat_model: str
-    relation: str  # "replace" or "add_remove"
+    relation: Relation
     orientation: int
     thresholds: tuple[float, ...]
     false_positives: tuple[int, ...]
@@ -482,7 +483,7 @@ class Game(ABC, Generic[Record]):
 
         Args:
             ball: the comparison's Ball.
-            accountant: the stated claim's accountant of a relation (``add-remove`` or ``replace``).
+            accountant: the stated claim's accountant of a relation (``Relation.ADD_REMOVE`` or ``Relation.REPLACE``).
 
         Returns:
             The limit, Theorem 4's ``1 − f(Ball)`` or a binary game's smaller one.

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from attacks import Attack, Knowledge, View
+from fdp_audit.accounting.events import Relation
 from fdp_audit.accounting.mechanism import MechanismAccountant
 from fdp_audit.auditing import user_training
 from fdp_audit.auditing.games import base
@@ -424,13 +425,13 @@ class GradientCanaryGame(base.Game[GameRecord]):
 
         Args:
             ball: the comparison's Ball.
-            accountant: the stated claim's accountant of a relation (``add-remove`` or ``replace``).
+            accountant: the stated claim's accountant of a relation (``Relation.ADD_REMOVE`` or ``Relation.REPLACE``).
 
         Returns:
             ``min(1 − f(½), ½ + δ_relation(0)/2)``.
         """
-        return binary_game_bound(accountant("add-remove"),
-                                 accountant("replace" if self.epsilon_relation == "replace" else "add-remove"))
+        return binary_game_bound(accountant(Relation.ADD_REMOVE),
+                                 accountant(self.epsilon_relation))
 
     def limit_source(self) -> str:
         """Theorem 4 at Ball = ½, or the best any test of two neighbours under the game's relation achieves.
@@ -454,7 +455,7 @@ def _gradient_canary_view(game: str) -> base.ReportView:
 class DistinguishingGame(GradientCanaryGame):
     name = "distinguishing"
     stream_block = 0
-    epsilon_relation = "replace"
+    epsilon_relation = Relation.REPLACE
     canary = "gradient (distinguishing trials)"
     report = base.ReportView(
         "distinguishing", "Distinguishing game",
@@ -508,7 +509,7 @@ class DistinguishingGame(GradientCanaryGame):
 class SimulatorGame(GradientCanaryGame):
     name = "simulator"
     stream_block = 2
-    epsilon_relation = "add_remove"
+    epsilon_relation = Relation.ADD_REMOVE
     canary = "gradient (simulator trials)"
     report = base.ReportView(
         "distinguishing", "Simulator game",

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from attacks import Attack, Knowledge, View
+from fdp_audit.accounting.events import Relation
 from fdp_audit.accounting.mechanism import MechanismAccountant
 from fdp_audit.auditing import image_games
 from fdp_audit.auditing.games import base
@@ -227,12 +228,12 @@ class ImageGame(base.Game[ImageGameRecord]):
 
         Args:
             ball: the comparison's Ball.
-            accountant: the stated claim's accountant of a relation (``add-remove`` or ``replace``).
+            accountant: the stated claim's accountant of a relation (``Relation.ADD_REMOVE`` or ``Relation.REPLACE``).
 
         Returns:
             The limit.
         """
-        return float(accountant("add-remove").bound(ball))
+        return float(accountant(Relation.ADD_REMOVE).bound(ball))
 
 
 @dataclass(frozen=True)

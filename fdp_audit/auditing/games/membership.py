@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from attacks import Knowledge
+from fdp_audit.accounting.events import Relation
 from fdp_audit.auditing.games import base
 from fdp_audit.auditing.games.gradient_canary import GradientCanaryGame
 from fdp_audit.config import Config
@@ -162,7 +163,7 @@ class MembershipSetup(base.Setup):
 class MembershipGame(GradientCanaryGame):
     name = "membership"
     stream_block = 4
-    epsilon_relation = "add_remove"
+    epsilon_relation = Relation.ADD_REMOVE
     gradient_canary = False
     input_canary = True
     candidate_names = ("absent", "present")

@@ -26,6 +26,7 @@ import torch
 from attacks import Attack, Knowledge, View
 from attacks.success import reconstruction_success
 from fdp_audit.accounting.ball import ball_gaussian, ball_uniform_box
+from fdp_audit.accounting.events import Relation
 from fdp_audit.accounting.mechanism import MechanismAccountant
 from fdp_audit.auditing.games import base
 from fdp_audit.auditing.journal import secret_digests
@@ -389,12 +390,12 @@ class ReconstructionGame(base.Game[ReconstructionRecord]):
 
         Args:
             ball: the comparison's Ball.
-            accountant: the stated claim's accountant of a relation (``add-remove`` or ``replace``).
+            accountant: the stated claim's accountant of a relation (``Relation.ADD_REMOVE`` or ``Relation.REPLACE``).
 
         Returns:
             The limit.
         """
-        return float(accountant("add-remove").bound(ball))
+        return float(accountant(Relation.ADD_REMOVE).bound(ball))
 
     def limit_source(self) -> str:
         """Where :meth:`stated_limit` comes from, in words.

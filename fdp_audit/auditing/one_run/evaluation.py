@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from fdp_audit.accounting.events import SubsampledGaussianEvent
+from fdp_audit.accounting.events import Relation, SubsampledGaussianEvent, relation_named
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec, accountant_for
 from fdp_audit.auditing.one_run.analysis import (
     Family,
@@ -66,14 +66,14 @@ class ClaimedCurve:
 
 
 @lru_cache(maxsize=256)
-def _mechanism_accountant(name: str, noise_multiplier: float, sample_rate: float, steps: int, relation: str,
+def _mechanism_accountant(name: str, noise_multiplier: float, sample_rate: float, steps: int, relation: Relation,
                           discretization: float | None = None) -> MechanismAccountant:
     return accountant_for(MechanismSpec.gaussian(name, noise_multiplier, sample_rate, steps, relation),
                           discretization)
 
 
 @lru_cache(maxsize=256)
-def _member_inverse(name: str, sample_rate: float, steps: int, relation: str, inverse_z: float) -> InversePower:
+def _member_inverse(name: str, sample_rate: float, steps: int, relation: Relation, inverse_z: float) -> InversePower:
     if inverse_z == 0.0:  # infinite noise: perfect privacy, f̄(α) = α
         return lambda y: y
     accountant = _mechanism_accountant(name, 1.0 / inverse_z, sample_rate, steps, relation, FAMILY_DISCRETIZATION)
@@ -82,7 +82,7 @@ def _member_inverse(name: str, sample_rate: float, steps: int, relation: str, in
 
 @lru_cache(maxsize=64)
 def mechanism_claim(name: str, noise_multiplier: float, sample_rate: float, steps: int, delta: float,
-                    relation: str) -> ClaimedCurve:
+                    relation: Relation) -> ClaimedCurve:
     """The claim of a subsampled Gaussian mechanism (PLD accountant, symmetric curve) and its family, indexed by
     ``1/z`` so that larger means weaker.
 
@@ -92,17 +92,18 @@ def mechanism_claim(name: str, noise_multiplier: float, sample_rate: float, step
         sample_rate: p.
         steps: T.
         delta: the δ at which ε is read.
-        relation: ``add-remove`` (inclusion game) or ``replace`` (value game).
+        relation: ``Relation.ADD_REMOVE`` (inclusion game) or ``Relation.REPLACE`` (value game).
 
     Returns:
         The claim; the same object for the same arguments (its guess count is designed once).
     """
     accountant = _mechanism_accountant(name, noise_multiplier, sample_rate, steps, relation)
-    family = Family(f"{name} with the same p and T and a smaller noise multiplier ({relation})",
+    words = accountant.spec.relation.words
+    family = Family(f"{name} with the same p and T and a smaller noise multiplier ({words})",
                     lambda t: _member_inverse(name, sample_rate, steps, relation, t),
                     lambda t: float(_mechanism_accountant(name, 1.0 / t, sample_rate, steps, relation).epsilon(delta)),
                     start=1.0 / noise_multiplier, limit=MIN_FAMILY_NOISE ** -1)
-    return ClaimedCurve(f"{name} z={noise_multiplier:.4g} p={sample_rate:g} T={steps} ({relation})", accountant.spec,
+    return ClaimedCurve(f"{name} z={noise_multiplier:.4g} p={sample_rate:g} T={steps} ({words})", accountant.spec,
                  curve_inverse_power(accountant.curve()), float(accountant.epsilon(delta)), delta, family)
 
 
@@ -254,12 +255,16 @@ def section_comparisons(section: dict[str, Any], parameters: dict[str, Any]) -> 
 def _claim_of(row: dict[str, Any], where: str) -> ClaimedCurve:
     from fdp_audit.errors import BadInputError
 
-    name, relation = row.get("mechanism"), row.get("relation")
+    name = row.get("mechanism")
+    try:  # results files written before the relation had one spelling use the older one
+        relation: Relation | None = relation_named(row.get("relation"))
+    except BadInputError:
+        relation = None
     z, p, steps, delta = (row.get(key) for key in ("noise_multiplier", "sample_rate", "steps", "delta"))
     numbers_ok = all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in (z, p, delta))
     gaussian = (isinstance(name, str) and name in MECHANISMS
                 and issubclass(MECHANISMS[name].releases, SubsampledGaussianEvent))
-    if (not gaussian or relation not in ("add-remove", "replace") or not numbers_ok
+    if (not gaussian or relation is None or not numbers_ok
             or not isinstance(steps, int) or isinstance(steps, bool) or not (z > 0 and 0 < p <= 1 and 0 < delta < 1
                                                                              and 1 <= steps <= 10**7)):
         raise BadInputError("the claim (mechanism, noise_multiplier, sample_rate, steps, delta, relation) is "

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fdp_audit.accounting.events import Relation
 from fdp_audit.atomic_io import atomic_write_bytes, atomic_write_text
 from fdp_audit.auditing.integrity import HMAC_KEY_VARIABLE, hmac_key, keyed_digest, same_digest
 from fdp_audit.auditing.one_run.guesser import Release
@@ -89,9 +90,9 @@ def relation_of(game: str) -> str:
         game: ``"inclusion"`` or ``"value"``.
 
     Returns:
-        ``"add-remove"`` for inclusion, ``"replace"`` for a protected value.
+        ``Relation.ADD_REMOVE`` for inclusion, ``Relation.REPLACE`` for a protected value.
     """
-    return "add-remove" if game == "inclusion" else "replace"
+    return Relation.ADD_REMOVE if game == "inclusion" else Relation.REPLACE
 
 
 def canary_paths(weights: Path) -> tuple[Path, Path]:

@@ -16,16 +16,17 @@ from __future__ import annotations
 
 import numpy as np
 
+from fdp_audit.accounting.events import Relation
 from fdp_audit.auditing.one_run.guesser import Release, StepModel, candidate_pattern, mixture_scores, rank_guesses
 
-GAMES_OF_RELATIONS = {"add-remove": "inclusion", "replace": "value"}
+GAMES_OF_RELATIONS = {Relation.ADD_REMOVE: "inclusion", Relation.REPLACE: "value"}
 
 
 def game_of(relation: str) -> str:
     """The one-run game whose neighbouring relation is ``relation`` (inclusion: add/remove; value: replace).
 
     Args:
-        relation: ``"add-remove"`` or ``"replace"``.
+        relation: ``Relation.ADD_REMOVE`` or ``Relation.REPLACE``.
 
     Returns:
         ``"inclusion"`` or ``"value"``.

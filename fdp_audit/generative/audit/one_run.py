@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from fdp_audit.accounting.events import SubsampledGaussianEvent
+from fdp_audit.accounting.events import Relation, SubsampledGaussianEvent
 from fdp_audit.auditing.one_run.canaries import canary_block, draw_secrets
 from fdp_audit.auditing.one_run.evaluation import judge_scores, mechanism_claim, section_comparisons
 from fdp_audit.auditing.one_run.guesser import Release, candidate_pattern, threat_scores
@@ -99,9 +99,10 @@ def audit_generative(mechanism: str, data: LabelledImages, setup: DiffusionSetup
                       updates[:, m:2 * m] if has_public else None)
     pattern = candidate_pattern(GAME, k)
     claimed = entry.claimed_as  # a known-faulty mechanism claims the correct one's guarantee
-    parameters = {"mechanism": claimed, "noise_multiplier": plan.noise_multiplier,
-                  "sample_rate": trained.sample_rate, "steps": plan.steps, "delta": plan.delta, "relation": "replace"}
-    claim = mechanism_claim(claimed, plan.noise_multiplier, trained.sample_rate, plan.steps, plan.delta, "replace")
+    parameters = {"mechanism": claimed, "noise_multiplier": plan.noise_multiplier, "sample_rate": trained.sample_rate,
+                  "steps": plan.steps, "delta": plan.delta, "relation": Relation.REPLACE}
+    claim = mechanism_claim(claimed, plan.noise_multiplier, trained.sample_rate, plan.steps, plan.delta,
+                            Relation.REPLACE)
     section = judge_scores(threat_scores(release, pattern), secrets, claim, plan.alpha, family_search=False)
     section.update({"game": GAME, "kind": "gradient", "mechanism": mechanism,
                     "magnitude": plan.magnitude_factor * setup.clip_norm, "claim_parameters": parameters,

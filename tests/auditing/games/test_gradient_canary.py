@@ -16,7 +16,7 @@ from fdp_audit.auditing.games.gradient_canary import binary_game_bound
 
 
 def _accountants(z: float, p: float, steps: int) -> tuple[MechanismAccountant, MechanismAccountant]:
-    """The claim's add-remove and replacement accountants (DP-SGD, z, p, T)."""
+    """The claim's add/remove and replacement accountants (DP-SGD, z, p, T)."""
     return (accountant_for(MechanismSpec.gaussian("dp_sgd", z, p, steps)),
             accountant_for(MechanismSpec.gaussian("dp_sgd", z, p, steps, relation="replace")))
 

@@ -18,7 +18,7 @@ def test_alarm_threshold_is_a_binomial_test_at_the_stated_error():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("game,relation,m,rate,steps", [("inclusion", "add-remove", 300, 0.05, 50),
+@pytest.mark.parametrize("game,relation,m,rate,steps", [("inclusion", "add_remove", 300, 0.05, 50),
                                                         ("value", "replace", 200, 0.05, 50)])
 def test_false_alarms_on_correct_mechanisms(game, relation, m, rate, steps):
     """200 simulated trainings of a correct mechanism (z = 1) judged against its own claim: at most 19 alarms
@@ -37,7 +37,7 @@ def test_faults_are_caught_in_one_run(fault):
     """The release of z/2, of rate 4p, or of an unclipped canary gradient three times the clip norm, judged
     against the claim (z = 2, p = 0.05, T = 100): a violation in one simulated run of 2,000 canaries (5 of 5 seeds
     were caught when this was written; the seed is fixed)."""
-    claim = mechanism_claim("dp_sgd", 2.0, 0.05, 100, 1e-5, "add-remove")
+    claim = mechanism_claim("dp_sgd", 2.0, 0.05, 100, 1e-5, "add_remove")
     z, rate, gradient = {"half noise": (1.0, 0.05, 1.0), "four times the rate": (2.0, 0.2, 1.0),
                          "no clipping": (2.0, 0.05, 3.0)}[fault]
     result = simulated_audit(np.random.default_rng(3), 2000, "inclusion", 2, z, rate, 100, claim, 0.05,
@@ -49,7 +49,7 @@ def test_tightness_of_the_gaussian_mechanism_with_ten_thousand_canaries():
     """One unsampled Gaussian release (ε = 4 at δ = 1e-5), 10,000 canaries: empirical ε in the claimed family is
     at least 0.6 of the claim (measured 0.82 at this seed, 0.61–0.82 over seeds 0–3) and never above it."""
     z = calibrate_noise_multiplier(4.0, 1e-5, 1.0, 1)
-    claim = mechanism_claim("dp_sgd", z, 1.0, 1, 1e-5, "add-remove")
+    claim = mechanism_claim("dp_sgd", z, 1.0, 1, 1e-5, "add_remove")
     result = simulated_audit(np.random.default_rng(1), 10_000, "inclusion", 2, z, 1.0, 1, claim, 0.05,
                              updates=False, family_search=True)
     assert result["status"] == "PASS"
@@ -85,7 +85,7 @@ def test_false_alarms_on_the_flagged_mechanism():
     from fdp_audit.auditing.one_run.ceiling import canonical_losses, flagged_curve
     from fdp_audit.auditing.one_run.evaluation import judge_scores
 
-    claim = mechanism_claim("dp_sgd", 0.968, 0.017, 300, 1e-5, "add-remove")
+    claim = mechanism_claim("dp_sgd", 0.968, 0.017, 300, 1e-5, "add_remove")
     assert claim.epsilon == pytest.approx(2.0, abs=0.01)
     flagged = flagged_curve(accountant_for(claim.spec).curve(), FLAG_RATE)
     rng = np.random.default_rng(31)
