@@ -12,7 +12,9 @@ Records: ``b10_canary_overhead_time`` (wall seconds from the data set in memory 
 canaries' set-up, the steps, and the release and manifest beside the weights), ``b10_canary_overhead_cpu`` (the
 same in CPU seconds of the process: the work, which load from other processes on a shared machine does not
 inflate) and ``b10_canary_overhead_memory`` (peak resident memory of the process; on CUDA the peak allocated on the
-device), each with ratio = with / without canaries. The budget is 1.2 for time and memory.
+device), each with ratio = the median over rounds of with / without canaries, and its interquartile range
+(``spread``). The budget is 1.2 for time and memory. Each record also states the machine's one-minute load
+average before and after the rounds.
 ``python -m benchmarks.b10_canary_overhead --device cuda`` measures on the GPU.
 """
 
@@ -38,8 +40,9 @@ from fdp_audit.atomic_io import atomic_write_bytes
 
 CANARIES = 10_000
 STEPS = 40
-ROUNDS = 3
+ROUNDS = 10
 BATCH = 256
+THREADS = 1
 
 
 def make_cnn() -> nn.Module:
@@ -49,8 +52,9 @@ def make_cnn() -> nn.Module:
                          nn.Linear(32 * 4 * 4, 32), nn.ReLU(), nn.Linear(32, 10))
 
 
-def _train(canaries: bool, device: str, out: Path) -> dict[str, float]:
+def _train(canaries: bool, device: str, out: Path, threads: int = THREADS) -> dict[str, float]:
     """One training as the user's script runs it; the seconds from the data set to the weights written."""
+    torch.set_num_threads(threads)
     from opacus import PrivacyEngine
     from torch.utils.data import DataLoader, TensorDataset
 
@@ -98,21 +102,23 @@ def _train(canaries: bool, device: str, out: Path) -> dict[str, float]:
     return {"seconds": seconds, "cpu_seconds": cpu, "peak_bytes": float(peak)}
 
 
-def _child(canaries: bool, device: str) -> dict[str, float]:
+def _child(canaries: bool, device: str, threads: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as folder:
         command = [sys.executable, "-m", "benchmarks.b10_canary_overhead", "--child",
-                   "with" if canaries else "without", "--device", device, "--out", folder]
+                   "with" if canaries else "without", "--device", device, "--out", folder, "--threads", str(threads)]
         done = subprocess.run(command, capture_output=True, text=True, check=True,
                               cwd=Path(__file__).resolve().parents[1], env={**os.environ, "PYTHONWARNINGS": "ignore"})
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def run(device: str = "cpu") -> list[Record]:
+def run(device: str = "cpu", rounds: int = ROUNDS, threads: int = THREADS) -> list[Record]:
     samples: dict[bool, list[dict[str, float]]] = {True: [], False: []}
-    for _ in range(ROUNDS):
-        for canaries in (False, True):
-            samples[canaries].append(_child(canaries, device))
-    extra = {"device": device, "canaries": CANARIES, "steps": STEPS, "batch": BATCH, "budget": 1.2}
+    load_before = os.getloadavg()[0]
+    for round_index in range(rounds):
+        for canaries in ((False, True) if round_index % 2 == 0 else (True, False)):
+            samples[canaries].append(_child(canaries, device, threads))
+    extra = {"device": device, "canaries": CANARIES, "steps": STEPS, "batch": BATCH, "threads": threads,
+             "load": [round(load_before, 1), round(os.getloadavg()[0], 1)], "budget": 1.2}
     return [ratio_record("b10_canary_overhead_time", [s["seconds"] for s in samples[True]],
                          [s["seconds"] for s in samples[False]], unit="s", scale=1.0, **extra),
             ratio_record("b10_canary_overhead_cpu", [s["cpu_seconds"] for s in samples[True]],
@@ -126,11 +132,13 @@ def main() -> None:
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
     parser.add_argument("--child", choices=("with", "without"))
     parser.add_argument("--out")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--threads", type=int, default=THREADS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(_train(args.child == "with", args.device, Path(args.out))))
+        print(json.dumps(_train(args.child == "with", args.device, Path(args.out), args.threads)))
         return
-    for record in run(args.device):
+    for record in run(args.device, args.rounds, args.threads):
         print(json.dumps(record))
 
 

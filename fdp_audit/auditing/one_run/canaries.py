@@ -5,10 +5,12 @@ them.
 canaries' secrets (:mod:`fdp_audit.auditing.one_run.manifest`) and, for gradient canaries, the release:
 
 * ``gradient`` on the built-in engine: a canary block of the model (:class:`~fdp_audit.training.engine.CanaryBlock`:
-  2M + M parameters that the model's forward pass never reads, so no real record touches them; the last M receive
-  noise only). The checkpoint (``model.pt``) holds the model's weights and privacy metadata, exactly as
-  ``fdp-audit train`` writes, and the digest of the release; the release (``model.canary-release.pt``) holds the
-  block's final values and per-step updates (white box on the final weights and on every update);
+  2M + M₀ parameters that the model's forward pass never reads, so no real record touches them; the last
+  M₀ = min(M, 1,000) receive noise only, as in a user's loop:
+  :func:`~fdp_audit.auditing.one_run.manifest.null_coordinates`). The checkpoint (``model.pt``) holds the model's
+  weights and privacy metadata, exactly as ``fdp-audit train`` writes, and the digest of the release; the release
+  (``model.canary-release.pt``) holds the block's final values and per-step updates (white box on the final weights
+  and on every update);
 * ``gradient`` on a config naming ``mechanism.training``: the user's loop, run once with the canary head
   (:mod:`fdp_audit.auditing.one_run.loop`, the same files as the Python API writes from the user's own script);
 * ``crafted`` and ``record``: input canaries appended to the data (:mod:`fdp_audit.auditing.one_run.records`); the
@@ -60,6 +62,7 @@ from fdp_audit.auditing.one_run.manifest import (
     check_seed,
     default_game,
     draw_secrets,
+    null_coordinates,
     read_manifest,
     read_release,
     relation_of,
@@ -120,7 +123,7 @@ def canary_block(game: str, k: int, secrets: np.ndarray, magnitude: float) -> Ca
     else:
         private = torch.as_tensor(magnitude * candidate_pattern(game, k)[secrets], dtype=torch.float32)[None]
         present = torch.ones(1, count, dtype=torch.bool)
-    return CanaryBlock(private, torch.full((1, count), magnitude), present, count)
+    return CanaryBlock(private, torch.full((1, count), magnitude), present, null_coordinates(count))
 
 
 @dataclass(frozen=True)
@@ -190,7 +193,7 @@ def train_with_canaries(config: Config, data: PreparedData, count: int, out: Pat
         problem, params, release, steps = _train_gradient_canaries(config, data, game, k, secrets, seed)
         release_path = canary_paths(out)[0]
         digest = hashlib.sha256(release).hexdigest()
-        manifest.update({"null": count, "magnitude": config.audit.canary_norm_factor * mech.clip_norm,
+        manifest.update({"null": null_coordinates(count), "magnitude": config.audit.canary_norm_factor * mech.clip_norm,
                          "release": release_path.name, "release_sha256": digest, "steps": steps})
         extra[RELEASE_DIGEST_KEY] = digest
     else:

@@ -50,6 +50,7 @@ from fdp_audit.auditing.one_run.manifest import (
     canary_paths,
     default_game,
     draw_secrets,
+    null_coordinates,
     release_bytes,
     write_manifest,
     write_release,
@@ -59,11 +60,6 @@ from fdp_audit.errors import BadInputError
 from fdp_audit.training.run import build_problem
 
 SCAN_BATCH = 4096
-# The guesser reads each step's noise scale off the null coordinates (their standard deviation); with M₀ of them its
-# relative error is about 1/sqrt(2·M₀), 2 % at 1,000, far below the unit noise of every standardised value, and the
-# right guesses on simulated releases match those with M₀ = M (tests/auditing/one_run/test_loop.py). More would only add
-# B·M₀ numbers to every step's per-example gradients.
-NULL_COORDINATES = 1_000
 
 
 @dataclass(frozen=True)
@@ -145,7 +141,7 @@ class GradientCanaries:
             game: ``inclusion`` (DP, add/remove) or ``value`` (FDP, replace-one).
             k: candidates per canary in the value game (2 for inclusion).
             null: M₀, the head's coordinates that only noise reaches (default ``min(M, 1000)``: enough to read the
-                noise scale off, :data:`NULL_COORDINATES`).
+                noise scale off, :data:`~fdp_audit.auditing.one_run.manifest.NULL_COORDINATES`).
             expected_batch: the loop's expected batch when its loss is averaged and it is not an Opacus
                 ``DPOptimizer`` (which states it): releases are then in units of the noisy clipped sum.
 
@@ -159,7 +155,7 @@ class GradientCanaries:
         if not (math.isfinite(clip_norm) and clip_norm > 0 and math.isfinite(norm_factor) and norm_factor >= 1):
             raise BadInputError("clip_norm must be positive and norm_factor at least 1", "clip_norm")
         self.count, self.seed, self.game, self.k = count, int(seed), game, k
-        self.null = min(count, NULL_COORDINATES) if null is None else int(null)
+        self.null = null_coordinates(count) if null is None else int(null)
         if not 1 <= self.null <= MAX_CANARIES:
             raise BadInputError(f"must be between 1 and {MAX_CANARIES}", "null")
         self.magnitude = norm_factor * clip_norm

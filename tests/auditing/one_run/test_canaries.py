@@ -3,9 +3,11 @@ untrusted input."""
 
 import json
 
+import numpy as np
 import pytest
 
-from fdp_audit.auditing.one_run.canaries import read_manifest
+from fdp_audit.auditing.one_run.canaries import canary_block, read_manifest
+from fdp_audit.auditing.one_run.loop import GradientCanaries
 from fdp_audit.errors import BadInputError
 
 
@@ -31,6 +33,15 @@ def test_train_writes_checkpoint_release_and_manifest_apart(trained):
     assert manifest["game"] == "inclusion" and manifest["count"] == 400 and set(manifest["secrets"]) == {0, 1}
     assert b"secrets" not in (folder / "model.pt").read_bytes()
     assert b"secrets" not in (folder / "model.canary-release.pt").read_bytes()
+    assert manifest["null"] == 400  # fewer canaries than the default M₀: one null coordinate each
+
+
+def test_the_engine_takes_the_null_coordinates_of_a_users_loop():
+    """Both read each step's noise scale off min(M, 1,000) null coordinates (one default, in the manifest module)."""
+    for count in (300, 1_200):
+        block = canary_block("inclusion", 2, np.zeros(count, dtype=np.int64), 10.0)
+        assert block.null == GradientCanaries(count).null == min(count, 1_000)
+        assert block.size == 2 * count + block.null
 
 
 def test_correct_mechanism_passes_and_no_clipping_is_caught(trained, cli):
