@@ -1,11 +1,14 @@
-"""An Opacus training script in the style of Opacus's tutorials, audited in one run: the lines marked
-``# one-run audit`` and CANARIES are the audit (docs/one_run.md counts what else differs from train.py).
+"""An Opacus training script as Opacus's tutorials write it: a DataLoader made private (Poisson sampling,
+per-example clipping, noise), cross-entropy, SGD, a few epochs, the weights saved. one_run.py is this script with
+the lines of a one-run audit added (each marked ``# one-run audit``; docs/one_run.md):
 
+    python examples/opacus/tutorial.py configs/opacus_one_run.yaml model.pt
     python examples/opacus/one_run.py configs/opacus_one_run.yaml model.safetensors
     fdp-audit audit model.safetensors --config configs/opacus_one_run.yaml --canaries model.canaries.json
 
-The config states the claim audited: z and C as given to ``make_private``, the sample rate Opacus's Poisson
-loader uses (1 / the loader's length) and the steps of EPOCHS epochs, on the data set with its canaries."""
+The data set is the config's (a real script loads its own); the config states the claim audited: z and C as given to
+``make_private``, the sample rate Opacus's Poisson loader uses (1 / the loader's length, on the data set with its
+canaries) and the steps of EPOCHS epochs."""
 
 import sys
 
@@ -24,42 +27,35 @@ BATCH_SIZE = 211  # 10 batches for 1,900 to 2,110 records: configs/opacus_one_ru
 LR = 0.5
 NOISE_MULTIPLIER = 1.0
 MAX_GRAD_NORM = 1.0
-CANARIES = 1000
 
+config_path, out = sys.argv[1], sys.argv[2]
+config = load_config(config_path)
+x, y = prepare_data(config.data, config.seed).tensors()
+train_set = TensorDataset(x, y)
+canaries = fdp_audit.GradientCanaries.from_config(config_path, 1000)  # one-run audit
+train_set = canaries.add_to(train_set)  # one-run audit: the canaries present are records
 
-def load_train_set(config_path: str) -> TensorDataset:
-    """The training records (here the config's data set, encoded; a real script loads its own)."""
-    config = load_config(config_path)
-    x, y = prepare_data(config.data, config.seed).tensors()
-    return TensorDataset(x, y)
+torch.manual_seed(0)
+model = make_model(x.shape[1], int(y.max()) + 1)
+model = canaries.wrap(model)  # one-run audit: the canary head after the logits
+optimizer = torch.optim.SGD(model.parameters(), lr=LR)
+loader = DataLoader(train_set, batch_size=BATCH_SIZE, generator=torch.Generator().manual_seed(0))
 
+privacy_engine = PrivacyEngine()
+model, optimizer, loader = privacy_engine.make_private(
+    module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=NOISE_MULTIPLIER,
+    max_grad_norm=MAX_GRAD_NORM, noise_generator=torch.Generator().manual_seed(1))
+canaries.attach(optimizer)  # one-run audit: the release is read at every step
 
-def main(config_path: str, out: str) -> None:
-    train_set = load_train_set(config_path)
-    canaries = fdp_audit.GradientCanaries.from_config(config_path, CANARIES)  # one-run audit
-    train_set = canaries.add_to(train_set)  # one-run audit
-    torch.manual_seed(0)
-    x, y = train_set[:]
-    model = make_model(x.shape[1], int(y.max()) + 1)
-    model = canaries.wrap(model)  # one-run audit
-    optimizer = torch.optim.SGD(model.parameters(), lr=LR)
-    loader = DataLoader(train_set, batch_size=BATCH_SIZE, generator=torch.Generator().manual_seed(0))
-    privacy_engine = PrivacyEngine()
-    model, optimizer, loader = privacy_engine.make_private(
-        module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=NOISE_MULTIPLIER,
-        max_grad_norm=MAX_GRAD_NORM, noise_generator=torch.Generator().manual_seed(1))
-    canaries.attach(optimizer)  # one-run audit
-    criterion = nn.CrossEntropyLoss()
-    for _ in range(EPOCHS):
-        for inputs, labels in loader:
-            optimizer.zero_grad()
-            loss = criterion(model(inputs), labels)
-            loss.backward()
-            optimizer.step()
-    print(f"claim: noise_multiplier {NOISE_MULTIPLIER}, sample_rate {1 / len(loader):.6g}, "
-          f"steps {EPOCHS * len(loader)}, clip_norm {MAX_GRAD_NORM}")
-    canaries.save(model, out)  # one-run audit: weights, release and manifest
+criterion = nn.CrossEntropyLoss()
+for epoch in range(EPOCHS):
+    for inputs, labels in loader:
+        optimizer.zero_grad()
+        loss = criterion(model(inputs), labels)
+        loss.backward()
+        optimizer.step()
+    print(f"epoch {epoch + 1}: loss {loss.item():.4f}")
 
-
-if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+print(f"claim: noise_multiplier {NOISE_MULTIPLIER}, sample_rate {1 / len(loader):.6g}, "
+      f"steps {EPOCHS * len(loader)}, clip_norm {MAX_GRAD_NORM}")
+canaries.save(model, out)  # one-run audit: weights, release and manifest, instead of torch.save
