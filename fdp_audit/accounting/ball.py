@@ -183,8 +183,8 @@ def ball_uniform_box(
         ``"monte-carlo"`` with its Clopper–Pearson ``upper``.
 
     Raises:
-        InvalidParameterError: a negative radius, no side or a non-positive side, an unknown metric, fewer than one
-            sample, or a confidence outside (0, 1).
+        InvalidParameterError: a negative radius, no side or a non-positive side, an unknown metric, or (only
+            when the volume is estimated) fewer than one sample or a confidence outside (0, 1).
     """
     rho = float(radius)
     if not (rho >= 0):

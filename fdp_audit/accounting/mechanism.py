@@ -308,7 +308,7 @@ class PldAccountant(MechanismAccountant):
 
     def __init__(self, spec: MechanismSpec, discretization: float | None = None):
         super().__init__(spec)
-        # The loss grid: docs/training.md's 1e-4 unless the per-step loss is too small for it (pld module).
+        # The loss grid: docs/accounting.md's 1e-4 unless the per-step loss is too small for it (pld module).
         self.discretization = resolve_discretization(spec.segments(), discretization)
 
     @classmethod

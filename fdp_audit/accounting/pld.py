@@ -6,14 +6,14 @@ the Gaussian mechanism with noise multiplier ``z_t`` (noise std / clip norm) on 
 rate ``p_t``. Theorem 5: Algorithm 1 is f-DP_i^Ψ with
 ``f = T(N(0,1)^T, ((1-p) N(0,1) + p N(1/z, 1))^T)`` -- exactly the add/remove accounting of DP-SGD.
 
-**Grid.** Losses live on multiples of Δ = 1e-4 (docs/training.md), refined for mechanisms whose per-step
+**Grid.** Losses live on multiples of Δ = 1e-4 (docs/accounting.md), refined for mechanisms whose per-step
 privacy loss is too small for that grid (:func:`resolve_discretization`).
 
 **Relations.** ``Relation.ADD_REMOVE``: dp_accounting's ``ADD_OR_REMOVE_ONE`` with sensitivity 1 (in units of
 the clip norm). Its REMOVE pair is (upper ``(1-p)N(0,z²) + pN(-1,z²)``, lower ``N(0,z²)``) and its ADD
 pair (upper ``N(0,z²)``, lower ``(1-p)N(0,z²) + pN(1,z²)``). ``Relation.REPLACE``: ``REPLACE_ONE`` with
 sensitivity 1, i.e. the pair ``(1-p)N(0) + pN(-1)`` vs ``(1-p)N(0) + pN(+1)``: the two contributions are
-2C apart, which is what docs/training.md's "sensitivity 2C" means. It coincides with add/remove at
+2C apart, as docs/accounting.md's replace-one pair says. It coincides with add/remove at
 sensitivity 2 only when p = 1 (both give ``G_{2 sqrt(T)/z}``); for p < 1 add/remove with sensitivity 2
 is a different (and wrong) pair. Passing sensitivity 2 *to* REPLACE_ONE would double count
 (``G_{4 sqrt(T)/z}`` at p = 1).
@@ -70,7 +70,7 @@ from fdp_audit.accounting.tradeoff import TradeoffCurve
 Direction = Literal["symmetric", "remove", "add"]
 DIRECTIONS: tuple[Direction, ...] = ("symmetric", "remove", "add")
 
-DEFAULT_DISCRETIZATION = 1e-4  # docs/training.md; refined for tiny per-step losses, see resolve_discretization
+DEFAULT_DISCRETIZATION = 1e-4  # docs/accounting.md; refined for tiny per-step losses, see resolve_discretization
 _FINEST_DISCRETIZATION = 1e-7
 # dp_accounting truncates at most this much mass from the tails of a composition, pessimistically
 # (the right tail goes to the +∞ atom); it is its default.
@@ -110,7 +110,7 @@ def _check_schedule(schedule: Schedule) -> Schedule:
 
 
 def resolve_discretization(schedule: Schedule, discretization: float | None = None) -> float:
-    """The loss grid: ``discretization`` when given, else docs/training.md's 1e-4 -- refined to the power of ten
+    """The loss grid: ``discretization`` when given, else docs/accounting.md's 1e-4 -- refined to the power of ten
     below a tenth of the per-step privacy-loss scale ``μ_1 = p sqrt(e^{1/z²} - 1)`` when that is
     smaller (floor 1e-7). In a heterogeneous schedule the scale is that of the segment contributing
     most to the composed loss (largest ``T_t μ_1²``): all segments share one grid, and refining for a

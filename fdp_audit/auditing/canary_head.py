@@ -5,7 +5,7 @@ coordinates of a parameter block of their own, whatever computes per-example gra
   (never by comparing each input with each of the M canaries). Canary i's input holds the value ``b`` everywhere
   but on its first L coordinates, which hold ``b + digit_j(i)`` (the base-r digits of i, r >= 16). ``b`` is an
   integer above every magnitude of the data, so no record of the data set is ever taken for a canary, and the
-  inputs are exact in every floating-point type up to ``b + r``.
+  inputs are exact in float32 and wider types (the constructor refuses ``b + r >= 2²⁴``).
 * :class:`CanaryHead` — the parameter block ``w`` of ``M + M₀`` coordinates. Its input is the module's logits
   with one more column holding ``i + 1`` on canary i's rows (0 elsewhere: one tensor, as per-example gradient
   engines hand a layer one activation); its output is the logits, with canary i's rows replaced by

@@ -591,8 +591,9 @@ class Powerless:
 
 def powerless(comparisons: list[dict[str, Any]], alpha: float) -> list[Powerless]:
     """The comparisons that cannot fail at ``alpha`` (Bonferroni over all of them). Rows need only what the
-    power check reads (trials and bound; or negatives, positives, thresholds, δ and the claimed ε), not
-    outcomes, so that an audit can ask before it trains anything.
+    power check reads (trials and bound; or negatives, positives, thresholds with error-count lists of their
+    length, orientation, relation and the stated claim), not outcomes, so that an audit can ask before it trains
+    anything.
 
     Args:
         comparisons: the stored or planned comparisons.
@@ -602,7 +603,7 @@ def powerless(comparisons: list[dict[str, Any]], alpha: float) -> list[Powerless
         The powerless comparisons, in order, each with the trials it would need.
 
     Raises:
-        BadInputError: a row is invalid (naming ``results.comparisons[i]``).
+        BadInputError: α is not in (0, 1), or a row is invalid (naming ``results.comparisons[i]``).
     """
     level = level_per_comparison(alpha, statistical_count(comparisons))
     found = []
@@ -643,8 +644,9 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
     """The verdict and every comparison's evaluation, Bonferroni-corrected over all of them.
 
     VIOLATION when a comparison is violated; otherwise NOT JUDGED when :func:`unjudgeable` says so (no
-    comparisons, none that can fail, or a powerless one of a kind that requires power), else PASS. A
-    comparison without power is listed in ``not_judged`` and never counts towards a PASS.
+    comparisons, none that can fail, or a powerless one of a kind that requires power); otherwise INFORMATIONAL
+    when every comparison is marked ``informational`` (not a pass), else PASS. A comparison without power is
+    listed in ``not_judged`` and never counts towards a PASS.
 
     Args:
         comparisons: the stored comparisons (untrusted rows of ``results.json``).
@@ -656,7 +658,7 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
         and kind, in order.
 
     Raises:
-        BadInputError: ``comparisons`` is not a list, a row has no id, or a row is invalid.
+        BadInputError: α is not in (0, 1), ``comparisons`` is not a list, a row has no id, or a row is invalid.
     """
     if not isinstance(comparisons, list):
         raise BadInputError("must be a list", "results.comparisons")

@@ -14,8 +14,8 @@ counts then give
 * the **family ε**: the largest claim in the claimed mechanism's own family (same mechanism with a smaller
   noise multiplier, or μ-GDP) that the box rejects, read as ε at δ (:func:`family_epsilon`; valid under the
   family assumption, which is reported beside it);
-* the **Clopper–Pearson ε**: ``log((1 − δ − FNR_ub)/FPR_ub)`` and its mirror, read off the same box
-  read off the Clopper–Pearson box of the same test (:func:`epsilon_lower_bound`; no assumption at all).
+* the **Clopper–Pearson ε**: ``log((1 − δ − FNR_ub)/FPR_ub)`` and its mirror, read off the jointly valid
+  Clopper–Pearson box of the same test (:func:`epsilon_lower_bound`; no assumption at all).
 """
 
 from __future__ import annotations

@@ -78,8 +78,9 @@ def with_canary_columns(data: PreparedData) -> PreparedData:
 
 def bayes_optimal_success(relation: MechanismAccountant) -> float:
     """Best success of any adversary in the binary canary game of the accountant's relation with a uniform prior:
-    ½ + δ(0)/2, the total-variation distance (½ + δ_replace(0)/2 for the ±C canary). The pessimistic PLD makes
-    δ(0) an upper estimate, which can only lower the attack's reported share of the optimum.
+    ½ + δ(0)/2, δ(0) being the total-variation distance of the two worlds (½ + δ_replace(0)/2 for the ±C
+    canary). The pessimistic PLD makes δ(0) an upper estimate, which can only lower the attack's reported share of
+    the optimum.
 
     Args:
         relation: the claim's accountant of the game's neighbouring relation.

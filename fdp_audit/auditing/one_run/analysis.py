@@ -146,7 +146,8 @@ def steinke_epsilon(m: int, guesses: int, correct: int, delta: float, alpha: flo
         alpha: the level α of the test.
 
     Returns:
-        The empirical ε (to a relative precision of 1e-6, the rejected end).
+        The empirical ε, the rejected end of a bracket of width at most 1e-6·max(1, ε) (1e6, the search's end,
+        if every ε up to it is rejected).
 
     Raises:
         ValueError: unless 0 ≤ correct ≤ guesses ≤ m and m ≥ 1.
@@ -329,7 +330,11 @@ def gdp_mu_lower_bound(m: int, guesses: int, correct: int, k: int, alpha: float)
         alpha: the level α of the test.
 
     Returns:
-        μ, a 1 − α lower confidence bound on the mechanism's GDP parameter (to a relative precision of 1e-4).
+        μ, a 1 − α lower confidence bound on the mechanism's GDP parameter (the rejected end of a bracket of width
+        at most 1e-4·max(1, μ)).
+
+    Raises:
+        ValueError: unless 0 ≤ correct ≤ guesses ≤ m, m ≥ 1 and k ≥ 2 (when a guess was made).
     """
     if guesses == 0:
         return 0.0
@@ -385,7 +390,8 @@ def family_epsilon(family: Family, m: int, guesses: int, correct: int, k: int, a
         correct: the number c' of correct guesses.
         k: the number of values a canary's secret takes.
         alpha: the level α of the test.
-        tolerance: the relative precision of the boundary parameter (its rejected end is reported).
+        tolerance: the bracket width on the boundary parameter, relative above 1 and absolute below (its rejected
+            end is reported).
 
     Returns:
         The empirical ε at the family's δ.

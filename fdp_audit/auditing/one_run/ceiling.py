@@ -54,7 +54,7 @@ def flagged_curve(curve: TradeoffCurve, tau: float) -> TradeoffCurve:
         tau: the flag rate τ, in (0, 1].
 
     Returns:
-        g_τ, with ``GRID_POINTS + 1`` vertices.
+        g_τ, with at most ``GRID_POINTS + 1`` vertices (fewer once its power reaches 1 before α = 1).
 
     Raises:
         ValueError: τ is outside (0, 1].
@@ -187,7 +187,7 @@ def count_ceiling(truth_correct: np.ndarray, member_curve: Callable[[float], Tra
     Returns:
         ``(index, count)``: the index in ``parameters`` of the weakest claim whose flagged critical count the
         median reaches (-1 if none; found by bisection, a weaker claim being harder to reach) and the smallest
-        guess count that reaches it.
+        guess count that reaches it (``counts[0]`` when none does).
     """
     observed = np.asarray(truth_correct)[np.asarray(counts) - 1]
 

@@ -1,5 +1,5 @@
 """How many of the most confident guesses a one-run audit judges, fixed from the claim before anything is seen
-(docs/one_run.md, "Choosing the guess count").
+(docs/one_run.md, "The guess count is fixed by the claim").
 
 The f-DP analysis (:mod:`fdp_audit.auditing.one_run.analysis`) bounds ``P[W_c >= v]``, the probability that at least
 v of the c guesses an auditor makes are right, for a *fixed* c. Choosing c after seeing the release would need a
@@ -114,6 +114,9 @@ def designed_guess_count(spec: MechanismSpec, family: Family, m: int, k: int, le
 
     Returns:
         The number of most confident guesses to judge, between 1 and m.
+
+    Raises:
+        ValueError: m < 1, k < 2 or a level outside (0, 1).
     """
     if m < 1 or k < 2 or not 0 < level < 1:
         raise ValueError(f"need m >= 1, k >= 2 and a level in (0, 1) (m={m}, k={k}, level={level})")

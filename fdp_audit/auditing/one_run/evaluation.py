@@ -124,6 +124,9 @@ def judge_scores(scores_by_threat: Mapping[str, np.ndarray], secrets: np.ndarray
     Returns:
         The section: ``status`` (PASS or VIOLATION), ``explanation``, one row per threat model (guesses, right
         ones, the smallest rejecting count, ε lower bounds), the headline ε lower bounds, ``canaries`` and ``k``.
+
+    Raises:
+        ValueError: the threat models' scores are not all ``[M, k]`` arrays of one shape with M = ``len(secrets)``.
     """
     secrets = np.asarray(secrets)
     shapes = {np.shape(scores) for scores in scores_by_threat.values()}
