@@ -232,6 +232,9 @@ class MechanismAccountant(ABC):
 
         Returns:
             The smallest ε with δ(ε) <= δ (+inf when no finite ε exists), a float for a scalar δ.
+
+        Raises:
+            InvalidParameterError: a δ outside (0, 1).
         """
         out = self._epsilon(_validate.deltas(delta))
         return float(out) if np.ndim(delta) == 0 else out
@@ -244,6 +247,9 @@ class MechanismAccountant(ABC):
 
         Returns:
             δ(ε), a float for a scalar ε.
+
+        Raises:
+            InvalidParameterError: a negative ε.
         """
         out = self._delta(_validate.epsilons(epsilon))
         return float(out) if np.ndim(epsilon) == 0 else out
@@ -379,6 +385,9 @@ def register_accountant(accountant: type[MechanismAccountant]) -> type[Mechanism
 
     Returns:
         ``accountant`` (usable as a class decorator).
+
+    Raises:
+        TypeError: ``accountant`` is not a :class:`MechanismAccountant` subclass.
     """
     if not (isinstance(accountant, type) and issubclass(accountant, MechanismAccountant)):
         raise TypeError(f"{accountant!r} is not a MechanismAccountant subclass")

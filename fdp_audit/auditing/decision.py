@@ -1,4 +1,4 @@
-"""Decision rules fitted on a selection split (docs: the soundness principles of the game audit).
+"""Decision rules fitted on a selection split (docs/games.md, "Decision rules").
 
 An attack's scores are a statistic; how they are turned into a guess is part of the adversary, and it must not
 be tuned on the trials that judge it. The rules considered are
@@ -101,8 +101,9 @@ def _best_offset(scores: np.ndarray, labels: np.ndarray, offsets: np.ndarray, v:
 
 
 def fit_decision_rule(scores: np.ndarray, labels: np.ndarray) -> DecisionRule:
-    """The rule (orientation, offsets) with the most successes on the given (selection) trials; with no
-    trials, the attack's own argmax.
+    """The rule (orientation, offsets) with the most successes on the given (selection) trials that coordinate
+    ascent over the offsets finds (exact for two candidates, :data:`SWEEPS` passes for more); with no trials, the
+    attack's own argmax.
 
     Args:
         scores: the selection trials' scores, shape (R, V).

@@ -163,6 +163,11 @@ def judge_promise(row: dict[str, Any], level: float, where: str) -> dict[str, An
     Returns:
         The evaluation: ``observed`` the spent ε, ``theoretical`` the promised ε, ``margin``, ``violated``, and
         what the explanation names (source, target ε, δ, epochs, steps planned and taken, the noise multipliers).
+
+    Raises:
+        BadInputError: an unknown source, a δ outside (0, 1), a malformed planned or trained segment, a target's
+            ε or epochs missing or the planned steps not ``int(epochs / p)``, or a negative ``engine_epsilon`` or
+            ``seed`` (naming the field).
     """
     source = row.get("source")
     if source not in SOURCES:

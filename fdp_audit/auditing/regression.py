@@ -100,7 +100,8 @@ def compare(current: dict[str, Any], baseline: dict[str, Any], alpha: float,
         configuration's changes.
 
     Raises:
-        BadInputError: α or the tolerance is out of range, or either results file holds no comparisons.
+        BadInputError: α or the tolerance is out of range, or either results file holds no comparisons or an invalid
+            one.
     """
     if not isinstance(alpha, int | float) or isinstance(alpha, bool) or not 0 < alpha < 1:
         raise BadInputError(f"must be in (0, 1), got {alpha!r}", "alpha")

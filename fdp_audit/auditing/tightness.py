@@ -77,8 +77,8 @@ def tightness_config(epsilon: float, sample_rate: float = 1 / 16, steps: int = 1
 
 def trials_for_half_width(optimum: float, half_width: float, confidence: float = 0.95) -> int:
     """Trials for a ±``half_width`` interval on the advantage share: the Wald width of the rate at the optimum,
-    over the advantage, with 15% to spare for the exact (wider) Clopper–Pearson interval; even, since the ε
-    lower bound splits the trials in halves.
+    over the advantage, with 15% to spare for the exact (wider) Clopper–Pearson interval; rounded up to an even
+    number.
 
     Args:
         optimum: the Bayes-optimal success ½ + δ_replace(0)/2.

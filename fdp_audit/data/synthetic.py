@@ -325,6 +325,9 @@ def synthetic_table(config: DataConfig, seed: int, coupling: float = 0.0) -> Tab
 
     Returns:
         The table, named ``synthetic``.
+
+    Raises:
+        ValueError: as :func:`prior_for_config` (a coupling out of range), or fewer than one row or public feature.
     """
     prior = prior_for_config(config, coupling)
     return generate(config.synthetic_rows, prior, config.synthetic_public_features, seed)

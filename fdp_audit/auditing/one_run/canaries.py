@@ -284,7 +284,12 @@ def insert_record_canaries(config: Config, count: int, manifest_path: Path, game
 
     Returns:
         The data set to train on. Audit the trained weights with
-        ``fdp-audit audit WEIGHTS --config CONFIG --canaries MANIFEST``."""
+        ``fdp-audit audit WEIGHTS --config CONFIG --canaries MANIFEST``.
+
+    Raises:
+        BadInputError: a kind other than crafted or record, a game or k out of range, or a count outside 1 …
+            ``MAX_CANARIES`` (record canaries: at most the population's rows).
+    """
     from fdp_audit.data.prepare import prepare_data
 
     if kind not in ("crafted", "record"):

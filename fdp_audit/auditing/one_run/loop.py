@@ -298,8 +298,9 @@ class GradientCanaries:
         training that never stepped an optimizer holding the head, or whose canaries never reached the module.
 
         Returns:
-            ``updates`` ``[T, M]`` and ``updates_null`` ``[T, M₀]``, the head's change at each of the T observed
-            steps on the canaries' and the null coordinates, and ``final`` ``[M]`` and ``final_null`` ``[M₀]``,
+            ``updates`` ``[T, M]`` and ``updates_null`` ``[T, M₀]``, minus the update each of the T observed steps
+            applied (``Δw/η + λ·w`` for plain SGD, minus the gradient held for other optimizers, times the update
+            scale) on the canaries' and the null coordinates, and ``final`` ``[M]`` and ``final_null`` ``[M₀]``,
             the head's values now; float32 tensors on the CPU.
 
         Raises:

@@ -15,8 +15,8 @@ Such canaries audit what the final model keeps of each record, noise, clipping a
 training without noise memorises them and fails the audit from its final weights alone.
 
 **Population copies** (``record``): canary i copies a population record (the population split is disjoint from
-the training data and owned by the adversary) and sets its first categorical protected attribute to one of the k
-most frequent categories.
+the training data and owned by the adversary) and sets its first protected attribute (which must be categorical)
+to one of its k most frequent categories.
 
 * ``value`` game (FDP, replace-one): every canary is in the data set; its value is uniform over the k
   candidates and everything else (Ψ and the label) is fixed. The attack scores each candidate by the model's
