@@ -62,7 +62,14 @@ NULL_COORDINATES = 1_000
 
 def null_coordinates(count: int) -> int:
     """M₀, the null coordinates of M = ``count`` gradient canaries by default, in a user's loop and in the engine
-    alike: ``min(M, NULL_COORDINATES)``."""
+    alike: ``min(M, NULL_COORDINATES)``.
+
+    Args:
+        count: M, the number of gradient canaries.
+
+    Returns:
+        M₀, the head's or block's coordinates that only the mechanism's noise reaches.
+    """
     return min(count, NULL_COORDINATES)
 
 
