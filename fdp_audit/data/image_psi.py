@@ -18,8 +18,9 @@ image it protects by an orthogonal projection ``P`` onto that part (:meth:`prote
       Ψ_τ(x) = B (x − P x),
 
   the blur of the image's visible part. Ψ_τ(x + h) = Ψ_τ(x) exactly for h in the protected span, and the
-  ordinary blur moves by ‖B h‖ ≤ τ‖h‖: x and x + h have the same blurred image up to a relative tolerance
-  τ. τ = 0 is the literal blur, which protects nothing (:attr:`protected_dimension` is then 0).
+  ordinary blur moves by ‖B h‖ ≤ τ·s_max‖h‖ (s_max, B's largest singular value, is slightly above 1 with
+  reflect padding: 1.015 at 28×28 and σ = 1): x and x + h have the same blurred image up to a relative
+  tolerance τ. τ = 0 is the literal blur, which protects nothing (:attr:`protected_dimension` is then 0).
 
 The public loss trains on Ψ(x) rendered at the full resolution (:meth:`public_image`: the upsampled block
 means, or the blurred image), as the FDP paper's public baseline trains on the blurred images.
