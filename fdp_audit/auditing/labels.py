@@ -49,7 +49,7 @@ def game_title(row: dict[str, Any]) -> str:
 
 # what a one-run audit's auditor sees of the training, by the threat model's id in results.json
 THREAT_MODELS = {"updates": "released updates", "updates_public_aligned": "released updates at the canaries' "
-                 "public steps", "final_model": "final model"}
+                 "public steps", "final_model": "final model", "final": "final weights"}
 
 
 def threat_title(threat: str) -> str:

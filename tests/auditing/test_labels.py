@@ -31,3 +31,20 @@ def test_an_attacks_registered_title_reaches_the_reports_rows() -> None:
     rows = {row.attack: row for panel in summary.panels for row in panel.rows}
     assert rows["likelihood"].attack_title == ATTACKS["likelihood"].title != ""
     assert rows["unregistered"].attack_title == ""
+
+
+def test_every_one_run_threat_model_the_guesser_scores_has_words() -> None:
+    """The final-weights threat model had no entry and reached the report as "final"."""
+    import numpy as np
+
+    from fdp_audit.auditing.labels import THREAT_MODELS
+    from fdp_audit.auditing.one_run.guesser import Release, threat_scores
+
+    m, steps, null = 4, 3, 2
+    pattern = np.array([1.0, -1.0])
+    final_only = Release(np.zeros(m), np.zeros(null))
+    released = Release(np.zeros(m), np.zeros(null), np.zeros((steps, m)), np.zeros((steps, null)),
+                       public_updates=np.ones((steps, m)))
+    threats = set(threat_scores(final_only, pattern)) | set(threat_scores(released, pattern))
+    assert threats == {"final", "updates", "updates_public_aligned"}
+    assert threats <= set(THREAT_MODELS)
