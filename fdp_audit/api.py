@@ -29,6 +29,7 @@ from fdp_audit.errors import BadInputError
 
 if TYPE_CHECKING:
     from fdp_audit.accounting.mechanism import MechanismAccountant
+    from fdp_audit.claim import Claim
     from fdp_audit.config import Config
     from fdp_audit.execution import Executor
 
@@ -570,16 +571,15 @@ class GateResult:
 
 
 def _stored_results(results: AuditResult | Mapping[str, Any] | str | os.PathLike[str],
-                    flag: str | None = None) -> dict[str, Any]:
-    """A results dictionary, its limits re-derived from its stated configuration: read and verified from a file
-    (naming it, and the keyword ``flag`` that named it), or a copy of one in memory."""
-    from fdp_audit.auditing.gate import restate_limits, verified_results
+                    flag: str | None = None) -> tuple[dict[str, Any], Claim]:
+    """A results dictionary, its limits re-derived from its stated configuration, and the claim it states: read
+    and verified from a file (naming it, and the keyword ``flag`` that named it), or a copy of one in memory."""
+    from fdp_audit.auditing.gate import restate_limits, verified_claim
 
     if isinstance(results, AuditResult | Mapping):
         stored = copy.deepcopy(dict(results.results if isinstance(results, AuditResult) else results))
-        restate_limits(stored)
-        return stored
-    return verified_results(results, flag)
+        return stored, restate_limits(stored)
+    return verified_claim(results, flag)
 
 
 def gate(results: AuditResult | Mapping[str, Any] | str | os.PathLike[str], *, alpha: float | None = None,
@@ -611,16 +611,16 @@ def gate(results: AuditResult | Mapping[str, Any] | str | os.PathLike[str], *, a
                            ("allow_config_change", allow_config_change)):
         if value and baseline is None:
             raise BadInputError("needs baseline", keyword)
-    stored = _stored_results(results)
+    stored, claim = _stored_results(results)
     alpha = _alpha(alpha, stored["verdict"].get("alpha", 0.05))
     comparisons = stored.get("comparisons", [])
-    verdict, judged = judge(comparisons, alpha)
+    verdict, judged = judge(comparisons, alpha, claim)
     if verdict["status"] in (NOT_JUDGED, INFORMATIONAL):  # nothing that can fail, or nothing that tests: no pass
         where = f"{results}: " if isinstance(results, str | os.PathLike) else ""
         raise BadInputError(f"{where}{verdict['explanation']}", "results.comparisons")
     regression = None
     if baseline is not None:
-        regression = compare(stored, _stored_results(baseline, "baseline"), alpha, max_regression)
+        regression = compare(stored, _stored_results(baseline, "baseline")[0], alpha, max_regression)
         if regression.config_changes and not allow_config_change:
             changes = regression.config_changes
             shown = "; ".join(changes[:3]) + (f" and {len(changes) - 3} more" if len(changes) > 3 else "")

@@ -6,6 +6,9 @@ the correct one it imitates), what that mechanism releases under the claimed z, 
 :mod:`fdp_audit.accounting.events`), its δ, and the accountant of each neighbouring relation, chosen by the event
 (:func:`fdp_audit.accounting.mechanism.accountant_for`) and built at most once per claim.
 
+A one-run audit tests the same claim: :meth:`Claim.one_run_curve` is what it reads of it under one relation (the
+curve's inverse power, ε at δ, and the family of weaker claims its empirical ε is read in, docs/one_run.md).
+
 The claimed z is the configured ``noise_multiplier``, or the one calibrated to ``target_epsilon`` at ``delta``
 (docs/files.md, ``calibrate``); a calibration costs seconds of accounting, so each process keeps the ones it
 computed (:func:`noise_multiplier`), and a cluster's worker adopts the driver's (:func:`adopt_noise_multiplier`).
@@ -15,13 +18,21 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fdp_audit.accounting.calibration import calibrate_noise_multiplier
 from fdp_audit.accounting.events import Relation, relation_named
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec, accountant_for
 from fdp_audit.config import Config, MechanismConfig
 from fdp_audit.mechanisms import MECHANISMS, Mechanism
+
+if TYPE_CHECKING:
+    from fdp_audit.auditing.one_run.analysis import Family, InversePower
+
+MIN_FAMILY_NOISE = 0.25  # a one-run family search stops at z = 0.25 (PLDs of smaller z are slow and ε there is huge)
+# The loss grid of a one-run family's members: a coarser pessimistic PLD is still a dominating pair, so it states a
+# weaker claim than the member's exact curve, and rejecting it rejects the member (docs/one_run.md).
+FAMILY_DISCRETIZATION = 1e-3
 
 # per process, by (ε, δ, p, T): a calibration costs seconds of accounting and an audit asks for it many times
 _CALIBRATED: dict[tuple[float, float, float, int], float] = {}
@@ -92,6 +103,27 @@ class Claim:
         mech = config.mechanism
         return cls.of(mech, mech.third_party or (None if mech.training is None
                                                  else f"{mech.training} on {config.model.factory}"))
+
+    @classmethod
+    def stated(cls, mechanism: str, noise_multiplier: float, sample_rate: float, steps: int, delta: float) -> Claim:
+        """The claim of a registered mechanism at stated parameters (a checkpoint's, a one-run comparison's, a
+        simulation's), without the rest of a configuration.
+
+        Args:
+            mechanism: the mechanism's registered name.
+            noise_multiplier: z.
+            sample_rate: p.
+            steps: T.
+            delta: the δ at which ε is read.
+
+        Returns:
+            The claim.
+
+        Raises:
+            BadInputError: a parameter is out of the configuration's range, naming its ``mechanism.*`` field.
+        """
+        return cls.of(MechanismConfig(name=mechanism, noise_multiplier=noise_multiplier, sample_rate=sample_rate,
+                                      steps=steps, delta=delta))
 
     @classmethod
     def of(cls, mech: MechanismConfig, user_code: str | None = None) -> Claim:
@@ -170,6 +202,25 @@ class Claim:
         """
         return self.replace_one if relation_named(relation) == Relation.REPLACE else self.add_remove
 
+    def one_run_curve(self, relation: Relation | str) -> OneRunCurve:
+        """The claim as a one-run audit tests it under one neighbouring relation (docs/one_run.md).
+
+        Args:
+            relation: ``Relation.ADD_REMOVE`` (the inclusion game) or ``Relation.REPLACE`` (the value game), or a
+                spelling :func:`~fdp_audit.accounting.events.relation_named` reads.
+
+        Returns:
+            The curve, the same object for the same claimed numbers (its guess count is designed once).
+
+        Raises:
+            ValueError: the claimed mechanism does not release Poisson-subsampled Gaussian steps.
+        """
+        spec = self.spec(relation)
+        if not spec.is_gaussian or spec.noise_multiplier is None or spec.sample_rate is None:
+            raise ValueError(f"a one-run audit tests a subsampled Gaussian claim, not {spec.event!r}")
+        return _one_run_curve(spec.name, spec.noise_multiplier, spec.sample_rate, spec.steps, self.delta,
+                              spec.relation)
+
     @functools.cached_property
     def epsilon(self) -> float:
         """ε at the claim's δ under add/remove neighbours (∞ for a non-private mechanism).
@@ -199,3 +250,58 @@ class Claim:
                 "private_weight": mech.private_weight, "public_pretrain_steps": mech.public_pretrain_steps,
                 "public_loss": mech.public_loss, "epsilon": self.epsilon}
 
+
+
+@dataclass(frozen=True)
+class OneRunCurve:
+    """What a one-run audit tests of a claim under one neighbouring relation (:meth:`Claim.one_run_curve`): the
+    claimed curve's f̄⁻¹, ε at δ, and the family the empirical ε is read in.
+
+    Attributes:
+        description: the claim in words, with its relation.
+        spec: the claimed mechanism under the relation.
+        inverse_power: f̄⁻¹ of the claimed curve.
+        epsilon: ε at ``delta`` under the relation.
+        delta: the claim's δ.
+        family: the claimed mechanism with the same p and T and a smaller noise multiplier, indexed by ``1/z`` so
+            that larger means weaker.
+    """
+
+    description: str
+    spec: MechanismSpec
+    inverse_power: InversePower
+    epsilon: float
+    delta: float
+    family: Family
+
+
+@functools.lru_cache(maxsize=256)
+def _gaussian_accountant(name: str, noise_multiplier: float, sample_rate: float, steps: int, relation: Relation,
+                         discretization: float | None = None) -> MechanismAccountant:
+    return accountant_for(MechanismSpec.gaussian(name, noise_multiplier, sample_rate, steps, relation),
+                          discretization)
+
+
+@functools.lru_cache(maxsize=256)
+def _member_inverse(name: str, sample_rate: float, steps: int, relation: Relation, inverse_z: float) -> InversePower:
+    from fdp_audit.auditing.one_run.analysis import curve_inverse_power
+
+    if inverse_z == 0.0:  # infinite noise: perfect privacy, f̄(α) = α
+        return lambda y: y
+    accountant = _gaussian_accountant(name, 1.0 / inverse_z, sample_rate, steps, relation, FAMILY_DISCRETIZATION)
+    return curve_inverse_power(accountant.curve())
+
+
+@functools.lru_cache(maxsize=64)
+def _one_run_curve(name: str, noise_multiplier: float, sample_rate: float, steps: int, delta: float,
+                   relation: Relation) -> OneRunCurve:
+    from fdp_audit.auditing.one_run.analysis import Family, curve_inverse_power
+
+    accountant = _gaussian_accountant(name, noise_multiplier, sample_rate, steps, relation)
+    words = relation.words
+    family = Family(f"{name} with the same p and T and a smaller noise multiplier ({words})",
+                    lambda t: _member_inverse(name, sample_rate, steps, relation, t),
+                    lambda t: float(_gaussian_accountant(name, 1.0 / t, sample_rate, steps, relation).epsilon(delta)),
+                    start=1.0 / noise_multiplier, limit=MIN_FAMILY_NOISE ** -1)
+    return OneRunCurve(f"{name} z={noise_multiplier:.4g} p={sample_rate:g} T={steps} ({words})", accountant.spec,
+                       curve_inverse_power(accountant.curve()), float(accountant.epsilon(delta)), delta, family)

@@ -8,7 +8,7 @@ import pytest
 import fdp_audit
 from fdp_audit import claim as claim_module
 from fdp_audit.accounting import mechanism as accounting_mechanism
-from fdp_audit.accounting.events import NonPrivateEvent, PublicOnlyEvent, SubsampledGaussianEvent
+from fdp_audit.accounting.events import NonPrivateEvent, PublicOnlyEvent, Relation, SubsampledGaussianEvent
 from fdp_audit.claim import Claim
 from fdp_audit.config import config_from_dict
 from fdp_audit.mechanisms import MECHANISMS
@@ -50,18 +50,40 @@ def test_following_a_config_through_an_audit_builds_its_claim_and_each_accountan
     assert result.verdict in ("PASS", "VIOLATION")
 
 
-def test_the_gate_rebuilds_the_claim_a_results_file_states_once(counted, tmp_path) -> None:
-    from fdp_audit.auditing.gate import judge, restate_limits
+def test_the_gate_judges_every_comparison_against_the_one_claim_a_results_file_states(counted, monkeypatch,
+                                                                                      tmp_path) -> None:
+    """The gate builds the claim once from the stated configuration and judges every comparison against its
+    accountants: no comparison builds one of its own, and the judgements are those of each comparison's own
+    stated claim."""
+    from fdp_audit.auditing import gate
 
     config = config_from_dict(small_config("fdp_sgd"))
     results = fdp_audit.audit(config).to_dict()
+    alone = gate.judge(results["comparisons"], 0.05)
     accounting_mechanism.accountant_for.cache_clear()
     counted["claims"].clear()
     counted["accountants"].clear()
-    restate_limits(results)
-    judge(results["comparisons"], 0.05)
+    claim = gate.restate_limits(results)
+    monkeypatch.setattr(gate, "accountant_for", None)  # a comparison building its own accountant would fail
+    assert gate.judge(results["comparisons"], 0.05, claim) == alone
     assert counted["claims"] == ["fdp_sgd"]
     assert [spec.relation for spec in counted["accountants"]] == ["add_remove", "replace"]
+    assert any(row["kind"] == "epsilon" for row in results["comparisons"])
+
+
+def test_a_one_run_audit_tests_the_claims_curve_under_its_relation() -> None:
+    """``Claim.one_run_curve`` is the claim's own accountant under the relation (ε, spec), one object for the same
+    claimed numbers however the claim was built, and refused for a claim that is not a subsampled Gaussian."""
+    config = config_from_dict(small_config("dp_sgd", mechanism={"noise_multiplier": 1.0, "sample_rate": 0.05,
+                                                                 "steps": 100}))
+    claim = Claim.from_config(config)
+    curve = claim.one_run_curve("replace")
+    assert curve is Claim.stated("dp_sgd", 1.0, 0.05, 100, claim.delta).one_run_curve("replace")
+    assert curve.spec == claim.spec("replace") and curve.epsilon == claim.replace_one.epsilon(claim.delta)
+    assert curve.family.start == 1.0 and curve.description == "dp_sgd z=1 p=0.05 T=100 (replace-one)"
+    assert claim.one_run_curve("add_remove") is claim.one_run_curve(Relation.ADD_REMOVE) is not curve
+    with pytest.raises(ValueError, match="subsampled Gaussian"):
+        Claim.of(config_from_dict(small_config("nonprivate")).mechanism).one_run_curve("replace")
 
 
 @pytest.mark.parametrize(("name", "event"), [("nonprivate", NonPrivateEvent), ("public_only", PublicOnlyEvent),

@@ -36,7 +36,7 @@ from xml.sax.saxutils import quoteattr
 
 import numpy as np
 
-from fdp_audit.accounting.events import relation_named
+from fdp_audit.accounting.events import Relation, relation_named
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec, accountant_for
 from fdp_audit.auditing.games import GAMES
 from fdp_audit.auditing.labels import UNITS, comparison_label, limit_source, limit_words
@@ -85,7 +85,7 @@ def _rate_counts(row: dict[str, Any], where: str) -> tuple[int, int, float, floa
     return n, k, _number(row, "bound", where, 0, 1), _number(row, "ball", where, 0, 1)
 
 
-def _evaluate_rate(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
+def _evaluate_rate(row: dict[str, Any], level: float, where: str, claim: Claim | None) -> dict[str, Any]:
     n, k, bound, ball = _rate_counts(row, where)
     rate = k / n
     lower = lower_confidence_bound(k, n, level)
@@ -95,7 +95,7 @@ def _evaluate_rate(row: dict[str, Any], level: float, where: str) -> dict[str, A
             "tightness": tightness(rate, ball, bound)}
 
 
-def _rate_trials_needed(row: dict[str, Any], level: float, where: str) -> int | None:
+def _rate_trials_needed(row: dict[str, Any], level: float, where: str, claim: Claim | None) -> int | None:
     """The fewest trials at which a perfect attack (k = N) violates the bound. Its one-sided Clopper–Pearson
     lower bound is level^(1/N), which exceeds the bound b < 1 exactly when N > ln(level) / ln(b). No number
     of trials is enough when b = 1 (a claim of no privacy)."""
@@ -110,9 +110,9 @@ def _rate_trials_needed(row: dict[str, Any], level: float, where: str) -> int | 
     return trials
 
 
-def _rate_can_fail(row: dict[str, Any], level: float, where: str) -> bool:
+def _rate_can_fail(row: dict[str, Any], level: float, where: str, claim: Claim | None) -> bool:
     n = _int(row, "trials", where)
-    needed = _rate_trials_needed(row, level, where)
+    needed = _rate_trials_needed(row, level, where, claim)
     return needed is not None and n >= needed
 
 
@@ -133,41 +133,49 @@ def _roc_counts(row: dict, where: str) -> RocCounts:
     return RocCounts(np.asarray(thresholds, float), np.asarray(fp), np.asarray(fn), negatives, positives)
 
 
-def claimed_accountant(row: dict, where: str) -> MechanismAccountant:
-    """The accountant of the claim a comparison states (mechanism, z, p, T and the game's relation): the gate
-    re-derives f and ε from it rather than trusting any stored bound.
+def _relation(row: dict, where: str) -> Relation:
+    try:
+        return relation_named(row.get("relation"))
+    except BadInputError as err:
+        raise BadInputError(err.detail, f"{where}.relation") from None
+
+
+def claimed_accountant(row: dict, where: str, claim: Claim | None = None) -> MechanismAccountant:
+    """The accountant a comparison is judged against, under the game's relation: the gate re-derives f and ε from
+    it rather than trusting any stored bound.
 
     Args:
         row: a stored ``epsilon`` comparison (untrusted).
         where: the row's place in the results, for errors.
+        claim: the claim the results state, which their comparisons state (:func:`restate_limits` checks that),
+            or None for a comparison judged on its own: the claim it states (mechanism, z, p, T).
 
     Returns:
-        The accountant of the stated mechanism under the row's relation.
+        ``claim``'s accountant under the row's relation, or the one of the mechanism the row states.
 
     Raises:
         BadInputError: the relation, the mechanism or its z, p or T is missing or out of range (naming the field).
     """
-    claim, relation = row.get("claim"), row.get("relation")
-    try:
-        relation = relation_named(relation)
-    except BadInputError as err:
-        raise BadInputError(err.detail, f"{where}.relation") from None
-    if not isinstance(claim, dict) or claim.get("mechanism") not in tuple(MECHANISMS):  # an unhashable name too
+    relation = _relation(row, where)
+    if claim is not None:
+        return claim.accountant(relation)
+    stated = row.get("claim")
+    if not isinstance(stated, dict) or stated.get("mechanism") not in tuple(MECHANISMS):  # an unhashable name too
         raise BadInputError(f"must name the claimed mechanism, one of {', '.join(MECHANISMS)}",
                             f"{where}.claim.mechanism")
-    row = MECHANISMS[claim["mechanism"]]
+    row = MECHANISMS[stated["mechanism"]]
     if row.releases.needs_noise_multiplier:
-        _number(claim, "noise_multiplier", f"{where}.claim", 0)
-        _number(claim, "sample_rate", f"{where}.claim", 0, 1)
-        _int(claim, "steps", f"{where}.claim")
-    event = row.claimed_event(claim.get("noise_multiplier"), claim.get("sample_rate"), claim.get("steps", 0))
+        _number(stated, "noise_multiplier", f"{where}.claim", 0)
+        _number(stated, "sample_rate", f"{where}.claim", 0, 1)
+        _int(stated, "steps", f"{where}.claim")
+    event = row.claimed_event(stated.get("noise_multiplier"), stated.get("sample_rate"), stated.get("steps", 0))
     return accountant_for(MechanismSpec(row.claimed_as, event, relation))
 
 
-def _judge_epsilon(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
+def _judge_epsilon(row: dict[str, Any], level: float, where: str, claim: Claim | None) -> dict[str, Any]:
     counts = _roc_counts(row, where)
     delta = _number(row, "delta", where, 0, 1)
-    claimed = claimed_accountant(row, where)
+    claimed = claimed_accountant(row, where, claim)
     curve = claimed.curve()
     p_values = curve_p_value(counts, curve)  # per threshold; the comparison's is Bonferroni-adjusted over them
     violated = curve_rejected(counts, curve, level)
@@ -189,7 +197,7 @@ def _judge_epsilon(row: dict[str, Any], level: float, where: str) -> dict[str, A
             "points": points}
 
 
-def can_fail(row: dict[str, Any], level: float) -> bool:
+def can_fail(row: dict[str, Any], level: float, claim: Claim | None = None) -> bool:
     """Whether an ``epsilon`` comparison could be violated at all at its trial counts and per-comparison level:
     the most extreme evidence, no error at any threshold, gives the smallest p-values P0(α) = Pr_α[K0 ≤ 0] and
     P1(β) = Pr_β[K1 ≤ 0] at every point of the curve (binomial cdfs grow with k), hence the smallest curve
@@ -198,6 +206,7 @@ def can_fail(row: dict[str, Any], level: float) -> bool:
     Args:
         row: a stored ``epsilon`` comparison.
         level: the per-comparison level.
+        claim: the claim it is judged against (:func:`claimed_accountant`); None: the one it states.
 
     Returns:
         True when the comparison has power.
@@ -210,14 +219,14 @@ def can_fail(row: dict[str, Any], level: float) -> bool:
     counts = _roc_counts(row, "comparison")
     zero = np.zeros_like(counts.false_positives)
     best = RocCounts(counts.thresholds, zero, zero, counts.negatives, counts.positives)
-    return curve_rejected(best, claimed_accountant(row, "comparison").curve(), level)
+    return curve_rejected(best, claimed_accountant(row, "comparison", claim).curve(), level)
 
 
-def _epsilon_can_fail(row: dict[str, Any], level: float, where: str) -> bool:
-    return can_fail(row, level)
+def _epsilon_can_fail(row: dict[str, Any], level: float, where: str, claim: Claim | None) -> bool:
+    return can_fail(row, level, claim)
 
 
-def _epsilon_trials_needed(row: dict[str, Any], level: float, where: str) -> int | None:
+def _epsilon_trials_needed(row: dict[str, Any], level: float, where: str, claim: Claim | None) -> int | None:
     """The fewest evaluation trials (split evenly into negatives and positives) at which the most extreme
     evidence (:func:`can_fail`) would reject the claim; None when no number up to 2^24 would (a claim of no
     privacy)."""
@@ -225,7 +234,7 @@ def _epsilon_trials_needed(row: dict[str, Any], level: float, where: str) -> int
 
     def enough(n: int) -> bool:
         return can_fail({**row, "negatives": n // 2, "positives": n - n // 2, "false_positives": zeros,
-                         "false_negatives": zeros}, level)
+                         "false_negatives": zeros}, level, claim)
 
     if not enough(1 << 24):
         return None
@@ -316,15 +325,15 @@ def _restate_epsilon(row: dict[str, Any], claim: Claim, config: Config, where: s
                 raise BadInputError(f"{got:g} is not the stated mechanism's {value:g}", f"{where}.claim.{key}")
 
 
-def _evaluate_one_run(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
+def _evaluate_one_run(row: dict[str, Any], level: float, where: str, claim: Claim | None) -> dict[str, Any]:
     from fdp_audit.auditing.one_run.evaluation import judge_one_run
 
-    return judge_one_run(row, level, where)
+    return judge_one_run(row, level, where, None if claim is None else claim.one_run_curve(_relation(row, where)))
 
 
-def _one_run_can_fail(row: dict[str, Any], level: float, where: str) -> bool:
+def _one_run_can_fail(row: dict[str, Any], level: float, where: str, claim: Claim | None) -> bool:
     """Whether the guesses, all correct, would reject the claim."""
-    return _evaluate_one_run({**row, "correct": row.get("guesses")}, level, where)["violated"]
+    return _evaluate_one_run({**row, "correct": row.get("guesses")}, level, where, claim)["violated"]
 
 
 def _restate_one_run(row: dict[str, Any], claim: Claim, config: Config, where: str) -> None:
@@ -339,7 +348,7 @@ def _restate_one_run(row: dict[str, Any], claim: Claim, config: Config, where: s
             raise BadInputError(f"{stated:g} is not the stated mechanism's {value:g}", f"{where}.{key}")
 
 
-def _evaluate_released_steps(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
+def _evaluate_released_steps(row: dict[str, Any], level: float, where: str, claim: Claim | None) -> dict[str, Any]:
     released, claimed = _int(row, "released_steps", where), _int(row, "steps", where)
     unobserved = _int(row, "unobserved_updates", where) if "unobserved_updates" in row else 0
     violated = released > claimed or unobserved > 0
@@ -475,9 +484,11 @@ class ComparisonKind:
     states it) gives, raising
     :class:`BadInputError` when they differ."""
 
-    evaluate: Callable[[dict[str, Any], float, str], dict[str, Any]]
-    can_fail: Callable[[dict[str, Any], float, str], bool]
-    trials_needed: Callable[[dict[str, Any], float, str], int | None]
+    # each called with the comparison, the per-comparison level, its place in the results and the claim it is
+    # judged against (None: the one it states)
+    evaluate: Callable[[dict[str, Any], float, str, Claim | None], dict[str, Any]]
+    can_fail: Callable[[dict[str, Any], float, str, Claim | None], bool]
+    trials_needed: Callable[[dict[str, Any], float, str, Claim | None], int | None]
     no_power: str  # why, when no number of trials is enough
     power_required: bool
     restate: Callable[[dict[str, Any], Claim, Config, str], None]
@@ -493,13 +504,14 @@ KINDS: dict[str, ComparisonKind] = {
     "epsilon": ComparisonKind(_judge_epsilon, _epsilon_can_fail, _epsilon_trials_needed,
                               "no number of trials: the claim allows any ε", False, _restate_epsilon,
                               _epsilon_violation),
-    "one_run": ComparisonKind(_evaluate_one_run, _one_run_can_fail, lambda row, level, where: None,
+    "one_run": ComparisonKind(_evaluate_one_run, _one_run_can_fail, lambda row, level, where, claim: None,
                               "even all guesses correct would not reject the claim at this level", False,
                               _restate_one_run, _one_run_violation),
-    PROMISE: ComparisonKind(judge_promise, lambda row, level, where: True, lambda row, level, where: None,
+    PROMISE: ComparisonKind(lambda row, level, where, claim: judge_promise(row, level, where),
+                            lambda row, level, where, claim: True, lambda row, level, where, claim: None,
                             "", False, _restate_promise, _promise_violation, statistical=False),
-    "released_steps": ComparisonKind(_evaluate_released_steps, lambda row, level, where: True,
-                                     lambda row, level, where: None, "", False, _restate_released_steps,
+    "released_steps": ComparisonKind(_evaluate_released_steps, lambda row, level, where, claim: True,
+                                     lambda row, level, where, claim: None, "", False, _restate_released_steps,
                                      _released_steps_violation, statistical=False),
 }
 
@@ -538,7 +550,7 @@ def comparison_kind(row: dict[str, Any], where: str) -> ComparisonKind:
     return kind
 
 
-def judge_comparison(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
+def judge_comparison(row: dict[str, Any], level: float, where: str, claim: Claim | None = None) -> dict[str, Any]:
     """Evaluate one comparison at per-comparison level ``level`` (already Bonferroni-divided). ``judged`` says
     whether it could fail at all: a comparison without power is never violated and never makes a PASS.
 
@@ -546,6 +558,8 @@ def judge_comparison(row: dict[str, Any], level: float, where: str) -> dict[str,
         row: the stored comparison.
         level: the per-comparison level.
         where: the row's place in the results, for errors.
+        claim: the claim it is judged against (the audit's, or the one its results state); None: the one the
+            comparison states.
 
     Returns:
         The kind's evaluation (``observed``, ``theoretical``, ``margin``, ``violated``, …) with ``judged`` and, when
@@ -555,9 +569,10 @@ def judge_comparison(row: dict[str, Any], level: float, where: str) -> dict[str,
         BadInputError: the row is invalid (naming the field).
     """
     kind = comparison_kind(row, where)
-    evaluation = kind.evaluate(row, level, where)
-    judged = kind.can_fail(row, level, where)
-    return {**evaluation, "judged": judged, "trials_needed": None if judged else kind.trials_needed(row, level, where)}
+    evaluation = kind.evaluate(row, level, where, claim)
+    judged = kind.can_fail(row, level, where, claim)
+    return {**evaluation, "judged": judged,
+            "trials_needed": None if judged else kind.trials_needed(row, level, where, claim)}
 
 
 def level_per_comparison(alpha: float, count: int) -> float:
@@ -589,7 +604,7 @@ class Powerless:
     label: str = ""  # its human label (:func:`fdp_audit.auditing.labels.comparison_label`)
 
 
-def powerless(comparisons: list[dict[str, Any]], alpha: float) -> list[Powerless]:
+def powerless(comparisons: list[dict[str, Any]], alpha: float, claim: Claim | None = None) -> list[Powerless]:
     """The comparisons that cannot fail at ``alpha`` (Bonferroni over all of them). Rows need only what the
     power check reads (trials and bound; or negatives, positives, thresholds with error-count lists of their
     length, orientation, relation and the stated claim), not outcomes, so that an audit can ask before it trains
@@ -598,6 +613,7 @@ def powerless(comparisons: list[dict[str, Any]], alpha: float) -> list[Powerless
     Args:
         comparisons: the stored or planned comparisons.
         alpha: the audit's α.
+        claim: the claim they are judged against (the audit's); None: the one each states.
 
     Returns:
         The powerless comparisons, in order, each with the trials it would need.
@@ -610,8 +626,8 @@ def powerless(comparisons: list[dict[str, Any]], alpha: float) -> list[Powerless
     for i, row in enumerate(comparisons):
         where = f"results.comparisons[{i}]"
         kind = comparison_kind(row, where)
-        if not kind.can_fail(row, level, where):
-            found.append(Powerless(row["id"], kind.trials_needed(row, level, where), kind.power_required,
+        if not kind.can_fail(row, level, where, claim):
+            found.append(Powerless(row["id"], kind.trials_needed(row, level, where, claim), kind.power_required,
                                    kind.no_power, comparison_label(row)))
     return found
 
@@ -640,7 +656,8 @@ def unjudgeable(found: list[Powerless], alpha: float, count: int) -> str | None:
             f"perfect attack would not exceed the bound, so a pass would mean nothing: {'; '.join(parts)}")
 
 
-def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+def judge(comparisons: list[dict[str, Any]], alpha: float,
+          claim: Claim | None = None) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The verdict and every comparison's evaluation, Bonferroni-corrected over all of them.
 
     VIOLATION when a comparison is violated; otherwise NOT JUDGED when :func:`unjudgeable` says so (no
@@ -651,6 +668,9 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
     Args:
         comparisons: the stored comparisons (untrusted rows of ``results.json``).
         alpha: the audit's α.
+        claim: the claim every comparison is judged against: the audit's, or the one its results state
+            (:func:`restate_limits`), so that each relation's accountant is the claim's; None: each comparison is
+            judged against the claim it states.
 
     Returns:
         ``(verdict, judged)``: the verdict (``status``, ``worst_margin``, ``worst_comparison``, ``explanation``,
@@ -669,7 +689,7 @@ def judge(comparisons: list[dict[str, Any]], alpha: float) -> tuple[dict[str, An
             if not isinstance(row, dict) or not isinstance(row.get("id"), str):
                 raise BadInputError("each comparison needs an id", f"results.comparisons[{i}]")
             judged.append({"id": row["id"], "kind": row.get("kind"),
-                           **judge_comparison(row, level, f"results.comparisons[{i}]")})
+                           **judge_comparison(row, level, f"results.comparisons[{i}]", claim)})
             # what a sentence about it needs: the stored description (game, attack, relation) and the evaluation
             described[row["id"]] = {k: v for k, v in row.items() if not isinstance(v, list | dict)} | judged[-1]
             progress.update()
@@ -804,6 +824,22 @@ def _check_section(shown: dict[str, Any], expected: dict[str, Any], where: str, 
 
 
 def verified_results(path: str | Path, flag: str | None = None) -> dict[str, Any]:
+    """A results file as ``gate`` and ``report`` both take it (:func:`verified_claim`, without its claim).
+
+    Args:
+        path: the results file.
+        flag: the command-line flag that named it (``"--baseline"``), if not the positional argument.
+
+    Returns:
+        The results.
+
+    Raises:
+        BadInputError: the file is refused; the message names it.
+    """
+    return verified_claim(path, flag)[0]
+
+
+def verified_claim(path: str | Path, flag: str | None = None) -> tuple[dict[str, Any], Claim]:
     """A results file as ``gate`` and ``report`` both take it, or one line of bad input naming the file (and the
     command-line ``flag`` that named it, if not the positional argument): its
     integrity (the checksum, and the MAC under ``FDP_AUDIT_HMAC_KEY``: :func:`fdp_audit.auditing.results.read_results`),
@@ -817,7 +853,7 @@ def verified_results(path: str | Path, flag: str | None = None) -> dict[str, Any
         flag: the command-line flag that named it (``"--baseline"``), if not the positional argument.
 
     Returns:
-        The results.
+        The results, and the claim they state, which every comparison was judged against.
 
     Raises:
         BadInputError: the file is refused; the message names it.
@@ -826,11 +862,11 @@ def verified_results(path: str | Path, flag: str | None = None) -> dict[str, Any
 
     try:
         results = read_results(path)
-        restate_limits(results)
+        claim = restate_limits(results)
         stated = results["verdict"].get("status")
         comparisons = results.get("comparisons", [])
         if comparisons or stated != INFORMATIONAL:
-            verdict, _ = judge(comparisons, results["verdict"].get("alpha"))
+            verdict, _ = judge(comparisons, results["verdict"].get("alpha"), claim)
             if verdict["status"] == NOT_JUDGED:  # no comparisons, or none that can fail: nothing to show as a verdict
                 raise BadInputError(verdict["explanation"], "results.comparisons")
             if verdict["status"] != stated:
@@ -838,7 +874,7 @@ def verified_results(path: str | Path, flag: str | None = None) -> dict[str, Any
                                     f"α={verdict['alpha']:g}", "results.verdict.status")
     except BadInputError as err:
         raise BadInputError(str(err), f"{flag} {path}" if flag else str(path)) from None
-    return results
+    return results, claim
 
 
 def comparison_status(judged: dict[str, Any]) -> str:

@@ -177,7 +177,7 @@ def judge_games(records: list[tuple[Game, Any]], claim: Claim, alpha: float, sel
     """
     comparisons = ([c for game, record in records for c in game.comparisons(record, claim, selection_level)]
                    + list(promises))
-    verdict, judged = judge([c.row() for c in comparisons], alpha)
+    verdict, judged = judge([c.row() for c in comparisons], alpha, claim)
     return verdict, comparisons, Judgements(Judged(c, j, comparison_status(j))
                                              for c, j in zip(comparisons, judged, strict=True))
 
@@ -265,7 +265,7 @@ def play_games(config: Config, data: PreparedData, journal: Journal, executor: E
     planned = {p.comparison.id: p for game in games for p in game.planned(config, data, claim)}
     found = [replace(p, trials_needed=None if p.trials_needed is None
                      else audit_trials_needed(planned[p.id], p.trials_needed))
-             for p in powerless([p.comparison.row() for p in planned.values()], audit.alpha)]
+             for p in powerless([p.comparison.row() for p in planned.values()], audit.alpha, claim)]
     refusal = unjudgeable(found, audit.alpha, len(planned)) if planned else None
     if refusal is not None:  # before anything is trained
         raise BadInputError(refusal, "audit.trials")

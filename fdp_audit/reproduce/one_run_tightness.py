@@ -49,10 +49,11 @@ from fdp_audit.auditing.one_run.analysis import gdp_mu_lower_bound
 from fdp_audit.auditing.one_run.canaries import audit_with_canaries, train_with_canaries
 from fdp_audit.auditing.one_run.ceiling import count_ceiling
 from fdp_audit.auditing.one_run.design import candidate_counts
-from fdp_audit.auditing.one_run.evaluation import FAMILY_DISCRETIZATION, judge_scores, mechanism_claim, simulated_audit
+from fdp_audit.auditing.one_run.evaluation import judge_scores, simulated_audit
 from fdp_audit.auditing.one_run.guesser import candidate_pattern, rank_guesses, threat_scores
 from fdp_audit.auditing.one_run.loop import run_user_loop
 from fdp_audit.auditing.one_run.simulation import oracle_correct
+from fdp_audit.claim import FAMILY_DISCRETIZATION, Claim
 from fdp_audit.config import load_config
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.mechanisms import MECHANISMS
@@ -85,7 +86,7 @@ QUICK = {"epsilons": (None,), "noise_multiplier": 0.7, "adult": {"sample_rate": 
 def _claim(epsilon: float | None, rate: float, steps: int, settings: dict[str, Any]):
     """z calibrated to ε (or the quick run's fixed z, which skips the calibration's dozen PLDs) and its claim."""
     z = settings["noise_multiplier"] if epsilon is None else calibrate_noise_multiplier(epsilon, DELTA, rate, steps)
-    return z, mechanism_claim("dp_sgd", z, rate, steps, DELTA, Relation.ADD_REMOVE)
+    return z, Claim.stated("dp_sgd", z, rate, steps, DELTA).one_run_curve(Relation.ADD_REMOVE)
 
 
 def _sampling_informed_ratio(rng: np.random.Generator, claim, z: float, rate: float, steps: int, m: int) -> float:

@@ -50,7 +50,7 @@ from torch.utils.data import TensorDataset
 
 from fdp_audit.auditing.gate import release_beyond_claim
 from fdp_audit.auditing.labels import audit_title
-from fdp_audit.auditing.one_run.evaluation import judge_scores, mechanism_claim, section_comparisons
+from fdp_audit.auditing.one_run.evaluation import judge_scores, section_comparisons
 from fdp_audit.auditing.one_run.guesser import candidate_pattern, threat_scores
 from fdp_audit.auditing.one_run.manifest import (
     EXTERNAL_DIGEST,
@@ -410,8 +410,8 @@ def audit_with_canaries(checkpoint: Path, manifest_path: Path, alpha: float, fam
         threat = {"final_model": _input_canary_scores(checkpoint, manifest, external)}
     name = MECHANISMS[audited.mechanism].claimed_as  # faulty ones claim a correct one
     parameters = {"mechanism": name, **audited.claim, "relation": relation_of(game)}
-    claim = mechanism_claim(name, parameters["noise_multiplier"], parameters["sample_rate"], parameters["steps"],
-                            parameters["delta"], parameters["relation"])
+    claim = Claim.stated(name, parameters["noise_multiplier"], parameters["sample_rate"], parameters["steps"],
+                         parameters["delta"]).one_run_curve(parameters["relation"])
     section = judge_scores(threat, secrets, claim, alpha, family_search)
     section.update({"game": game, "kind": kind,
                     "magnitude": manifest.get("magnitude"), "claim_parameters": parameters})

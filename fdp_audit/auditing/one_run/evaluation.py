@@ -14,7 +14,7 @@ accountant in the relation the game needs). Beside it, at the same per-compariso
   noise multiplier) rejected, as ε(δ), the headline. Every comparison's bound holds simultaneously with
   probability >= 1 - α (union bound), so the largest of them is still a valid lower bound.
 
-The family's members are tested on a coarser loss grid (:data:`FAMILY_DISCRETIZATION`) than the claim: a
+The family's members are tested on a coarser loss grid (:data:`fdp_audit.claim.FAMILY_DISCRETIZATION`) than the claim: a
 coarser pessimistic PLD is still a dominating pair, so it states a weaker claim than the member's exact curve,
 and rejecting it rejects the member. That grid's ε(δ) overstates the member's (1.98667 against 1.98650 at
 z = 0.971, p = 0.017, T = 300), so the empirical ε reported is the rejected member's ε(δ) on the claim's own,
@@ -25,19 +25,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fdp_audit.accounting.events import Relation, SubsampledGaussianEvent, relation_named
-from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec, accountant_for
 from fdp_audit.auditing.one_run.analysis import (
-    Family,
-    InversePower,
     critical_count,
-    curve_inverse_power,
     family_epsilon,
     gdp_family,
     steinke_epsilon,
@@ -47,67 +41,13 @@ from fdp_audit.auditing.one_run.guesser import RankedGuesses, candidate_pattern,
 from fdp_audit.auditing.one_run.simulation import simulate_release
 from fdp_audit.mechanisms import MECHANISMS
 
-MIN_FAMILY_NOISE = 0.25  # the family search stops at z = 0.25 (PLDs of smaller z are slow and ε there is huge)
-FAMILY_DISCRETIZATION = 1e-3  # the loss grid of the family's members (module doc)
+if TYPE_CHECKING:
+    from fdp_audit.claim import OneRunCurve
+
 FAMILY_TOLERANCE = 1e-2  # relative, on the family parameter 1/z
 
 
-@dataclass(frozen=True)
-class ClaimedCurve:
-    """The claimed trade-off curve a one-run audit tests: the claimed mechanism, its curve's f̄⁻¹, ε at δ, and the
-    family the empirical ε is read in."""
-
-    description: str
-    spec: MechanismSpec
-    inverse_power: InversePower
-    epsilon: float
-    delta: float
-    family: Family
-
-
-@lru_cache(maxsize=256)
-def _mechanism_accountant(name: str, noise_multiplier: float, sample_rate: float, steps: int, relation: Relation,
-                          discretization: float | None = None) -> MechanismAccountant:
-    return accountant_for(MechanismSpec.gaussian(name, noise_multiplier, sample_rate, steps, relation),
-                          discretization)
-
-
-@lru_cache(maxsize=256)
-def _member_inverse(name: str, sample_rate: float, steps: int, relation: Relation, inverse_z: float) -> InversePower:
-    if inverse_z == 0.0:  # infinite noise: perfect privacy, f̄(α) = α
-        return lambda y: y
-    accountant = _mechanism_accountant(name, 1.0 / inverse_z, sample_rate, steps, relation, FAMILY_DISCRETIZATION)
-    return curve_inverse_power(accountant.curve())
-
-
-@lru_cache(maxsize=64)
-def mechanism_claim(name: str, noise_multiplier: float, sample_rate: float, steps: int, delta: float,
-                    relation: Relation) -> ClaimedCurve:
-    """The claim of a subsampled Gaussian mechanism (PLD accountant, symmetric curve) and its family, indexed by
-    ``1/z`` so that larger means weaker.
-
-    Args:
-        name: the mechanism claimed (a Poisson-subsampled Gaussian one of the registry).
-        noise_multiplier: z.
-        sample_rate: p.
-        steps: T.
-        delta: the δ at which ε is read.
-        relation: ``Relation.ADD_REMOVE`` (inclusion game) or ``Relation.REPLACE`` (value game).
-
-    Returns:
-        The claim; the same object for the same arguments (its guess count is designed once).
-    """
-    accountant = _mechanism_accountant(name, noise_multiplier, sample_rate, steps, relation)
-    words = accountant.spec.relation.words
-    family = Family(f"{name} with the same p and T and a smaller noise multiplier ({words})",
-                    lambda t: _member_inverse(name, sample_rate, steps, relation, t),
-                    lambda t: float(_mechanism_accountant(name, 1.0 / t, sample_rate, steps, relation).epsilon(delta)),
-                    start=1.0 / noise_multiplier, limit=MIN_FAMILY_NOISE ** -1)
-    return ClaimedCurve(f"{name} z={noise_multiplier:.4g} p={sample_rate:g} T={steps} ({words})", accountant.spec,
-                 curve_inverse_power(accountant.curve()), float(accountant.epsilon(delta)), delta, family)
-
-
-def judge_scores(scores_by_threat: Mapping[str, np.ndarray], secrets: np.ndarray, claim: ClaimedCurve, alpha: float,
+def judge_scores(scores_by_threat: Mapping[str, np.ndarray], secrets: np.ndarray, claim: OneRunCurve, alpha: float,
                  family_search: bool = True) -> dict[str, Any]:
     """The one-run section of results.json from the auditor's candidate scores: the entry point of every one-run
     audit (gradient canaries of the built-in engine or of the user's loop, record canaries, generative canaries,
@@ -117,7 +57,7 @@ def judge_scores(scores_by_threat: Mapping[str, np.ndarray], secrets: np.ndarray
         scores_by_threat: per threat model, ``[M, k]`` scores of each canary's k candidate secrets (larger means
             more likely; a function of the release only, never of the secrets).
         secrets: ``[M]`` the true candidate index of each canary.
-        claim: what is audited (:func:`mechanism_claim`).
+        claim: what is audited (:meth:`fdp_audit.claim.Claim.one_run_curve`).
         alpha: the level of the verdict (its false-alarm probability on a mechanism that keeps the claim).
         family_search: also compute the empirical ε in the claimed mechanism's family (PLD searches: seconds).
 
@@ -136,7 +76,7 @@ def judge_scores(scores_by_threat: Mapping[str, np.ndarray], secrets: np.ndarray
     return judge_ranked(ranked, claim, alpha, family_search)
 
 
-def judge_ranked(ranked_by_threat: Mapping[str, RankedGuesses], claim: ClaimedCurve, alpha: float,
+def judge_ranked(ranked_by_threat: Mapping[str, RankedGuesses], claim: OneRunCurve, alpha: float,
                  family_search: bool = True) -> dict[str, Any]:
     """:func:`judge_scores` from guesses already ranked (one :class:`RankedGuesses` per threat model).
 
@@ -189,7 +129,7 @@ def judge_ranked(ranked_by_threat: Mapping[str, RankedGuesses], claim: ClaimedCu
 
 
 def simulated_audit(rng: np.random.Generator, m: int, game: str, k: int, noise_multiplier: float,
-                    sample_rate: float, steps: int, claim: ClaimedCurve, alpha: float, updates: bool = True,
+                    sample_rate: float, steps: int, claim: OneRunCurve, alpha: float, updates: bool = True,
                     family_search: bool = False, gradient: float = 1.0) -> dict[str, Any]:
     """Simulate one training (:func:`~fdp_audit.auditing.one_run.simulation.simulate_release`) and judge it against
     ``claim``: the results section of a real one-run audit of that release.
@@ -255,7 +195,8 @@ def section_comparisons(section: dict[str, Any], parameters: dict[str, Any]) -> 
              **parameters} for row in section["rows"]]
 
 
-def _claim_of(row: dict[str, Any], where: str) -> ClaimedCurve:
+def _claim_of(row: dict[str, Any], where: str) -> OneRunCurve:
+    from fdp_audit.claim import Claim
     from fdp_audit.errors import BadInputError
 
     name = row.get("mechanism")
@@ -272,10 +213,10 @@ def _claim_of(row: dict[str, Any], where: str) -> ClaimedCurve:
                                                                              and 1 <= steps <= 10**7)):
         raise BadInputError("the claim (mechanism, noise_multiplier, sample_rate, steps, delta, relation) is "
                             "missing or out of range", where)
-    return mechanism_claim(name, float(z), float(p), steps, float(delta), relation)
+    return Claim.stated(name, float(z), float(p), steps, float(delta)).one_run_curve(relation)
 
 
-def judge_one_run(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
+def judge_one_run(row: dict[str, Any], level: float, where: str, claim: OneRunCurve | None = None) -> dict[str, Any]:
     """The gate's evaluation of one ``one_run`` comparison at per-comparison ``level``: violated when the f-DP
     test rejects the claimed curve; ``observed`` is the precision of the guesses and ``theoretical`` the
     largest precision the claim allows at this level (the count below the smallest rejected one).
@@ -284,6 +225,8 @@ def judge_one_run(row: dict[str, Any], level: float, where: str) -> dict[str, An
         row: a ``one_run`` comparison of a results file (untrusted).
         level: the per-comparison level.
         where: how an error names the row.
+        claim: the curve of the claim the results state under the comparison's relation
+            (:meth:`fdp_audit.claim.Claim.one_run_curve`); None: the one the comparison states.
 
     Returns:
         ``observed``, ``theoretical``, ``margin``, ``violated``, ``precision``, ``guesses`` and ``correct``.
@@ -299,7 +242,7 @@ def judge_one_run(row: dict[str, Any], level: float, where: str) -> dict[str, An
             and 1 <= values["guesses"] and values["canaries"] <= 10**6):
         raise BadInputError("canaries, k, guesses and correct must be integers with 0 <= correct <= guesses <= "
                             "canaries", where)
-    claim = _claim_of(row, where)
+    claim = claim or _claim_of(row, where)
     m, k, c, w = values["canaries"], values["k"], values["guesses"], values["correct"]
     low = critical_count(claim.inverse_power, m, c, k, level)
     allowed = (low - 1) / c

@@ -31,8 +31,9 @@ import torch
 
 from fdp_audit.accounting.events import Relation, SubsampledGaussianEvent
 from fdp_audit.auditing.one_run.canaries import canary_block, draw_secrets
-from fdp_audit.auditing.one_run.evaluation import judge_scores, mechanism_claim, section_comparisons
+from fdp_audit.auditing.one_run.evaluation import judge_scores, section_comparisons
 from fdp_audit.auditing.one_run.guesser import Release, candidate_pattern, threat_scores
+from fdp_audit.claim import Claim
 from fdp_audit.errors import BadInputError
 from fdp_audit.generative.training.trainer import DiffusionSetup, LabelledImages, train_diffusion
 from fdp_audit.mechanisms import MECHANISMS
@@ -101,8 +102,8 @@ def audit_generative(mechanism: str, data: LabelledImages, setup: DiffusionSetup
     claimed = entry.claimed_as  # a known-faulty mechanism claims the correct one's guarantee
     parameters = {"mechanism": claimed, "noise_multiplier": plan.noise_multiplier, "sample_rate": trained.sample_rate,
                   "steps": plan.steps, "delta": plan.delta, "relation": Relation.REPLACE}
-    claim = mechanism_claim(claimed, plan.noise_multiplier, trained.sample_rate, plan.steps, plan.delta,
-                            Relation.REPLACE)
+    claim = Claim.stated(claimed, plan.noise_multiplier, trained.sample_rate, plan.steps,
+                         plan.delta).one_run_curve(Relation.REPLACE)
     section = judge_scores(threat_scores(release, pattern), secrets, claim, plan.alpha, family_search=False)
     section.update({"game": GAME, "kind": "gradient", "mechanism": mechanism,
                     "magnitude": plan.magnitude_factor * setup.clip_norm, "claim_parameters": parameters,

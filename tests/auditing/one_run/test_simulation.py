@@ -6,7 +6,8 @@ import pytest
 from scipy import stats
 
 from fdp_audit.accounting.calibration import calibrate_noise_multiplier
-from fdp_audit.auditing.one_run.evaluation import mechanism_claim, simulated_audit
+from fdp_audit.auditing.one_run.evaluation import simulated_audit
+from fdp_audit.claim import Claim
 
 SEEDS = 200
 # If a verdict's false-alarm rate is <= α = 0.05, more than 19 alarms in 200 seeds has probability 0.0027.
@@ -25,7 +26,7 @@ def test_false_alarms_on_correct_mechanisms(game, relation, m, rate, steps):
     (error probability 0.0027 if the verdict's false-alarm rate is α = 0.05). Measured: 0 of 200 in both games;
     the full calibration at the Adult settings (ε = 2, 4, 8, 1,000 canaries, 200 seeds each) is in
     docs/one_run.md."""
-    claim = mechanism_claim("dp_sgd", 1.0, rate, steps, 1e-5, relation)
+    claim = Claim.stated("dp_sgd", 1.0, rate, steps, 1e-5).one_run_curve(relation)
     rng = np.random.default_rng(11)
     alarms = sum(simulated_audit(rng, m, game, 2, 1.0, rate, steps, claim, 0.05)["status"] == "VIOLATION"
                  for _ in range(SEEDS))
@@ -37,7 +38,7 @@ def test_faults_are_caught_in_one_run(fault):
     """The release of z/2, of rate 4p, or of an unclipped canary gradient three times the clip norm, judged
     against the claim (z = 2, p = 0.05, T = 100): a violation in one simulated run of 2,000 canaries (5 of 5 seeds
     were caught when this was written; the seed is fixed)."""
-    claim = mechanism_claim("dp_sgd", 2.0, 0.05, 100, 1e-5, "add_remove")
+    claim = Claim.stated("dp_sgd", 2.0, 0.05, 100, 1e-5).one_run_curve("add_remove")
     z, rate, gradient = {"half noise": (1.0, 0.05, 1.0), "four times the rate": (2.0, 0.2, 1.0),
                          "no clipping": (2.0, 0.05, 3.0)}[fault]
     result = simulated_audit(np.random.default_rng(3), 2000, "inclusion", 2, z, rate, 100, claim, 0.05,
@@ -49,7 +50,7 @@ def test_tightness_of_the_gaussian_mechanism_with_ten_thousand_canaries():
     """One unsampled Gaussian release (ε = 4 at δ = 1e-5), 10,000 canaries: empirical ε in the claimed family is
     at least 0.6 of the claim (measured 0.82 at this seed, 0.61–0.82 over seeds 0–3) and never above it."""
     z = calibrate_noise_multiplier(4.0, 1e-5, 1.0, 1)
-    claim = mechanism_claim("dp_sgd", z, 1.0, 1, 1e-5, "add_remove")
+    claim = Claim.stated("dp_sgd", z, 1.0, 1, 1e-5).one_run_curve("add_remove")
     result = simulated_audit(np.random.default_rng(1), 10_000, "inclusion", 2, z, 1.0, 1, claim, 0.05,
                              updates=False, family_search=True)
     assert result["status"] == "PASS"
@@ -85,7 +86,7 @@ def test_false_alarms_on_the_flagged_mechanism():
     from fdp_audit.auditing.one_run.ceiling import canonical_losses, flagged_curve
     from fdp_audit.auditing.one_run.evaluation import judge_scores
 
-    claim = mechanism_claim("dp_sgd", 0.968, 0.017, 300, 1e-5, "add_remove")
+    claim = Claim.stated("dp_sgd", 0.968, 0.017, 300, 1e-5).one_run_curve("add_remove")
     assert claim.epsilon == pytest.approx(2.0, abs=0.01)
     flagged = flagged_curve(accountant_for(claim.spec).curve(), FLAG_RATE)
     rng = np.random.default_rng(31)
