@@ -41,7 +41,7 @@ API: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("One-run audits with record canaries", "fdp_audit.auditing.one_run.canaries", ("insert_record_canaries",)),
     ("Privacy events and their accountants", "fdp_audit.accounting",
      ("PrivacyEvent", "SubsampledGaussianEvent", "PublicOnlyEvent", "NonPrivateEvent", "Segment", "MechanismSpec",
-      "MechanismAccountant", "accountant_for", "register_accountant")),
+      "MechanismAccountant", "ACCOUNTANTS", "accountant_for", "register_accountant", "unregister_accountant")),
     ("Registries", "fdp_audit.registry", ("Registry", "Check", "Has", "Unique", "Rule", "load_plugins")),
     ("Mechanisms", "fdp_audit.mechanisms",
      ("Mechanism", "Recipe", "MECHANISMS", "register_mechanism", "faulty_mechanisms")),

@@ -1,6 +1,7 @@
 """docs/extending.md's recipes, each imported as written and put to work: a new attack plays a game and attacks
 checkpoints, a new public map and data set train, a new mechanism is configured, accounted and trained, a new
-reproduction and a new command run from the command line, a new integration reads a hand-written loop's claim.
+reproduction and a new command run from the command line, a new integration reads a hand-written loop's claim, a
+new accountant accounts a new kind of release exactly.
 (The game and executor recipes are exercised by tests/auditing/games/test_registry.py.)"""
 
 from __future__ import annotations
@@ -36,6 +37,31 @@ def test_the_attack_recipe_plays_a_game_and_attacks_checkpoints(tmp_path, small_
             unregister_attack("loss")
     (row,) = [c for c in results["comparisons"] if c["attack"] == "loss"]
     assert row["game"] == "attribute" and row["threat_model"] == "black_box" and row["trials"] == 20
+
+
+def test_the_accountant_recipe_accounts_randomized_response_exactly(tmp_path):
+    """Randomised response at ε is pure ε-DP: δ(ε) = 0 and, below ε, δ(ε') = (e^ε − e^ε') / (1 + e^ε) (its
+    hockey-stick divergence), so ε(δ) = log(e^ε − δ (1 + e^ε)); at Ball 1/2 Theorem 4's bound is
+    1 − f(1/2) = 1 − e^−ε / 2."""
+    import math
+
+    import pytest
+
+    from fdp_audit.accounting.mechanism import ACCOUNTANTS, MechanismSpec, accountant_for, unregister_accountant
+
+    with recipe("accountant", tmp_path) as module:
+        try:
+            epsilon = 1.5
+            accountant = accountant_for(MechanismSpec("randomized_response", module.RandomizedResponseEvent(epsilon)))
+            assert isinstance(accountant, module.RandomizedResponseAccountant)
+            assert list(ACCOUNTANTS)[-1] == "randomized_response"
+            assert accountant.delta(epsilon) == pytest.approx(0.0, abs=1e-12)
+            assert accountant.delta(1.0) == pytest.approx((math.exp(epsilon) - math.e) / (1 + math.exp(epsilon)))
+            assert accountant.epsilon(0.1) == pytest.approx(math.log(math.exp(epsilon) - 0.1 * (1 + math.exp(epsilon))))
+            assert accountant.bound(0.5) == pytest.approx(1 - math.exp(-epsilon) / 2)
+        finally:
+            unregister_accountant("randomized_response")
+    assert "randomized_response" not in ACCOUNTANTS
 
 
 def test_the_public_map_recipe_protects_every_categorical_feature_and_trains(tmp_path, small_config):

@@ -67,9 +67,10 @@ def _audit_numbers() -> dict[str, Any]:
 
 
 def _one_run_numbers() -> dict[str, Any]:
-    from fdp_audit.auditing.one_run.evaluation import mechanism_claim, simulated_audit
+    from fdp_audit.auditing.one_run.evaluation import simulated_audit
+    from fdp_audit.claim import Claim
 
-    claim = mechanism_claim("dp_sgd", 1.0, 0.05, 100, 1e-5, "add_remove")
+    claim = Claim.stated("dp_sgd", 1.0, 0.05, 100, 1e-5).one_run_curve("add_remove")
     return simulated_audit(np.random.default_rng(7), 1000, "inclusion", 2, 1.0, 0.05, 100, claim, 0.05)
 
 

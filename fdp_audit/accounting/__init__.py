@@ -33,8 +33,8 @@ _PROVIDERS: dict[str, tuple[str, ...]] = {
         "SubsampledGaussianEvent",
     ),
     "mechanism": (
-        "ClosedFormAccountant", "MechanismAccountant", "MechanismSpec", "PldAccountant", "accountant_for",
-        "register_accountant",
+        "ACCOUNTANTS", "ClosedFormAccountant", "MechanismAccountant", "MechanismSpec", "PldAccountant",
+        "accountant_for", "register_accountant", "unregister_accountant",
     ),
     "pld": ("DIRECTIONS", "Direction", "build_pld", "composed_pld", "schedule_curves", "tradeoff_curves"),
     "tradeoff": (

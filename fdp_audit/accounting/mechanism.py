@@ -15,7 +15,8 @@ Theorem 4 bound -- choosing the first registered accountant that ``supports`` th
 
 Known-faulty mechanisms are accounted *as they claim*: their registry row releases the event of the correct
 mechanism they imitate (:mod:`fdp_audit.mechanisms`). That is the point: the audit has to catch the gap between
-the claim and what the code does. :func:`register_accountant` adds an accountant for a new kind of event.
+the claim and what the code does. The accountants are the entries of :data:`ACCOUNTANTS` (the one registry pattern,
+:mod:`fdp_audit.registry`); :func:`register_accountant` adds one for a new kind of event (docs/extending.md).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import functools
 import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -48,6 +50,7 @@ from fdp_audit.accounting.pld import (
     schedule_curves,
 )
 from fdp_audit.accounting.tradeoff import TradeoffCurve, gdp_clt_mu_approximation
+from fdp_audit.registry import Registry, Rule
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,7 @@ class MechanismAccountant(ABC):
     both directions (dp_accounting's convention), which is also what Theorem 2 gives for the symmetric curve.
     """
 
+    name: ClassVar[str]  # its name in :data:`ACCOUNTANTS`
     discretization: float = DEFAULT_DISCRETIZATION  # the PLD loss grid, where there is one
 
     def __init__(self, spec: MechanismSpec, discretization: float | None = None):
@@ -266,6 +270,8 @@ class MechanismAccountant(ABC):
 class ClosedFormAccountant(MechanismAccountant):
     """No privacy (f ≡ 0) and perfect privacy of the private features (f(α) = 1 − α), in closed form."""
 
+    name = "closed_form"
+
     @classmethod
     def supports(cls, event: PrivacyEvent) -> bool:
         """Whether ``event`` releases nothing private at all or only the public part Ψ of the features.
@@ -311,6 +317,8 @@ class PldAccountant(MechanismAccountant):
 
     ``discretization`` None means the PLD grid of :func:`~fdp_audit.accounting.pld.resolve_discretization` (1e-4
     in all usual settings)."""
+
+    name = "pld"
 
     def __init__(self, spec: MechanismSpec, discretization: float | None = None):
         super().__init__(spec)
@@ -374,27 +382,40 @@ class PldAccountant(MechanismAccountant):
                              for s in self.spec.segments()))
 
 
-ACCOUNTANTS: list[type[MechanismAccountant]] = [ClosedFormAccountant, PldAccountant]
+# every accountant by name; accountant_for asks the last registered first
+ACCOUNTANTS: Registry[type[MechanismAccountant]] = Registry("accountant", None, (
+    Rule(lambda entry, _: isinstance(entry, type) and issubclass(entry, MechanismAccountant),
+         "must be a MechanismAccountant subclass"),
+))
 
 
 def register_accountant(accountant: type[MechanismAccountant]) -> type[MechanismAccountant]:
     """Account a new kind of privacy event: ``accountant`` is asked before the ones registered earlier.
 
     Args:
-        accountant: a :class:`MechanismAccountant` subclass implementing :meth:`MechanismAccountant.supports`.
+        accountant: a :class:`MechanismAccountant` subclass with its own ``name``, implementing
+            :meth:`MechanismAccountant.supports`.
 
     Returns:
         ``accountant`` (usable as a class decorator).
 
     Raises:
-        TypeError: ``accountant`` is not a :class:`MechanismAccountant` subclass.
+        ValueError: it is not a :class:`MechanismAccountant` subclass, or its name is another accountant's.
     """
-    if not (isinstance(accountant, type) and issubclass(accountant, MechanismAccountant)):
-        raise TypeError(f"{accountant!r} is not a MechanismAccountant subclass")
-    if accountant not in ACCOUNTANTS:
-        ACCOUNTANTS.insert(0, accountant)
-        accountant_for.cache_clear()
+    ACCOUNTANTS.register(accountant)
+    accountant_for.cache_clear()  # a claim may now be accounted by the new entry
     return accountant
+
+
+def unregister_accountant(name: str) -> None:
+    """Remove the accountant ``name`` (one registered for a test, or a plugin's replaced); the claims it accounted
+    are accounted again by the others.
+
+    Args:
+        name: the accountant's name; an unknown name is ignored.
+    """
+    ACCOUNTANTS.unregister(name)
+    accountant_for.cache_clear()
 
 
 @functools.lru_cache(maxsize=64)
@@ -414,7 +435,11 @@ def accountant_for(spec: MechanismSpec, discretization: float | None = None) -> 
     Raises:
         InvalidParameterError: no registered accountant supports the event.
     """
-    for accountant in ACCOUNTANTS:
+    for accountant in reversed(list(ACCOUNTANTS.values())):
         if accountant.supports(spec.event):
             return accountant(spec, discretization)
     raise _validate.InvalidParameterError(f"no accountant supports {spec.event!r}", "event")
+
+
+register_accountant(ClosedFormAccountant)
+register_accountant(PldAccountant)

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from fdp_audit.accounting import (
+    ACCOUNTANTS,
     ClosedFormAccountant,
     InvalidParameterError,
     MechanismAccountant,
@@ -23,8 +24,8 @@ from fdp_audit.accounting import (
     accountant_for,
     gdp_clt_mu_approximation,
     register_accountant,
+    unregister_accountant,
 )
-from fdp_audit.accounting import mechanism as accounting_mechanism
 from fdp_audit.mechanisms import MECHANISMS, faulty_mechanisms
 
 ALPHA = np.array([0.0, 1e-6, 1e-3, 0.1, 0.5, 1.0])
@@ -73,6 +74,8 @@ def test_a_new_kind_of_event_is_accounted_by_the_accountant_registered_for_it(mo
         """f(α) = (1 − α) / 2, a made-up event."""
 
     class HalfAccountant(ClosedFormAccountant):
+        name = "half"
+
         @classmethod
         def supports(cls, event):
             return isinstance(event, HalfPrivacyEvent)
@@ -83,10 +86,18 @@ def test_a_new_kind_of_event_is_accounted_by_the_accountant_registered_for_it(mo
     spec = MechanismSpec("half", HalfPrivacyEvent())
     with pytest.raises(InvalidParameterError, match="no accountant supports"):
         accountant_for(spec)
-    monkeypatch.setattr(accounting_mechanism, "ACCOUNTANTS", list(accounting_mechanism.ACCOUNTANTS))
     register_accountant(HalfAccountant)
-    assert accountant_for(spec).f(0.0) == pytest.approx(0.5)
-    accountant_for.cache_clear()
+    try:
+        assert accountant_for(spec).f(0.0) == pytest.approx(0.5)
+        assert list(ACCOUNTANTS) == ["closed_form", "pld", "half"]
+        with pytest.raises(ValueError, match="already registered"):
+            register_accountant(type("Other", (HalfAccountant,), {}))
+        with pytest.raises(ValueError, match="MechanismAccountant subclass"):
+            register_accountant(type("NotOne", (), {"name": "not_one"}))
+    finally:
+        unregister_accountant("half")
+    with pytest.raises(InvalidParameterError, match="no accountant supports"):
+        accountant_for(spec)
 
 
 def test_gaussian_mechanisms_share_the_subsampled_gaussian_accounting():
