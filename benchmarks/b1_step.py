@@ -34,7 +34,7 @@ from benchmarks.timing import (
 )
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.encoding import ColumnGroup
-from fdp_audit.data.features import FeatureSplit
+from fdp_audit.data.features import ColumnSplit
 from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import ghost
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem
@@ -57,7 +57,7 @@ def _data(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 def _fdp_problem(x: torch.Tensor, y: torch.Tensor, steps: int) -> TrainingProblem:
     groups = tuple(ColumnGroup(f"f{i}", "numeric", i, i + 1) for i in range(N_INPUTS))
-    split = FeatureSplit(groups, tuple(f"f{i}" for i in range(N_PUBLIC, N_INPUTS)))
+    split = ColumnSplit(groups, tuple(f"f{i}" for i in range(N_PUBLIC, N_INPUTS)))
     hyper = Hyperparameters(noise_multiplier=NOISE, sample_rate=BATCH / N_RECORDS, steps=steps, clip_norm=CLIP,
                             public_batch_size=BATCH, optimizer=OptimizerConfig(lr=LR))
     return TrainingProblem(Model("mlp", N_INPUTS, N_CLASSES, (N_HIDDEN,)), x, y, split,

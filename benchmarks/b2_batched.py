@@ -51,7 +51,7 @@ def _problem() -> TrainingProblem:
     rate = BATCH / x.shape[0]
     hyper = Hyperparameters(noise_multiplier=1.0, sample_rate=rate, steps=math.ceil(1 / rate), clip_norm=1.0)
     model = Model("logistic", x.shape[1], data.train.n_classes)
-    return TrainingProblem(model, x, y, data.feature_split, None, MECHANISMS["dp_sgd"].recipe, hyper)
+    return TrainingProblem(model, x, y, data.public_map, None, MECHANISMS["dp_sgd"].recipe, hyper)
 
 
 # The phases of a batched DP-SGD step on the GLM path (fdp_audit.training.glm); none calls another.

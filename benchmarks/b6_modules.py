@@ -116,7 +116,7 @@ def _data():
 def _problem(model, x, y, data) -> TrainingProblem:
     hyper = Hyperparameters(noise_multiplier=1.0, sample_rate=0.064, steps=32, clip_norm=1.0,
                             optimizer=OptimizerConfig(lr=0.3))
-    return TrainingProblem(model, x, y, data.feature_split, None, MECHANISMS["dp_sgd"].recipe, hyper)
+    return TrainingProblem(model, x, y, data.public_map, None, MECHANISMS["dp_sgd"].recipe, hyper)
 
 
 def engine_records(device: str, factories: Path, rounds: int) -> list[Record]:

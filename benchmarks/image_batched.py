@@ -32,7 +32,7 @@ def _problem() -> TrainingProblem:
     x, y = data.tensors()
     hyper = Hyperparameters(noise_multiplier=1.0, sample_rate=BATCH / x.shape[0], steps=STEPS, clip_norm=1.0,
                             optimizer=OptimizerConfig(lr=LR))
-    return TrainingProblem(cnn_model(64, 10, CHANNELS), x, y, data.feature_split, None,
+    return TrainingProblem(cnn_model(64, 10, CHANNELS), x, y, data.public_map, None,
                            MECHANISMS["dp_sgd"].recipe, hyper)
 
 

@@ -23,7 +23,7 @@ from torch import nn
 from benchmarks import timing
 from benchmarks.b1_step import _per_step
 from fdp_audit.config import OptimizerConfig
-from fdp_audit.data.image_psi import DownsampleMap
+from fdp_audit.data.image_psi import DownsamplePublicMap
 from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training.cnn import GroupNormCNN, cnn_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem
@@ -43,7 +43,7 @@ def _data(seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _fdp_problem(x: torch.Tensor, y: torch.Tensor, steps: int) -> TrainingProblem:
-    psi = DownsampleMap(SIDE, SIDE, factor=FACTOR)
+    psi = DownsamplePublicMap(SIDE, SIDE, factor=FACTOR)
     hyper = Hyperparameters(noise_multiplier=NOISE, sample_rate=BATCH / x.shape[0], steps=steps, clip_norm=CLIP,
                             public_batch_size=BATCH, optimizer=OptimizerConfig(lr=LR))
     return TrainingProblem(cnn_model(SIDE * SIDE, N_CLASSES, CHANNELS), x, y, psi,

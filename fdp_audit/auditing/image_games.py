@@ -4,7 +4,7 @@ its public image, so Ball = 1/K (after Hayes, Mahloujifar & Balle, NeurIPS 2023,
 Reconstruction in DP-SGD"), and an attack's success is judged against Theorem 4's ``1 − f(1/K)``.
 
 * **Candidates**: K images ``x − P x + P z_k`` with P the Ψ map's protected projection
-  (:meth:`~fdp_audit.data.image_psi.ImageMap.canary_candidates`).
+  (:meth:`~fdp_audit.data.image_psi.ImagePublicMap.canary_candidates`).
 * **Gradient canaries**: the K candidates are K gradient canaries on a canary block of the model
   (:class:`~fdp_audit.training.engine.CanaryBlock`, parameters the forward pass never reads): candidate k's private
   gradient is ``a·e_k`` (raw norm a = factor·C above the clip norm) and only the secret candidate is in the

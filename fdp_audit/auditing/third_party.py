@@ -16,7 +16,7 @@ receives, for one model)::
 
     def train(problem: TrainingProblem, seed: int, canary: Canaries) -> Params | MechanismOutput
 
-* ``problem``: the data set S (``problem.x``, ``problem.y``, encoded), Ψ (``problem.feature_map``), the
+* ``problem``: the data set S (``problem.x``, ``problem.y``, encoded), Ψ (``problem.public_map``), the
   architecture (``problem.model``: ``forward(params, x)``, ``shapes()``), the public loss, and the claimed
   settings (``problem.hyper``: z, p, T, C, public batch size, optimiser). ``problem.recipe`` describes the
   built-in mechanism named as the claim; a third-party function need not follow it. Training must start from

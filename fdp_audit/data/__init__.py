@@ -1,2 +1,2 @@
 """Data layer (docs/data.md): bundled and user data sets, synthetic data with known priors, encoding, and the
-public feature maps Ψ."""
+public maps Ψ."""

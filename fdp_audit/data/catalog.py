@@ -1,11 +1,11 @@
-"""The data sets and public feature maps Ψ a configuration can name (docs/data.md, docs/extending.md).
+"""The data sets and public maps Ψ a configuration can name (docs/data.md, docs/extending.md).
 
 Two registries: :data:`DATASETS` (``data.dataset``) and :data:`PUBLIC_MAPS` (``data.public_map``). Each entry says
 what it is and what it needs -- a data set its default label, whether it needs ``data.path``, whether it can be
 read as a table, as images or both; a public map whether it needs an image data set and whether it defines the
 protected part itself -- so :mod:`fdp_audit.data.prepare` reads the entry and names none of them. Adding a data
 set is a module with its loader and one :func:`register_dataset` line below; adding a Ψ is a module with its
-:class:`~fdp_audit.data.features.FeatureMap` and one :func:`register_public_map` line.
+:class:`~fdp_audit.data.features.PublicMap` and one :func:`register_public_map` line.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from fdp_audit.config import DataConfig
 from fdp_audit.data import datasets, formats, images, synthetic
 from fdp_audit.data.encoding import ColumnGroup
-from fdp_audit.data.features import FeatureMap, FeatureSplit, LabelOnlyMap
-from fdp_audit.data.image_psi import BlurMap, DownsampleMap
+from fdp_audit.data.features import ColumnSplit, LabelOnlyPublicMap, PublicMap
+from fdp_audit.data.image_psi import BlurPublicMap, DownsamplePublicMap
 from fdp_audit.data.images import ImageSet
 from fdp_audit.data.table import Table
 from fdp_audit.errors import BadInputError
@@ -28,7 +28,7 @@ TableLoader = Callable[[DataConfig, int], tuple[Table, Table | None]]
 # (data.path or None for the default location, split) -> the split's images
 ImageLoader = Callable[[str | None, str], ImageSet]
 # (data config, the encoded column groups, the image shape or None for a table) -> Ψ
-MapBuilder = Callable[[DataConfig, tuple[ColumnGroup, ...], tuple[int, int] | None], FeatureMap]
+PublicMapBuilder = Callable[[DataConfig, tuple[ColumnGroup, ...], tuple[int, int] | None], PublicMap]
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class DataSet:
 
 @dataclass(frozen=True)
 class PublicMapKind:
-    """A kind of public feature map Ψ ``data.public_map`` can name.
+    """A kind of public map Ψ ``data.public_map`` can name.
 
     ``build`` makes Ψ for the configuration's data; ``images_only`` says it acts on images (the data set must
     be read as images); ``defines_protected`` that it defines the protected part itself (``data.protected``
@@ -63,7 +63,7 @@ class PublicMapKind:
 
     name: str
     description: str
-    build: MapBuilder
+    build: PublicMapBuilder
     images_only: bool = False
     defines_protected: bool = True
     protects_label: bool = False
@@ -179,7 +179,7 @@ def checked_public_map(config: DataConfig, images: bool) -> PublicMapKind:
 
 
 def build_public_map(config: DataConfig, groups: tuple[ColumnGroup, ...],
-                     image_shape: tuple[int, int] | None = None) -> FeatureMap:
+                     image_shape: tuple[int, int] | None = None) -> PublicMap:
     """Ψ of docs/accounting.md and docs/images.md for the configured data.
 
     Args:
@@ -216,18 +216,18 @@ def _synthetic(config: DataConfig, seed: int) -> tuple[Table, Table | None]:
     return synthetic.synthetic_table(config, seed), None
 
 
-def _columns(config: DataConfig, groups: tuple[ColumnGroup, ...], shape: tuple[int, int] | None) -> FeatureMap:
-    return FeatureSplit(groups, tuple(config.protected), config.label_public)
+def _columns(config: DataConfig, groups: tuple[ColumnGroup, ...], shape: tuple[int, int] | None) -> PublicMap:
+    return ColumnSplit(groups, tuple(config.protected), config.label_public)
 
 
-def _blur(config: DataConfig, groups: tuple[ColumnGroup, ...], shape: tuple[int, int] | None) -> FeatureMap:
+def _blur(config: DataConfig, groups: tuple[ColumnGroup, ...], shape: tuple[int, int] | None) -> PublicMap:
     assert shape is not None
-    return BlurMap(*shape, config.label_public, config.blur_sigma, config.blur_tolerance)
+    return BlurPublicMap(*shape, config.label_public, config.blur_sigma, config.blur_tolerance)
 
 
-def _downsample(config: DataConfig, groups: tuple[ColumnGroup, ...], shape: tuple[int, int] | None) -> FeatureMap:
+def _downsample(config: DataConfig, groups: tuple[ColumnGroup, ...], shape: tuple[int, int] | None) -> PublicMap:
     assert shape is not None
-    return DownsampleMap(*shape, config.label_public, config.downsample_factor)
+    return DownsamplePublicMap(*shape, config.label_public, config.downsample_factor)
 
 
 register_dataset(DataSet("adult", "UCI Adult (32,561 training and 16,281 test rows)", "income", _adult,
@@ -253,7 +253,7 @@ register_dataset(DataSet("criteo", "a Criteo-like file: label, 13 integer and 26
 register_public_map(PublicMapKind("columns", "the columns not listed in data.protected (and the label if public)",
                                   _columns, defines_protected=False))
 register_public_map(PublicMapKind("label_only", "every feature; the label is protected (label DP)",
-                                  lambda config, groups, shape: LabelOnlyMap(), protects_label=True))
+                                  lambda config, groups, shape: LabelOnlyPublicMap(), protects_label=True))
 register_public_map(PublicMapKind("blur", "the band-limited Gaussian blur of an image (docs/images.md)", _blur,
                                   images_only=True))
 register_public_map(PublicMapKind("downsample", "the k×k block means of an image (docs/images.md)", _downsample,

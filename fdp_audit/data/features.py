@@ -1,4 +1,4 @@
-"""Public feature maps Ψ (docs/accounting.md, docs/training.md): what of a record is public.
+"""Public maps Ψ (docs/accounting.md, docs/training.md): what of a record is public.
 
 Every map turns encoded records ``(x, y)`` into a :class:`PublicView`, the only thing a public loss
 ever receives. A view is built from the public columns alone, so the public loss cannot read a
@@ -40,7 +40,7 @@ class PublicView:
         return PublicView(self.features[rows], None if self.labels is None else self.labels[rows])
 
 
-class FeatureMap(Protocol):
+class PublicMap(Protocol):
     """Ψ: encoded records → :class:`PublicView`."""
 
     label_public: bool
@@ -136,7 +136,7 @@ class ContinuousCanaryMap(Protocol):
 class WidenableMap(Protocol):
     """A Ψ that extends to records with appended public columns (docs/extending.md, "A public map")."""
 
-    def with_public_columns(self, groups: tuple[ColumnGroup, ...]) -> FeatureMap:
+    def with_public_columns(self, groups: tuple[ColumnGroup, ...]) -> PublicMap:
         """Ψ of records widened by the given all-zero columns, which become public: Ψ'(x ⊕ z) = Ψ(x) ⊕ z. The
         gradient-canary games place their canary's coordinates there.
 
@@ -150,7 +150,7 @@ class WidenableMap(Protocol):
 
 
 @dataclass(frozen=True)
-class FeatureSplit:
+class ColumnSplit:
     """Column-subset Ψ: every encoded column is public or protected by the raw feature it encodes.
     Ψ(x, y) = (x[public columns], y if the label is public)."""
 
@@ -250,16 +250,16 @@ class FeatureSplit:
         template[list(coordinates)] = 0.0
         return ContinuousCanary(template, coordinates, tuple(g.feature for g in groups))
 
-    def with_public_columns(self, groups: tuple[ColumnGroup, ...]) -> FeatureSplit:
+    def with_public_columns(self, groups: tuple[ColumnGroup, ...]) -> ColumnSplit:
         """Ψ'(x ⊕ z) = Ψ(x) ⊕ z: the same split over records widened by public columns.
 
         Args:
             groups: the appended columns, numbered after the record's last column.
 
         Returns:
-            A new :class:`FeatureSplit` with the groups appended (public: they are not among the protected features).
+            A new :class:`ColumnSplit` with the groups appended (public: they are not among the protected features).
         """
-        return FeatureSplit(self.groups + groups, self.protected_features, self.label_public)
+        return ColumnSplit(self.groups + groups, self.protected_features, self.label_public)
 
     def spec(self) -> dict[str, Any]:
         """A JSON-able description stored in checkpoints and results.
@@ -276,7 +276,7 @@ class FeatureSplit:
 
 
 @dataclass(frozen=True)
-class LabelOnlyMap:
+class LabelOnlyPublicMap:
     """Label DP as FDP (docs/accounting.md): Ψ(x, y) = x, the label is the protected part."""
 
     label_public: bool = field(default=False, init=False)
@@ -284,7 +284,7 @@ class LabelOnlyMap:
     def __call__(self, x: torch.Tensor, y: torch.Tensor) -> PublicView:
         return PublicView(x, None)
 
-    def with_public_columns(self, groups: tuple[ColumnGroup, ...]) -> LabelOnlyMap:
+    def with_public_columns(self, groups: tuple[ColumnGroup, ...]) -> LabelOnlyPublicMap:
         """Every column is public already, so wider records keep the map.
 
         Args:
@@ -305,7 +305,7 @@ class LabelOnlyMap:
 
 
 @dataclass(frozen=True)
-class CallableMap:
+class CallablePublicMap:
     """A user-supplied Ψ: ``function(x, y) -> public features``; the label is public if ``label_public``."""
 
     function: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]

@@ -1,14 +1,14 @@
-"""Public feature maps Ψ for images (docs/images.md): block-average downsampling and Gaussian blur.
+"""Public maps Ψ for images (docs/images.md): block-average downsampling and Gaussian blur.
 
 Records are grey-scale images flattened row-major to ``[..., H·W]``. Both maps are linear, Ψ(x) = A x, so
 "the same public image" is a statement about the null space of A, and every map here says which part of an
 image it protects by an orthogonal projection ``P`` onto that part (:meth:`protected_part`):
 
-* **Downsampling** by k (:class:`DownsampleMap`): Ψ(x) is the ``(H/k)×(W/k)`` image of k×k block means. Its
+* **Downsampling** by k (:class:`DownsamplePublicMap`): Ψ(x) is the ``(H/k)×(W/k)`` image of k×k block means. Its
   null space is exactly the images whose every k×k block sums to zero, ``P x = x − U D x`` with ``U`` the
   nearest-neighbour upsampling, and x' = x + h has Ψ(x') = Ψ(x) for every such h (to float rounding of a
   block sum).
-* **Gaussian blur** (:class:`BlurMap`): a blur with reflect padding is the separable matrix ``B = B_h ⊗ B_w``,
+* **Gaussian blur** (:class:`BlurPublicMap`): a blur with reflect padding is the separable matrix ``B = B_h ⊗ B_w``,
   which is *injective*: its smallest singular value is small (the high frequencies are damped by about
   ``exp(−σ²ω²/2)``) but not zero, so deconvolution recovers x from B x, and "same blurred image" taken
   literally admits no neighbour. The map implemented is the *band-limited* blur of tolerance τ: with the
@@ -89,7 +89,7 @@ def gaussian_blur(images: torch.Tensor, sigma: float) -> torch.Tensor:
 
 
 @dataclass(frozen=True)
-class ImageMap:
+class ImagePublicMap:
     """What the image maps share: shape handling, the label, and the protected-part algebra. Subclasses
     define ``_public`` (Ψ's features), :meth:`public_image` and :meth:`protected_part`."""
 
@@ -204,7 +204,7 @@ class ImageMap:
 
 
 @dataclass(frozen=True)
-class DownsampleMap(ImageMap):
+class DownsamplePublicMap(ImagePublicMap):
     """Ψ(x, y) = (k×k block means of x, y); protected: every image whose k×k blocks each sum to zero."""
 
     factor: int = 4
@@ -266,7 +266,7 @@ class DownsampleMap(ImageMap):
 
 
 @dataclass(frozen=True)
-class BlurMap(ImageMap):
+class BlurPublicMap(ImagePublicMap):
     """Ψ_τ(x, y) = (B(x − P x), y), the band-limited Gaussian blur of the module docstring; protected: the span
     of the blur's right singular vectors with singular value at most ``tolerance`` times the largest."""
 

@@ -11,7 +11,7 @@ import torch
 from fdp_audit.config import DataConfig
 from fdp_audit.data.catalog import DATASETS, build_public_map, checked_public_map, load_images, read_as_images
 from fdp_audit.data.encoding import ColumnGroup, EncodedData, TableEncoder
-from fdp_audit.data.features import FeatureMap, FeatureSplit
+from fdp_audit.data.features import ColumnSplit, PublicMap
 from fdp_audit.data.images import ImageSet
 from fdp_audit.data.table import Table, split_rows
 from fdp_audit.errors import BadInputError
@@ -27,23 +27,23 @@ class PreparedData:
     train: EncodedData
     population: EncodedData
     test: EncodedData
-    feature_split: FeatureMap
+    public_map: PublicMap
     table_name: str
 
-    def column_split(self) -> FeatureSplit:
+    def column_split(self) -> ColumnSplit:
         """Ψ as a column subset, which the audit games need: they insert canaries whose protected columns
         vary while the public ones stay fixed.
 
         Returns:
-            :attr:`feature_split` as a :class:`FeatureSplit`.
+            :attr:`public_map` as a :class:`ColumnSplit`.
 
         Raises:
             BadInputError: Ψ is not a column subset (an image map, a callable, label-only).
         """
-        if not isinstance(self.feature_split, FeatureSplit):
+        if not isinstance(self.public_map, ColumnSplit):
             raise BadInputError("the audit games and attacks need a column-subset Ψ (public_map: columns), "
-                                f"not {self.feature_split.spec()['kind']!r}", "data.public_map")
-        return self.feature_split
+                                f"not {self.public_map.spec()['kind']!r}", "data.public_map")
+        return self.public_map
 
     @property
     def fingerprint(self) -> str:

@@ -24,7 +24,7 @@ from fdp_audit.auditing.results import write_results
 from fdp_audit.claim import Claim
 from fdp_audit.config import Config, config_from_dict
 from fdp_audit.data.catalog import DATASETS, load_images
-from fdp_audit.data.image_psi import BlurMap, DownsampleMap, ImageMap
+from fdp_audit.data.image_psi import BlurPublicMap, DownsamplePublicMap, ImagePublicMap
 from fdp_audit.data.images import ImageSet
 from fdp_audit.generative.audit.one_run import AuditPlan, audit_generative
 from fdp_audit.generative.denoiser.unet import TinyUNet
@@ -50,7 +50,7 @@ class StudyData:
     train_limit: int | None = None  # the first N training images (a shorter run on a large set)
 
 
-def public_map(data: StudyData, height: int, width: int) -> ImageMap:
+def public_map(data: StudyData, height: int, width: int) -> ImagePublicMap:
     """Ψ of the study's images: a Gaussian blur of σ ``psi_parameter``, or downsampling by that factor.
 
     Args:
@@ -62,8 +62,8 @@ def public_map(data: StudyData, height: int, width: int) -> ImageMap:
         The image map.
     """
     if data.psi == "blur":
-        return BlurMap(height, width, sigma=float(data.psi_parameter))
-    return DownsampleMap(height, width, factor=int(data.psi_parameter))
+        return BlurPublicMap(height, width, sigma=float(data.psi_parameter))
+    return DownsamplePublicMap(height, width, factor=int(data.psi_parameter))
 
 
 def _scaled(images: np.ndarray) -> torch.Tensor:
@@ -71,7 +71,8 @@ def _scaled(images: np.ndarray) -> torch.Tensor:
     return torch.as_tensor(images, dtype=torch.float32)[:, None] * 2 - 1
 
 
-def load_study_images(data: StudyData, seed: int = 0) -> tuple[LabelledImages, torch.Tensor, torch.Tensor, ImageMap]:
+def load_study_images(data: StudyData, seed: int = 0) -> tuple[LabelledImages, torch.Tensor, torch.Tensor,
+                                                                ImagePublicMap]:
     """Training images with their public completions Ψ̃(x) (Ψ applied to the [0, 1] images, rendered at full
     resolution), and the held-out test images and labels.
 

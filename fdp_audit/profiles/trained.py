@@ -40,7 +40,7 @@ from fdp_audit.accounting.events import Relation
 from fdp_audit.claim import Claim, noise_multiplier
 from fdp_audit.config import Config, ProfileConfig
 from fdp_audit.data.encoding import ColumnGroup, EncodedData
-from fdp_audit.data.features import FeatureSplit
+from fdp_audit.data.features import ColumnSplit
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.json_numbers import json_float, json_floats
@@ -128,7 +128,7 @@ def profile_data(design: Design, label: str, protected: tuple[str, ...]) -> Prep
     y = (design.y > 0).astype(np.int64)
     fingerprint = hashlib.sha256(x.tobytes() + y.tobytes()).hexdigest()[:16]
     encoded = EncodedData(x, y, tuple(groups), ("-1", "+1"), label, fingerprint)
-    return PreparedData(encoded, encoded, encoded, FeatureSplit(tuple(groups), protected), "profile design")
+    return PreparedData(encoded, encoded, encoded, ColumnSplit(tuple(groups), protected), "profile design")
 
 
 def training_problem(config: Config, settings: ProfileConfig, design: Design, label: str) -> TrainingProblem:

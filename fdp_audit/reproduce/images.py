@@ -103,7 +103,7 @@ def _table(out_dir: Path, config: Config, data: PreparedData, epsilons: Sequence
 
 
 def _setup_text(config: Config, data: PreparedData) -> str:
-    psi = data.feature_split.spec()
+    psi = data.public_map.spec()
     return (f"{data.table_name}: {data.train.n_rows} training images, test on {data.test.n_rows}; Ψ = {psi['kind']} "
             f"({psi}); GroupNorm CNN, channels {list(config.model.hidden) or 'default'};")
 

@@ -70,7 +70,7 @@ import torch
 from torch.func import grad, vmap
 
 from fdp_audit.config import OptimizerConfig
-from fdp_audit.data.features import FeatureMap, PublicView
+from fdp_audit.data.features import PublicMap, PublicView
 from fdp_audit.errors import BadInputError
 from fdp_audit.mechanisms import Recipe
 from fdp_audit.phases import Phase
@@ -107,7 +107,7 @@ class TrainingProblem:
     model: Model
     x: torch.Tensor
     y: torch.Tensor
-    feature_map: FeatureMap
+    public_map: PublicMap
     public_loss: PublicLoss | None
     recipe: Recipe
     hyper: Hyperparameters
@@ -343,7 +343,7 @@ class _Step:
         if self.recipe.public_reads_protected:
             self.public_table = self.x_table
         elif self.loss is not None:
-            views = problem.feature_map(self.x_table, self.y_table)
+            views = problem.public_map(self.x_table, self.y_table)
             if self.loss.pad_width == 0:
                 self.public_table = self.loss.inputs(views)
             else:

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fdp_audit.data.features import FeatureSplit, LabelOnlyMap
+from fdp_audit.data.features import ColumnSplit, LabelOnlyPublicMap
 from fdp_audit.training.models import Model, Params
 from fdp_audit.training.public_losses import PublicLoss
 
@@ -79,11 +79,11 @@ def input_split(public_loss: PublicLoss | None, reads_protected: bool, n_inputs:
     Returns:
         The split, or None.
     """
-    if reads_protected or (public_loss is not None and isinstance(public_loss.feature_map, LabelOnlyMap)):
+    if reads_protected or (public_loss is not None and isinstance(public_loss.public_map, LabelOnlyPublicMap)):
         return InputSplit(torch.arange(n_inputs), torch.zeros(0, dtype=torch.long), torch.zeros(0))
-    if public_loss is None or public_loss.fill is None or not isinstance(public_loss.feature_map, FeatureSplit):
+    if public_loss is None or public_loss.fill is None or not isinstance(public_loss.public_map, ColumnSplit):
         return None
-    split = public_loss.feature_map
+    split = public_loss.public_map
     return InputSplit(split.public_columns, split.protected_columns, public_loss.fill)
 
 

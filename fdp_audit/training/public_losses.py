@@ -20,8 +20,8 @@ import numpy as np
 import torch
 
 from fdp_audit.data.encoding import EncodedData
-from fdp_audit.data.features import FeatureMap, FeatureSplit, LabelOnlyMap, PublicView
-from fdp_audit.data.image_psi import ImageMap
+from fdp_audit.data.features import ColumnSplit, LabelOnlyPublicMap, PublicMap, PublicView
+from fdp_audit.data.image_psi import ImagePublicMap
 from fdp_audit.errors import BadInputError
 
 
@@ -30,7 +30,7 @@ class PublicLoss:
     """How ℓ_pub turns Ψ(x) into model inputs, and whether it uses the label."""
 
     name: str
-    feature_map: FeatureMap
+    public_map: PublicMap
     fill: torch.Tensor | None = None  # per protected column, for mask / mean
     imputer: tuple[torch.Tensor, torch.Tensor, tuple[tuple[int, int, bool], ...]] | None = None
 
@@ -42,7 +42,7 @@ class PublicLoss:
     def pad_width(self) -> int:
         """Number of N(0, 1) draws per example (gaussian_pad only)."""
         if self.name == "gaussian_pad":
-            return int(self.feature_map.protected_columns.numel())
+            return int(self.public_map.protected_columns.numel())
         return 0
 
     def inputs(self, view: PublicView, pad_noise: torch.Tensor | None = None) -> torch.Tensor:
@@ -59,10 +59,10 @@ class PublicLoss:
         if self.name == "label_dp":
             return view.features
         if self.name == "public_image":
-            assert isinstance(self.feature_map, ImageMap)
-            return self.feature_map.public_image(view.features)
-        split = self.feature_map
-        assert isinstance(split, FeatureSplit)
+            assert isinstance(self.public_map, ImagePublicMap)
+            return self.public_map.public_image(view.features)
+        split = self.public_map
+        assert isinstance(split, ColumnSplit)
         public = view.features
         if self.name == "gaussian_pad":
             assert pad_noise is not None
@@ -82,7 +82,7 @@ class PublicLoss:
         return split.assemble(public, protected)
 
 
-def _fit_imputer(split: FeatureSplit, population: EncodedData):
+def _fit_imputer(split: ColumnSplit, population: EncodedData):
     """Per protected feature: multinomial logistic regression (categorical) or least squares (numeric)
     from the public columns, fitted on the population split."""
     from sklearn.linear_model import LinearRegression, LogisticRegression
@@ -118,12 +118,12 @@ def _fit_imputer(split: FeatureSplit, population: EncodedData):
             torch.tensor(np.concatenate(biases), dtype=torch.float32), tuple(blocks))
 
 
-def build_public_loss(name: str, feature_map: FeatureMap, population: EncodedData | None = None) -> PublicLoss:
+def build_public_loss(name: str, public_map: PublicMap, population: EncodedData | None = None) -> PublicLoss:
     """Construct a public loss; ``population`` is public data with protected values (mean, impute).
 
     Args:
         name: ``mask``, ``mean``, ``gaussian_pad``, ``impute``, ``label_dp`` or ``public_image``.
-        feature_map: the data's Ψ.
+        public_map: the data's Ψ.
         population: the population split (needed by ``mean`` and ``impute``).
 
     Returns:
@@ -134,28 +134,28 @@ def build_public_loss(name: str, feature_map: FeatureMap, population: EncodedDat
             label), or needs a population split that is missing.
     """
     if name == "label_dp":
-        if not isinstance(feature_map, LabelOnlyMap):
-            raise BadInputError("label_dp needs the label-only feature map (label DP)", "mechanism.public_loss")
-        return PublicLoss(name, feature_map)
+        if not isinstance(public_map, LabelOnlyPublicMap):
+            raise BadInputError("label_dp needs the label-only public map (label DP)", "mechanism.public_loss")
+        return PublicLoss(name, public_map)
     if name == "public_image":
-        if not isinstance(feature_map, ImageMap):
-            raise BadInputError("public_image needs an image feature map (data.public_map: blur or downsample)",
+        if not isinstance(public_map, ImagePublicMap):
+            raise BadInputError("public_image needs an image public map (data.public_map: blur or downsample)",
                                 "mechanism.public_loss")
-        return PublicLoss(name, feature_map)
-    if not isinstance(feature_map, FeatureSplit):
-        raise BadInputError(f"public loss {name!r} needs a column-subset feature map", "mechanism.public_loss")
-    if not feature_map.label_public:
+        return PublicLoss(name, public_map)
+    if not isinstance(public_map, ColumnSplit):
+        raise BadInputError(f"public loss {name!r} needs a column-subset public map", "mechanism.public_loss")
+    if not public_map.label_public:
         raise BadInputError(f"public loss {name!r} uses the label, which is not public", "mechanism.public_loss")
-    width = int(feature_map.protected_columns.numel())
+    width = int(public_map.protected_columns.numel())
     if name == "mask":
-        return PublicLoss(name, feature_map, fill=torch.zeros(width))
+        return PublicLoss(name, public_map, fill=torch.zeros(width))
     if name == "gaussian_pad":
-        return PublicLoss(name, feature_map)
+        return PublicLoss(name, public_map)
     if population is None:
         raise BadInputError(f"public loss {name!r} needs a population split", "mechanism.public_loss")
     if name == "mean":
-        mean = population.x[:, feature_map.protected_columns.numpy()].mean(axis=0)
-        return PublicLoss(name, feature_map, fill=torch.tensor(mean, dtype=torch.float32))
+        mean = population.x[:, public_map.protected_columns.numpy()].mean(axis=0)
+        return PublicLoss(name, public_map, fill=torch.tensor(mean, dtype=torch.float32))
     if name == "impute":
-        return PublicLoss(name, feature_map, imputer=_fit_imputer(feature_map, population))
+        return PublicLoss(name, public_map, imputer=_fit_imputer(public_map, population))
     raise BadInputError(f"unknown public loss {name!r}", "mechanism.public_loss")

@@ -44,7 +44,7 @@ def public_inputs(problem: TrainingProblem, x: torch.Tensor, y: torch.Tensor) ->
     """
     assert problem.public_loss is not None and not problem.public_loss.pad_width
     flat = x.reshape(-1, x.shape[-1])
-    inputs = problem.public_loss.inputs(problem.feature_map(flat, y.reshape(-1)))
+    inputs = problem.public_loss.inputs(problem.public_map(flat, y.reshape(-1)))
     return inputs.to(x.dtype).reshape(*x.shape[:-1], -1)
 
 

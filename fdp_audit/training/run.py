@@ -47,7 +47,7 @@ def build_problem(config: Config, data: PreparedData) -> TrainingProblem:
 
     Args:
         config: a validated configuration.
-        data: the prepared data set and its feature map Ψ.
+        data: the prepared data set and its public map Ψ.
 
     Returns:
         The problem the batched engine trains.
@@ -65,14 +65,14 @@ def build_problem(config: Config, data: PreparedData) -> TrainingProblem:
     model = build_model(config.model, data.train.n_features, data.train.n_classes, config.audit.trial_timeout)
     recipe = row.recipe
     needs_public = recipe.public_batch != "none" or recipe.private_loss == "decomposed" or mech.public_pretrain_steps
-    public_loss = build_public_loss(mech.public_loss, data.feature_split, data.population) if needs_public else None
+    public_loss = build_public_loss(mech.public_loss, data.public_map, data.population) if needs_public else None
     hyper = Hyperparameters(
         noise_multiplier=noise_multiplier(mech), sample_rate=mech.sample_rate, steps=mech.steps,
         clip_norm=mech.clip_norm, public_batch_size=mech.public_batch_size, private_weight=mech.private_weight,
         public_pretrain_steps=mech.public_pretrain_steps, projection_radius=mech.projection_radius,
         optimizer=mech.optimizer)
     x, y = data.tensors()
-    return TrainingProblem(model, x, y, data.feature_split, public_loss, recipe, hyper)
+    return TrainingProblem(model, x, y, data.public_map, public_loss, recipe, hyper)
 
 
 def with_mechanism(config: Config, name: str) -> Config:
@@ -122,7 +122,7 @@ def checkpoint_metadata(config: Config, data: PreparedData, problem: TrainingPro
         "private_weight": mech.private_weight, "public_pretrain_steps": mech.public_pretrain_steps,
         "public_loss": mech.public_loss, "delta": mech.delta,
         "epsilon": epsilon if epsilon != float("inf") else None,
-        "psi": data.feature_split.spec(), "dataset": config.data.dataset, "dataset_fingerprint": data.fingerprint,
+        "psi": data.public_map.spec(), "dataset": config.data.dataset, "dataset_fingerprint": data.fingerprint,
         "seed": seed, "config": config.to_dict(),
         "model": {"kind": model.kind, "n_inputs": model.n_inputs, "n_classes": model.n_classes,
                   "hidden": list(model.hidden), "image_side": model.image_side},

@@ -65,7 +65,7 @@ def nonprivate_setting(sample_rate: float, steps: int, lr: float, rows: int = 20
                       "optimizer": {"name": "sgd", "lr": lr}},
     })
     data = prepare_data(config.data, config.seed)
-    (group,) = data.feature_split.protected_groups
+    (group,) = data.public_map.protected_groups
     assert group.categories == ("0", "1")
     return Setting(data, build_problem(config, data), group)
 

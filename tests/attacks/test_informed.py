@@ -33,7 +33,7 @@ def synthetic(prior_kind: str, protected: list[str]):
 @pytest.fixture(scope="module")
 def categorical():
     data = synthetic("categorical", ["protected"])
-    (group,) = data.feature_split.protected_groups
+    (group,) = data.public_map.protected_groups
     x, y = data.tensors()
     candidates = torch.as_tensor(data.population.x[:2]).double().clone()  # two targets, each with both values
     candidates[:, group.start:group.stop] = 0.0
@@ -50,7 +50,7 @@ def categorical():
 def continuous():
     data = synthetic("gaussian", ["protected-0", "protected-1"])
     x, y = data.tensors()
-    protected = tuple(data.feature_split.protected_columns.tolist())
+    protected = tuple(data.public_map.protected_columns.tolist())
     template = torch.as_tensor(data.population.x[0]).double().clone()
     template[list(protected)] = 0.0  # the prior's centre
     truth = torch.randn(12, len(protected), generator=torch.Generator().manual_seed(7), dtype=torch.float64)

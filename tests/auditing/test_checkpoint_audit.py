@@ -62,7 +62,7 @@ def exact_posterior(data, config) -> np.ndarray:
     """``Pr[v | u, y] ∝ π_v Pr[y | u, v]`` of the synthetic generator, for the training records."""
     prior = prior_for_config(config.data)
     public = np.column_stack([data.train.x[:, g.start] * g.scale + g.mean
-                              for g in data.feature_split.public_groups])
+                              for g in data.public_map.public_groups])
     codes = np.arange(len(prior.probabilities))
     p_one = expit(np.stack([label_logit(public, np.full(len(public), v), prior) for v in codes], axis=1))
     likelihood = np.where(data.train.y[:, None] == 1, p_one, 1 - p_one)

@@ -53,8 +53,8 @@ def test_canary_columns_are_zero_and_public(small_config) -> None:
     added = set(range(d, d + len(CANARY_COLUMNS)))
     assert widened.train.n_features == d + len(CANARY_COLUMNS) and len(CANARY_COLUMNS) > 2
     assert np.array_equal(widened.train.x[:, :d], data.train.x) and not widened.train.x[:, d:].any()
-    public = set(widened.feature_split.public_columns.tolist())
-    assert added <= public and not added & set(widened.feature_split.protected_columns.tolist())
+    public = set(widened.public_map.public_columns.tolist())
+    assert added <= public and not added & set(widened.public_map.protected_columns.tolist())
 
 
 @pytest.mark.parametrize(("z", "steps"), [(2.0, 2), (1.0, 4)])

@@ -16,7 +16,7 @@ from fdp_audit.auditing.journal import Journal
 from fdp_audit.auditing.trials import play_game
 from fdp_audit.claim import Claim
 from fdp_audit.config import config_from_dict
-from fdp_audit.data.features import LabelOnlyMap
+from fdp_audit.data.features import LabelOnlyPublicMap
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
 
@@ -117,5 +117,5 @@ def test_a_psi_without_continuous_canaries_is_refused_by_name() -> None:
     none, and the game refuses it naming the public map, before any training."""
     config, data = setting("nonprivate")
     with pytest.raises(BadInputError) as error:
-        play(config, replace(data, feature_split=LabelOnlyMap()), trials=2)
+        play(config, replace(data, public_map=LabelOnlyPublicMap()), trials=2)
     assert error.value.field == "data.public_map" and "continuous_canary" in str(error.value)

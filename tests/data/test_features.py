@@ -1,4 +1,4 @@
-"""Public feature maps Ψ (docs/accounting.md, docs/training.md): a view never carries a protected value."""
+"""Public maps Ψ (docs/accounting.md, docs/training.md): a view never carries a protected value."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fdp_audit.data.encoding import ColumnGroup
-from fdp_audit.data.features import CallableMap, FeatureSplit, LabelOnlyMap
+from fdp_audit.data.features import CallablePublicMap, ColumnSplit, LabelOnlyPublicMap
 from fdp_audit.errors import BadInputError
 
 
@@ -36,7 +36,7 @@ def encoded_batches(draw):
     d = groups[-1].stop
     x = torch.as_tensor(rng.normal(size=(n, d)), dtype=torch.float32)
     replacement = torch.as_tensor(rng.normal(scale=100.0, size=(n, d)), dtype=torch.float32)
-    split = FeatureSplit(groups, protected, label_public)
+    split = ColumnSplit(groups, protected, label_public)
     x2 = x.clone()
     x2[:, split.protected_columns] = replacement[:, split.protected_columns]
     y = torch.as_tensor(rng.integers(0, 3, n))
@@ -62,7 +62,7 @@ def test_continuous_canary_varies_only_what_psi_does_not_read():
     """The column split's continuous canary: the record with its protected columns at 0 (others unchanged), and
     any values placed there keep Ψ(x); a categorical protected attribute is refused."""
     groups = groups_from_widths([1, 3, 1, 1])  # f0 numeric, f1 categorical, f2 and f3 numeric
-    split = FeatureSplit(groups, ("f2", "f3"))
+    split = ColumnSplit(groups, ("f2", "f3"))
     record = torch.arange(1.0, 7.0, dtype=torch.float64)
     canary = split.continuous_canary(record)
     assert canary.coordinates == (4, 5) and canary.names == ("f2", "f3")
@@ -74,7 +74,7 @@ def test_continuous_canary_varies_only_what_psi_does_not_read():
     labels = torch.zeros(5, dtype=torch.long)
     assert torch.equal(split(records, labels).features, split(record.repeat(5, 1), labels).features)
     with pytest.raises(BadInputError) as error:
-        FeatureSplit(groups, ("f1", "f2")).continuous_canary(record)
+        ColumnSplit(groups, ("f1", "f2")).continuous_canary(record)
     assert error.value.field == "data.protected"
 
 
@@ -88,7 +88,7 @@ def test_assemble_inverts_the_split(case):
 
 def test_view_values_are_the_public_columns_and_spec_names_them():
     groups = groups_from_widths([1, 3, 1, 2])
-    split = FeatureSplit(groups, ("f1", "f3"))
+    split = ColumnSplit(groups, ("f1", "f3"))
     x = torch.arange(14, dtype=torch.float32).reshape(2, 7)
     assert split(x, torch.zeros(2)).features.tolist() == [[0.0, 4.0], [7.0, 11.0]]
     assert split.protected_columns.tolist() == [1, 2, 3, 5, 6]
@@ -98,19 +98,19 @@ def test_view_values_are_the_public_columns_and_spec_names_them():
 
 def test_unknown_protected_feature_is_rejected():
     with pytest.raises(BadInputError, match="data.protected"):
-        FeatureSplit(groups_from_widths([1, 2]), ("missing",))
+        ColumnSplit(groups_from_widths([1, 2]), ("missing",))
 
 
 def test_label_only_map_hides_labels():
     x, y = torch.randn(4, 3), torch.tensor([0, 1, 1, 0])
-    view = LabelOnlyMap()(x, y)
+    view = LabelOnlyPublicMap()(x, y)
     assert view.labels is None and torch.equal(view.features, x)
-    assert LabelOnlyMap().label_public is False
-    assert torch.equal(LabelOnlyMap()(x, 1 - y).features, view.features)
+    assert LabelOnlyPublicMap().label_public is False
+    assert torch.equal(LabelOnlyPublicMap()(x, 1 - y).features, view.features)
 
 
 def test_callable_map():
-    psi = CallableMap(lambda x, y: x[:, :1], "first-column", label_public=False)
+    psi = CallablePublicMap(lambda x, y: x[:, :1], "first-column", label_public=False)
     view = psi(torch.ones(2, 3), torch.zeros(2))
     assert view.features.shape == (2, 1) and view.labels is None
     assert psi.spec() == {"kind": "callable", "name": "first-column", "label_public": False}

@@ -8,13 +8,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fdp_audit.data.features import FeatureSplit
-from fdp_audit.data.image_psi import BlurMap, DownsampleMap, blur_matrix, gaussian_blur
+from fdp_audit.data.features import ColumnSplit
+from fdp_audit.data.image_psi import BlurPublicMap, DownsamplePublicMap, blur_matrix, gaussian_blur
 from fdp_audit.errors import BadInputError
 from fdp_audit.training.public_losses import build_public_loss
 
-MAPS = [DownsampleMap(8, 8, factor=2), DownsampleMap(28, 28, factor=4), BlurMap(8, 8, sigma=1.0, tolerance=0.1),
-        BlurMap(28, 28, sigma=1.0, tolerance=0.1), BlurMap(12, 20, sigma=2.0, tolerance=0.05)]
+MAPS = [DownsamplePublicMap(8, 8, factor=2), DownsamplePublicMap(28, 28, factor=4),
+        BlurPublicMap(8, 8, sigma=1.0, tolerance=0.1),
+        BlurPublicMap(28, 28, sigma=1.0, tolerance=0.1), BlurPublicMap(12, 20, sigma=2.0, tolerance=0.05)]
 IDS = ["down-8/2", "down-28/4", "blur-8", "blur-28", "blur-12x20"]
 
 
@@ -23,13 +24,13 @@ def _images(psi, n: int = 5, seed: int = 0) -> torch.Tensor:
 
 
 def test_downsampling_is_the_block_mean():
-    x = _images(DownsampleMap(28, 28, factor=4))
+    x = _images(DownsamplePublicMap(28, 28, factor=4))
     expected = x.numpy().reshape(5, 7, 4, 7, 4).mean(axis=(2, 4)).reshape(5, 49)
-    np.testing.assert_allclose(DownsampleMap(28, 28, factor=4)(x, None).features.numpy(), expected, atol=1e-12)
+    np.testing.assert_allclose(DownsamplePublicMap(28, 28, factor=4)(x, None).features.numpy(), expected, atol=1e-12)
 
 
 def test_downsampling_neighbours_add_blocks_that_sum_to_zero():
-    psi = DownsampleMap(28, 28, factor=4)
+    psi = DownsamplePublicMap(28, 28, factor=4)
     x = _images(psi)
     neighbours = psi.neighbours(x, 3, 0.5, torch.Generator().manual_seed(1))
     h = (neighbours - x).numpy().reshape(3, 5, 7, 4, 7, 4)
@@ -62,7 +63,7 @@ def test_the_protected_part_is_an_orthogonal_projection_that_completes_the_publi
 
 
 def test_the_public_image_of_downsampling_is_the_upsampled_block_mean():
-    psi = DownsampleMap(8, 8, factor=2)
+    psi = DownsamplePublicMap(8, 8, factor=2)
     x = _images(psi)
     image = psi.public_image(psi(x, None).features)
     torch.testing.assert_close(image + psi.protected_part(x), x, atol=1e-12, rtol=0)
@@ -73,7 +74,7 @@ def test_the_public_image_of_downsampling_is_the_upsampled_block_mean():
 @pytest.mark.parametrize(("size", "sigma"), [(8, 1.0), (28, 1.0), (28, 2.5)])
 def test_gaussian_blur_equals_a_reflect_padded_convolution(size, sigma):
     """Against torch's own padding and convolution (the radius fits inside the image)."""
-    x = _images(BlurMap(size, size)).reshape(5, 1, size, size)
+    x = _images(BlurPublicMap(size, size)).reshape(5, 1, size, size)
     radius = max(1, int(3 * sigma + 0.5))
     offsets = torch.arange(-radius, radius + 1, dtype=torch.float64)
     kernel = torch.exp(-0.5 * (offsets / sigma) ** 2)
@@ -95,7 +96,7 @@ def test_blur_removes_fine_detail_and_keeps_constants_even_with_a_kernel_wider_t
 def test_band_limited_blur_against_the_full_matrix_svd(tolerance):
     """Independent construction: the 64×64 blur matrix K = B_h ⊗ B_w, numpy's SVD, and the projector onto
     the right singular vectors with s ≤ τ·s_max; Ψ_τ = K(I − P)."""
-    psi = BlurMap(8, 8, sigma=1.0, tolerance=tolerance)
+    psi = BlurPublicMap(8, 8, sigma=1.0, tolerance=tolerance)
     full = np.kron(blur_matrix(8, 1.0).numpy(), blur_matrix(8, 1.0).numpy())
     _, s, vt = np.linalg.svd(full)
     protected = vt[s <= tolerance * s.max()]
@@ -107,7 +108,7 @@ def test_band_limited_blur_against_the_full_matrix_svd(tolerance):
     assert psi.protected_dimension == len(protected) > 0
 
 
-@pytest.mark.parametrize("psi", [m for m in MAPS if isinstance(m, BlurMap)], ids=[i for i in IDS if "blur" in i])
+@pytest.mark.parametrize("psi", [m for m in MAPS if isinstance(m, BlurPublicMap)], ids=[i for i in IDS if "blur" in i])
 def test_blur_neighbours_have_the_same_ordinary_blur_to_the_tolerance(psi):
     """‖blur(x + h) − blur(x)‖ = ‖B h‖ ≤ τ‖h‖ for h in the protected span; and Ψ_τ moves the blurred image
     by at most τ‖P x‖ from the ordinary blur."""
@@ -121,7 +122,7 @@ def test_blur_neighbours_have_the_same_ordinary_blur_to_the_tolerance(psi):
 
 
 def test_the_literal_blur_is_injective_and_protects_nothing():
-    psi = BlurMap(8, 8, sigma=1.0, tolerance=0.0)
+    psi = BlurPublicMap(8, 8, sigma=1.0, tolerance=0.0)
     assert psi.protected_dimension == 0
     x = _images(psi)
     torch.testing.assert_close(psi(x, None).features, gaussian_blur(x.reshape(5, 8, 8), 1.0).flatten(-2))
@@ -130,24 +131,24 @@ def test_the_literal_blur_is_injective_and_protects_nothing():
 
 
 def test_maps_keep_the_label_when_public_and_run_in_float32():
-    psi = BlurMap(8, 8, label_public=False)
+    psi = BlurPublicMap(8, 8, label_public=False)
     x = torch.rand(3, 64)
     assert psi(x, torch.zeros(3)).labels is None and psi(x, None).features.dtype == torch.float32
-    assert torch.equal(DownsampleMap(8, 8)(x, torch.arange(3)).labels, torch.arange(3))
+    assert torch.equal(DownsamplePublicMap(8, 8)(x, torch.arange(3)).labels, torch.arange(3))
     with pytest.raises(BadInputError, match="expects 8×8 images"):
         psi(torch.rand(3, 63), None)
 
 
 def test_public_image_loss_gives_the_model_the_rendered_public_image_only():
-    psi = DownsampleMap(8, 8, factor=4)
+    psi = DownsamplePublicMap(8, 8, factor=4)
     loss = build_public_loss("public_image", psi)
     x = torch.rand(3, 64)
     torch.testing.assert_close(loss.inputs(psi(x, None)), x - psi.protected_part(x))
-    with pytest.raises(BadInputError, match="needs an image feature map"):
-        build_public_loss("public_image", FeatureSplit((), ()))
+    with pytest.raises(BadInputError, match="needs an image public map"):
+        build_public_loss("public_image", ColumnSplit((), ()))
 
 
-@pytest.mark.parametrize("psi", [DownsampleMap(8, 8, factor=2), BlurMap(8, 8, sigma=1.0, tolerance=0.2)],
+@pytest.mark.parametrize("psi", [DownsamplePublicMap(8, 8, factor=2), BlurPublicMap(8, 8, sigma=1.0, tolerance=0.2)],
                          ids=["downsample", "blur"])
 def test_canary_candidates_share_the_public_image_are_deterministic_and_sized_like_the_population(psi):
     """The CandidateMap protocol the record-canary games use: same Ψ, different protected parts, the same

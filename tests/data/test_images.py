@@ -12,7 +12,7 @@ import pytest
 from fdp_audit.config import DataConfig
 from fdp_audit.data import images
 from fdp_audit.data.catalog import load_images
-from fdp_audit.data.image_psi import BlurMap, DownsampleMap
+from fdp_audit.data.image_psi import BlurPublicMap, DownsamplePublicMap
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
 
@@ -108,14 +108,14 @@ def test_prepare_reads_fashion_mnist_as_unstandardised_pixels_with_its_own_test_
     data = prepare_data(config, seed=3)
     assert (data.train.n_rows, data.population.n_rows, data.test.n_rows) == (15, 5, 7)
     assert data.train.x.shape[1] == 784 and 0 <= data.train.x.min() and data.train.x.max() <= 1
-    assert isinstance(data.feature_split, DownsampleMap) and data.feature_split.factor == 4
+    assert isinstance(data.public_map, DownsamplePublicMap) and data.public_map.factor == 4
     assert data.train.classes == images.FASHION_MNIST_CLASSES
     assert prepare_data(config, seed=3).fingerprint == data.fingerprint != prepare_data(config, seed=4).fingerprint
 
 
 def test_digits_under_an_image_map_are_pixels_and_under_columns_a_table():
     blurred = prepare_data(DataConfig(dataset="digits", protected=(), public_map="blur", blur_tolerance=0.2), 0)
-    assert isinstance(blurred.feature_split, BlurMap) and blurred.feature_split.tolerance == 0.2
+    assert isinstance(blurred.public_map, BlurPublicMap) and blurred.public_map.tolerance == 0.2
     assert blurred.train.x.min() == 0 and blurred.train.x.max() == 1  # intensities, not z-scores
     table = prepare_data(DataConfig(dataset="digits", protected=("pixel-0",)), 0)
     assert table.train.x.min() < 0  # the table form standardises each column

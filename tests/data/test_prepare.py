@@ -20,12 +20,12 @@ def synthetic_config(**overrides) -> DataConfig:
     return DataConfig(**{**base, **overrides})
 
 
-def test_synthetic_splits_and_feature_split():
+def test_synthetic_splits_and_column_split():
     data = prepare_data(synthetic_config(), seed=0)
     assert data.train.n_rows == 150 and data.population.n_rows == 50
     assert data.test is data.population  # no separate test file for synthetic data
     assert data.train.label == "label" and data.train.classes == ("0", "1")
-    split = data.feature_split
+    split = data.public_map
     assert [g.feature for g in split.protected_groups] == ["protected"]
     assert len(split.public_columns) == 5 and len(split.protected_columns) == 2
     x, y = data.tensors()
@@ -46,7 +46,7 @@ def test_adult_uses_its_test_file_and_max_rows():
     assert data.train.n_rows == 400 and data.population.n_rows == 100
     assert data.test.n_rows == 15_060  # adult.test without its '?' rows
     assert data.train.classes == ("<=50K", ">50K")
-    protected = {g.feature for g in data.feature_split.protected_groups}
+    protected = {g.feature for g in data.public_map.protected_groups}
     assert protected == {"marital-status", "relationship"}
 
 
@@ -100,7 +100,7 @@ def test_criteo_file_through_prepare(tmp_path):
     config = DataConfig(dataset="criteo", path=str(path), protected=CRITEO_CATEGORICAL)
     data = prepare_data(config, seed=0)
     assert data.train.n_rows + data.population.n_rows == 36
-    assert len(data.feature_split.public_columns) == len(CRITEO_NUMERIC)
+    assert len(data.public_map.public_columns) == len(CRITEO_NUMERIC)
 
 
 def test_purchase_file_through_prepare(tmp_path):
@@ -111,14 +111,14 @@ def test_purchase_file_through_prepare(tmp_path):
     protected = tuple(f"feature-{j}" for j in range(100, 600))
     data = prepare_data(DataConfig(dataset="purchase", path=str(path), protected=protected), seed=0)
     assert data.train.n_features == 600 and data.train.n_classes == 3
-    assert len(data.feature_split.public_columns) == 100
+    assert len(data.public_map.public_columns) == 100
 
 
 def test_label_only_map_is_label_dp():
     """public_map label_only: Ψ(x, y) = x, the label is protected; the audit games refuse it by name."""
     data = prepare_data(DataConfig(dataset="digits", protected=(), public_map="label_only", label_public=False), 0)
     x, y = data.tensors()
-    view = data.feature_split(x[:5], y[:5])
+    view = data.public_map(x[:5], y[:5])
     assert torch.equal(view.features, x[:5]) and view.labels is None
     with pytest.raises(BadInputError) as err:
         data.column_split()
@@ -128,7 +128,7 @@ def test_label_only_map_is_label_dp():
 def test_blur_map_blurs_square_images_and_keeps_the_label():
     data = prepare_data(DataConfig(dataset="digits", protected=(), public_map="blur", blur_sigma=1.0), 0)
     x, y = data.tensors()
-    view = data.feature_split(x[:5], y[:5])
+    view = data.public_map(x[:5], y[:5])
     assert view.features.shape == x[:5].shape and torch.equal(view.labels, y[:5])
     assert not torch.allclose(view.features, x[:5])  # fine detail is gone
     # a blur averages: every blurred image keeps its mean up to the reflect padding's edge effects

@@ -101,9 +101,9 @@ def test_engine_samples_give_the_closed_form_loss(design, kind):
 def test_profile_data_and_neighbour_problems(adult_table):
     design = design_from_table(adult_table, ("age", "marital-status"), "income", 30)
     data = profile_data(design, "income", ("marital-status",))
-    assert [g.feature for g in data.feature_split.groups] == ["age", "marital-status"]
-    assert [g.kind for g in data.feature_split.groups] == ["numeric", "categorical"]
-    assert data.feature_split.public_columns.tolist() == [0]  # Ψ is age alone
+    assert [g.feature for g in data.public_map.groups] == ["age", "marital-status"]
+    assert [g.kind for g in data.public_map.groups] == ["numeric", "categorical"]
+    assert data.public_map.public_columns.tolist() == [0]  # Ψ is age alone
     assert set(data.train.y.tolist()) <= {0, 1} and (data.train.y == (design.y > 0)).all()
 
     config = _config("replace", "fdp_sgd")

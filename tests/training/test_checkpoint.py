@@ -77,7 +77,7 @@ def test_train_writes_a_checkpoint_with_its_privacy_metadata(trained, good) -> N
     assert metadata["epsilon"] == pytest.approx(float(Claim.of(mech).add_remove.epsilon(mech.delta)))
     assert metadata["dataset"] == "synthetic" and metadata["dataset_fingerprint"] == data.fingerprint
     assert metadata["seed"] == config.seed and metadata["format_version"] == FORMAT_VERSION
-    assert metadata["psi"] == data.feature_split.spec()
+    assert metadata["psi"] == data.public_map.spec()
     assert metadata["config"] == config.to_dict()
     # the saved weights are exactly the model the run trained
     expected = train_one(config, data).params

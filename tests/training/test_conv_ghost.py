@@ -9,7 +9,7 @@ import torch
 from torch.func import grad, vmap
 
 from fdp_audit.config import OptimizerConfig
-from fdp_audit.data.image_psi import BlurMap, DownsampleMap
+from fdp_audit.data.image_psi import BlurPublicMap, DownsamplePublicMap
 from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import conv_ghost, engine, ghost, streams
 from fdp_audit.training.cnn import cnn_model
@@ -44,7 +44,7 @@ def _case(model: Model, decomposed: bool, r: int = 3, k: int = 6, seed: int = 0)
     generator = torch.Generator().manual_seed(seed + 1)
     x = torch.rand(r, k, model.n_inputs, generator=generator, dtype=torch.float64)
     y = torch.randint(0, model.n_classes, (r, k), generator=generator)
-    public = DownsampleMap(model.image_side, model.image_side, factor=2)
+    public = DownsamplePublicMap(model.image_side, model.image_side, factor=2)
     public_inputs = public.public_image(public(x, y).features) if decomposed else None
     return _params(model, r, seed), x, y, public_inputs
 
@@ -129,7 +129,7 @@ def test_engine_conv_path_trains_the_same_models_as_torch_func(monkeypatch, mech
     """Whole trainings (float32): the conv path and the torch.func path give the same released noisy sums and
     models (1e-5)."""
     model = MODELS["digits-3class"]
-    problem = _image_problem(model, mechanism, BlurMap(8, 8, sigma=1.0))
+    problem = _image_problem(model, mechanism, BlurPublicMap(8, 8, sigma=1.0))
     canaries = None
     if canary is not None:
         generator = torch.Generator().manual_seed(5)
@@ -164,7 +164,7 @@ def test_float32_ghost_norms_do_not_under_clip_when_the_public_input_is_close_to
     torch.manual_seed(0)
     model = cnn_model(64, 10, (16, 32, 64))
     params = {k: v + 0.05 * torch.randn_like(v) for k, v in model.init(streams.model_keys(0, torch.arange(3))).items()}
-    psi = DownsampleMap(8, 8, factor=2)
+    psi = DownsamplePublicMap(8, 8, factor=2)
     x = psi.public_image(torch.rand(3, 32, 16, dtype=torch.float64)) + 1e-3 * torch.rand(3, 32, 64, dtype=torch.float64)
     public = psi.public_image(psi(x, None).features)
     y = torch.randint(0, 10, (3, 32))
@@ -190,7 +190,7 @@ def test_models_grouped_by_batch_size_train_as_in_one_group(monkeypatch, canary)
     one group: the same released sums and models (1e-5), so a model's training does not depend on the grouping;
     a group's sums written back to the wrong models would differ by the sums themselves."""
     model = MODELS["digits-3class"]
-    problem = _image_problem(model, "fdp_sgd", DownsampleMap(8, 8, factor=2))
+    problem = _image_problem(model, "fdp_sgd", DownsamplePublicMap(8, 8, factor=2))
     count = 12
     canaries = None
     if canary is not None:

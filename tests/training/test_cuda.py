@@ -12,8 +12,8 @@ import torch
 from fdp_audit.auditing.runner import run_audit
 from fdp_audit.config import OptimizerConfig, config_from_dict
 from fdp_audit.data.encoding import ColumnGroup
-from fdp_audit.data.features import FeatureSplit
-from fdp_audit.data.image_psi import BlurMap
+from fdp_audit.data.features import ColumnSplit
+from fdp_audit.data.image_psi import BlurPublicMap
 from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training.cnn import cnn_model
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
@@ -31,13 +31,13 @@ def _problem(mechanism: str, model: Model) -> TrainingProblem:
     x = torch.randn(60, model.n_inputs, generator=generator)
     y = torch.randint(0, model.n_classes, (60,), generator=generator)
     if model.kind in ("cnn", "module"):  # 8×8 images
-        feature_map, public_loss = BlurMap(8, 8), "public_image"
+        public_map, public_loss = BlurPublicMap(8, 8), "public_image"
     else:
         groups = tuple(ColumnGroup(f"f{i}", "numeric", i, i + 1) for i in range(model.n_inputs))
-        feature_map, public_loss = FeatureSplit(groups, ("f4", "f5")), "mask"
+        public_map, public_loss = ColumnSplit(groups, ("f4", "f5")), "mask"
     hyper = Hyperparameters(noise_multiplier=1.0, sample_rate=0.2, steps=5, clip_norm=0.5, public_batch_size=8,
                             optimizer=OptimizerConfig(lr=0.3))
-    return TrainingProblem(model, x, y, feature_map, build_public_loss(public_loss, feature_map),
+    return TrainingProblem(model, x, y, public_map, build_public_loss(public_loss, public_map),
                            MECHANISMS[mechanism].recipe, hyper)
 
 

@@ -13,8 +13,8 @@ from scipy import stats
 
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.encoding import ColumnGroup
-from fdp_audit.data.features import FeatureSplit
-from fdp_audit.data.image_psi import BlurMap
+from fdp_audit.data.features import ColumnSplit
+from fdp_audit.data.image_psi import BlurPublicMap
 from fdp_audit.errors import BadInputError
 from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import engine, ghost, streams
@@ -37,13 +37,13 @@ def _problem(mechanism: str = "fdp_sgd", model: Model | None = None, n: int = 40
     x = scale * torch.randn(n, model.n_inputs, generator=generator)
     y = torch.randint(0, model.n_classes, (n,), generator=generator)
     if model.kind == "cnn":
-        feature_map, public_loss = BlurMap(model.image_side, model.image_side), "public_image"
+        public_map, public_loss = BlurPublicMap(model.image_side, model.image_side), "public_image"
     else:
         groups = tuple(ColumnGroup(f"f{i}", "numeric", i, i + 1) for i in range(model.n_inputs))
-        feature_map, public_loss = FeatureSplit(groups, PROTECTED), "mask"
+        public_map, public_loss = ColumnSplit(groups, PROTECTED), "mask"
     hyper = Hyperparameters(noise_multiplier=noise, sample_rate=rate, steps=steps, clip_norm=clip,
                             public_batch_size=public_batch, optimizer=OptimizerConfig(lr=lr))
-    return TrainingProblem(model, x, y, feature_map, build_public_loss(public_loss, feature_map),
+    return TrainingProblem(model, x, y, public_map, build_public_loss(public_loss, public_map),
                            MECHANISMS[mechanism].recipe, hyper)
 
 
@@ -251,7 +251,7 @@ def test_model_in_a_batch_equals_the_model_alone(model, public_loss):
     padding noise (gaussian_pad) is drawn per position, whatever the batch width the other models need."""
     problem = _problem(model=model, steps=4)
     if public_loss == "gaussian_pad":
-        problem = replace(problem, public_loss=build_public_loss("gaussian_pad", problem.feature_map))
+        problem = replace(problem, public_loss=build_public_loss("gaussian_pad", problem.public_map))
     canaries = _canaries(model, 4, gradient=True)
     batch = _train(problem, models=4, canaries=canaries)
     alone = _train(problem, canaries=canaries.take(torch.tensor([2])), indices=[2])
@@ -392,7 +392,7 @@ def test_a_cnn_steps_work_counts_its_multiply_adds_not_its_parameters(monkeypatc
     model = cnn_model(784, 10, (16, 32))
     generator = torch.Generator().manual_seed(0)
     x, y = torch.rand(40, 784, generator=generator), torch.randint(0, 10, (40,), generator=generator)
-    psi = BlurMap(28, 28, sigma=1.0)
+    psi = BlurPublicMap(28, 28, sigma=1.0)
     hyper = Hyperparameters(noise_multiplier=1.0, sample_rate=0.25, steps=1, clip_norm=1.0, public_batch_size=8,
                             optimizer=OptimizerConfig(lr=0.1))
     problem = TrainingProblem(model, x, y, psi, build_public_loss("public_image", psi), MECHANISMS["fdp_sgd"].recipe,

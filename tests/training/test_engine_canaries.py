@@ -10,7 +10,7 @@ from scipy import stats
 
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.encoding import ColumnGroup
-from fdp_audit.data.features import FeatureSplit
+from fdp_audit.data.features import ColumnSplit
 from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import engine, ghost, streams
 from fdp_audit.training.engine import Canaries, Hyperparameters, TrainingProblem, train_models
@@ -29,10 +29,10 @@ def _problem(model: Model, mechanism: str = "fdp_sgd", n: int = 30, rate: float 
     x = scale * torch.randn(n, model.n_inputs, generator=generator)
     y = torch.randint(0, model.n_classes, (n,), generator=generator)
     groups = tuple(ColumnGroup(f"f{i}", "numeric", i, i + 1) for i in range(model.n_inputs))
-    feature_map = FeatureSplit(groups, ("f4", "f5"))
+    public_map = ColumnSplit(groups, ("f4", "f5"))
     hyper = Hyperparameters(noise_multiplier=noise, sample_rate=rate, steps=steps, clip_norm=clip,
                             public_batch_size=8, optimizer=OptimizerConfig(lr=0.0))
-    return TrainingProblem(model, x, y, feature_map, build_public_loss("mask", feature_map),
+    return TrainingProblem(model, x, y, public_map, build_public_loss("mask", public_map),
                            MECHANISMS[mechanism].recipe, hyper)
 
 
@@ -124,7 +124,7 @@ def test_private_sum_with_many_canaries_equals_an_autograd_loop_over_the_batch(r
                     canaries_seen += 1
                 else:
                     x, y = problem.x[batch["rows"][m, b]], problem.y[batch["rows"][m, b]]
-                public = loss_map.inputs(problem.feature_map(x[None], y[None]))[0]
+                public = loss_map.inputs(problem.public_map(x[None], y[None]))[0]
                 loss = example_loss(model.forward(leaves, x), y) - example_loss(model.forward(leaves, public), y)
                 gradient = torch.cat([g.flatten() for g in torch.autograd.grad(loss, list(leaves.values()))])
                 expected += gradient * min(1.0, clip / float(gradient.norm()))
@@ -172,7 +172,7 @@ def test_canaries_are_records_of_the_data_set(name):
     together = _iterates(problem, canaries)
     for m in range(3):
         extended = TrainingProblem(problem.model, torch.cat([problem.x, canaries.x[m]]),
-                                   torch.cat([problem.y, canaries.y[m]]), problem.feature_map, problem.public_loss,
+                                   torch.cat([problem.y, canaries.y[m]]), problem.public_map, problem.public_loss,
                                    problem.recipe, problem.hyper)
         alone = _iterates(extended, None, [m])
         torch.testing.assert_close(together.noisy_private_sums[m], alone.noisy_private_sums[0], rtol=1e-5, atol=1e-5)

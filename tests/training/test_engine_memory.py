@@ -10,7 +10,7 @@ import torch
 
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.encoding import ColumnGroup
-from fdp_audit.data.features import FeatureSplit
+from fdp_audit.data.features import ColumnSplit
 from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import engine, ghost
 from fdp_audit.training.engine import Hyperparameters, TrainingProblem, bytes_per_model
@@ -23,7 +23,7 @@ def _problem(model: Model, mechanism: str = "dp_sgd", n: int = 4000, rate: float
     x = torch.randn(n, model.n_inputs, generator=generator)
     y = torch.randint(0, model.n_classes, (n,), generator=generator)
     groups = tuple(ColumnGroup(f"f{i}", "numeric", i, i + 1) for i in range(model.n_inputs))
-    split = FeatureSplit(groups, ("f0",))
+    split = ColumnSplit(groups, ("f0",))
     hyper = Hyperparameters(noise_multiplier=1.0, sample_rate=rate, steps=3, clip_norm=1.0, public_batch_size=32,
                             optimizer=OptimizerConfig(lr=0.5))
     return TrainingProblem(model, x, y, split, build_public_loss("mask", split), MECHANISMS[mechanism].recipe,
@@ -51,7 +51,7 @@ def test_logistic_estimate_follows_the_path_the_engine_takes(monkeypatch, public
     ghost path under gaussian_pad; the engine and the estimate agree, and the GLM estimate (a few values per
     example and output, no gathered rows per model) is below the ghost one (every layer's inputs)."""
     problem = _problem(Model("logistic", 100, 2), "fdp_sgd")
-    problem = replace(problem, public_loss=build_public_loss(public_loss, problem.feature_map))
+    problem = replace(problem, public_loss=build_public_loss(public_loss, problem.public_map))
     assert engine.private_path(problem) == path
     step = engine._Step(problem, torch.zeros(2, dtype=torch.long), None, torch.device("cpu"))
     assert (step.tables is not None) == (path == "glm")

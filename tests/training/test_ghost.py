@@ -9,7 +9,7 @@ from torch.func import grad, vmap
 
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.encoding import ColumnGroup, EncodedData
-from fdp_audit.data.features import FeatureSplit, LabelOnlyMap
+from fdp_audit.data.features import ColumnSplit, LabelOnlyPublicMap
 from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import engine, ghost
 from fdp_audit.training.engine import Canaries, Hyperparameters, TrainingProblem, train_models
@@ -191,13 +191,13 @@ def test_input_split_describes_every_public_loss(name):
     row on the completed ones."""
     groups = (ColumnGroup("a", "numeric", 0, 1), ColumnGroup("b", "categorical", 1, 4),
               ColumnGroup("c", "numeric", 4, 5), ColumnGroup("d", "categorical", 5, 7))
-    feature_map = LabelOnlyMap() if name == "label_dp" else FeatureSplit(groups, ("b", "c"))
+    public_map = LabelOnlyPublicMap() if name == "label_dp" else ColumnSplit(groups, ("b", "c"))
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(30, 7, generator=generator)
     y = torch.randint(0, 2, (30,), generator=generator)
     population = EncodedData(x.numpy(), y.numpy(), groups, ("0", "1"), "label", "fp")
-    loss = build_public_loss(name, feature_map, population)
-    view = feature_map(x, y)
+    loss = build_public_loss(name, public_map, population)
+    view = public_map(x, y)
     noise = torch.randn(30, loss.pad_width, generator=generator) if loss.pad_width else None
     completed_inputs = loss.inputs(view, noise)
     assert ghost.input_split(loss, True, 7).completed.numel() == 0  # the leaky recipe: x' = x
@@ -217,7 +217,7 @@ def _split_problem(model: Model, mechanism: str, public_loss: str, n: int = 40, 
     x = torch.randn(n, model.n_inputs, generator=generator)
     y = torch.randint(0, model.n_classes, (n,), generator=generator)
     groups = tuple(ColumnGroup(f"f{i}", "numeric", i, i + 1) for i in range(model.n_inputs))
-    split = LabelOnlyMap() if public_loss == "label_dp" else FeatureSplit(groups, ("f4", "f5"))
+    split = LabelOnlyPublicMap() if public_loss == "label_dp" else ColumnSplit(groups, ("f4", "f5"))
     population = EncodedData(x.numpy() + 1.0, y.numpy(), groups, tuple(map(str, range(model.n_classes))), "y", "")
     hyper = Hyperparameters(noise_multiplier=1.0, sample_rate=0.2, steps=steps, clip_norm=0.3,
                             public_batch_size=8, optimizer=OptimizerConfig(lr=0.3))

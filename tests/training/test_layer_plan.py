@@ -12,7 +12,7 @@ import torch
 
 from fdp_audit.cli import main
 from fdp_audit.config import OptimizerConfig, load_config
-from fdp_audit.data.image_psi import DownsampleMap
+from fdp_audit.data.image_psi import DownsamplePublicMap
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.mechanisms import MECHANISMS
@@ -27,7 +27,7 @@ from tests.conftest import small_config, write_yaml
 from tests.training.test_conv_ghost import _materialised, _params, assert_clips_as_torch_func
 
 CNNS = Path(__file__).parent / "user_modules" / "cnns.py"
-PSI = DownsampleMap(8, 8, factor=2)
+PSI = DownsamplePublicMap(8, 8, factor=2)
 
 
 def _module(name: str, n_classes: int = 3) -> ModuleModel:

@@ -15,7 +15,7 @@ from fdp_audit.accounting.events import SubsampledGaussianEvent
 from fdp_audit.claim import Claim
 from fdp_audit.config import MechanismConfig, config_from_dict
 from fdp_audit.data.encoding import ColumnGroup
-from fdp_audit.data.features import FeatureSplit, PublicView
+from fdp_audit.data.features import ColumnSplit, PublicView
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.mechanisms import MECHANISMS, Mechanism, Recipe, faulty_mechanisms, register_mechanism
@@ -125,7 +125,7 @@ def test_the_public_loss_is_typed_to_receive_only_the_public_view():
     assert set(PublicView.__dataclass_fields__) == {"features", "labels"}
     # Ψ of a column split keeps exactly the public columns
     groups = tuple(ColumnGroup(f"f{i}", "numeric", i, i + 1) for i in range(5))
-    split = FeatureSplit(groups, ("f1", "f3"))
+    split = ColumnSplit(groups, ("f1", "f3"))
     x = torch.arange(10.0).reshape(2, 5)
     view = split(x, torch.tensor([0, 1]))
     assert torch.equal(view.features, x[:, [0, 2, 4]])

@@ -46,7 +46,7 @@ def test_clipped_private_sums_match_per_example_gradients() -> None:
         x, y = problem.x.double(), problem.y
         public = problem.public_loss
 
-        def loss(p, record, label, public=public, model=model, psi=problem.feature_map):
+        def loss(p, record, label, public=public, model=model, psi=problem.public_map):
             value = example_loss(model.forward(p, record[None]), label[None])[0]
             if public is None:
                 return value

@@ -9,7 +9,7 @@ import torch
 
 from fdp_audit.config import OptimizerConfig
 from fdp_audit.data.encoding import ColumnGroup
-from fdp_audit.data.features import FeatureSplit
+from fdp_audit.data.features import ColumnSplit
 from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.training import streams
 from fdp_audit.training.engine import Canaries, Hyperparameters, Iterates, TrainingProblem, train_models
@@ -36,7 +36,7 @@ def _run(models: int = 6, n: int = 40, d: int = 6) -> Iterates:
     noise, and every public gradient only on stream B."""
     generator = torch.Generator().manual_seed(0)
     model = Model("logistic", d, 2)
-    split = FeatureSplit(tuple(ColumnGroup(f"f{i}", "numeric", i, i + 1) for i in range(d)), ("f4", "f5"))
+    split = ColumnSplit(tuple(ColumnGroup(f"f{i}", "numeric", i, i + 1) for i in range(d)), ("f4", "f5"))
     hyper = Hyperparameters(noise_multiplier=1.0, sample_rate=0.2, steps=30, clip_norm=0.5, public_batch_size=8,
                             optimizer=OptimizerConfig(lr=0.0))
     x, y = torch.randn(n, d, generator=generator), torch.randint(0, 2, (n,), generator=generator)

@@ -107,7 +107,7 @@ class AttributeGame(base.Game[GameRecord]):
             BadInputError: Ψ gives no candidate records (not a ``CandidateMap``), or fewer than ``audit.target_prior``
                 has values.
         """
-        psi = data.feature_split
+        psi = data.public_map
         if not isinstance(psi, CandidateMap):
             raise BadInputError(f"the attribute game needs a Ψ that gives records with one public image and "
                                 f"different protected parts (canary_candidates); {psi.spec()['kind']!r} does not",

@@ -68,7 +68,7 @@ def with_canary_columns(data: PreparedData) -> PreparedData:
         x = np.concatenate([part.x, np.zeros((part.n_rows, len(CANARY_COLUMNS)), dtype=part.x.dtype)], axis=1)
         return EncodedData(x, part.y, groups, part.classes, part.label, part.fingerprint)
 
-    psi = data.feature_split
+    psi = data.public_map
     if not isinstance(psi, WidenableMap):
         raise BadInputError(f"the gradient-canary games need a Ψ that extends to appended public columns "
                             f"(with_public_columns); {psi.spec()['kind']!r} does not", "data.public_map")

@@ -8,7 +8,7 @@ image into S, in the private and the public population as an ordinary record:
 
 with x₀ the population's first image (its label and public image known to the adversary) and s =
 ``audit.reconstruction_scale`` in pixel units. ``aᵀV`` is P z for z ~ N(0, s² I_d) (what
-:meth:`~fdp_audit.data.image_psi.ImageMap.neighbours` draws), so every candidate has x₀'s public image and the
+:meth:`~fdp_audit.data.image_psi.ImagePublicMap.neighbours` draws), so every candidate has x₀'s public image and the
 protected part is an isotropic Gaussian of scale s on the m-dimensional protected subspace.
 
 An attack outputs coordinates â (a reconstruction x̂ = (x₀ − P x₀) + âᵀV) and succeeds at radius ρ when
@@ -43,7 +43,7 @@ from fdp_audit.auditing.games.reconstruction import ReconstructionGame, Reconstr
 from fdp_audit.claim import Claim
 from fdp_audit.config import Config, DataConfig
 from fdp_audit.data.catalog import build_public_map, load_images
-from fdp_audit.data.image_psi import ImageMap
+from fdp_audit.data.image_psi import ImagePublicMap
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.training import streams
@@ -53,7 +53,7 @@ from fdp_audit.training.run import build_problem
 METRIC = "l2"
 
 
-def protected_basis(psi: ImageMap) -> torch.Tensor:
+def protected_basis(psi: ImagePublicMap) -> torch.Tensor:
     """An orthonormal basis ``[m, d]`` (float64) of the range of Ψ's protected projection P: the eigenvectors of
     the symmetric matrix P with eigenvalue 1.
 
@@ -68,7 +68,7 @@ def protected_basis(psi: ImageMap) -> torch.Tensor:
     return vectors[:, psi.n_pixels - psi.protected_dimension:].T.contiguous()
 
 
-def image_map(data: PreparedData) -> ImageMap:
+def image_map(data: PreparedData) -> ImagePublicMap:
     """The data's Ψ, which must be an image map that protects something.
 
     Args:
@@ -80,8 +80,8 @@ def image_map(data: PreparedData) -> ImageMap:
     Raises:
         BadInputError: Ψ is not an image map, or protects nothing.
     """
-    psi = data.feature_split
-    if not isinstance(psi, ImageMap):
+    psi = data.public_map
+    if not isinstance(psi, ImagePublicMap):
         raise BadInputError(f"the image_reconstruction game needs an image Ψ (public_map: downsample or blur), not "
                             f"{psi.spec()['kind']!r}", "data.public_map")
     if psi.protected_dimension == 0:
@@ -105,7 +105,7 @@ def stated_dimension(data: DataConfig) -> int:
     """
     images = load_images(data.dataset, "train", data.path)
     psi = build_public_map(data, (), (images.height, images.width))
-    if not isinstance(psi, ImageMap):
+    if not isinstance(psi, ImagePublicMap):
         raise BadInputError("the image_reconstruction game needs an image Ψ", "data.public_map")
     return psi.protected_dimension
 

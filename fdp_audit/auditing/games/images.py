@@ -10,7 +10,7 @@ Clopper–Pearson bound.
   are. The iterates attacks (:mod:`attacks.iterates`) score each candidate on its own coordinate, estimating the
   noise from the block's noise-only coordinates and integrating over the sampling rate: they never read the claim.
 * ``image_record_canary`` (final model): the canary is a population image ``x − Px + P z_j`` with P the Ψ map's
-  protected projection (:meth:`fdp_audit.data.image_psi.ImageMap.canary_candidates`), inserted as an ordinary
+  protected projection (:meth:`fdp_audit.data.image_psi.ImagePublicMap.canary_candidates`), inserted as an ordinary
   record; final-model attacks (the black-box likelihood, the informed gradient attack, …) score the candidates.
   Its section of ``results.json`` holds a few example trials — the public image, the candidates and each attack's
   pick, as grey levels — for the report to draw.
@@ -34,7 +34,7 @@ from fdp_audit.auditing.games.attribute import AttributeGame, AttributeSetup, re
 from fdp_audit.auditing.games.categorical import GameRecord, argmax_counts, attribute_section, candidate_scores
 from fdp_audit.claim import Claim
 from fdp_audit.config import Config
-from fdp_audit.data.image_psi import ImageMap
+from fdp_audit.data.image_psi import ImagePublicMap
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.training.engine import Canaries, CanaryBlock
@@ -43,7 +43,7 @@ from fdp_audit.training.run import build_problem
 EXAMPLES = 3  # example trials the record game stores for the report
 
 
-def image_map(data: PreparedData, game: str) -> ImageMap:
+def image_map(data: PreparedData, game: str) -> ImagePublicMap:
     """The data's Ψ, which an image game needs to be an image map (blur or downsampling).
 
     Args:
@@ -56,8 +56,8 @@ def image_map(data: PreparedData, game: str) -> ImageMap:
     Raises:
         BadInputError: Ψ is not an image map.
     """
-    psi = data.feature_split
-    if not isinstance(psi, ImageMap):
+    psi = data.public_map
+    if not isinstance(psi, ImagePublicMap):
         raise BadInputError(f"the {game} game needs image data with an image Ψ (public_map: downsample or blur); "
                             f"{psi.spec()['kind']!r} is not one", "data.public_map")
     return psi

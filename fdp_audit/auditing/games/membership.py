@@ -51,8 +51,8 @@ from fdp_audit.auditing.games.gradient_canary import GradientCanaryGame
 from fdp_audit.config import Config
 from fdp_audit.data.catalog import read_as_images
 from fdp_audit.data.encoding import ColumnGroup
-from fdp_audit.data.features import FeatureSplit
-from fdp_audit.data.image_psi import ImageMap
+from fdp_audit.data.features import ColumnSplit
+from fdp_audit.data.image_psi import ImagePublicMap
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.training import streams
@@ -114,8 +114,8 @@ def with_protected_columns(data: PreparedData, names: tuple[str, ...]) -> Prepar
     Raises:
         BadInputError: Ψ is not a column subset.
     """
-    psi = data.feature_split
-    if not isinstance(psi, FeatureSplit):
+    psi = data.public_map
+    if not isinstance(psi, ColumnSplit):
         raise BadInputError("the membership game appends protected columns: it needs a column-subset Ψ "
                             "(data.public_map: columns)", "data.public_map")
     d = data.train.n_features
@@ -125,7 +125,7 @@ def with_protected_columns(data: PreparedData, names: tuple[str, ...]) -> Prepar
         x = np.concatenate([part.x, np.zeros((part.n_rows, len(names)), dtype=part.x.dtype)], axis=1)
         return replace(part, x=x, groups=part.groups + added)
 
-    widened = FeatureSplit(psi.groups + added, psi.protected_features + names, psi.label_public)
+    widened = ColumnSplit(psi.groups + added, psi.protected_features + names, psi.label_public)
     return PreparedData(widen(data.train), widen(data.population), widen(data.test), widened, data.table_name)
 
 
@@ -220,8 +220,8 @@ class MembershipGame(GradientCanaryGame):
         """
         if data.train.n_classes <= CANARY_LABEL:
             raise BadInputError("the membership game needs at least two classes", "data")
-        if isinstance(data.feature_split, ImageMap):
-            return self._image_setup(config, data, data.feature_split)
+        if isinstance(data.public_map, ImagePublicMap):
+            return self._image_setup(config, data, data.public_map)
         if config.model.kind == "cnn":
             raise BadInputError("the membership game appends input columns to a table: a convolutional model needs "
                                 "image data", "model.kind")
@@ -246,7 +246,7 @@ class MembershipGame(GradientCanaryGame):
         """The key of every trial's fixed start: a model index no trial uses (trials stay below TRIAL_BLOCK)."""
         return streams.model_keys(config.seed, torch.tensor([(self.stream_block + 1) * base.TRIAL_BLOCK - 1]))
 
-    def _image_setup(self, config: Config, data: PreparedData, psi: ImageMap) -> MembershipSetup:
+    def _image_setup(self, config: Config, data: PreparedData, psi: ImagePublicMap) -> MembershipSetup:
         """Images (module docstring): the crafted image canary on the data's own width, every trial from the
         model's initialisation at one fixed key."""
         problem = build_problem(config, data)

@@ -145,7 +145,7 @@ class ReconstructionSetup(base.Setup):
 
 def _continuous_canary(data: PreparedData) -> ContinuousCanary:
     """Ψ's canary record (the population's first record) with continuous protected coordinates."""
-    psi = data.feature_split
+    psi = data.public_map
     if not isinstance(psi, ContinuousCanaryMap):
         raise BadInputError(f"the reconstruction game needs a Ψ whose protected part is continuous coordinates "
                             f"(continuous_canary); {psi.spec()['kind']!r} is not", "data.public_map")

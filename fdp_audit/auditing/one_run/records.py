@@ -42,7 +42,7 @@ import torch
 from fdp_audit.auditing.canary_head import CanaryInputs
 from fdp_audit.auditing.one_run.guesser import candidate_pattern
 from fdp_audit.data.encoding import ColumnGroup, EncodedData
-from fdp_audit.data.features import FeatureSplit
+from fdp_audit.data.features import ColumnSplit
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
 from fdp_audit.training.models import Model, Params, example_loss
@@ -145,7 +145,7 @@ def crafted_records(data: PreparedData, seed: int, count: int, game: str, k: int
     labels = rng.integers(0, train.n_classes, size=count)
     if game == "inclusion":
         return base[:, None, :].astype(train.x.dtype), labels
-    if not isinstance(data.feature_split, FeatureSplit):
+    if not isinstance(data.public_map, ColumnSplit):
         raise BadInputError("crafted canaries in the value game need a column-subset Ψ (data.public_map: columns)",
                             "data.public_map")
     protected = np.concatenate([np.arange(g.start, g.stop) for g in data.column_split().protected_groups])

@@ -18,7 +18,7 @@ from fdp_audit.auditing.games.image_reconstruction import protected_basis
 from fdp_audit.auditing.trials import play_game
 from fdp_audit.claim import Claim
 from fdp_audit.config import config_from_dict
-from fdp_audit.data.image_psi import BlurMap, DownsampleMap
+from fdp_audit.data.image_psi import BlurPublicMap, DownsamplePublicMap
 from fdp_audit.data.prepare import prepare_data
 from fdp_audit.errors import BadInputError
 from fdp_audit.mechanisms import MECHANISMS, Mechanism, Recipe, register_mechanism
@@ -57,7 +57,7 @@ def no_noise():
     MECHANISMS.unregister("dp_sgd_no_noise")
 
 
-@pytest.mark.parametrize("psi", [BlurMap(8, 8, True, 0.7, 0.05), DownsampleMap(8, 8, True, 2)],
+@pytest.mark.parametrize("psi", [BlurPublicMap(8, 8, True, 0.7, 0.05), DownsamplePublicMap(8, 8, True, 2)],
                          ids=["blur", "downsample"])
 def test_ball_of_the_gaussian_on_the_protected_subspace(psi) -> None:
     """P z with z ~ N(0, s² I_d) is N(0, s² I_m) on the protected subspace: its mass within ρ of the mean is
@@ -90,7 +90,7 @@ def test_canaries_share_the_public_image_and_carry_their_secret() -> None:
     setup = game.setup(config, data)
     indices = game.trial_indices(6)
     canaries = game.canaries(config, setup, indices)
-    psi = data.feature_split
+    psi = data.public_map
     record = torch.as_tensor(data.population.x[0], dtype=torch.float64)
     public = psi(canaries.x.double(), canaries.y).features
     np.testing.assert_allclose(public, psi(record[None], canaries.y[:1]).features.expand(6, -1), atol=1e-6)
