@@ -40,7 +40,7 @@ from fdp_audit.atomic_io import atomic_write_bytes
 
 CANARIES = 10_000
 STEPS = 40
-ROUNDS = 10
+ROUNDS = 8
 BATCH = 256
 THREADS = 1
 
