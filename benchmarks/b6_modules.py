@@ -19,7 +19,8 @@ Records (``python -m benchmarks.b6_modules [--device cuda]`` prints them; ``make
 * ``b6_third_party_audit``: the attribute game's trials of a third-party audit (a DP-SGD written from scratch in
   plain PyTorch, logistic regression on 1,000 records, p = 0.05, T = 40; R = 32 models: training, attacks,
   secrets) against the same function training the same models alone, as the user runs it (torch's default
-  threads). The budget is a ratio of 1.3; the audit runs the function on the thread count the engine chooses.
+  threads). The budget is a ratio of 1.3; the audit runs the function on the thread count the engine chooses, so
+  ``same_threads_ratio`` compares with the function alone on that thread count too (same rounds, interleaved).
 
 With ``--device cuda`` every record is measured on the GPU and on the CPU and the CUDA/CPU ratio is printed too.
 """
@@ -48,7 +49,7 @@ from fdp_audit.data.prepare import prepare_data
 from fdp_audit.integrations.opacus import calibration_cached
 from fdp_audit.mechanisms import MECHANISMS
 from fdp_audit.threads import threads_for
-from fdp_audit.training.engine import Hyperparameters, TrainingProblem, train_models
+from fdp_audit.training.engine import Hyperparameters, TrainingProblem, step_work, train_models
 from fdp_audit.training.models import Model
 from fdp_audit.training.modules import build_module_model
 
@@ -229,14 +230,19 @@ def third_party_record(code: Path, rounds: int) -> Record:
     canaries = game.canaries(config, setup, indices)
     train = load_mechanism(config.mechanism.third_party)
 
-    def alone() -> None:
+    def alone(threads: bool = False) -> None:
         for row, index in enumerate(indices):
-            train(setup.problem, trial_seed(config.seed, int(index)), canaries.take(torch.tensor([row])))
+            with threads_for(step_work(setup.problem)) if threads else contextlib.nullcontext():
+                train(setup.problem, trial_seed(config.seed, int(index)), canaries.take(torch.tensor([row])))
 
-    samples = interleaved({"audit": lambda: play_game(game, config, data) and None, "alone": alone}, rounds)
+    samples = interleaved({"audit": lambda: play_game(game, config, data) and None, "alone": alone,
+                           "alone_same_threads": lambda: alone(True)}, rounds)
+    same = ratio_record("", samples["audit"], samples["alone_same_threads"], unit="s", scale=1.0)
     return ratio_record("b6_third_party_audit", samples["audit"], samples["alone"], unit="s", scale=1.0,
                         per=f"{THIRD_PARTY_MODELS} models", note="baseline: the same function training the same "
-                        "models alone, torch's default threads; budget ratio 1.3")
+                        "models alone, torch's default threads; budget ratio 1.3; same_threads: the audit over the "
+                        "function alone on the threads fdp-audit chose", same_threads_baseline=same["baseline"],
+                        same_threads_ratio=same["ratio"], same_threads_spread=same["spread"])
 
 
 def _records(device: str, rounds: int) -> list[Record]:
