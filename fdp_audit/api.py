@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -633,3 +634,248 @@ def gate(results: AuditResult | Mapping[str, Any] | str | os.PathLike[str], *, a
                    "violated": c.regressed, "observed": c.rise_lower_bound, "theoretical": regression.tolerance}
                   for c in regression.changes if c.rise_lower_bound is not None]
     return GateResult(verdict, comparisons, judged, cases, regression, sanity_warnings(stored), alpha)
+
+
+REPORT_NAME = "report.html"  # the report written beside its results file
+
+
+def report(results: str | os.PathLike[str], output: str | os.PathLike[str] | None = None, *,
+           profile: str | os.PathLike[str] | None = None,
+           baseline: str | os.PathLike[str] | None = None) -> Path:
+    """Write the HTML report of a results file (docs/files.md), verified exactly as :func:`gate` verifies it.
+
+    Args:
+        results: a ``results.json`` written by an audit.
+        output: the report to write (default: ``report.html`` beside ``results``).
+        profile: a ``report_section.json`` written by :func:`profile`, shown as the report's privacy-profile section.
+        baseline: an earlier ``results.json``: a section shows how each comparison moved since.
+
+    Returns:
+        The written report's path.
+
+    Raises:
+        BadInputError: a refused results file or baseline (naming it), or an ``output`` that is a folder or the
+            results file itself.
+    """
+    from fdp_audit.auditing.gate import verified_results
+    from fdp_audit.report import load_results, write_report
+
+    source = Path(results)
+    target = Path(output) if output else source.with_name(REPORT_NAME)
+    if target.is_dir():
+        raise BadInputError(f"{target} is a directory", "output")
+    if target.exists() and source.exists() and target.samefile(source):
+        raise BadInputError("would overwrite the results file with the report", "output")
+    stored = verified_results(source)  # exactly what the gate verifies
+    if profile:
+        stored["profile"] = load_results(profile)
+    earlier = verified_results(baseline, "baseline") if baseline else None
+    try:
+        return write_report(stored, target, earlier)
+    except BadInputError as err:  # a contract error names the field; the user also needs the file
+        raise BadInputError(str(err), str(source)) from None
+    except OSError as err:
+        raise BadInputError(f"cannot write {target}: {err.strerror or err}", "output") from None
+
+
+def profile(config_or_path: Config | Mapping[str, Any] | str | os.PathLike[str], *,
+            out_dir: str | os.PathLike[str] | None = None) -> tuple[dict[str, Any], Path]:
+    """Privacy profiles and the ε transition (docs/profiles.md): exact profiles of output perturbation, or a Monte
+    Carlo estimate over trained models for DP-SGD and FDP-SGD, written together (all or nothing): ``profile.json``,
+    ``profiles.npz``, ``report_section.json`` (for :func:`report`) and ``figures/*.png``.
+
+    Args:
+        config_or_path: a configuration with a ``profile`` section.
+        out_dir: the output folder (default: the configuration's ``report.out_dir``).
+
+    Returns:
+        The ``profile.json`` content, and its path.
+
+    Raises:
+        BadInputError: no profile section, or a setting the profile cannot compute (naming the field).
+    """
+    from fdp_audit.atomic_io import all_or_nothing
+    from fdp_audit.profiles.compute import run_profile
+    from fdp_audit.profiles.outputs import write_outputs
+
+    config = as_config(config_or_path)
+    folder = Path(out_dir or config.report.out_dir)
+    profiled = run_profile(config)
+    with all_or_nothing():  # profile.json and its figures together, or none of them
+        return write_outputs(profiled, folder), folder / "profile.json"
+
+
+def corrdp(action: str, config_or_path: Config | Mapping[str, Any] | str | os.PathLike[str], *,
+           out_dir: str | os.PathLike[str] | None = None) -> tuple[dict[str, Any], tuple[Path, ...]]:
+    """A CorrDP experiment (docs/corrdp.md), its outputs written only once every computation has succeeded.
+
+    Args:
+        action: ``"tv"``: TV(j) per insensitive feature and Example 2.6 (``corrdp_tv.json``; paper Table 2 on
+            Adult); ``"train"``: CorrDP-SGD and its baselines, utility curves and realised against nominal ε
+            (``corrdp_train.json`` and ``corrdp_utility.png``, together).
+        config_or_path: a configuration with a ``corrdp`` section.
+        out_dir: the output folder (default: the configuration's ``report.out_dir``).
+
+    Returns:
+        The experiment's results and the files written.
+
+    Raises:
+        BadInputError: an unknown action, or a configuration the experiment refuses (naming the field).
+    """
+    from fdp_audit.atomic_io import all_or_nothing, atomic_write_bytes, atomic_write_json
+    from fdp_audit.corrdp.experiments import train_experiment, tv_experiment, utility_figure
+
+    if action not in ("tv", "train"):
+        raise BadInputError(f"must be 'tv' or 'train', got {action!r}", "action")
+    config = as_config(config_or_path)
+    out = Path(out_dir or config.report.out_dir)
+    if action == "tv":
+        result = tv_experiment(config)
+        return result, (atomic_write_json(out / "corrdp_tv.json", result),)
+    result = train_experiment(config)
+    figure = utility_figure(result)
+    with all_or_nothing():
+        written = (atomic_write_json(out / "corrdp_train.json", result),
+                   atomic_write_bytes(out / "corrdp_utility.png", figure))
+    return result, written
+
+
+def calibrate(epsilon: float, delta: float, sample_rate: float, steps: int | None = None, *,
+              noise_multiplier: float | None = None, step_limit: int = 1_000_000,
+              relation: Relation | str = Relation.ADD_REMOVE) -> dict[str, Any]:
+    """Calibrate a Poisson-subsampled Gaussian mechanism to a budget (ε, δ) on the pessimistic PLD (docs/files.md,
+    ``calibrate``), rounding towards privacy: the smallest noise multiplier z (relative tolerance 1e-3) whose
+    ε(δ) meets ``epsilon`` over ``steps``, or, given ``noise_multiplier`` instead of ``steps``, the largest number
+    of steps it affords (searched up to ``step_limit``).
+
+    Args:
+        epsilon: the target ε > 0.
+        delta: the target δ in (0, 1).
+        sample_rate: the Poisson sampling rate p in (0, 1].
+        steps: T, to calibrate z; None with ``noise_multiplier``.
+        noise_multiplier: z, to find the largest T; None with ``steps``.
+        step_limit: where the search for T stops.
+        relation: ``"add_remove"`` or ``"replace"`` neighbours (:func:`~fdp_audit.accounting.events.relation_named`).
+
+    Returns:
+        ``noise_multiplier`` (or ``max_steps`` and ``reached_step_limit``), the ``achieved_epsilon`` at ``delta``
+        (None for T = 0) and the ``parameters``: what ``fdp-audit calibrate --json`` prints.
+
+    Raises:
+        BadInputError: a parameter out of range, or both or neither of ``steps`` and ``noise_multiplier``.
+    """
+    from fdp_audit.accounting import InvalidParameterError
+    from fdp_audit.accounting.calibration import calibrate_noise_multiplier, max_steps_for_budget
+    from fdp_audit.accounting.mechanism import MechanismSpec, accountant_for
+
+    _check_calibration(epsilon, delta, sample_rate, steps, noise_multiplier, step_limit)
+    relation = relation_named(relation)
+    parameters: dict[str, Any] = {"epsilon": epsilon, "delta": delta, "sample_rate": sample_rate,
+                                  "relation": relation, "accountant": "dp_accounting PLD, pessimistic"}
+
+    def achieved(z: float, steps: int) -> float | None:  # ε(δ) of the answer, to show that it meets the budget
+        if steps < 1:
+            return None
+        return float(accountant_for(MechanismSpec.gaussian("dp_sgd", z, sample_rate, steps, relation)).epsilon(delta))
+
+    try:
+        if noise_multiplier is not None:
+            found = max_steps_for_budget(epsilon, delta, noise_multiplier, sample_rate, relation, step_limit)
+            parameters.update(noise_multiplier=noise_multiplier, step_limit=step_limit)
+            return {"max_steps": found, "reached_step_limit": found == step_limit,
+                    "achieved_epsilon": achieved(noise_multiplier, found), "parameters": parameters}
+        assert steps is not None
+        z = calibrate_noise_multiplier(epsilon, delta, sample_rate, steps, relation)
+        parameters.update(steps=steps)
+        return {"noise_multiplier": z, "achieved_epsilon": achieved(z, steps), "parameters": parameters}
+    except InvalidParameterError as err:
+        field = "step_limit" if err.field == "max_steps" else err.field
+        raise BadInputError(str(err).removeprefix(f"{err.field}: "), field) from err
+
+
+def _check_calibration(epsilon: float, delta: float, sample_rate: float, steps: int | None,
+                       noise_multiplier: float | None, step_limit: int) -> None:
+    if not (math.isfinite(epsilon) and epsilon > 0):
+        raise BadInputError(f"must be a finite number > 0, got {epsilon!r}", "epsilon")
+    if not 0 < delta < 1:
+        raise BadInputError(f"must be in (0, 1), got {delta!r}", "delta")
+    if not 0 < sample_rate <= 1:
+        raise BadInputError(f"must be in (0, 1], got {sample_rate!r}", "sample_rate")
+    if noise_multiplier is not None:
+        if steps is not None:
+            raise BadInputError("cannot be given with noise_multiplier (it is the answer)", "steps")
+        if not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
+            raise BadInputError(f"must be a finite number > 0, got {noise_multiplier!r}", "noise_multiplier")
+        if step_limit < 1:
+            raise BadInputError(f"must be an integer >= 1, got {step_limit!r}", "step_limit")
+    elif steps is None:
+        raise BadInputError("is required (or noise_multiplier, for the largest number of steps)", "steps")
+    elif steps < 1:
+        raise BadInputError(f"must be an integer >= 1, got {steps!r}", "steps")
+
+
+@dataclass(frozen=True)
+class Training:
+    """What :func:`train` wrote: the weights, and with canaries the manifest of their secrets (and the gradient
+    canaries' release).
+
+    Attributes:
+        config: the configuration trained (with ``seed`` and ``device`` as given).
+        checkpoint: the checkpoint (``.pt``) or, for the user's own loop, the safetensors weights.
+        metadata: what the checkpoint records beside the weights (the claim, the data's fingerprint, the seed).
+        test_accuracy: the model's test accuracy (None for the user's own loop).
+        manifest: the canaries' manifest (their secrets), with canaries.
+        release: the gradient canaries' release, with gradient canaries of the built-in training.
+    """
+
+    config: Config
+    checkpoint: Path
+    metadata: dict[str, Any]
+    test_accuracy: float | None
+    manifest: Path | None = None
+    release: Path | None = None
+
+
+def train(config_or_path: Config | Mapping[str, Any] | str | os.PathLike[str], *,
+          out: str | os.PathLike[str] | None = None, seed: int | None = None, device: str | None = None,
+          canaries: int | None = None, canary_game: str | None = None, canary_kind: str = "gradient",
+          canary_values: int = 2) -> Training:
+    """Train one model with the configured mechanism and write its checkpoint (docs/files.md); with ``canaries``,
+    once with canaries inserted for a one-run audit (docs/one_run.md), of the built-in training or, when the
+    configuration names ``mechanism.training``, of the user's own loop.
+
+    Args:
+        config_or_path: the configuration.
+        out: the checkpoint's path (default ``<report.out_dir>/model.pt``; the user's loop with canaries:
+            ``<report.out_dir>/model.safetensors``).
+        seed: replaces the configuration's seed.
+        device: replaces the configuration's device (``auto``, ``cpu`` or ``cuda``).
+        canaries: the number M of canaries to insert, or None.
+        canary_game: ``"inclusion"`` or ``"value"`` (default: the mechanism's).
+        canary_kind: ``"gradient"``, ``"crafted"`` or ``"record"``.
+        canary_values: candidates per canary in the value game.
+
+    Returns:
+        The files written, the model's test accuracy and the checkpoint's metadata.
+
+    Raises:
+        BadInputError: a configuration, seed, device or canary setting out of range (naming it).
+    """
+    from fdp_audit.data.prepare import prepare_data
+    from fdp_audit.training.checkpoint import save_checkpoint
+    from fdp_audit.training.run import train_one
+
+    values = {"device": device, "seed": seed}
+    config = as_config(config_or_path).with_overrides({k: v for k, v in values.items() if v is not None})
+    data = prepare_data(config.data, config.seed)
+    user_loop = canaries is not None and config.mechanism.training is not None
+    path = Path(out) if out else Path(config.report.out_dir) / ("model.safetensors" if user_loop else "model.pt")
+    if canaries is None:
+        trained = train_one(config, data, config.seed, progress=True)
+        save_checkpoint(path, trained.params, trained.metadata)
+        return Training(config, path, trained.metadata, trained.test_accuracy)
+    from fdp_audit.auditing.one_run.canaries import train_with_canaries
+
+    inserted = train_with_canaries(config, data, canaries, path, config.seed, canary_game, canary_values, canary_kind)
+    return Training(config, inserted.checkpoint, inserted.metadata, inserted.test_accuracy, inserted.manifest,
+                    inserted.release)

@@ -174,3 +174,20 @@ def test_audit_is_the_api_function_whatever_was_imported_first():
     assert fdp_audit.audit is api.audit and inspect.isfunction(fdp_audit.audit)
     with pytest.raises(BadInputError):
         fdp_audit.audit("configs/no_such.yaml")
+
+
+def test_the_commands_library_calls_name_their_keywords_in_bad_input():
+    """``calibrate``, ``report``, ``train``, ``profile`` and ``corrdp`` are library calls first: bad input names the
+    keyword (the command line names its flag instead), and calibrating gives what ``calibrate --json`` prints."""
+    from fdp_audit import api
+
+    found = api.calibrate(2.0, 1e-5, 0.05, 100)
+    assert found["achieved_epsilon"] <= 2.0 and found["parameters"]["steps"] == 100
+    for call, keyword in ((lambda: api.calibrate(2.0, 1e-5, 0.05), "steps"),
+                          (lambda: api.calibrate(2.0, 1e-5, 0.05, 100, noise_multiplier=1.0), "steps"),
+                          (lambda: api.calibrate(-1.0, 1e-5, 0.05, 100), "epsilon"),
+                          (lambda: api.corrdp("nothing", "configs/adult_fdp.yaml"), "action"),
+                          (lambda: api.report(ROOT / "configs", ROOT / "configs"), "output")):
+        with pytest.raises(BadInputError) as raised:
+            call()
+        assert raised.value.field == keyword

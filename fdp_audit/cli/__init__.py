@@ -11,13 +11,14 @@ inside the user's own code (:class:`fdp_audit.errors.UserCodeError`) prints the 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
 import sys
 import traceback
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from fdp_audit import __version__
@@ -28,6 +29,30 @@ EXIT_OK, EXIT_VIOLATION, EXIT_BAD_INPUT, EXIT_INTERNAL = 0, 1, 2, 3
 # One meaning for every command that takes --seed (train, audit): it replaces the config's seed.
 SEED_HELP = ("replace the config's seed, from which the data (split or synthetic table), every model's random "
              "streams and the audit's trials all derive")
+
+
+@contextlib.contextmanager
+def flags_for(keywords: Mapping[str, str]) -> Iterator[None]:
+    """Name the command's flags in the library's one-line errors: a :class:`BadInputError` whose field is (or
+    starts with, before a file name) one of the library call's ``keywords`` names the flag that gave it.
+
+    Args:
+        keywords: the library's keyword → the command's flag (``baseline`` → ``--baseline``).
+
+    Yields:
+        Nothing; the block runs once.
+
+    Raises:
+        BadInputError: the block's, its field renamed; other errors pass unchanged.
+    """
+    try:
+        yield
+    except UserCodeError:
+        raise
+    except BadInputError as err:
+        keyword, _, rest = (err.field or "").partition(" ")
+        field = " ".join(filter(None, (keywords.get(keyword, keyword), rest))) or None
+        raise BadInputError(err.detail, field) from None
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ Eq. 4 and Theorem 3.9 checks) and ``corrdp_utility.png``. Output goes to ``--out
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+
+from fdp_audit.cli import flags_for
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -43,24 +44,12 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
     """
-    from fdp_audit.atomic_io import all_or_nothing, atomic_write_bytes, atomic_write_json
-    from fdp_audit.config import load_config
-    from fdp_audit.corrdp.experiments import train_experiment, tv_experiment, utility_figure
+    from fdp_audit.api import corrdp
 
-    config = load_config(args.config)
-    out = Path(args.out or config.report.out_dir)
-    if args.corrdp_command == "tv":
-        result = tv_experiment(config)
-        atomic_write_json(out / "corrdp_tv.json", result)
-        print(f"wrote {out / 'corrdp_tv.json'}")
-        for row in result.get("features", []):
-            paper = row["paper_table2"]
-            print(f"  TV({row['feature']}) = {row['estimate']:.3f} (upper {row['upper']:.3f}, paper {paper})")
-        return 0
-    result = train_experiment(config)
-    figure = utility_figure(result)
-    with all_or_nothing():
-        atomic_write_json(out / "corrdp_train.json", result)
-        atomic_write_bytes(out / "corrdp_utility.png", figure)
-    print(f"wrote {out / 'corrdp_train.json'} and {out / 'corrdp_utility.png'}")
+    with flags_for({"out_dir": "--out"}):
+        result, written = corrdp(args.corrdp_command, args.config, out_dir=args.out)
+    print(f"wrote {' and '.join(map(str, written))}")
+    for row in result.get("features", []) if args.corrdp_command == "tv" else ():
+        paper = row["paper_table2"]
+        print(f"  TV({row['feature']}) = {row['estimate']:.3f} (upper {row['upper']:.3f}, paper {paper})")
     return 0

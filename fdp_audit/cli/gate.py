@@ -9,7 +9,7 @@ import argparse
 import os
 from pathlib import Path
 
-from fdp_audit.cli import EXIT_OK, EXIT_VIOLATION
+from fdp_audit.cli import EXIT_OK, EXIT_VIOLATION, flags_for
 from fdp_audit.errors import BadInputError
 
 
@@ -76,13 +76,12 @@ def run(args: argparse.Namespace) -> int:
     from fdp_audit.atomic_io import atomic_write_text
 
     try:
-        judgement = gate(args.results, alpha=args.alpha, baseline=args.baseline,
-                         max_regression=args.max_regression, allow_config_change=args.allow_config_change)
+        with flags_for(_FLAGS):
+            judgement = gate(args.results, alpha=args.alpha, baseline=args.baseline,
+                             max_regression=args.max_regression, allow_config_change=args.allow_config_change)
     except BadInputError as err:
-        keyword, _, rest = (err.field or "").partition(" ")
-        field = " ".join(filter(None, (_FLAGS.get(keyword, keyword), rest))) or None
         detail = err.detail.replace("Pass allow_config_change", "Pass --allow-config-change")
-        raise BadInputError(detail, field) from None
+        raise BadInputError(detail, err.field) from None
     if args.junit:
         atomic_write_text(args.junit, judgement.junit())
     markdown = args.markdown or (Path(args.junit).with_suffix(".md") if beside_files(args.junit) else None)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fdp_audit.cli import flags_for
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``fdp-audit profile``: privacy profiles and the ε transition (docs/profiles.md).
@@ -43,16 +45,10 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
     """
-    from fdp_audit.atomic_io import all_or_nothing
-    from fdp_audit.config import load_config
-    from fdp_audit.profiles.compute import run_profile
-    from fdp_audit.profiles.outputs import write_outputs
+    from fdp_audit.api import profile
 
-    config = load_config(args.config)
-    out_dir = args.out or config.report.out_dir
-    profiled = run_profile(config)
-    with all_or_nothing():  # profile.json and its figures together, or none of them
-        results = write_outputs(profiled, out_dir)
+    with flags_for({"out_dir": "--out"}):
+        results, written = profile(args.config, out_dir=args.out)
     setting = results["setting"]
     head = f"profile: {setting['mechanism']}, n = {setting['n']}, d = {setting['d']}; "
     if results["kind"] == "privacy_profile_estimate":
@@ -71,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             f"ε* = {_fmt(transition['epsilon_star'])}; max A_wc relative error "
             f"{_fmt(results['worst_case_accuracy']['max_relative_error'])}"
         )
-    print(f"{head}{body}; wrote {out_dir}/profile.json", file=sys.stdout)
+    print(f"{head}{body}; wrote {written}", file=sys.stdout)
     return 0
 
 

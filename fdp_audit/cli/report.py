@@ -8,11 +8,8 @@ that is a directory or the results file itself), with one line naming the file o
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from fdp_audit.errors import BadInputError
-
-DEFAULT_NAME = "report.html"
+from fdp_audit.cli import flags_for
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("results", metavar="RESULTS", help="results.json written by 'fdp-audit audit'")
     parser.add_argument(
-        "-o", "--output", metavar="HTML", help=f"report to write (default: {DEFAULT_NAME} beside RESULTS)"
+        "-o", "--output", metavar="HTML", help="report to write (default: report.html beside RESULTS)"
     )
     parser.add_argument(
         "--profile", metavar="SECTION", help="report_section.json written by 'fdp-audit profile', shown as the "
@@ -55,24 +52,9 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
     """
-    from fdp_audit.auditing.gate import verified_results
-    from fdp_audit.report import load_results, write_report
+    from fdp_audit.api import report
 
-    source = Path(args.results)
-    target = Path(args.output) if args.output else source.with_name(DEFAULT_NAME)
-    if target.is_dir():
-        raise BadInputError(f"{target} is a directory", "--output")
-    if target.exists() and source.exists() and target.samefile(source):
-        raise BadInputError("would overwrite RESULTS with the report", "--output")
-    results = verified_results(source)  # exactly what `gate` verifies
-    if args.profile:
-        results["profile"] = load_results(args.profile)
-    baseline = verified_results(args.baseline, "--baseline") if args.baseline else None
-    try:
-        written = write_report(results, target, baseline)
-    except BadInputError as err:  # a contract error names the field; the user also needs the file
-        raise BadInputError(str(err), str(source)) from None
-    except OSError as err:
-        raise BadInputError(f"cannot write {target}: {err.strerror or err}", "--output") from None
+    with flags_for({"output": "--output", "profile": "--profile", "baseline": "--baseline"}):
+        written = report(args.results, args.output, profile=args.profile, baseline=args.baseline)
     print(f"wrote {written}")
     return 0

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fdp_audit.accounting.events import RELATIONS
-from fdp_audit.cli import EXIT_OK, SEED_HELP
+from fdp_audit.cli import EXIT_OK, SEED_HELP, flags_for
 
 if TYPE_CHECKING:
     from fdp_audit.config import Config
@@ -54,39 +53,25 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
     """
-    from fdp_audit.config import load_config
-    from fdp_audit.data.prepare import prepare_data
-    from fdp_audit.training.checkpoint import save_checkpoint
-    from fdp_audit.training.run import train_one
+    from fdp_audit.api import train
 
-    flags = {"device": "--device", "seed": "--seed"}
-    values = {"device": args.device, "seed": args.seed}
-    config = load_config(args.config).with_overrides({k: v for k, v in values.items() if v is not None}, flags)
-    seed = config.seed
-    data = prepare_data(config.data, config.seed)
-    user_loop = args.canaries is not None and config.mechanism.training is not None
-    default = "model.safetensors" if user_loop else "model.pt"
-    out = Path(args.out) if args.out else Path(config.report.out_dir) / default
-    if args.canaries is not None:
-        from fdp_audit.auditing.one_run.canaries import train_with_canaries
-
-        trained = train_with_canaries(config, data, args.canaries, out, seed, args.canary_game, args.canary_values,
-                                      args.canary_kind)
-        if trained.release is not None:
-            print(f"canary release: {trained.release}")
+    with flags_for({"seed": "--seed", "device": "--device", "out": "--out"}):
+        trained = train(args.config, out=args.out, seed=args.seed, device=args.device, canaries=args.canaries,
+                        canary_game=args.canary_game, canary_kind=args.canary_kind, canary_values=args.canary_values)
+    config = trained.config
+    if trained.release is not None:
+        print(f"canary release: {trained.release}")
+    if trained.manifest is not None:
         print(f"canary manifest (secrets): {trained.manifest}")
-        if user_loop:
-            print(f"trained the user's loop once with {args.canaries} gradient canaries: {trained.metadata['steps']} "
-                  f"optimizer steps released\nweights: {trained.checkpoint}\naudit: fdp-audit audit "
-                  f"{trained.checkpoint} --config {args.config} --canaries {trained.manifest}")
-            return EXIT_OK
-    else:
-        trained = train_one(config, data, seed, progress=True)
-        save_checkpoint(out, trained.params, trained.metadata)
+    if trained.manifest is not None and config.mechanism.training is not None:
+        print(f"trained the user's loop once with {args.canaries} gradient canaries: {trained.metadata['steps']} "
+              f"optimizer steps released\nweights: {trained.checkpoint}\naudit: fdp-audit audit "
+              f"{trained.checkpoint} --config {args.config} --canaries {trained.manifest}")
+        return EXIT_OK
     print(f"trained {config.mechanism.name} (z={trained.metadata['noise_multiplier']:.4g}, "
           f"p={config.mechanism.sample_rate:g}, T={config.mechanism.steps}): {claimed_epsilons(config)} at "
           f"δ={config.mechanism.delta:g}, test accuracy {trained.test_accuracy:.4f}")
-    print(f"checkpoint: {out}")
+    print(f"checkpoint: {trained.checkpoint}")
     return EXIT_OK
 
 

@@ -73,7 +73,7 @@ def test_output_that_is_a_folder_or_the_results_is_refused(minimal, tmp_path: Pa
     _one_line_error(capsys, "--output", "is a directory")
     before = minimal.read_bytes()
     assert main(["report", str(minimal), "-o", str(minimal)]) == EXIT_BAD_INPUT
-    _one_line_error(capsys, "--output", "would overwrite RESULTS")
+    _one_line_error(capsys, "--output", "would overwrite the results file")
     assert minimal.read_bytes() == before
 
 
