@@ -38,7 +38,7 @@ from scipy.special import log_softmax
 
 from attacks import ATTACKS, Knowledge, View, checkpoint_attacks
 from fdp_audit.auditing.gate import INFORMATIONAL, comparison_status, judge
-from fdp_audit.auditing.labels import audit_title
+from fdp_audit.auditing.labels import attack_words, audit_title
 from fdp_audit.auditing.stats import clopper_pearson
 from fdp_audit.claim import Claim, noise_multiplier
 from fdp_audit.config import EXECUTION_FIELDS, AuditConfig, Config, ReportConfig, config_from_dict
@@ -537,5 +537,5 @@ def summary_lines(section: dict[str, Any]) -> list[str]:
     head = (f"checkpoint audit ({section['records']} training records, secret {section['attribute']!r}, "
             f"{'gated' if section['gated'] else 'informational'}): estimated Ball {section['estimated_ball']:.3f}, "
             f"estimated bound {section['estimated_bound']:.3f}")
-    return [head] + [f"  {a['attack']:<12} success {a['rate']:.3f} [{a['ci_low']:.3f}, {a['ci_high']:.3f}], "
+    return [head] + [f"  {attack_words(a)}: success {a['rate']:.3f} [{a['ci_low']:.3f}, {a['ci_high']:.3f}], "
                      f"{a['advantage_over_prior']:+.3f} over the prior, {a['status']}" for a in section["attacks"]]

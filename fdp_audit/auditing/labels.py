@@ -65,21 +65,21 @@ def threat_title(threat: str) -> str:
 
 
 def attack_name(row: dict[str, Any]) -> str:
-    """The attack of a stored comparison by its configured name (``audit.attacks``), with the radius of a
-    reconstruction; for a one-run comparison, the guesses it counts.
+    """The attack of a stored comparison in words (:func:`attack_words`), with the radius of a reconstruction; for
+    a one-run comparison, the guesses it counts.
 
     Args:
         row: a comparison as results.json stores it (or merged with the gate's evaluation of it).
 
     Returns:
-        E.g. ``informed within ρ = 0.5``, or ``40 most confident guesses on the released updates``.
+        E.g. ``informed closed-form reconstruction within ρ = 0.5``, or ``40 most confident guesses on the
+        released updates``.
     """
     if row.get("kind") == "one_run":
         parts = str(row.get("id", "")).split("/")
         threat = threat_title(parts[1]) if len(parts) >= 3 else "?"
         return f"{row.get('guesses', '?')} most confident guesses on the {threat}"
-    name = str(row.get("attack", row.get("id", "")))
-    return name + (f" within ρ = {row['rho']:g}" if row.get("rho") is not None else "")
+    return attack_words(row) + (f" within ρ = {row['rho']:g}" if row.get("rho") is not None else "")
 
 
 def attack_title(row: dict[str, Any]) -> str:
@@ -95,6 +95,20 @@ def attack_title(row: dict[str, Any]) -> str:
     return entry.title if entry is not None and row.get("kind") != "one_run" else ""
 
 
+def attack_words(row: dict[str, Any]) -> str:
+    """The attack of a stored row (a comparison, or an attack of a game's section) as a person reads it: its
+    registered title, e.g. ``likelihood ratio of the canary on the released updates`` for ``iterates``, or its
+    stored name when no registered attack has it (a newer results.json). The name stays in results.json.
+
+    Args:
+        row: a stored row with an ``attack`` name.
+
+    Returns:
+        The words.
+    """
+    return attack_title(row) or str(row.get("attack", row.get("id", "")))
+
+
 def comparison_label(row: dict[str, Any]) -> str:
     """``game · attack``: the one human label of a stored comparison (module docstring).
 
@@ -102,7 +116,8 @@ def comparison_label(row: dict[str, Any]) -> str:
         row: a comparison as results.json stores it (or merged with the gate's evaluation of it).
 
     Returns:
-        The label, e.g. ``Distinguishing game (replace) · iterates`` for the id ``distinguishing-epsilon/iterates``.
+        The label, e.g. ``Distinguishing game (replace) · likelihood ratio of the canary on the released updates``
+        for the id ``distinguishing-epsilon/iterates``.
     """
     return f"{game_title(row)} · {attack_name(row)}"
 

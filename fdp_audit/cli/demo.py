@@ -38,6 +38,7 @@ def run(args: argparse.Namespace) -> int:
     from fdp_audit import api
     from fdp_audit.auditing.checkpoint_audit import summary_lines
     from fdp_audit.auditing.games import report_view
+    from fdp_audit.auditing.labels import attack_words
     from fdp_audit.auditing.one_run.evaluation import summary_lines as one_run_lines
     from fdp_audit.auditing.sanity import sanity_warnings
     from fdp_audit.report.terminal import verdict_lines
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
             else:
                 claimed = attack["epsilon_claimed"]
                 claimed_text = "∞" if claimed is None else f"{claimed:.3f}"
-                print(f"{game['game']} game: {attack['attack']:<24} ε lower bound "
+                print(f"{game['game']} game: {attack_words(attack)}: ε lower bound "
                       f"{attack['epsilon_lower_bound']:.3f} in the claimed family, "
                       f"{attack['epsilon_lower_bound_cp']:.3f} assumption-free "
                       f"(claimed {claimed_text}) {attack['status']}")
@@ -86,9 +87,11 @@ def attribute_line(game: dict, attack: dict) -> str:
     Returns:
         The line, without a newline.
     """
+    from fdp_audit.auditing.labels import attack_words
+
     status = attack["status"]
     if status == "pass" and attack["rate"] > attack["bound"]:
         status = (f"pass (the rate is above the bound, but its lower confidence bound {attack['lower_bound']:.3f} is "
                   "not: the excess is within chance at these trials)")
-    return (f"attribute ({game['canary']}): {attack['attack']:<24} success {attack['rate']:.3f} "
+    return (f"attribute ({game['canary']}): {attack_words(attack)}: success {attack['rate']:.3f} "
             f"(Ball {attack['ball']:.3f}, bound {attack['bound']:.3f}) {status}")

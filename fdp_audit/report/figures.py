@@ -17,7 +17,7 @@ from markupsafe import Markup
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from fdp_audit.auditing.labels import attack_title
+from fdp_audit.auditing.labels import attack_words
 from fdp_audit.report.format import number
 from fdp_audit.report.svg import inline_svg
 
@@ -245,7 +245,7 @@ def reconstruction_figure(attack: dict[str, Any], prefix: str) -> Markup:
             marker="o",
             capsize=3,
             color=_COLOURS[1],
-            label=f"{attack['attack']} success (interval)",
+            label=f"{attack_words(attack)} success (interval)",
         )
         ax.plot(rho, _array([p["bound"] for p in points]), color=_BOUND, marker="_", label="bound 1 − f(Ball(ρ))")
         ax.plot(rho, _array([p["ball"] for p in points]), color=_PRIOR, linestyle="--", label="prior: Ball(ρ)")
@@ -253,7 +253,7 @@ def reconstruction_figure(attack: dict[str, Any], prefix: str) -> Markup:
         ax.set_ylabel("Pr[‖x̂ − x‖ ≤ ρ]")
         ax.set_ylim(0, 1.02)
         _legend_below(ax)
-        return _svg(fig, prefix, f"Reconstruction success against ρ for {attack['attack']}")
+        return _svg(fig, prefix, f"Reconstruction success against ρ for {attack_words(attack)}")
 
 
 def roc_figure(
@@ -293,7 +293,7 @@ def roc_figure(
             if np.isfinite(rates).any():
                 floor = min(floor, float(np.nanmin(rates)) / 2)
             ax.plot(scale(_array(roc.get("fpr"))), scale(_array(roc.get("tpr"))), color=colour,
-                    label=f"{attack_title(attack) or attack['attack']} ROC",
+                    label=f"{attack_words(attack)} ROC",
                     drawstyle="steps-post" if log else "default")
             low_rates = (attack.get("tpr_at_fpr") or ()) if log else ()
             for row in low_rates:
@@ -301,7 +301,7 @@ def roc_figure(
                 ax.errorbar([row["fpr"]], [max(row["tpr"], 0.5 / max(row["positives"], 1))],
                             yerr=[[max(row["tpr"] - row["ci_low"], 0)], [max(row["ci_high"] - row["tpr"], 0)]],
                             marker="D", markersize=5, capsize=3, color=colour, linestyle="none",
-                            label=f"{attack['attack']} TPR at FPR {number(100 * row['fpr'])} % (interval)")
+                            label=f"{attack_words(attack)} TPR at FPR {number(100 * row['fpr'])} % (interval)")
             if not log:
                 points = attack.get("points") or ()
                 ax.plot(
@@ -312,7 +312,7 @@ def roc_figure(
                     linestyle="none",
                     color=colour,
                     markerfacecolor="none",
-                    label=f"{attack_title(attack) or attack['attack']} conservative points (upper bounds)",
+                    label=f"{attack_words(attack)} conservative points (upper bounds)",
                 )
         if log:
             grid = np.geomspace(floor, 1.0, 50)

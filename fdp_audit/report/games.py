@@ -15,7 +15,7 @@ from markupsafe import Markup
 
 from fdp_audit.accounting.events import RELATIONS, Relation
 from fdp_audit.auditing.games import ReportView, report_view
-from fdp_audit.auditing.labels import attack_title, section_limit_source
+from fdp_audit.auditing.labels import attack_words, section_limit_source
 from fdp_audit.report import figures, texts
 from fdp_audit.report.format import interval, number, signed
 from fdp_audit.report.generative import panels_svg
@@ -113,6 +113,19 @@ def _rate_status(row: Node) -> Cell:
     return cell
 
 
+def attack_cell(attack: Node) -> Cell:
+    """An attack of a stored game section shown by its registered title
+    (:func:`~fdp_audit.auditing.labels.attack_words`), its name kept in the cell's fields.
+
+    Args:
+        attack: the stored attack row (its ``attack`` name).
+
+    Returns:
+        The cell.
+    """
+    return worded(attack["attack"], attack_words(attack.value))
+
+
 def _attribute_section(game: Node, section_id: str, title: str, lead: str) -> Section:
     """A categorical game's success table: each attack's rate against Theorem 4's bound at the prior's Ball."""
     rows = []
@@ -120,7 +133,7 @@ def _attribute_section(game: Node, section_id: str, title: str, lead: str) -> Se
     for attack in attacks.elements():
         rows.append(
             [
-                text(attack["attack"]),
+                attack_cell(attack),
                 text(attack["threat_model"]),
                 num(attack["trials"]),
                 *_rate_cells(attack),
@@ -284,7 +297,7 @@ def _reconstruction(game: Node, section_id: str, view: ReportView) -> Section:
         for point in attack["points"].elements():
             rows.append(
                 [
-                    text(attack["attack"]),
+                    attack_cell(attack),
                     text(attack["threat_model"]),
                     num(attack["trials"]),
                     num(point["rho"]),
@@ -298,7 +311,7 @@ def _reconstruction(game: Node, section_id: str, view: ReportView) -> Section:
                 FigureView(
                     figure_id,
                     figures.reconstruction_figure(attack.value, figure_id),
-                    f"{attack['attack'].text()}: success within ρ with its interval, the bound 1 − f(Ball(ρ)) and "
+                    f"{attack_words(attack.value)}: success within ρ with its interval, the bound 1 − f(Ball(ρ)) and "
                     "the prior Ball(ρ).",
                 )
             )
@@ -343,7 +356,7 @@ def _distinguishing(game: Node, section_id: str, view: ReportView, accounting: N
     for attack in game["attacks"].elements():
         rows.append(
             [
-                text(attack["attack"]),
+                attack_cell(attack),
                 text(attack["threat_model"]),
                 num(attack["trials"]),
                 num(attack["success"]),
@@ -373,7 +386,7 @@ def _distinguishing(game: Node, section_id: str, view: ReportView, accounting: N
     )
     bounds = [
         [
-            text(attack["attack"]),
+            attack_cell(attack),
             num(attack["orientation"]),
             num(attack["epsilon_lower_bound"]),
             text(attack["epsilon_family"]),
@@ -408,7 +421,7 @@ def _distinguishing(game: Node, section_id: str, view: ReportView, accounting: N
                 f"{section_id}-points-{a}",
                 ("Threshold", "FPR", "FNR", "FPR upper bound", "FNR upper bound"),
                 point_rows,
-                caption=f"{attack_title(attack.value) or attack['attack'].text()}: error rates at each threshold "
+                caption=f"{attack_words(attack.value)}: error rates at each threshold "
                 "with their upper confidence bounds",
                 collapsed=True,
             )
@@ -445,7 +458,7 @@ def _roc_summary_row(attack: Node) -> list[Cell]:
     """An attack's AUC and its TPR at each stored low false-positive rate, each with its interval; a rate the trials
     cannot resolve (fewer than 1/FPR negatives: no false positive allowed) says so."""
     auc, ci = attack["auc"], attack["auc_ci"]
-    cells = [text(attack["attack"]),
+    cells = [attack_cell(attack),
              Cell(f"{number(auc.number())} {interval(ci[0].number(), ci[1].number())}",
                   {auc.pointer: auc.value, ci[0].pointer: ci[0].value, ci[1].pointer: ci[1].value}, "num")]
     rows = {row["fpr"].number(): row for row in attack["tpr_at_fpr"].elements()}

@@ -13,13 +13,13 @@ from typing import Any
 
 from markupsafe import Markup
 
-from fdp_audit.auditing.labels import attack_title
+from fdp_audit.auditing.labels import attack_words
 from fdp_audit.auditing.sanity import SanityWarning, sanity_warnings
 from fdp_audit.errors import BadInputError
 from fdp_audit.report import figures, texts
 from fdp_audit.report.banner import Verdict, verdict_view
 from fdp_audit.report.format import number
-from fdp_audit.report.games import game_sections, section_view
+from fdp_audit.report.games import attack_cell, game_sections, section_view
 from fdp_audit.report.generative import generative_section
 from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, scalar, span, status, text
 from fdp_audit.report.one_run import one_run_section
@@ -197,7 +197,7 @@ def _accounting(node: Node, games: list[Node]) -> Section:
         attribute = [_strongest(game) for game in games
                      if (view := section_view(game)) is not None and view.layout == "attribute"]
         trade_points = [
-            (f"{g['game'].value}: {attack_title(a) or a['attack']}", g["relation"].value.replace("_", "/"), a["points"])
+            (f"{g['game'].value}: {attack_words(a)}", g["relation"].value.replace("_", "/"), a["points"])
             for g in games
             if (view := section_view(g)) is not None and view.layout == "distinguishing"
             for a in g["attacks"].sequence()
@@ -229,7 +229,7 @@ def _strongest(game: Node) -> tuple[str, dict[str, Any]]:
     attacks = [a for a in game["attacks"].sequence() if a.get("status") != "info"] or game["attacks"].sequence()
     best = max(attacks, key=lambda a: a.get("lower_bound") or 0.0)
     view = section_view(game)
-    return f"{view.short if view is not None else 'attribute'}: {attack_title(best) or best['attack']}", best
+    return f"{view.short if view is not None else 'attribute'}: {attack_words(best)}", best
 
 
 def _delta_value(key: str) -> float:
@@ -306,7 +306,7 @@ def _tightness(node: Node) -> Section:
 def _checkpoint(node: Node) -> Section:
     rows = [
         [
-            text(a["attack"]),
+            attack_cell(a),
             text(a["threat_model"]),
             num(a["rate"]),
             span(a["ci_low"], a["ci_high"]) if a.present("ci_low") else Cell(number(None)),

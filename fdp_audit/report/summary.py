@@ -16,7 +16,7 @@ from matplotlib.ticker import MaxNLocator
 
 from attacks.base import FINAL_MODEL  # threat models that see only the final model: the weakest evidence
 from fdp_audit.auditing.gate import judge
-from fdp_audit.auditing.labels import UNITS, attack_name, attack_title, comparison_label, game_title, limit_source
+from fdp_audit.auditing.labels import UNITS, attack_name, comparison_label, game_title, limit_source
 from fdp_audit.errors import BadInputError
 from fdp_audit.report.format import number, signed
 from fdp_audit.report.model import Node
@@ -46,7 +46,6 @@ class ChartRow:
     meaning: str
     note: str  # why a PASS whose point estimate is above its bound is still a PASS
     marks: list[Mark]
-    attack_title: str = ""  # what the attack does, as its registry entry says
 
 
 @dataclass(frozen=True)
@@ -135,7 +134,7 @@ def _rate_row(row: dict[str, Any], lo: float, hi: float, alpha: float, m: int, t
     if row.get("ball") is not None:
         marks.insert(0, Mark("prior", _position(row["ball"], lo, hi), title=f"prior Ball {number(row['ball'])}"))
     return ChartRow(row["id"], game_title(row), attack_name(row), status, signed(row["margin"]), numbers, meaning,
-                    note, marks, attack_title(row))
+                    note, marks)
 
 
 def _not_judged_note(row: dict[str, Any]) -> str:
@@ -172,8 +171,7 @@ def _epsilon_row(row: dict[str, Any], lo: float, hi: float) -> ChartRow:
         marks.append(Mark("bound", _position(limit, lo, hi), title=f"claimed ε {number(limit)}"))
     margin = signed(row["margin"]) if row.get("margin") is not None and math.isfinite(row["margin"]) else number(None)
     note = _not_judged_note(row) if status == "not judged" else ""
-    return ChartRow(row["id"], game_title(row), attack_name(row), status, margin, numbers, meaning, note, marks,
-                    attack_title(row))
+    return ChartRow(row["id"], game_title(row), attack_name(row), status, margin, numbers, meaning, note, marks)
 
 
 def _margin_words(row: dict[str, Any]) -> str:
@@ -241,7 +239,7 @@ def _observed_row(row: dict[str, Any], lo: float, hi: float) -> ChartRow:
     margin = signed(row["margin"]) if isinstance(row.get("margin"), int | float) and math.isfinite(row["margin"]) \
         else number(None)
     note = _not_judged_note(row) if status == "not judged" else ""
-    return ChartRow(row["id"], game, attack, status, margin, numbers, meaning, note, marks, attack_title(row))
+    return ChartRow(row["id"], game, attack, status, margin, numbers, meaning, note, marks)
 
 
 def build_summary(results: dict[str, Any]) -> Summary | None:

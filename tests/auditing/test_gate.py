@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from attacks import ATTACKS
 from fdp_audit.accounting.tradeoff import gaussian_epsilon, gaussian_tradeoff
 from fdp_audit.auditing.gate import can_fail, judge, judge_comparison, junit_xml
 from fdp_audit.auditing.labels import comparison_label
@@ -23,6 +24,9 @@ from fdp_audit.auditing.stats import (
     upper_confidence_bound,
 )
 from fdp_audit.errors import BadInputError
+
+# the attacks as the labels name them: their registered titles
+ITERATES = ATTACKS["iterates"].title
 
 
 def rate(ident: str, successes: int, trials: int = 200, bound: float = 0.6, ball: float = 0.5) -> dict[str, Any]:
@@ -212,7 +216,7 @@ def test_junit_xml_one_testcase_per_comparison() -> None:
     cases = root.findall("testcase")
     # named by their human labels, escaped and read back intact
     assert [c.get("name") for c in cases] == [comparison_label(row) for row in merged]
-    assert cases[2].get("name") == "Distinguishing game (add/remove) · iterates"
+    assert cases[2].get("name") == f"Distinguishing game (add/remove) · {ITERATES}"
     assert root.get("tests") == "3" and root.get("failures") == "1"
     failed = [c.get("name") for c in cases if c.find("failure") is not None]
     assert failed == [comparison_label(merged[1])]

@@ -20,17 +20,23 @@ def test_the_title_says_what_was_audited_unless_the_config_gives_one() -> None:
     assert audit_title(tour.with_overrides({"report.title": "Nightly audit"})) == "Nightly audit"
 
 
-def test_an_attacks_registered_title_reaches_the_reports_rows() -> None:
-    """A comparison's attack is named by its configured name, and what it does by its registry entry's title."""
+def test_an_attacks_registered_title_names_it_wherever_a_person_reads_it() -> None:
+    """The report's rows, the comparison labels of the verdict, JUnit and the terminal name an attack by its
+    registry entry's title; an unregistered attack (a newer results.json) by its stored name; ids stay stored."""
     from attacks import ATTACKS
+    from fdp_audit.auditing.labels import comparison_label
     from fdp_audit.report.summary import build_summary
 
     comparisons = [{"id": f"attribute/{name}", "kind": "rate", "game": "attribute", "attack": name, "trials": 200,
                     "successes": 190, "ball": 0.5, "bound": 0.6} for name in ("likelihood", "unregistered")]
     summary = build_summary({"verdict": {"status": "VIOLATION", "alpha": 0.05}, "comparisons": comparisons})
-    rows = {row.attack: row for panel in summary.panels for row in panel.rows}
-    assert rows["likelihood"].attack_title == ATTACKS["likelihood"].title != ""
-    assert rows["unregistered"].attack_title == ""
+    rows = {row.id: row for panel in summary.panels for row in panel.rows}
+    assert rows["attribute/likelihood"].attack == ATTACKS["likelihood"].title != "likelihood"
+    assert rows["attribute/unregistered"].attack == "unregistered"
+    assert comparison_label(comparisons[0]).endswith(f" · {ATTACKS['likelihood'].title}")
+    aligned = {"id": "distinguishing-epsilon/iterates_public_aligned", "kind": "epsilon", "game": "distinguishing",
+               "attack": "iterates_public_aligned", "relation": "replace"}
+    assert "iterates_public_aligned" not in comparison_label(aligned)
 
 
 def test_every_one_run_threat_model_the_guesser_scores_has_words() -> None:

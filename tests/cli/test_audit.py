@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from attacks import ATTACKS
 from fdp_audit.auditing.results import read_results
 from fdp_audit.config import load_config
+
+# the attacks as the labels name them: their registered titles
+ITERATES = ATTACKS["iterates"].title
+LIKELIHOOD = ATTACKS["likelihood"].title
 
 GATE_PROOF = Path(__file__).parents[1] / "audit" / "configs"
 
@@ -370,7 +375,8 @@ def test_an_audit_that_cannot_fail_is_refused_before_training(cli, one_line_erro
     assert result.code == 2 and "audit.trials" in line and "cannot fail" in line
     # every comparison counted is listed, by its label (the count said four and the list named two)
     assert line.count("needs at least") == 4 and "4 of 4 comparisons cannot fail" in line
-    assert "Attribute inference · gradient canaries (distinguishing game) · iterates (needs at least 62 trials)" in line
+    assert f"Attribute inference · gradient canaries (distinguishing game) · {ITERATES} (needs at least 62 trials)" \
+        in line
     assert not out.exists()
 
 
@@ -381,7 +387,7 @@ def test_a_prior_of_one_value_is_refused(cli, one_line_error, small_config, writ
     out = tmp_path / "certain"
     result = cli("audit", write_yaml(tmp_path / "certain.yaml", raw), "--out", out)
     line = one_line_error(result.err)
-    assert result.code == 2 and "Attribute inference · record canaries · likelihood (no number of trials" in line
+    assert result.code == 2 and f"Attribute inference · record canaries · {LIKELIHOOD} (no number of trials" in line
     assert not out.exists()
 
 

@@ -10,12 +10,17 @@ from typing import Any
 
 import pytest
 
+from attacks import ATTACKS
 from fdp_audit.auditing.gate import judge
 from fdp_audit.auditing.results import SCHEMA_VERSION, write_results
 from fdp_audit.auditing.stats import lower_confidence_bound
 from fdp_audit.claim import Claim
 from fdp_audit.config import config_from_dict
 from fdp_audit.json_numbers import finite_or_none
+
+# the attacks as the labels name them: their registered titles
+ITERATES = ATTACKS["iterates"].title
+LIKELIHOOD = ATTACKS["likelihood"].title
 
 # The stated claim: DP-SGD at p = 1, T = 1, z = 4, whose Theorem 4 bound at Ball = ½ is Φ(1/4) ≈ 0.599.
 CONFIG = config_from_dict({
@@ -66,7 +71,7 @@ def test_violation_exit_code_one(cli, violating: Path) -> None:
     result = cli("gate", violating)
     assert result.code == 1
     assert result.out.startswith("VIOLATION at α=0.05, 2 of 2 comparisons judged: Attribute inference · gradient "
-                                 "canaries (distinguishing game) · iterates: the lower confidence bound ")
+                                 f"canaries (distinguishing game) · {ITERATES}: the lower confidence bound ")
 
 
 def test_a_stored_verdict_that_its_comparisons_do_not_give_is_refused(cli, one_line_error, tmp_path: Path) -> None:
@@ -179,8 +184,8 @@ def test_junit(cli, request, tmp_path: Path, fixture: str, failures: int) -> Non
     cases = root.findall("testcase")
     ids = [c["id"] for c in json.loads(path.read_text())["comparisons"]]
     assert [c.get("name") for c in cases] == [
-        "Attribute inference · record canaries · likelihood",
-        "Attribute inference · gradient canaries (distinguishing game) · iterates"]
+        f"Attribute inference · record canaries · {LIKELIHOOD}",
+        f"Attribute inference · gradient canaries (distinguishing game) · {ITERATES}"]
     assert int(root.get("tests")) == len(ids) and int(root.get("failures")) == failures
     assert sum(c.find("failure") is not None for c in cases) == failures
 

@@ -10,11 +10,16 @@ from typing import Any
 
 import pytest
 
+from attacks import ATTACKS
 from fdp_audit.auditing.gate import judge
 from fdp_audit.auditing.results import SCHEMA_VERSION, write_results
 from fdp_audit.claim import Claim
 from fdp_audit.config import config_from_dict
 from fdp_audit.json_numbers import finite_or_none
+
+# the attacks as the labels name them: their registered titles
+ITERATES = ATTACKS["iterates"].title
+LIKELIHOOD = ATTACKS["likelihood"].title
 
 TRIALS = 400
 
@@ -56,8 +61,8 @@ def test_baseline_is_reported_without_failing_by_default(cli, risen, baseline):
     assert result.out.startswith("PASS")
     assert "since the baseline: 2 comparisons matched, 0 regressed (report only)" in result.out
     # the rates, their difference and the confidence bound on the rise, never a bare signed bound
-    assert ("largest rise in success rate: Attribute inference · gradient canaries (distinguishing game) · iterates "
-            "0.55 → 0.75 (+0.2), a rise of at least 0.09") in result.out
+    assert ("largest rise in success rate: Attribute inference · gradient canaries (distinguishing game) · "
+            f"{ITERATES} 0.55 → 0.75 (+0.2), a rise of at least 0.09") in result.out
 
 
 def test_a_rise_that_is_not_significant_says_so(cli, baseline, tmp_path):
@@ -65,7 +70,7 @@ def test_a_rise_that_is_not_significant_says_so(cli, baseline, tmp_path):
     slightly = write_results(tmp_path / "slightly.json", results(iterates=230))
     result = cli("gate", slightly, "--baseline", baseline)
     assert result.code == 0
-    assert ("(distinguishing game) · iterates 0.55 → 0.575 (+0.025), not a significant rise: at confidence 0.95 "
+    assert (f"(distinguishing game) · {ITERATES} 0.55 → 0.575 (+0.025), not a significant rise: at confidence 0.95 "
             "the rise is only known to be above -0.") in result.out
 
 
@@ -78,13 +83,13 @@ def test_a_significant_rise_fails_with_max_regression(cli, risen, baseline, tmp_
     suite = ET.parse(junit).getroot()
     failed = [case.get("name") for case in suite.iter("testcase") if case.find("failure") is not None]
     assert failed == ["Rise since the baseline · Attribute inference · gradient canaries (distinguishing game) · "
-                      "iterates"]
+                      f"{ITERATES}"]
     assert suite.get("tests") == "4"
     summary = markdown.read_text(encoding="utf-8")
     assert summary.startswith("## fdp-audit gate: PASS")
     assert "### Since the baseline: 1 regressed of 2 matched" in summary
     row = next(line for line in summary.splitlines()
-               if line.startswith("| Attribute inference · gradient canaries (distinguishing game) · iterates | -"))
+               if line.startswith(f"| Attribute inference · gradient canaries (distinguishing game) · {ITERATES} | -"))
     assert "0.55 → 0.75" in row and "**REGRESSED**" in row
 
 
@@ -106,8 +111,8 @@ def test_markdown_without_baseline_lists_comparisons_closest_first(cli, risen, t
     assert cli("gate", risen, "--markdown", markdown).code == 0
     lines = [line for line in markdown.read_text(encoding="utf-8").splitlines() if line.startswith("| Attribute")]
     assert [line.split(" | ")[0][2:] for line in lines] == [
-        "Attribute inference · gradient canaries (distinguishing game) · iterates",
-        "Attribute inference · record canaries · likelihood"]
+        f"Attribute inference · gradient canaries (distinguishing game) · {ITERATES}",
+        f"Attribute inference · record canaries · {LIKELIHOOD}"]
     assert "Theorem 4: 1 − f(Ball), add/remove" in lines[1]  # the limit says where it comes from
     assert "Since the baseline" not in markdown.read_text(encoding="utf-8")
 

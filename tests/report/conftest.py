@@ -144,13 +144,16 @@ def read_page(html: str) -> Page:
 
 def assert_shows(cell: ShownCell, where: str, value: Any, results: dict[str, Any]) -> None:
     """The text of ``cell`` shows the stored ``value`` at ``where``: a number as the report rounds it, a JSON block
-    as itself, a list in words item by item, and a comparison's id, a neighbour relation and a threat model in words."""
-    from fdp_audit.auditing.labels import comparison_label, threat_title
+    as itself, a list in words item by item, and a comparison's id, an attack, a neighbour relation and a threat
+    model in words."""
+    from fdp_audit.auditing.labels import attack_words, comparison_label, threat_title
     from fdp_audit.report.format import number
 
     if where == "/verdict/worst_comparison":
         row = next(row for row in results["comparisons"] if row["id"] == value)
         assert comparison_label(row) in cell.text, (where, value, cell.text)
+    elif where.endswith("/attack"):  # an attack's name in words: its registered title
+        assert attack_words({"attack": value}) in cell.text, (where, value, cell.text)
     elif where.endswith("/relation"):  # a neighbour relation's id in words: add_remove reads add/remove
         assert value.replace("_", "/") in cell.text, (where, value, cell.text)
     elif where.startswith("/one_run/rows/") and where.endswith("/threat_model"):

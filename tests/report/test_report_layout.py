@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from fdp_audit.auditing.labels import attack_words
 from fdp_audit.report import render_report
 from fdp_audit.report.format import number
 from tests.report.conftest import assert_fits
@@ -76,6 +77,6 @@ def test_violation_shows_the_failing_comparison_on_the_first_screen(
     comparison = next(c for c in violation_results["comparisons"] if c["successes"] == 170)
     attack = next(a for a in violation_results["games"][2]["attacks"] if a["attack"] == comparison["attack"])
     assert violation_results["verdict"]["violations"] == [comparison["id"]]
-    for shown in (comparison["attack"], "170 of 200", number(attack["lower_bound"]), number(comparison["bound"]),
+    for shown in (attack_words(comparison), "170 of 200", number(attack["lower_bound"]), number(comparison["bound"]),
                   "leaks more than its privacy accounting says"):
         assert shown in failing["text"], (shown, failing["text"])

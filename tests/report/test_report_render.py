@@ -416,6 +416,7 @@ def test_every_comparison_has_one_label_in_the_report_the_gate_junit_and_markdow
     summary chart, the JUnit test-case names, the Markdown summary and the gate's verdict line. The results are
     configs/adult_fdp.yaml's (a small variant, recorded by the current code, so the gate re-derives them)."""
     import gzip
+    import html as html_module
     import json
     import xml.etree.ElementTree as ET
 
@@ -429,7 +430,7 @@ def test_every_comparison_has_one_label_in_the_report_the_gate_junit_and_markdow
     chart = html.split('id="summary"')[1].split("</section>")[0]
     labels = {row["id"]: comparison_label(row) for row in results["comparisons"]}
     shown = re.findall(r'<span class="row-game">([^<]+)</span><span class="row-attack"[^>]*>([^<]+)</span>', chart)
-    assert sorted(game + attack for game, attack in shown) == sorted(labels.values())
+    assert sorted(html_module.unescape(game + attack) for game, attack in shown) == sorted(labels.values())
     path = write_results(tmp_path / "results.json", results)
     junit, markdown = tmp_path / "gate.xml", tmp_path / "gate.md"
     gated = cli("gate", path, "--junit", junit, "--markdown", markdown)
