@@ -17,7 +17,7 @@ from fdp_audit.config import load_config
 ITERATES = ATTACKS["iterates"].title
 LIKELIHOOD = ATTACKS["likelihood"].title
 
-GATE_PROOF = Path(__file__).parents[1] / "audit" / "configs"
+GATE_PROOF = Path(__file__).parents[1] / "auditing" / "configs"
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-GATE_PROOF = Path(__file__).parents[1] / "audit" / "configs"
+GATE_PROOF = Path(__file__).parents[1] / "auditing" / "configs"
 
 
 @pytest.fixture(scope="module")
