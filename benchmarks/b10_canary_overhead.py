@@ -5,16 +5,21 @@ per-example gradients by hooks, SGD) — its CNN (two convolutions, two linear l
 60,000 Fashion-MNIST training images, expected batch 256, z = 1, C = 1 — for ``STEPS`` steps. The same script
 with the lines of docs/one_run.md added (``GradientCanaries(10_000)``: 10,000 canaries, about half of them
 records of the data set, and the default 1,000 null coordinates; ``add_to``, ``wrap``, ``attach``, ``save``) is
-timed against it side by side: each run is a fresh process (so that peak memory is its own), the two alternating
-for ``ROUNDS`` rounds.
+timed against it side by side: each run is a fresh process (so that peak memory is its own), in ``ROUNDS``
+rounds whose order alternates (plain, canaried; canaried, plain; ...), so that a change of the machine's load
+during a round, or a first-position advantage, hits both alike. Each process trains on ``THREADS`` intra-op
+thread(s) (one by default): on cores shared with other jobs, a second thread mostly waits for its turn, which
+inflates both the wall time and the CPU time (spinning) by whatever the load happens to be.
 
 Records: ``b10_canary_overhead_time`` (wall seconds from the data set in memory to the weights written: the
 canaries' set-up, the steps, and the release and manifest beside the weights), ``b10_canary_overhead_cpu`` (the
 same in CPU seconds of the process: the work, which load from other processes on a shared machine does not
 inflate) and ``b10_canary_overhead_memory`` (peak resident memory of the process; on CUDA the peak allocated on the
 device), each with ratio = the median over rounds of with / without canaries, and its interquartile range
-(``spread``). The budget is 1.2 for time and memory. Each record also states the machine's one-minute load
-average before and after the rounds.
+(``spread``). The budget is 1.2 for time and memory. ``b10_canary_overhead_step`` is the steps alone: both
+trainings in one process, their ``STEPS`` steps alternating on the same batches, each step's CPU seconds (on CUDA,
+synchronised wall seconds), ratio = the median over steps; it leaves out set-up and files, and process-to-process
+variation. Each record also states the machine's one-minute load average before and after the rounds.
 ``python -m benchmarks.b10_canary_overhead --device cuda`` measures on the GPU.
 """
 
@@ -31,6 +36,7 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -52,26 +58,29 @@ def make_cnn() -> nn.Module:
                          nn.Linear(32 * 4 * 4, 32), nn.ReLU(), nn.Linear(32, 10))
 
 
-def _train(canaries: bool, device: str, out: Path, threads: int = THREADS) -> dict[str, float]:
-    """One training as the user's script runs it; the seconds from the data set to the weights written."""
-    torch.set_num_threads(threads)
-    from opacus import PrivacyEngine
-    from torch.utils.data import DataLoader, TensorDataset
+def _fashion_mnist() -> torch.utils.data.TensorDataset:
+    from torch.utils.data import TensorDataset
 
-    from fdp_audit.auditing.one_run.loop import GradientCanaries
     from fdp_audit.data.images import load_fashion_mnist
 
     images = load_fashion_mnist()
-    train_set = TensorDataset(torch.as_tensor(images.images)[:, None], torch.as_tensor(images.labels))
-    if device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-    start, cpu_start = time.perf_counter(), time.process_time()
+    return TensorDataset(torch.as_tensor(images.images)[:, None], torch.as_tensor(images.labels))
+
+
+def _made_private(train_set: torch.utils.data.Dataset, canaries: bool, device: str) -> tuple:
+    """The script up to its training loop: (the canaries or None, model, optimizer, loader)."""
+    from opacus import PrivacyEngine
+    from torch.utils.data import DataLoader
+
+    from fdp_audit.auditing.one_run.loop import GradientCanaries
+
+    audit = None
     if canaries:
         audit = GradientCanaries(CANARIES, seed=0)
         train_set = audit.add_to(train_set)
     torch.manual_seed(0)
     model = make_cnn().to(device)
-    if canaries:
+    if audit is not None:
         model = audit.wrap(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.25)
     loader = DataLoader(train_set, batch_size=BATCH, generator=torch.Generator().manual_seed(0))
@@ -79,16 +88,32 @@ def _train(canaries: bool, device: str, out: Path, threads: int = THREADS) -> di
         warnings.simplefilter("ignore")
         model, optimizer, loader = PrivacyEngine().make_private(
             module=model, optimizer=optimizer, data_loader=loader, noise_multiplier=1.0, max_grad_norm=1.0)
-        if canaries:
-            audit.attach(optimizer)
-        criterion = nn.CrossEntropyLoss()
+    if audit is not None:
+        audit.attach(optimizer)
+    return audit, model, optimizer, loader
+
+
+def _step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor) -> None:
+    optimizer.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    optimizer.step()
+
+
+def _train(canaries: bool, device: str, out: Path, threads: int = THREADS) -> dict[str, float]:
+    """One training as the user's script runs it; the seconds from the data set to the weights written."""
+    torch.set_num_threads(threads)
+    train_set = _fashion_mnist()
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    start, cpu_start = time.perf_counter(), time.process_time()
+    audit, model, optimizer, loader = _made_private(train_set, canaries, device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         for step, (x, y) in enumerate(loader):
             if step == STEPS:
                 break
-            optimizer.zero_grad()
-            criterion(model(x.to(device)), y.to(device)).backward()
-            optimizer.step()
-    if canaries:
+            _step(model, optimizer, x.to(device), y.to(device))
+    if audit is not None:
         audit.save(model, out / "model.safetensors")
     else:
         buffer = io.BytesIO()
@@ -102,10 +127,35 @@ def _train(canaries: bool, device: str, out: Path, threads: int = THREADS) -> di
     return {"seconds": seconds, "cpu_seconds": cpu, "peak_bytes": float(peak)}
 
 
-def _child(canaries: bool, device: str, threads: int) -> dict[str, float]:
+def _paired_steps(device: str, threads: int = THREADS) -> dict[str, list[float]]:
+    """Both trainings in one process, their steps alternating on the same batches (the canaried loader's): the
+    seconds of each step on the process's CPU clock (CUDA: synchronised wall clock), without set-up or files."""
+    torch.set_num_threads(threads)
+    train_set = _fashion_mnist()
+    plain, canaried = _made_private(train_set, False, device), _made_private(train_set, True, device)
+    clock = time.perf_counter if device == "cuda" else time.process_time
+    seconds: dict[str, list[float]] = {"with": [], "without": []}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for step, (x, y) in enumerate(canaried[3]):
+            if step == STEPS + 1:
+                break
+            x, y = x.to(device), y.to(device)
+            pairs = (("without", plain), ("with", canaried))
+            for name, (_, model, optimizer, _) in (pairs if step % 2 else pairs[::-1]):
+                start = clock()
+                _step(model, optimizer, x, y)
+                if device == "cuda":
+                    torch.cuda.synchronize()
+                if step:  # the first step of each builds Opacus's hooks' state
+                    seconds[name].append(clock() - start)
+    return seconds
+
+
+def _child(kind: str, device: str, threads: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
-        command = [sys.executable, "-m", "benchmarks.b10_canary_overhead", "--child",
-                   "with" if canaries else "without", "--device", device, "--out", folder, "--threads", str(threads)]
+        command = [sys.executable, "-m", "benchmarks.b10_canary_overhead", "--child", kind, "--device", device,
+                   "--out", folder, "--threads", str(threads)]
         done = subprocess.run(command, capture_output=True, text=True, check=True,
                               cwd=Path(__file__).resolve().parents[1], env={**os.environ, "PYTHONWARNINGS": "ignore"})
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -116,7 +166,8 @@ def run(device: str = "cpu", rounds: int = ROUNDS, threads: int = THREADS) -> li
     load_before = os.getloadavg()[0]
     for round_index in range(rounds):
         for canaries in ((False, True) if round_index % 2 == 0 else (True, False)):
-            samples[canaries].append(_child(canaries, device, threads))
+            samples[canaries].append(_child("with" if canaries else "without", device, threads))
+    steps = _child("steps", device, threads)
     extra = {"device": device, "canaries": CANARIES, "steps": STEPS, "batch": BATCH, "threads": threads,
              "load": [round(load_before, 1), round(os.getloadavg()[0], 1)], "budget": 1.2}
     return [ratio_record("b10_canary_overhead_time", [s["seconds"] for s in samples[True]],
@@ -124,17 +175,21 @@ def run(device: str = "cpu", rounds: int = ROUNDS, threads: int = THREADS) -> li
             ratio_record("b10_canary_overhead_cpu", [s["cpu_seconds"] for s in samples[True]],
                          [s["cpu_seconds"] for s in samples[False]], unit="s", scale=1.0, **extra),
             ratio_record("b10_canary_overhead_memory", [s["peak_bytes"] for s in samples[True]],
-                         [s["peak_bytes"] for s in samples[False]], unit="MiB", scale=1 / 2 ** 20, **extra)]
+                         [s["peak_bytes"] for s in samples[False]], unit="MiB", scale=1 / 2 ** 20, **extra),
+            ratio_record("b10_canary_overhead_step", steps["with"], steps["without"], **extra)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
-    parser.add_argument("--child", choices=("with", "without"))
+    parser.add_argument("--child", choices=("with", "without", "steps"))
     parser.add_argument("--out")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--threads", type=int, default=THREADS)
     args = parser.parse_args()
+    if args.child == "steps":
+        print(json.dumps(_paired_steps(args.device, args.threads)))
+        return
     if args.child:
         print(json.dumps(_train(args.child == "with", args.device, Path(args.out), args.threads)))
         return
