@@ -23,11 +23,13 @@ from typing import TYPE_CHECKING, Any
 from fdp_audit.accounting.calibration import calibrate_noise_multiplier
 from fdp_audit.accounting.events import Relation, relation_named
 from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec, accountant_for
+from fdp_audit.accounting.tradeoff import TradeoffCurve
 from fdp_audit.config import Config, MechanismConfig
 from fdp_audit.mechanisms import MECHANISMS, Mechanism
 
 if TYPE_CHECKING:
     from fdp_audit.auditing.one_run.analysis import Family, InversePower
+    from fdp_audit.auditing.one_run.order_statistics import ErrorProfile
 
 MIN_FAMILY_NOISE = 0.25  # a one-run family search stops at z = 0.25 (PLDs of smaller z are slow and ε there is huge)
 # The loss grid of a one-run family's members: a coarser pessimistic PLD is still a dominating pair, so it states a
@@ -292,6 +294,16 @@ def _member_inverse(name: str, sample_rate: float, steps: int, relation: Relatio
     return curve_inverse_power(accountant.curve())
 
 
+@functools.lru_cache(maxsize=256)
+def _member_profile(name: str, sample_rate: float, steps: int, relation: Relation, inverse_z: float) -> ErrorProfile:
+    from fdp_audit.auditing.one_run.order_statistics import error_profile
+
+    if inverse_z == 0.0:
+        return error_profile(TradeoffCurve.perfect_privacy())
+    accountant = _gaussian_accountant(name, 1.0 / inverse_z, sample_rate, steps, relation, FAMILY_DISCRETIZATION)
+    return error_profile(accountant.curve())
+
+
 @functools.lru_cache(maxsize=64)
 def _one_run_curve(name: str, noise_multiplier: float, sample_rate: float, steps: int, delta: float,
                    relation: Relation) -> OneRunCurve:
@@ -302,6 +314,7 @@ def _one_run_curve(name: str, noise_multiplier: float, sample_rate: float, steps
     family = Family(f"{name} with the same p and T and a smaller noise multiplier ({words})",
                     lambda t: _member_inverse(name, sample_rate, steps, relation, t),
                     lambda t: float(_gaussian_accountant(name, 1.0 / t, sample_rate, steps, relation).epsilon(delta)),
-                    start=1.0 / noise_multiplier, limit=MIN_FAMILY_NOISE ** -1)
+                    start=1.0 / noise_multiplier, limit=MIN_FAMILY_NOISE ** -1,
+                    error_profile=lambda t: _member_profile(name, sample_rate, steps, relation, t))
     return OneRunCurve(f"{name} z={noise_multiplier:.4g} p={sample_rate:g} T={steps} ({words})", accountant.spec,
                        curve_inverse_power(accountant.curve()), float(accountant.epsilon(delta)), delta, family)

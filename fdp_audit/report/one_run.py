@@ -38,6 +38,7 @@ def one_run_section(node: Node) -> Section:
                        ("empirical_epsilon", "empirical ε (claimed family)"),
                        ("empirical_epsilon_family", "family"), ("epsilon_gdp", "empirical ε (μ-GDP claims)"),
                        ("epsilon_steinke", "empirical ε (Steinke et al.)"), ("tightness", "empirical / claimed ε"),
+                       ("epsilon_order_statistics", "empirical ε (order statistics; assumes independent canaries)"),
                        ("level_per_comparison", "level of each comparison")):
         child = node.present(key)
         if child:

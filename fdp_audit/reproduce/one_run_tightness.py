@@ -9,6 +9,9 @@ For DP-SGD on Adult's setting (p = 0.017, T = 300, δ = 1e-5, z calibrated to ε
   (:func:`~fdp_audit.auditing.one_run.canaries.train_with_canaries`, logistic model on Adult) of the same;
 * ``steinke_simulated`` and ``steinke_trained``: the same medians of the Steinke et al. ε (family-free, at the
   same guess count and level) over the claimed ε;
+* ``ratio_simulated_order_statistics`` and ``ratio_trained_order_statistics``: the same medians of the family ε of
+  the order-statistics test (:mod:`~fdp_audit.auditing.one_run.order_statistics`, valid for independent
+  canaries; reported beside the verdict, which stays on the count test) over the claimed ε;
 * ``ceiling``: the count ceiling of :mod:`fdp_audit.auditing.one_run.ceiling`: the weakest claim of the family whose
   flagged critical count the Neyman–Pearson guesser's median counts (knowing p and 1/z, over
   :data:`CEILING_RELEASES` releases) reach at the best guess count; the median of :data:`CEILING_SEEDS` such
@@ -185,7 +188,8 @@ def _opacus_trainings(base, data, epsilon: float | None, rate: float, steps: int
                                np.asarray(canaries.secrets), claim, ALPHA)
         rows.append({"mechanism": "dp_sgd", "loop": "opacus", "epsilon": round(claim.epsilon, 2), "canaries": m,
                      "seed": seed, "status": section["status"], "tightness": section["tightness"],
-                     "steinke": section["epsilon_steinke"] / claim.epsilon, "guesses": section["guesses"],
+                     "steinke": section["epsilon_steinke"] / claim.epsilon, **_order_statistics_fields(section),
+                     "guesses": section["guesses"],
                      "correct": section["rows"][0]["correct"], "rejecting_correct": section["rejecting_correct"]})
     return 1 / batches, rows
 
@@ -205,6 +209,7 @@ def _trainings(out: Path, base, data, name: str, epsilon: float, z: float, m: in
         rows.append({"mechanism": name, "loop": "built-in", "epsilon": epsilon, "canaries": m, "seed": seed,
                      "status": section["status"], "tightness": section["tightness"],
                      "steinke": section["epsilon_steinke"] / section["claimed_epsilon"],
+                     **_order_statistics_fields(section),
                      "guesses": section["guesses"], "correct": section["rows"][0]["correct"],
                      "rejecting_correct": section["rejecting_correct"]})
     return rows
@@ -249,8 +254,10 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
                 sections = [simulated_audit(rng, m, "inclusion", 2, z, rate, steps, claim, ALPHA,
                                             family_search=True) for _ in range(settings["simulated_seeds"])]
                 simulated = [section["tightness"] for section in sections]
+                ordered = [section["tightness_order_statistics"] for section in sections]
                 row = {"loop": "built-in", "epsilon": epsilon, "canaries": m, "sample_rate": rate, "steps": steps,
                        "noise_multiplier": z, "ratio_simulated": median(simulated), "simulated": simulated,
+                       "ratio_simulated_order_statistics": median(ordered), "simulated_order_statistics": ordered,
                        "steinke_simulated": median(s["epsilon_steinke"] / claim.epsilon for s in sections),
                        "ceiling": median(ceilings), "ceilings": ceilings,
                        "ratio_trained": None}
@@ -260,6 +267,7 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
                     row["ratio_trained"] = median(r["tightness"] for r in runs)
                     row["trained"] = [r["tightness"] for r in runs]
                     row["steinke_trained"] = median(r["steinke"] for r in runs)
+                    row["ratio_trained_order_statistics"] = median(r["tightness_order_statistics"] for r in runs)
                 if trained and m == min(setting["canaries"]):
                     informed = [_sampling_informed_ratio(rng, claim, z, rate, steps, m)
                                 for _ in range(settings["simulated_seeds"])]
@@ -273,20 +281,36 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
                                  "steps": steps, "ratio_simulated": row["ratio_simulated"],
                                  "ratio_trained": median(r["tightness"] for r in runs),
                                  "trained": [r["tightness"] for r in runs],
-                                 "steinke_trained": median(r["steinke"] for r in runs)})
+                                 "steinke_trained": median(r["steinke"] for r in runs),
+                                 "ratio_trained_order_statistics": median(r["tightness_order_statistics"]
+                                                                          for r in runs)})
             if trained:
                 m = min(setting["canaries"])
-                alarms = sum(simulated_audit(rng, m, "inclusion", 2, z, rate, steps, claim, ALPHA)["status"]
-                             == "VIOLATION" for _ in range(settings["null_seeds"]))
-                calibration.append(_null_row("simulated", epsilon, m, alarms, settings["null_seeds"]))
+                nulls = [simulated_audit(rng, m, "inclusion", 2, z, rate, steps, claim, ALPHA)
+                         for _ in range(settings["null_seeds"])]
+                calibration.append(_null_row("simulated", epsilon, m,
+                                             sum(s["status"] == "VIOLATION" for s in nulls), len(nulls)))
+                calibration.append(_null_row("simulated, order statistics", epsilon, m,
+                                             sum(_order_statistics_fields(s)["order_statistics_alarm"] for s in nulls),
+                                             len(nulls)))
                 for loop in ("built-in", "opacus"):
                     real = [r for r in trainings if r["epsilon"] == epsilon and r["loop"] == loop]
                     calibration.append(_null_row(f"trained ({loop})", epsilon, m,
                                                  sum(r["status"] == "VIOLATION" for r in real), len(real)))
+                    calibration.append(_null_row(f"trained ({loop}), order statistics", epsilon, m,
+                                                 sum(r["order_statistics_alarm"] for r in real), len(real)))
     middle = sorted(noise)[len(noise) // 2]
     faults = [r for name in settings["faults"]
               for r in _trainings(work, base, data, name, middle, noise[middle], min(adult["canaries"]), 1)]
     return _write(out_dir, quick, rows, trainings, calibration, faults)
+
+
+def _order_statistics_fields(section: dict[str, Any]) -> dict[str, Any]:
+    """The order-statistics test's figures of a one-run section: its family ε over the claimed ε (None without the
+    family search) and whether its wrong guesses reject the claim (its alarm, beside the verdict)."""
+    row = section["rows"][0]
+    return {"tightness_order_statistics": section["tightness_order_statistics"],
+            "order_statistics_alarm": row["wrong"] is not None and row["wrong"] <= row["rejecting_wrong"]}
 
 
 def _null_row(kind: str, epsilon: float, m: int, alarms: int, trials: int) -> dict[str, Any]:
@@ -298,19 +322,22 @@ def _write(out_dir: Path, quick: bool, rows: list[dict[str, Any]], trainings: li
            calibration: list[dict[str, Any]], faults: list[dict[str, Any]]) -> Summary:
     built_in = [r for r in rows if r["loop"] == "built-in"]
     table = ["| p | T | M | claimed ε | simulated | trained | count ceiling | simulated / ceiling | Steinke et al. "
-             "simulated | Steinke et al. trained |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "simulated | Steinke et al. trained | order statistics simulated | order statistics trained |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in built_in:
-        trained, steinke = ("—" if r.get(key) is None else f"{r[key]:.2f}" for key in ("ratio_trained",
-                                                                                       "steinke_trained"))
+        trained, steinke, ordered = ("—" if r.get(key) is None else f"{r[key]:.2f}" for key in (
+            "ratio_trained", "steinke_trained", "ratio_trained_order_statistics"))
         share = f"{r['ratio_simulated'] / r['ceiling']:.2f}" if r["ceiling"] else "—"
         table.append(f"| {r['sample_rate']:g} | {r['steps']:,} | {r['canaries']:,} | {r['epsilon']:g} | "
                      f"{r['ratio_simulated']:.2f} | {trained} | {r['ceiling']:.2f} ({min(r['ceilings']):.2f}–"
                      f"{max(r['ceilings']):.2f}) | {share} | "
-                     f"{r['steinke_simulated']:.2f} | {steinke} |")
-    opacus = ["| Opacus loop: p | T | M | claimed ε | trained | built-in simulated | Steinke et al. trained |",
-              "|---|---|---|---|---|---|---|"]
+                     f"{r['steinke_simulated']:.2f} | {steinke} | {r['ratio_simulated_order_statistics']:.2f} | "
+                     f"{ordered} |")
+    opacus = ["| Opacus loop: p | T | M | claimed ε | trained | built-in simulated | Steinke et al. trained | "
+              "order statistics trained |", "|---|---|---|---|---|---|---|---|"]
     opacus += [f"| {r['sample_rate']:.4g} | {r['steps']:,} | {r['canaries']:,} | {r['epsilon']:g} | "
-               f"{r['ratio_trained']:.2f} | {r['ratio_simulated']:.2f} | {r['steinke_trained']:.2f} |"
+               f"{r['ratio_trained']:.2f} | {r['ratio_simulated']:.2f} | {r['steinke_trained']:.2f} | "
+               f"{r['ratio_trained_order_statistics']:.2f} |"
                for r in rows if r["loop"] == "opacus"]
     null = ["| null data | ε | M | false alarms | trials | P[≥ that many] at rate α |", "|---|---|---|---|---|---|"]
     null += [f"| {c['kind']} | {c['epsilon']:g} | {c['canaries']:,} | {c['alarms']} | {c['trials']} | "
@@ -320,12 +347,16 @@ def _write(out_dir: Path, quick: bool, rows: list[dict[str, Any]], trainings: li
     informed = [f"* ε = {r['epsilon']:g}, M = {r['canaries']:,}: {r['ratio_sampling_informed']:.2f}"
                 for r in built_in if "ratio_sampling_informed" in r]
     ratios = [r["ratio_simulated"] for r in built_in]
-    summary = (f"family ε / claimed ε {min(ratios):.2f}–{max(ratios):.2f} simulated; false alarms "
-               f"{sum(c['alarms'] for c in calibration)} of {sum(c['trials'] for c in calibration)} null runs; "
+    ordered = [r["ratio_simulated_order_statistics"] for r in built_in]
+    verdicts = [c for c in calibration if "order statistics" not in c["kind"]]
+    summary = (f"family ε / claimed ε {min(ratios):.2f}–{max(ratios):.2f} simulated (order statistics "
+               f"{min(ordered):.2f}–{max(ordered):.2f}); false alarms "
+               f"{sum(c['alarms'] for c in verdicts)} of {sum(c['trials'] for c in verdicts)} null runs; "
                f"faults rejected {sum(f['status'] == 'VIOLATION' for f in faults)} of {len(faults)}")
     sections = [
         "Family ε / claimed ε at α = 0.05 (medians; DP-SGD, inclusion game, δ = 1e-5; the Steinke et al. ε over "
-        "the claimed ε beside it)." + (" QUICK MODE: one small setting." if quick else ""),
+        "the claimed ε beside it, and the order-statistics test's family ε, which assumes independent canaries)."
+        + (" QUICK MODE: one small setting." if quick else ""),
         "\n".join(table), "\n".join(opacus), "\n".join(null),
         "Known faults, one training each:\n\n" + "\n".join(fault_lines),
         "A valid analysis of guesses told which steps sampled each canary (conditioned on the masks; strata of 6, 8 "

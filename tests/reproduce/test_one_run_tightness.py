@@ -19,13 +19,21 @@ def test_quick_run_writes_the_rows_calibration_and_faults(tmp_path):
     loops = {row["loop"]: row for row in payload["rows"]}
     built_in, opacus = loops["built-in"], loops["opacus"]
     assert {"epsilon", "canaries", "ratio_simulated", "ratio_trained"} <= set(opacus)
-    for key in ("ratio_simulated", "ratio_trained", "steinke_simulated", "steinke_trained"):
+    for key in ("ratio_simulated", "ratio_trained", "steinke_simulated", "steinke_trained",
+                "ratio_simulated_order_statistics", "ratio_trained_order_statistics"):
         assert 0.0 <= built_in[key] <= 1.0, key
     assert 0.0 < built_in["ceiling"] <= 1.0 and built_in["ceilings"] == [built_in["ceiling"]]
     assert 0.0 <= built_in["ratio_sampling_informed"] <= 1.0
     assert 0.0 <= opacus["ratio_trained"] <= 1.0 and 0.0 <= opacus["steinke_trained"] <= 1.0
-    # a correct mechanism raises no alarm in these few runs (probability >= 0.95^11 = 0.57 if the rate were α;
-    # the analysis is far more conservative than that, so this is a smoke check, not the calibration)
-    assert all(row["alarms"] == 0 for row in payload["calibration"])
+    assert 0.0 <= opacus["ratio_trained_order_statistics"] <= 1.0
+    # a correct mechanism raises no alarm of the verdict in these few runs (probability >= 0.95^12 = 0.54 if the
+    # rate were α; the count test is far more conservative than that, so this is a smoke check, not the
+    # calibration). The order-statistics test runs at its level on correct mechanisms: its 12 runs may raise up to
+    # 4 alarms (5 or more has probability 2.2e-4 at rate α).
+    verdict = [row for row in payload["calibration"] if "order statistics" not in row["kind"]]
+    ordered = [row for row in payload["calibration"] if "order statistics" in row["kind"]]
+    assert len(verdict) == len(ordered) == 3 and sum(row["trials"] for row in ordered) == 12
+    assert all(row["alarms"] == 0 for row in verdict)
+    assert sum(row["alarms"] for row in ordered) <= 4
     assert [fault["status"] for fault in payload["faults"]] == ["VIOLATION"]
     assert "| 0.05 | 40 | 200 |" in (tmp_path / "one_run_tightness.md").read_text(encoding="utf-8")

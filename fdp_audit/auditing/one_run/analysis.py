@@ -81,6 +81,7 @@ import numpy.typing as npt
 from scipy import special, stats
 
 from fdp_audit.accounting.tradeoff import TradeoffCurve, gaussian_epsilon
+from fdp_audit.auditing.one_run.order_statistics import ErrorProfile
 
 InversePower = Callable[[npt.ArrayLike], "float | np.ndarray"]  # y ↦ f̄⁻¹(y), non-decreasing on [0, 1]
 
@@ -352,6 +353,8 @@ class Family:
     epsilon: Callable[[float], float]
     start: float = 1.0
     limit: float = 1e6  # the weakest claim searched; a rejection there is reported as its ε (a lower bound)
+    # each claim's canonical error profile, for the order-statistics analysis (None: not available)
+    error_profile: Callable[[float], ErrorProfile] | None = None
 
 
 def gdp_family(delta: float) -> Family:
