@@ -9,6 +9,10 @@ baked in as a user's constants are; the test configs state the same claim.
 * ``no_clip``: no clipping;
 * ``dataset_size``: divided by p·len(dataset) (an expected batch computed from the data set it is given);
 * ``realised_batch``: divided by the realised batch size (a mean over the batch);
+* ``half_noise``: half the noise;
+* ``double_rate``: Poisson sampling at twice the claimed rate;
+* ``shuffled``: batches of the expected size ``p·len(dataset)`` cut from a fresh shuffle each epoch (every record
+  in exactly one batch of an epoch), not Poisson samples;
 * ``honest_small`` and ``honest_sparse``: the honest loop at the size faults' settings.
 """
 
@@ -22,7 +26,8 @@ PLANNED_ROWS = 100  # the data set the honest loop plans its expected batch for
 
 
 def _loop(noise_multiplier: float, sample_rate: float, steps: int, noise_factor: float = 1.0, clip: bool = True,
-          normaliser: str = "planned", planned_rows: int = PLANNED_ROWS, clip_norm: float = 1.0, lr: float = 1.0):
+          normaliser: str = "planned", planned_rows: int = PLANNED_ROWS, clip_norm: float = 1.0, lr: float = 1.0,
+          rate_factor: float = 1.0, shuffled: bool = False):
     def train(module, dataset, seed):
         generator = torch.Generator().manual_seed(seed)
         optimizer = torch.optim.SGD(module.parameters(), lr=lr)
@@ -33,8 +38,15 @@ def _loop(noise_multiplier: float, sample_rate: float, steps: int, noise_factor:
             return F.cross_entropy(functional_call(module, p, (x[None],)), y[None])
 
         per_example = vmap(grad(loss), in_dims=(None, 0, 0))
-        for _ in range(steps):
-            batch = torch.rand(len(dataset), generator=generator) < sample_rate
+        per_epoch = round(1 / sample_rate)
+        for step in range(steps):
+            if shuffled:  # an epoch's batches partition a fresh permutation
+                if step % per_epoch == 0:
+                    order = torch.randperm(len(dataset), generator=generator)
+                batch = torch.zeros(len(dataset), dtype=torch.bool)
+                batch[order[step % per_epoch::per_epoch]] = True
+            else:
+                batch = torch.rand(len(dataset), generator=generator) < sample_rate * rate_factor
             grads = per_example({k: v.detach() for k, v in params.items()}, inputs[batch], labels[batch])
             norms = torch.stack([g.flatten(1).norm(dim=1) for g in grads.values()]).norm(dim=0)
             factor = (clip_norm / (norms + 1e-12)).clamp(max=1.0) if clip else torch.ones_like(norms)
@@ -57,6 +69,9 @@ SPARSE = {"noise_multiplier": 10.0, "sample_rate": 0.5, "steps": 20, "planned_ro
 honest = _loop(**QUIET)
 quiet = _loop(**QUIET, noise_factor=0.1)
 no_clip = _loop(**QUIET, clip=False)
+half_noise = _loop(**QUIET, noise_factor=0.5)
+double_rate = _loop(**QUIET, rate_factor=2.0)
+shuffled = _loop(**QUIET, shuffled=True)
 honest_small = _loop(**SMALL)
 dataset_size = _loop(**SMALL, normaliser="dataset")
 honest_sparse = _loop(**SPARSE)

@@ -130,10 +130,16 @@ def test_tutorial_loop_passes(cli, tmp_path):
 @pytest.mark.slow
 def test_misuse_is_caught(cli, tmp_path):
     """configs/opacus_misuse.yaml: 0.3 of the promised noise multiplier (0.3 against 1.23) — caught by the iterates
-    attack's ε lower bound (13.9 against 4.84 at 200 trials in the last run)."""
+    attack's ε lower bound (13.9 against 4.84 at 200 trials in the last run), and by the promise (the engine's
+    accountant counted the multiplier the loop trained with)."""
+    import json
+
     result = cli("audit", str(REPO / "configs" / "opacus_misuse.yaml"), "--trials", "120", "--out", str(tmp_path))
     assert result.code == 1, result.err
     assert "VIOLATION" in result.out
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert "distinguishing-epsilon/iterates" in results["verdict"]["violations"], results["verdict"]
+    assert results["promise"]["status"] == "broken" and 0.3 in results["promise"]["trained"][0].values()
 
 
 # The tutorial loop of opacus_loops.py on n records of the synthetic table, batch 10, one epoch: p = 1/⌈n/10⌉ and
@@ -321,3 +327,37 @@ def test_twice_the_promised_epochs_is_a_violation_naming_the_promise(verdict_onl
     refused = cli("gate", str(write_results(tmp_path / "stripped.json", stripped)))
     assert refused.code == 2, refused.out
     assert "results.promise: missing: the stated mechanism.integration opacus promises" in refused.err
+
+
+# The soundness matrix of faults written in an Opacus loop (the plain-PyTorch loops' is in
+# tests/auditing/test_soundness.py): each cell names the test in which the fault is caught there, or why it is not.
+_REPLACE_ONE = "the normalisation is the same in both worlds of a replace-one game (n + 1 records each)"
+_BY_THE_PROMISE = ("the promise judges it without error (the trained schedule against the plan); this game's power "
+                   "against it is not measured")
+OPACUS_FAULTS = {
+    # Opacus's int(len(dataset) · p) at n = 999 (opacus_loops.py:train)
+    "size_leak": {"membership": "test_the_size_leak_of_the_tutorial_loop_is_caught_by_the_default_games",
+                  "distinguishing": _REPLACE_ONE, "attribute": _REPLACE_ONE,
+                  "promise": "kept: the loop trains the schedule it planned; the leak is in its normalisation"},
+    # the noise multiplier overwritten with 0.3 after make_private_with_epsilon (examples/opacus/train.py)
+    "noise_overwritten": {"distinguishing": "test_misuse_is_caught", "membership": _BY_THE_PROMISE,
+                          "attribute": _BY_THE_PROMISE, "promise": "test_misuse_is_caught"},
+    # twice the epochs make_private_with_epsilon was calibrated for (opacus_loops.py:train_twice), in every training
+    # or in some trials only (train_twice_on_odd_seeds)
+    "twice_the_epochs": {"promise": "test_twice_the_promised_epochs_is_a_violation_naming_the_promise "
+                                    "test_a_trial_breaking_the_promise_the_probe_kept_is_a_violation_naming_its_seed",
+                         "distinguishing": _BY_THE_PROMISE, "membership": _BY_THE_PROMISE,
+                         "attribute": _BY_THE_PROMISE},
+}
+
+
+def test_the_opacus_fault_matrix_names_a_test_or_a_reason_for_every_cell():
+    """Every fault of an Opacus loop has a cell for the default games of a user's loop and the promise, each the
+    test (of this module) that catches it or a reason it is not caught there."""
+    for fault, cells in OPACUS_FAULTS.items():
+        assert set(cells) == {"attribute", "distinguishing", "membership", "promise"}, fault
+        for cell in cells.values():
+            if cell.startswith("test_"):
+                assert all(callable(globals().get(name)) for name in cell.split()), (fault, cell)
+            else:
+                assert len(cell) > 40, (fault, cell)
