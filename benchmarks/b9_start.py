@@ -1,120 +1,142 @@
-"""B9 (docs/api.md): the fixed start cost of every command, before it does any work.
+"""B9 (docs/api.md, docs/benchmarks.md): the fixed start cost of every command, measured on the real command.
 
-A command's fixed cost is what a fresh interpreter spends to build the command line's parser and import
-everything the command's handler imports (the imports inside the functions of ``fdp_audit/cli/<command>.py``
-and of the library calls in :mod:`fdp_audit.api` it makes, read from their source, so that a new import shows up
-here without an edit): the time ``fdp-audit <command> ...``
-takes before it reads its first input. ``--version`` and ``--help`` are timed as they run. Each record compares a
-command with ``fdp-audit --version`` in interleaved rounds, on the CPU time of the child process (on a shared
-machine wall time mostly measures preemption; the wall median is reported beside it).
+Each command is run as a user runs it (``fdp-audit COMMAND ...``, the installed console script, its supervisor
+and child included) on an input that it refuses with exit 2 at its first check of that input, or, for ``demo``
+(which reads no input), until it prints its first line, which it does once its configuration is built and before
+it trains. What is timed is everything before the command starts its work: the interpreter, the supervisor, the
+parser, and whatever the command imports and checks before it would read data or train. ``--version`` and
+``--help`` run to their end. The clock stops when the process exits or prints its first line; its CPU time is that
+of the whole process tree then (``/proc``), so that other jobs on a shared machine do not count; the wall median
+is reported beside it. Rounds interleave the commands; each record compares a command with ``--version``.
 """
 
 from __future__ import annotations
 
-import ast
 import os
-import resource
+import select
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from benchmarks.timing import Record, ratio_record
 
 ROUNDS = 3
-PACKAGE = Path(__file__).resolve().parents[1] / "fdp_audit"
+TICKS = os.sysconf("SC_CLK_TCK")
+# a configuration every command that reads one parses, and refuses only when it checks the data set's columns
+BAD_COLUMNS = ("name: start\nseed: 0\ndata: {dataset: csv, path: missing.csv, protected: [a]}\n"
+               "model: {kind: logistic}\n"
+               "mechanism: {name: fdp_sgd, noise_multiplier: 1.0, sample_rate: 0.01, steps: 10}\n")
 
 
-def _function_imports(path: Path, names: set[str] | None = None) -> set[str]:
-    """The modules imported inside the functions of the module at ``path`` (those of the top-level functions and
-    classes in ``names`` only, when given); ``from package import module`` counts as the module."""
-    found = set()
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    roots = [node for node in tree.body if names is None or getattr(node, "name", None) in names]
-    for root in roots:
-        for function in (node for node in ast.walk(root) if isinstance(node, ast.FunctionDef)):
-            for node in ast.walk(function):
-                if isinstance(node, ast.Import):
-                    found |= {alias.name for alias in node.names}
-                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                    found |= {f"{node.module}.{alias.name}" if _source(f"{node.module}.{alias.name}")
-                              else node.module for alias in node.names}
-    return found
-
-
-def _library_calls(path: Path) -> set[str]:
-    """The functions of :mod:`fdp_audit.api` a command module calls (``api.name``), and the result class whose
-    methods it then calls."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    called = {node.attr for node in ast.walk(tree)
-              if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "api"}
-    return called | ({"AuditResult"} if called & {"audit", "audit_checkpoint"} else set())
-
-
-def _source(module: str) -> Path | None:
-    """The source file of a module of the package, or None."""
-    path = PACKAGE.joinpath(*module.split(".")[1:])
-    for candidate in (path.with_suffix(".py"), path / "__init__.py"):
-        if module.startswith("fdp_audit.") and candidate.is_file():
-            return candidate
-    return None
-
-
-def handler_imports(command: str) -> list[str]:
-    """The modules the functions of the command's module import (its lazy imports), and those of the library
-    functions it calls (:mod:`fdp_audit.api`).
+def invocations(folder: Path) -> dict[str, tuple[list[str], int | None]]:
+    """What each command is given, and the exit code it must end with (None: stopped at its first line).
 
     Args:
-        command: a subcommand's name.
+        folder: where the bad inputs are written.
 
     Returns:
-        The dotted module names, sorted.
+        Per command, its arguments and expected exit code.
     """
-    from fdp_audit.cli import COMMANDS
+    config = folder / "columns.yaml"
+    config.write_text(BAD_COLUMNS, encoding="utf-8")
+    results = folder / "results.json"
+    results.write_text("{", encoding="utf-8")
+    checkpoint = folder / "model.pt"
+    checkpoint.write_bytes(b"not a checkpoint")
+    return {
+        "--version": (["--version"], 0),
+        "--help": (["--help"], 0),
+        "demo": (["demo", "--quick", "--out", str(folder / "demo")], None),
+        "train": (["train", str(config), "--out", str(folder / "train.pt")], 2),
+        "account": (["account", "--checkpoint", str(checkpoint)], 2),
+        "calibrate": (["calibrate", "--epsilon", "0", "--delta", "1e-5", "--sample-rate", "0.1", "--steps", "10"], 2),
+        "audit": (["audit", str(config), "--out", str(folder / "audit")], 2),
+        "gate": (["gate", str(results)], 2),
+        "profile": (["profile", str(config)], 2),
+        "report": (["report", str(results)], 2),
+        "corrdp": (["corrdp", "train", str(config)], 2),
+        "reproduce": (["reproduce", "no_such_reproduction"], 2),
+    }
 
-    module = PACKAGE.joinpath(*COMMANDS[command].module.split(".")[1:]).with_suffix(".py")
-    found = _function_imports(module)
-    if "fdp_audit.api" in found:
-        found |= _function_imports(PACKAGE / "api.py", _library_calls(module))
-    return sorted(found)
+
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of ``pid`` and every live descendant, with what their reaped children used."""
+    total, pending = 0.0, [pid]
+    while pending:
+        current = pending.pop()
+        try:
+            fields = Path(f"/proc/{current}/stat").read_text().rsplit(")", 1)[1].split()
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:  # it exited meanwhile: its parent's cutime/cstime holds it once reaped
+            continue
+        total += sum(int(value) for value in fields[11:15]) / TICKS  # utime, stime, cutime, cstime
+        pending.extend(int(child) for child in children)
+    return total
 
 
-def _script(command: str) -> list[str]:
-    """The child process that pays ``command``'s fixed cost."""
-    if command.startswith("--"):
-        return [sys.executable, "-m", "fdp_audit", command]
-    imports = "; ".join(f"importlib.import_module({name!r})" for name in handler_imports(command))
-    code = f"import importlib; from fdp_audit.cli import build_parser; build_parser(); {imports}"
-    return [sys.executable, "-c", code]
+def measure(argv: list[str], expected: int | None) -> tuple[float, float]:
+    """Wall and CPU seconds of one real invocation until it exits or, when ``expected`` is None, prints a line.
 
+    Args:
+        argv: the command line after ``fdp-audit``.
+        expected: the exit code it must end with, or None to stop it at its first line.
 
-def _run(argv: list[str]) -> tuple[float, float]:
-    """Wall and CPU seconds of one child process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    Returns:
+        (wall, cpu) seconds.
+
+    Raises:
+        RuntimeError: it ended otherwise than expected (the input did not do what this benchmark relies on).
+    """
+    command = shutil.which("fdp-audit", path=str(Path(sys.executable).parent)) or "fdp-audit"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "MPLBACKEND": "Agg"}
     start = time.perf_counter()
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env={**os.environ, "MPLBACKEND": "Agg"})
+    process = subprocess.Popen([command, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    if expected is None:
+        assert process.stdout is not None
+        select.select([process.stdout], [], [])
+        wall, cpu = time.perf_counter() - start, _tree_cpu(process.pid)
+        process.kill()  # the supervisor takes its child with it (PR_SET_PDEATHSIG)
+        process.communicate()
+        return wall, cpu
+    before = os.times()
+    _, error = process.communicate()
     wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    after = os.times()
+    if process.returncode != expected:
+        raise RuntimeError(f"fdp-audit {' '.join(argv)} exited {process.returncode}, not {expected}: "
+                           f"{error.decode(errors='replace')[-300:]}")
+    return wall, (after.children_user - before.children_user) + (after.children_system - before.children_system)
 
 
 def run() -> list[Record]:
     """One record per command (and for ``--version`` and ``--help``): median CPU seconds against ``--version``'s.
 
     Returns:
-        The records.
+        The records, each with the wall median and what the command was given.
     """
-    from fdp_audit.cli import COMMANDS
+    with tempfile.TemporaryDirectory() as folder:
+        given = invocations(Path(folder))
+        cpu: dict[str, list[float]] = {name: [] for name in given}
+        wall: dict[str, list[float]] = {name: [] for name in given}
+        for round_index in range(ROUNDS + 1):  # the first round warms the file cache
+            for name, (argv, expected) in given.items():
+                seconds = measure(argv, expected)
+                if round_index:
+                    wall[name].append(seconds[0])
+                    cpu[name].append(seconds[1])
+        return [ratio_record(f"B9 start {name}", cpu[name], cpu["--version"], unit="s", scale=1.0, clock="cpu",
+                             wall_median=round(statistics.median(wall[name]), 3),
+                             invocation=" ".join(["fdp-audit", *[Path(a).name if "/" in a else a
+                                                                 for a in given[name][0]]]))
+                for name in given]
 
-    commands = ["--version", "--help", *COMMANDS]
-    cpu: dict[str, list[float]] = {name: [] for name in commands}
-    wall: dict[str, list[float]] = {name: [] for name in commands}
-    for round_index in range(ROUNDS + 1):  # the first round warms the file cache
-        for name in commands:
-            seconds = _run(_script(name))
-            if round_index:
-                wall[name].append(seconds[0])
-                cpu[name].append(seconds[1])
-    return [ratio_record(f"B9 start {name}", cpu[name], cpu["--version"], unit="s", scale=1.0, clock="cpu",
-                         wall_median=round(statistics.median(wall[name]), 3)) for name in commands]
+
+if __name__ == "__main__":
+    import json
+
+    for record in run():
+        print(json.dumps(record))
