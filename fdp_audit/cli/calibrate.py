@@ -70,6 +70,8 @@ def run(args: argparse.Namespace) -> int:
         raise BadInputError("cannot be combined with --max-steps (it is the answer)", field="--steps")
     if not args.max_steps and args.noise_multiplier is not None:
         raise BadInputError("is only used with --max-steps (calibration computes it)", field="--noise-multiplier")
+    if not args.max_steps and args.steps is None:  # the library's message names its keyword, not the flag
+        raise BadInputError("is required (or use --max-steps)", field="--steps")
     with flags_for(_FLAGS):
         result = calibrate(args.epsilon, args.delta, args.sample_rate, args.steps,
                            noise_multiplier=args.noise_multiplier, step_limit=args.step_limit, relation=args.relation)

@@ -162,6 +162,7 @@ def test_calibrate_bad_input_is_one_line_exit_2(capsys, args, flag):
     code, out, err = _run(capsys, ["calibrate", *args])
     assert code == 2 and out == ""
     assert len(err.strip().splitlines()) == 1 and flag in err and "Traceback" not in err
+    assert not any(keyword in err for keyword in ("noise_multiplier", "sample_rate", "step_limit"))  # flags only
 
 
 def test_every_epsilon_the_gate_may_use_is_printed(capsys) -> None:
