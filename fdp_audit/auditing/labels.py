@@ -47,13 +47,18 @@ def game_title(row: dict[str, Any]) -> str:
     return view.title
 
 
-# what a one-run audit's auditor sees of the training, by the threat model's id in results.json
-THREAT_MODELS = {"updates": "released updates", "updates_public_aligned": "released updates at the canaries' "
-                 "public steps", "final_model": "final model", "final": "final weights"}
+# What the adversary sees, by the threat model's id in results.json: the games' (attacks.base.THREAT_MODELS,
+# README's table) and the one-run audit's.
+THREAT_MODELS = {"prior": "prior only", "black_box": "black box (predictions)",
+                 "white_box": "white box (final weights)", "iterates": "every noisy update",
+                 "updates": "released updates",
+                 "updates_public_aligned": "released updates at the canaries' public steps",
+                 "final_model": "final model", "final": "final weights"}
 
 
 def threat_title(threat: str) -> str:
-    """A one-run threat model's id in words (``updates`` is ``released updates``); an unknown one by its id.
+    """A threat model's id in words, a game's (``white_box`` is ``white box (final weights)``) or a one-run
+    audit's (``updates`` is ``released updates``); an unknown one by its id.
 
     Args:
         threat: the threat model's id.

@@ -31,6 +31,7 @@ from fdp_audit.report.model import (
     span,
     status,
     text,
+    threat_cell,
     worded,
 )
 from fdp_audit.report.svg import inline_svg
@@ -126,6 +127,7 @@ def attack_cell(attack: Node) -> Cell:
     return worded(attack["attack"], attack_words(attack.value))
 
 
+
 def _attribute_section(game: Node, section_id: str, title: str, lead: str) -> Section:
     """A categorical game's success table: each attack's rate against Theorem 4's bound at the prior's Ball."""
     rows = []
@@ -134,7 +136,7 @@ def _attribute_section(game: Node, section_id: str, title: str, lead: str) -> Se
         rows.append(
             [
                 attack_cell(attack),
-                text(attack["threat_model"]),
+                threat_cell(attack["threat_model"]),
                 num(attack["trials"]),
                 *_rate_cells(attack),
                 num(attack["tightness"], nullable=True),
@@ -298,7 +300,7 @@ def _reconstruction(game: Node, section_id: str, view: ReportView) -> Section:
             rows.append(
                 [
                     attack_cell(attack),
-                    text(attack["threat_model"]),
+                    threat_cell(attack["threat_model"]),
                     num(attack["trials"]),
                     num(point["rho"]),
                     *_rate_cells(point),
@@ -357,7 +359,7 @@ def _distinguishing(game: Node, section_id: str, view: ReportView, accounting: N
         rows.append(
             [
                 attack_cell(attack),
-                text(attack["threat_model"]),
+                threat_cell(attack["threat_model"]),
                 num(attack["trials"]),
                 num(attack["success"]),
                 num(attack["optimal_success"], nullable=True),

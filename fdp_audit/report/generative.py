@@ -14,7 +14,7 @@ from markupsafe import Markup, escape
 
 from fdp_audit.report import texts
 from fdp_audit.report.format import number
-from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, scalar, status, text
+from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, scalar, status, text, threat_cell
 from fdp_audit.report.svg import inline_svg
 
 GREY_LEVELS = 32  # grey levels of a drawn sample (the stored 0–255 values are rounded to these)
@@ -146,7 +146,7 @@ def generative_section(node: Node) -> Section:
                                                          "Correct", "Threat model"),
                                     [[text(a["mechanism"]), status(a["status"]), num(a["claimed_epsilon"]),
                                       num(a["best"]["guesses"]), num(a["best"]["correct"]),
-                                      text(a["best"]["threat_model"])] for a in audits.elements()],
+                                      threat_cell(a["best"]["threat_model"])] for a in audits.elements()],
                                     caption="One-run audit of the training step with gradient canaries (image game, "
                                             "K candidate residuals sharing a public image)."))
     shape = node["image_shape"].sequence()

@@ -15,6 +15,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from fdp_audit.auditing.labels import threat_title
 from fdp_audit.errors import BadInputError
 from fdp_audit.report.format import interval, number
 from fdp_audit.report.texts import Help
@@ -241,6 +242,19 @@ def worded(node: Node, words: str, note: str = "") -> Cell:
         The cell.
     """
     return Cell(words, {node.pointer: node.value}, note=note)
+
+
+def threat_cell(threat_model: Node) -> Cell:
+    """A stored threat model shown in words (:func:`~fdp_audit.auditing.labels.threat_title`), its id kept in the
+    cell's fields.
+
+    Args:
+        threat_model: the stored threat model id.
+
+    Returns:
+        The cell.
+    """
+    return worded(threat_model, threat_title(threat_model.text()))
 
 
 def status(node: Node) -> Cell:

@@ -3,9 +3,8 @@ bounds, and one row per threat model's comparison."""
 
 from __future__ import annotations
 
-from fdp_audit.auditing.labels import threat_title
 from fdp_audit.report import texts
-from fdp_audit.report.model import Cell, Node, Section, Table, num, scalar, worded
+from fdp_audit.report.model import Cell, Node, Section, Table, num, scalar, threat_cell
 
 ONE_RUN = texts.Help(
     "Canaries inserted in one training, each with a random secret (inclusion, or a protected value from a known "
@@ -43,7 +42,7 @@ def one_run_section(node: Node) -> Section:
         child = node.present(key)
         if child:
             section.facts.append((label, scalar(child) or Cell("—")))
-    rows = [[worded(r["threat_model"], threat_title(r["threat_model"].text())), num(r["guesses"]),
+    rows = [[threat_cell(r["threat_model"]), num(r["guesses"]),
              num(r["correct"]), num(r["abstentions"]),
              Cell("rejected" if r["rejects_claim"].value else "not rejected"),
              num(r["epsilon_gdp"]), num(r["epsilon_steinke"], nullable=True)]

@@ -21,7 +21,7 @@ from fdp_audit.report.banner import Verdict, verdict_view
 from fdp_audit.report.format import number
 from fdp_audit.report.games import attack_cell, game_sections, section_view
 from fdp_audit.report.generative import generative_section
-from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, scalar, span, status, text
+from fdp_audit.report.model import Cell, FigureView, Node, Section, Table, num, scalar, span, status, text, threat_cell
 from fdp_audit.report.one_run import one_run_section
 from fdp_audit.report.promise import promise_section
 from fdp_audit.report.summary import Summary, build_summary
@@ -307,7 +307,7 @@ def _checkpoint(node: Node) -> Section:
     rows = [
         [
             attack_cell(a),
-            text(a["threat_model"]),
+            threat_cell(a["threat_model"]),
             num(a["rate"]),
             span(a["ci_low"], a["ci_high"]) if a.present("ci_low") else Cell(number(None)),
             _optional_num(a, "advantage_over_prior"),

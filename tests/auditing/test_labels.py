@@ -54,3 +54,11 @@ def test_every_one_run_threat_model_the_guesser_scores_has_words() -> None:
     threats = set(threat_scores(final_only, pattern)) | set(threat_scores(released, pattern))
     assert threats == {"final", "updates", "updates_public_aligned"}
     assert threats <= set(THREAT_MODELS)
+
+
+def test_every_games_threat_model_has_words() -> None:
+    from attacks.base import THREAT_MODELS as GAME_THREAT_MODELS
+    from fdp_audit.auditing.labels import THREAT_MODELS, threat_title
+
+    assert set(GAME_THREAT_MODELS) <= set(THREAT_MODELS)
+    assert threat_title("white_box") == "white box (final weights)"

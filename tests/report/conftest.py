@@ -156,7 +156,7 @@ def assert_shows(cell: ShownCell, where: str, value: Any, results: dict[str, Any
         assert attack_words({"attack": value}) in cell.text, (where, value, cell.text)
     elif where.endswith("/relation"):  # a neighbour relation's id in words: add_remove reads add/remove
         assert value.replace("_", "/") in cell.text, (where, value, cell.text)
-    elif where.startswith("/one_run/rows/") and where.endswith("/threat_model"):
+    elif where.endswith("/threat_model"):  # a game's or a one-run audit's threat model in words
         assert threat_title(value) in cell.text, (where, value, cell.text)
     elif isinstance(value, dict) or isinstance(value, list) and cell.text.startswith(("[", "{")):
         assert json.loads(cell.text) == value, where
