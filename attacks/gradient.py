@@ -17,6 +17,14 @@ class GradientNormAttack(Attack):
     threat_model = "white_box"
 
     def infer(self, view: View) -> AttackOutput:
+        """``score_v = −‖∇_θ ℓ(θ; x_v, y)‖₂`` for every trial's final model θ and candidate completion x_v.
+
+        Args:
+            view: the final parameters ``[R, ...]``.
+
+        Returns:
+            Scores ``[R, V]``.
+        """
         k = self.knowledge
         assert view.params is not None
         labels = k.labels(next(iter(view.params.values())).shape[0])

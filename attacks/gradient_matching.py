@@ -39,11 +39,31 @@ class GradientMatchingReconstruction(Attack):
     needs = ("rest_x", "rest_y")
 
     def fit(self, knowledge: Knowledge) -> GradientMatchingReconstruction:
+        """Check that the knowledge has what the attack needs.
+
+        Args:
+            knowledge: a continuous target with its protected coordinates and the other records.
+
+        Returns:
+            The attack itself.
+
+        Raises:
+            BadInputError: ``rest_x``/``rest_y`` are missing, or the protected coordinates are missing or invalid.
+        """
         super().fit(knowledge)
         knowledge.protected_index()
         return self
 
     def infer(self, view: View) -> AttackOutput:
+        """``v̂ = argmin_v ‖∇_θ ℓ(θ; x(v), y) − r(θ)‖²`` per trial, the better (smaller mismatch) of the searches
+        from the prior's centre and, for a linear first layer, from the closed-form reading (module docstring).
+
+        Args:
+            view: the final parameters ``[R, ...]``.
+
+        Returns:
+            An estimate ``[R, k]`` (float64) of the protected coordinates.
+        """
         k = self.knowledge
         assert view.params is not None
         residual = informed_residual(k, view.params)
@@ -59,9 +79,19 @@ class GradientMatchingReconstruction(Attack):
 
 def match_gradient(knowledge: Knowledge, params: Params, target_gradient: torch.Tensor,
                    start: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``argmin_v ‖∇_θ ℓ(θ_r; x(v), y) − g_r‖²`` for every model r by batched Levenberg–Marquardt from
-    ``start`` ``[R, k]``: the protected values ``[R, k]`` (float64) whose gradient best matches ``g``
-    ``[R, P]``, and the remaining squared mismatch ``[R]``."""
+    """``argmin_v ‖∇_θ ℓ(θ_r; x(v), y) − g_r‖²`` for every model r by batched Levenberg–Marquardt (module
+    docstring), at most :data:`MAX_ITERATIONS` steps.
+
+    Args:
+        knowledge: the target (template row, protected coordinates, label) and the model.
+        params: the models' parameters ``[R, ...]``.
+        target_gradient: the gradients g to match ``[R, P]`` (flattened parameters).
+        start: the starting protected values ``[R, k]``.
+
+    Returns:
+        The protected values ``[R, k]`` (float64) whose gradient best matches g, and their remaining squared
+        mismatch ``[R]``.
+    """
     params = as_double(params)
     target_gradient = target_gradient.double()
     trials = target_gradient.shape[0]

@@ -21,12 +21,33 @@ from fdp_audit.training.interface import Params, example_loss, flatten
 
 
 def as_double(params: Params) -> Params:
+    """The parameters in float64 (the informed attacks match gradients to the optimiser's tolerance).
+
+    Args:
+        params: named parameter tensors (any leading model dimension).
+
+    Returns:
+        The same names, each tensor cast to float64.
+    """
     return {name: value.double() for name, value in params.items()}
 
 
 def informed_residual(knowledge: Knowledge, params: Params) -> torch.Tensor:
-    """``r(θ) = −(Σ_{others} ∇ℓ + λθ)`` for every model: ``[R, P]`` in float64, one vmapped backward pass
-    of the summed loss per model (no per-example gradients)."""
+    """The informed residual ``r(θ) = −(Σ_{x' ∈ S∖{x}} ∇ℓ(θ; x') + λθ)`` of every model (module docstring): the
+    target's loss gradient at an optimum of the objective. One vmapped backward pass of the summed loss per model
+    (no per-example gradients).
+
+    Args:
+        knowledge: the adversary's knowledge, with the other records ``rest_x``, ``rest_y`` and λ
+            (``l2_regularization``).
+        params: the models' parameters ``[R, ...]``.
+
+    Returns:
+        ``[R, P]`` (float64), P the number of parameters, flattened in the model's order.
+
+    Raises:
+        BadInputError: ``knowledge`` lacks ``rest_x`` or ``rest_y``.
+    """
     knowledge.require("informed white-box attack", "rest_x", "rest_y")
     params = as_double(params)
     x, y = knowledge.rest_x.double(), knowledge.rest_y
@@ -39,7 +60,15 @@ def informed_residual(knowledge: Knowledge, params: Params) -> torch.Tensor:
 
 
 def candidate_gradients(knowledge: Knowledge, params: Params) -> torch.Tensor:
-    """``∇_θ ℓ(θ_r; x_v, y)`` for every model r and candidate v of its target: ``[R, V, P]`` in float64."""
+    """``∇_θ ℓ(θ_r; x_v, y)`` for every model r and candidate completion x_v of its target.
+
+    Args:
+        knowledge: the target's candidates (``[V, d]``, or ``[R, V, d]`` for a target per trial) and label.
+        params: the models' parameters ``[R, ...]``.
+
+    Returns:
+        ``[R, V, P]`` (float64), flattened parameters.
+    """
     labels = knowledge.labels(next(iter(params.values())).shape[0])
 
     def loss(p: Params, x: torch.Tensor, label: torch.Tensor) -> torch.Tensor:
@@ -58,6 +87,14 @@ class InformedGradientAttack(Attack):
     needs = ("rest_x", "rest_y")
 
     def infer(self, view: View) -> AttackOutput:
+        """``score_v = −‖∇ℓ(θ; x_v) − r(θ)‖₂`` for every trial's final model θ (module docstring).
+
+        Args:
+            view: the final parameters ``[R, ...]``.
+
+        Returns:
+            Scores ``[R, V]`` (float64).
+        """
         k = self.knowledge
         assert view.params is not None
         residual = informed_residual(k, view.params)  # [R, P]

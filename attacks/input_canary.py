@@ -47,6 +47,15 @@ class CanaryLogitAttack(Attack):
     needs_input_canary = True
 
     def infer(self, view: View) -> AttackOutput:
+        """The canary's presence score ``Δ_y − mean_{j≠y} Δ_j`` with ``Δ = f(x_c) − f(x_ref)`` (``Δ`` itself for
+        one logit), from two queries of each final model (module docstring).
+
+        Args:
+            view: the final parameters ``[R, ...]`` (queried on the canary and its reference input only).
+
+        Returns:
+            Scores ``[R, 2]`` (float64, on the CPU): 0 for the canary's absence, the statistic for its presence.
+        """
         k = self.knowledge
         logits = predict_logits(k.model, view.params, k.candidates.float().to(_device(view))).double()
         change = logits[:, 1] - logits[:, 0]  # [R, out]
@@ -65,6 +74,15 @@ class NoiseScaleAttack(Attack):
     needs = ("noise_inputs",)
 
     def infer(self, view: View) -> AttackOutput:
+        """The presence score ``−½ log mean_{j,o} (f_o(x_ref + e_j) − f_o(x_ref))²`` over the noise-only input
+        columns j and outputs o (module docstring), from K + 1 queries of each final model.
+
+        Args:
+            view: the final parameters ``[R, ...]``.
+
+        Returns:
+            Scores ``[R, 2]`` (float64, on the CPU): 0 for the canary's absence, the statistic for its presence.
+        """
         k = self.knowledge
         assert k.noise_inputs is not None
         reference = k.candidates[0].float().to(_device(view))

@@ -63,9 +63,18 @@ MIN_NOISE = 1e-6  # in units of C: a noiseless release still gives finite scores
 
 
 def mixture_log_likelihood(y: torch.Tensor, sign: torch.Tensor, p: float, z: float | torch.Tensor) -> torch.Tensor:
-    """``log[(1−p)φ(y/z) + p φ((y−s)/z)]`` up to a constant (the same for every sign), for y ``[R, T]`` (one
-    observation for every sign) or ``[R, T, V]`` (one per sign), signs ``[V]`` and a noise scale z (a number or
-    one per trial, ``[R]``) → ``[R, T, V]``."""
+    """``log[(1−p)φ(y/z) + p φ((y−s)/z)]`` up to a constant (the same for every sign): the log-likelihood of one
+    step's release under a Poisson-subsampled Gaussian with rate p (module docstring).
+
+    Args:
+        y: the observations, ``[R, T]`` (one for every sign) or ``[R, T, V]`` (one per sign).
+        sign: the candidates' signs s ``[V]`` (in units of C).
+        p: the sampling rate, in (0, 1]; p = 1 is the unsubsampled ``N(s, z²)``.
+        z: the noise scale, a number or one per trial ``[R]``.
+
+    Returns:
+        ``[R, T, V]``.
+    """
     z = torch.as_tensor(z, dtype=y.dtype)
     z = z[:, None, None] if z.dim() == 1 else z
     y = y[..., None] if y.dim() == 2 else y
@@ -77,9 +86,17 @@ def mixture_log_likelihood(y: torch.Tensor, sign: torch.Tensor, p: float, z: flo
 
 
 def marginal_log_likelihood(y: torch.Tensor, sign: torch.Tensor, sigma: torch.Tensor) -> torch.Tensor:
-    """``log E_p[Π_t ((1−p)φ(y_t/σ) + p φ((y_t−s)/σ)) / φ(y_t/σ)]`` with p log-uniform on
-    :data:`SAMPLE_RATES`: ``[R, V]`` for y ``[R, T]`` or ``[R, T, V]`` (:func:`mixture_log_likelihood`), signs
-    ``[V]`` and σ ``[R]``. A sign of 0 scores 0."""
+    """The log Bayes factor of each sign against noise alone, ``log E_p[Π_t ((1−p)φ(y_t/σ) + p φ((y_t−s)/σ)) /
+    φ(y_t/σ)]`` with p log-uniform on :data:`SAMPLE_RATES` (module docstring). A sign of 0 scores 0.
+
+    Args:
+        y: the observations ``[R, T]`` or ``[R, T, V]`` (:func:`mixture_log_likelihood`).
+        sign: the candidates' signs ``[V]``.
+        sigma: the noise scale σ of every trial ``[R]``.
+
+    Returns:
+        ``[R, V]``.
+    """
     null = mixture_log_likelihood(y, sign[:1] * 0, 1.0, sigma)  # log φ(y/σ) up to the shared constant
     per_rate = torch.stack([(mixture_log_likelihood(y, sign, float(p), sigma) - null).sum(dim=1)
                             for p in SAMPLE_RATES], dim=-1)  # [R, V, G]
@@ -150,6 +167,18 @@ class IteratesAttack(_GradientCanaryAttack):
     threat_model = "iterates"
 
     def infer(self, view: View) -> AttackOutput:
+        """Each candidate's marginal log-likelihood of every step (:func:`marginal_log_likelihood`, with β̂ and σ̂
+        estimated from the noise coordinates), plus :data:`PUBLIC_LEAK_WEIGHT` times the sum over steps of the sign
+        of the public gradient along the candidate's private coordinate times its public sign, plus the log prior
+        (module docstring).
+
+        Args:
+            view: the released noisy private sums ``[R, T, P]`` and, when the release has them, the public gradients
+                ``[R, T, P]``.
+
+        Returns:
+            Scores ``[R, V]`` (float64, on the CPU).
+        """
         k, signs = self.knowledge, self._signs()
         y, sigma = self._observations(view)
         scores = marginal_log_likelihood(y, signs, sigma)
@@ -166,6 +195,17 @@ class PublicAlignedIteratesAttack(_GradientCanaryAttack):
     threat_model = "iterates"
 
     def infer(self, view: View) -> AttackOutput:
+        """Each candidate's Gaussian log-likelihood ratio ``Σ_t present_t (y_t s − s²/2) / σ̂²`` of ``N(s, σ̂²)``
+        against ``N(0, σ̂²)`` over the steps at which its canary was in the public batch, plus the log prior (module
+        docstring); the log prior alone when the release has no public batches.
+
+        Args:
+            view: the released noisy private sums ``[R, T, P]``, and the public gradients or the canary's public
+                counts ``[R, T]``.
+
+        Returns:
+            Scores ``[R, V]`` (float64, on the CPU).
+        """
         signs = self._signs()
         y, sigma = self._observations(view)
         present = self._public_presence(view, *y.shape[:2])

@@ -62,6 +62,19 @@ class IteratesGradientMatching(Attack):
     needs = ("procedure", "protected_subspace", "clip_norm")
 
     def fit(self, knowledge: Knowledge) -> IteratesGradientMatching:
+        """Check that the training procedure can be replayed (module docstring, step 1).
+
+        Args:
+            knowledge: a subspace target with the ``procedure``, ``protected_subspace`` and ``clip_norm``.
+
+        Returns:
+            The attack itself.
+
+        Raises:
+            BadInputError: a field it needs is missing, the optimiser is not SGD or projects, the starting point is
+                not fixed before training (none given, or public pre-training), or the public loss pads with fresh
+                noise.
+        """
         super().fit(knowledge)
         procedure = knowledge.procedure
         assert procedure is not None
@@ -79,6 +92,18 @@ class IteratesGradientMatching(Attack):
         return self
 
     def infer(self, view: View) -> AttackOutput:
+        """The MAP estimate of the target's subspace coordinates a: replay the trajectory, estimate ĉ, p̂ and σ̂²
+        from the release, and maximise the log posterior (module docstring, steps 1-3).
+
+        Args:
+            view: the final parameters, the released noisy private sums and the public gradients ``[R, T, P]``.
+
+        Returns:
+            An estimate ``[R, m]`` (float64, on the CPU) of the coordinates in the protected subspace's basis.
+
+        Raises:
+            BadInputError: the view lacks the released iterates (the training releases only the final model).
+        """
         if view.noisy_private_sums is None or view.public_gradients is None or view.params is None:
             raise BadInputError(f"attack {self.name!r} needs the released iterates (threat model 'iterates'); "
                                 "this training releases only the final model", "audit.attacks")
@@ -106,8 +131,18 @@ class IteratesGradientMatching(Attack):
 
 def replay_trajectory(procedure: TrainingProblem, released: torch.Tensor, public: torch.Tensor,
                       final: torch.Tensor) -> torch.Tensor:
-    """``θ_t`` ``[R, T, P]`` (float64) at which step t's gradients were taken, from θ₀, the released private sums
-    and public gradients ``[R, T, P]`` and the final parameters ``[R, P]`` (module docstring, step 1)."""
+    """The parameters ``θ_t = A_t + ĉ B_t`` at which step t's gradients were taken, replayed by SGD with momentum from
+    θ₀, with ``ĉ = ⟨θ_T − A_T, B_T⟩ / ‖B_T‖²`` (module docstring, step 1).
+
+    Args:
+        procedure: the training procedure (its optimiser, learning-rate schedule and starting point θ₀).
+        released: the released noisy private sums ``[R, T, P]``.
+        public: the released public gradients ``[R, T, P]``.
+        final: the final parameters ``[R, P]``.
+
+    Returns:
+        ``θ_t`` for every trial and step ``[R, T, P]`` (float64).
+    """
     hyper = procedure.hyper
     assert procedure.initial_params is not None
     trials, steps, _ = released.shape
@@ -128,14 +163,31 @@ def replay_trajectory(procedure: TrainingProblem, released: torch.Tensor, public
 
 
 def clip(gradient: torch.Tensor, clip_norm: float) -> torch.Tensor:
-    """``g · min(1, C/‖g‖)`` along the last axis, differentiable at 0."""
+    """``g · min(1, C/‖g‖)`` along the last axis, differentiable at 0.
+
+    Args:
+        gradient: gradients ``[..., P]``.
+        clip_norm: C > 0.
+
+    Returns:
+        The clipped gradients, of the same shape.
+    """
     norm = (gradient.square().sum(dim=-1, keepdim=True) + 1e-30).sqrt()
     return gradient * (clip_norm / norm).clamp(max=1.0)
 
 
 def others_clipped_sums(procedure: TrainingProblem, thetas: torch.Tensor, clip_norm: float) -> torch.Tensor:
-    """``S_t = Σ_{x'∈S∖{x}} clip_C(∇ℓ_priv(θ_t; x'))`` for every trial and step, ``[R, T, P]``: one batched call
-    per step over every trial (the engine's per-example norms)."""
+    """``S_t = Σ_{x'∈S∖{x}} clip_C(∇ℓ_priv(θ_t; x'))`` for every trial and step (module docstring, step 2): one
+    batched call per step over every trial (the engine's per-example norms).
+
+    Args:
+        procedure: the training procedure, holding the other records S∖{x} and the losses.
+        thetas: the replayed parameters ``[R, T, P]``.
+        clip_norm: C.
+
+    Returns:
+        ``[R, T, P]``.
+    """
     model = procedure.model
     return torch.stack([clipped_private_sums(procedure, unflatten(thetas[:, t], model), clip_norm)
                         for t in range(thetas.shape[1])], dim=1)
@@ -158,7 +210,14 @@ class Posterior:
     clip_norm: float
 
     def repeated(self, count: int) -> Posterior:
-        """The same posterior with every trial repeated ``count`` times in a row (one search per start)."""
+        """The same posterior with every trial repeated ``count`` times in a row (one search per start).
+
+        Args:
+            count: the repeats of each trial.
+
+        Returns:
+            A posterior over ``R·count`` trials.
+        """
         def rows(t: torch.Tensor) -> torch.Tensor:
             return t.repeat_interleave(count, dim=0)
 
@@ -169,7 +228,14 @@ class Posterior:
         """``c_t(a) = clip_C(∇ℓ_priv(θ_t; x(a)))`` for coordinates ``a`` ``[R, J, m]`` (J points per trial):
         ``[R, J, T, P]`` (float64). Every (trial, point, step) is one model of a batch on its own canary, so one
         backward pass of the summed loss gives every one's gradient; in the dtype of ``thetas`` (float32: the
-        training's own precision, and the grouped convolutions' fast path)."""
+        training's own precision, and the grouped convolutions' fast path).
+
+        Args:
+            a: subspace coordinates ``[R, J, m]``.
+
+        Returns:
+            The clipped gradients ``[R, J, T, P]`` (float64).
+        """
         trials, points, _ = a.shape
         steps, n_params = self.thetas.shape[1:]
         count = trials * points * steps
@@ -185,11 +251,28 @@ class Posterior:
         return clip(flat, self.clip_norm).reshape(trials, points, steps, n_params)
 
     def step_evidence(self, c: torch.Tensor) -> torch.Tensor:
-        """``u_t = (⟨ĝ_t, c_t⟩ − ½‖c_t‖²) / σ̂²`` for clipped gradients ``[R, J, T, P]``: ``[R, J, T]``."""
+        """``u_t = (⟨ĝ_t, c_t⟩ − ½‖c_t‖²) / σ̂²``, the log-likelihood ratio of step t's residual with the target
+        sampled against without it (module docstring, step 3).
+
+        Args:
+            c: clipped gradients ``[R, J, T, P]`` (:meth:`clipped_gradients`).
+
+        Returns:
+            ``[R, J, T]``.
+        """
         return ((self.residual[:, None] * c).sum(dim=-1) - 0.5 * c.square().sum(dim=-1)) / self.noise[:, None, None]
 
     def value(self, a: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        """The log posterior ``[R, J]`` at coordinates ``[R, J, m]`` with step evidence ``u`` ``[R, J, T]``."""
+        """The log posterior ``Σ_t log[(1 − p̂) + p̂ e^{u_t}] − ‖a‖²/(2s²)`` up to a constant (module docstring,
+        step 3).
+
+        Args:
+            a: subspace coordinates ``[R, J, m]``.
+            u: their step evidence ``[R, J, T]`` (:meth:`step_evidence`).
+
+        Returns:
+            ``[R, J]``.
+        """
         rate = self.rate[:, None, None]
         mixture = torch.logaddexp(torch.log1p(-rate.clamp(max=1 - 1e-12)), torch.log(rate) + u)
         mixture = torch.where(rate >= 1.0, u, mixture)
@@ -200,7 +283,14 @@ def search(posterior: Posterior) -> torch.Tensor:
     """The MAP coordinates ``[R, m]``: the posterior is evaluated at the prior's mean and :data:`PROBES` draws from
     the prior, and Levenberg–Marquardt (:func:`maximise`) runs from each trial's best :data:`STARTS` of them; the
     end point with the highest posterior wins (the posterior is not concave in a: a clipped gradient's direction
-    repeats over the subspace)."""
+    repeats over the subspace).
+
+    Args:
+        posterior: the log posterior of a chunk of R trials.
+
+    Returns:
+        The coordinates ``[R, m]`` (float64) in the protected subspace's basis.
+    """
     trials, m = posterior.thetas.shape[0], posterior.subspace.dimension
     device = posterior.thetas.device
     draws = torch.randn(PROBES, m, generator=torch.Generator().manual_seed(PROBE_SEED), dtype=torch.float64)
@@ -220,7 +310,15 @@ def maximise(posterior: Posterior, start: torch.Tensor) -> tuple[torch.Tensor, t
     with the responsibilities ``w_t = Pr[b_t = 1 | ĝ_t, a]`` at the current point, the log posterior's gradient
     is ``Σ_t w_t J_tᵀ(ĝ_t − c_t)/σ̂² − a/s²`` and its Gauss–Newton curvature ``Σ_t w_t J_tᵀJ_t/σ̂² + I/s²``, with
     J_t = ∂c_t/∂a by forward differences (the m + 1 points of a trial are one batch). A step is kept when it
-    raises the log posterior; every trial has its own damping. Returns the end points and their log posterior."""
+    raises the log posterior; every trial has its own damping; at most :data:`ITERATIONS` steps.
+
+    Args:
+        posterior: the log posterior of R trials.
+        start: the starting coordinates ``[R, m]``.
+
+    Returns:
+        The end points ``[R, m]`` (float64) and their log posterior ``[R]``.
+    """
     a = start.to(torch.float64)
     trials, m = a.shape
     scale = posterior.subspace.scale

@@ -18,6 +18,14 @@ class LikelihoodAttack(Attack):
     threat_model = "black_box"
 
     def infer(self, view: View) -> AttackOutput:
+        """``score_v = log P_θ(y | u, v) + log Pr[v | u]`` for every trial's model and candidate (module docstring).
+
+        Args:
+            view: the final parameters ``[R, ...]`` (only queried through the model's predictions).
+
+        Returns:
+            Scores ``[R, V]`` (float64).
+        """
         k = self.knowledge
         assert view.params is not None
         if k.per_trial:  # trial r's model on trial r's candidates

@@ -17,6 +17,16 @@ class PriorAttack(Attack):
     supports = frozenset({"categorical", "continuous", "subspace"})
 
     def infer(self, view: View) -> AttackOutput:
+        """The prior's guess in every trial, whatever the view holds: ``score_v = log Pr[v | u]`` for a
+        categorical attribute (its argmax is the Bayes-optimal guess, success Ball, docs/accounting.md), the prior's
+        centre for continuous protected coordinates, and 0 (the prior's mean) for a protected subspace.
+
+        Args:
+            view: any view; only its leading trial dimension R is read.
+
+        Returns:
+            Scores ``[R, V]`` (float64), or an estimate ``[R, k]`` (continuous) or ``[R, m]`` (subspace coordinates).
+        """
         trials = _trial_count(view)
         subspace = self.knowledge.protected_subspace
         if subspace is not None:  # coordinates in the protected subspace: the prior's mean is 0

@@ -33,6 +33,18 @@ class ClosedFormReconstruction(Attack):
     needs = ("rest_x", "rest_y")
 
     def fit(self, knowledge: Knowledge) -> ClosedFormReconstruction:
+        """Check that the model has a linear first layer and the knowledge what the attack needs.
+
+        Args:
+            knowledge: a continuous target with its protected coordinates and the other records.
+
+        Returns:
+            The attack itself.
+
+        Raises:
+            BadInputError: the model kind has no linear first layer (not one of :data:`FIRST_LAYER_KINDS`),
+                ``rest_x``/``rest_y`` are missing, or the protected coordinates are missing or invalid.
+        """
         if knowledge.model.kind not in FIRST_LAYER_KINDS:
             raise BadInputError(f"attack {self.name!r} needs a linear first layer, not a {knowledge.model.kind}",
                                 "model.kind")
@@ -41,14 +53,33 @@ class ClosedFormReconstruction(Attack):
         return self
 
     def infer(self, view: View) -> AttackOutput:
+        """The protected values read off the informed residual r(θ) through the first layer (module docstring).
+
+        Args:
+            view: the final parameters ``[R, ...]``.
+
+        Returns:
+            An estimate ``[R, k]`` (float64) of the protected coordinates.
+        """
         assert view.params is not None
         residual = informed_residual(self.knowledge, view.params)
         return AttackOutput(estimate=read_first_layer(self.knowledge, residual))
 
 
 def read_first_layer(knowledge: Knowledge, target_gradient: torch.Tensor) -> torch.Tensor:
-    """The protected values ``[R, k]`` read off a target's loss gradient ``[R, P]`` (flattened parameters)
-    through the rank-one first layer, with the scale fixed by the known coordinates (u, 1)."""
+    """The protected values read off a target's loss gradient through the rank-one first layer, with the scale fixed
+    by the known coordinates (u, 1): ``δ̂ = (R_W[:, pub] u + r_b) / (‖u‖² + 1)``, ``v̂ = R_W[:, prot]ᵀ δ̂ / ‖δ̂‖²``
+    (module docstring); the prior's centre where δ̂ = 0.
+
+    Args:
+        knowledge: the target (its template row and protected coordinates) and the model, whose first layer is
+            ``layer0``.
+        target_gradient: the target's loss gradient ``[R, P]`` (flattened parameters), e.g. the informed
+            residual.
+
+    Returns:
+        The estimate ``[R, k]`` (float64).
+    """
     gradient = unflatten(target_gradient.double(), knowledge.model)
     weight, bias = gradient["layer0.weight"], gradient["layer0.bias"]  # [R, H, d], [R, H]
     protected = knowledge.protected_index()

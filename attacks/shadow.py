@@ -31,7 +31,16 @@ from fdp_audit.training.interface import Canaries, Model, Params, predict_logits
 
 def output_features(model: Model, params: Params, candidates: torch.Tensor) -> np.ndarray:
     """Every model's class log-probabilities on every candidate, each class's centred on its mean over the
-    candidates, flattened: ``[R, V·C]``."""
+    candidates (module docstring), flattened: the meta-classifier's features.
+
+    Args:
+        model: the architecture.
+        params: the models' parameters ``[R, ...]``.
+        candidates: the target's candidate completions ``[V, d]``.
+
+    Returns:
+        ``[R, V·C]`` float64 features (C classes; a one-logit model has C = 2).
+    """
     logits = predict_logits(model, params, candidates.to(next(iter(params.values())).device)).double()
     if logits.shape[-1] == 1:  # one logit: the two classes' log-probabilities
         log_probabilities = torch.stack([F.logsigmoid(-logits[..., 0]), F.logsigmoid(logits[..., 0])], dim=-1)
@@ -49,6 +58,20 @@ class ShadowModelAttack(Attack):
     per_trial = False
 
     def fit(self, knowledge: Knowledge) -> ShadowModelAttack:
+        """Train ``shadow_models`` models of ``shadow_problem``, shadow j with the target completed with value
+        ``j mod V``, and fit a multinomial logistic regression from their :func:`output_features` to that value.
+
+        Args:
+            knowledge: one target (candidates ``[V, d]``) with ``shadow_problem`` and the shadows' count and seed
+                (and ``shadow_trainer``, the audited mechanism, when it is third-party code).
+
+        Returns:
+            The attack itself, fitted.
+
+        Raises:
+            BadInputError: ``shadow_problem`` is missing, the knowledge has one target per trial, or there are
+                fewer than two shadow models per candidate value.
+        """
         super().fit(knowledge)
         if knowledge.per_trial:
             raise BadInputError(f"attack {self.name!r} trains shadow models for one target, not one per trial",
@@ -80,6 +103,14 @@ class ShadowModelAttack(Attack):
         return self
 
     def infer(self, view: View) -> AttackOutput:
+        """``score_v = log Pr_uniform[v | outputs] + log Pr[v | u]`` from the meta-classifier (module docstring).
+
+        Args:
+            view: the final parameters ``[R, ...]`` (queried on the candidates only).
+
+        Returns:
+            Scores ``[R, V]`` (float64, on the CPU).
+        """
         k = self.knowledge
         assert view.params is not None
         # a posterior of exactly 0 (a confident classifier) stays a finite, very low score

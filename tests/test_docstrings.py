@@ -1,11 +1,12 @@
-"""Every public function and method of the documented parts of ``fdp_audit`` carries the Google-style sections its
-signature calls for (docs/reference.md is generated from them): ``Args:`` when it takes parameters other than
-``self``/``cls``, ``Returns:`` (or ``Yields:``) when its return annotation is not ``None``.
+"""Every public function and method of the documented parts of ``fdp_audit``, and of the ``attacks`` package beside
+it, carries the Google-style sections its signature calls for (docs/reference.md is generated from them): ``Args:``
+when it takes parameters other than ``self``/``cls``, ``Returns:`` (or ``Yields:``) when its return annotation is
+not ``None``.
 
 Public means no leading underscore, at a module's top level or a method of a public top-level class; a property is
 an attribute and is exempt. The check reads the source with ``ast`` (nothing is imported), so it names functions
 that the reference page does not list too. ``DOCUMENTED`` holds the packages and top-level modules already complete;
-each is added as its docstrings are written."""
+each is added as its docstrings are written; ``attacks`` is checked whole."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "fdp_audit"
+ATTACKS = PACKAGE.parent / "attacks"  # the attack registry and its attacks, a top-level package beside fdp_audit
 
 # Sub-packages and top-level modules of fdp_audit, relative to fdp_audit/, whose public functions are all documented;
 # one a line, in alphabetical order, so that additions seldom touch the same lines.
@@ -87,16 +89,21 @@ def missing_sections(source: str) -> list[str]:
     return problems
 
 
-def _modules(part: str) -> list[Path]:
-    path = PACKAGE / part
-    return sorted(path.rglob("*.py")) if path.is_dir() else [path]
+def _problems(path: Path) -> list[str]:
+    modules = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    return [f"{module.relative_to(PACKAGE.parent)}: {problem}"
+            for module in modules for problem in missing_sections(module.read_text(encoding="utf-8"))]
 
 
 @pytest.mark.parametrize("part", DOCUMENTED)
 def test_every_public_function_of_a_documented_part_has_its_sections(part):
     assert (PACKAGE / part).exists(), f"fdp_audit/{part} does not exist: update DOCUMENTED"
-    problems = [f"{module.relative_to(PACKAGE.parent)}: {problem}"
-                for module in _modules(part) for problem in missing_sections(module.read_text(encoding="utf-8"))]
+    problems = _problems(PACKAGE / part)
+    assert not problems, "public functions without their docstring sections:\n" + "\n".join(problems)
+
+
+def test_every_public_function_of_the_attacks_package_has_its_sections():
+    problems = _problems(ATTACKS)
     assert not problems, "public functions without their docstring sections:\n" + "\n".join(problems)
 
 
