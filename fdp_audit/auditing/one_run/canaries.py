@@ -412,7 +412,7 @@ def audit_with_canaries(checkpoint: Path, manifest_path: Path, alpha: float, fam
     parameters = {"mechanism": name, **audited.claim, "relation": relation_of(game)}
     claim = Claim.stated(name, parameters["noise_multiplier"], parameters["sample_rate"], parameters["steps"],
                          parameters["delta"]).one_run_curve(parameters["relation"])
-    section = judge_scores(threat, secrets, claim, alpha, family_search)
+    section = judge_scores(threat, secrets, claim, alpha, family_search, independent_canaries=kind == "gradient")
     section.update({"game": game, "kind": kind,
                     "magnitude": manifest.get("magnitude"), "claim_parameters": parameters})
     if manifest.get("source") == "user_loop":

@@ -57,7 +57,7 @@ def _release_count(family: Family, m: int, level: float) -> int:
 
 
 def judge_scores(scores_by_threat: Mapping[str, np.ndarray], secrets: np.ndarray, claim: OneRunCurve, alpha: float,
-                 family_search: bool = True) -> dict[str, Any]:
+                 family_search: bool = True, independent_canaries: bool = True) -> dict[str, Any]:
     """The one-run section of results.json from the auditor's candidate scores: the entry point of every one-run
     audit (gradient canaries of the built-in engine or of the user's loop, record canaries, generative canaries,
     simulations).
@@ -69,6 +69,10 @@ def judge_scores(scores_by_threat: Mapping[str, np.ndarray], secrets: np.ndarray
         claim: what is audited (:meth:`fdp_audit.claim.Claim.one_run_curve`).
         alpha: the level of the verdict (its false-alarm probability on a mechanism that keeps the claim).
         family_search: also compute the empirical ε in the claimed mechanism's family (PLD searches: seconds).
+        independent_canaries: whether the canaries' channels are independent under the claimed mechanism
+            (gradient canaries: each on its own coordinate, sampled and noised on its own). Only then are the
+            order-statistics fields computed, a bound valid for independent canaries alone; input canaries share
+            one model, so theirs are None.
 
     Returns:
         The section: ``status`` (PASS or VIOLATION), ``explanation``, one row per threat model (guesses, right
@@ -82,11 +86,11 @@ def judge_scores(scores_by_threat: Mapping[str, np.ndarray], secrets: np.ndarray
     if len(shapes) != 1 or len(next(iter(shapes))) != 2 or next(iter(shapes))[0] != secrets.shape[0]:
         raise ValueError(f"every threat model needs [M, k] scores for the {secrets.shape[0]} secrets, got {shapes}")
     ranked = {name: rank_guesses(np.asarray(scores, dtype=float), secrets) for name, scores in scores_by_threat.items()}
-    return judge_ranked(ranked, claim, alpha, family_search)
+    return judge_ranked(ranked, claim, alpha, family_search, independent_canaries)
 
 
 def judge_ranked(ranked_by_threat: Mapping[str, RankedGuesses], claim: OneRunCurve, alpha: float,
-                 family_search: bool = True) -> dict[str, Any]:
+                 family_search: bool = True, independent_canaries: bool = True) -> dict[str, Any]:
     """:func:`judge_scores` from guesses already ranked (one :class:`RankedGuesses` per threat model).
 
     Args:
@@ -94,6 +98,7 @@ def judge_ranked(ranked_by_threat: Mapping[str, RankedGuesses], claim: OneRunCur
         claim: the claimed trade-off curve and its family.
         alpha: the level of the verdict (Bonferroni over the threat models).
         family_search: also compute the empirical ε in the claimed mechanism's family.
+        independent_canaries: whether the order-statistics fields apply (:func:`judge_scores`).
 
     Returns:
         The section, as :func:`judge_scores` returns it.
@@ -102,7 +107,7 @@ def judge_ranked(ranked_by_threat: Mapping[str, RankedGuesses], claim: OneRunCur
     level = alpha / max(len(ranked_by_threat), 1)
     count = designed_guess_count(claim.spec, claim.family, m, k, level)
     critical = critical_count(claim.inverse_power, m, count, k, level)
-    ordered = k == 2 and claim.family.error_profile is not None
+    ordered = independent_canaries and k == 2 and claim.family.error_profile is not None
     released = _release_count(claim.family, m, level) if ordered else None
     rows = []
     for threat, ranked in ranked_by_threat.items():

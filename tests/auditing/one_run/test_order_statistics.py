@@ -127,7 +127,7 @@ def test_false_alarms_on_the_claimed_mechanism():
 FLAG_RATE = 0.2
 FLAGGED_RELEASES = 40
 # A test valid for every mechanism satisfying the claim rejects the flagged one's releases with the flag up with
-# probability <= α/τ = 0.25; 30 or more rejections of 40 then has probability 1.3e-9.
+# probability <= α/τ = 0.25; 30 or more rejections of 40 then has probability 4.6e-11.
 MIN_FLAGGED_REJECTIONS = 30
 
 
@@ -155,3 +155,23 @@ def test_tightness_on_an_exact_release_at_the_adult_setting():
     assert section["status"] == "PASS"
     assert 0.45 <= section["tightness_order_statistics"] <= 1.0
     assert section["tightness_order_statistics"] > section["tightness"]
+
+
+def test_input_canaries_get_no_order_statistics_bound():
+    """The order-statistics bound holds for independent canaries only: gradient canaries are, input canaries
+    (one shared model) are not, so their audit carries no such ε (it had printed one)."""
+    from fdp_audit.auditing.one_run.evaluation import judge_scores
+
+    claim = Claim.stated("dp_sgd", 0.7429, 0.017, 300, 1e-5).one_run_curve("add_remove")
+    rng = np.random.default_rng(3)
+    secrets = rng.integers(0, 2, 1000)
+    scores = rng.normal(size=(1000, 2))
+    gradient = judge_scores({"updates": scores}, secrets, claim, 0.05, family_search=False)
+    inputs = judge_scores({"final_model": scores}, secrets, claim, 0.05, family_search=False,
+                          independent_canaries=False)
+    assert gradient["rows"][0]["released"] is not None and gradient["rows"][0]["wrong"] is not None
+    assert all(inputs["rows"][0][key] is None for key in ("released", "wrong", "rejecting_wrong",
+                                                          "epsilon_order_statistics"))
+    assert inputs["tightness_order_statistics"] is None
+    assert {key: inputs[key] for key in ("status", "guesses", "rejecting_correct")} == \
+        {key: gradient[key] for key in ("status", "guesses", "rejecting_correct")}
