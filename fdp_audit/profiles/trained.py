@@ -116,7 +116,7 @@ def profile_data(design: Design, label: str, protected: tuple[str, ...]) -> Prep
         protected: the protected source columns.
 
     Returns:
-        The prepared data (the design as training, test and population split) with its feature split Ψ.
+        The prepared data (the design as training, test and population split) with its public map Ψ.
     """
     groups, start = [], 0
     for column in dict.fromkeys(design.source):
