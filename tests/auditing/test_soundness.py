@@ -207,6 +207,13 @@ def test_correct_mechanisms_pass_in_the_same_games(verdict_only_audit, name: str
 USER_LOOPS = Path(__file__).parent / "user_loops.py"
 USER_LOOP_GAMES = ("distinguishing", "simulator", "attribute", "membership")
 GRADIENT_AND_MEMBERSHIP = {"distinguishing": "iterates", "simulator": "iterates", "membership": "canary_logit"}
+# Half the noise is the weakest fault caught on this path: a calibration run once offline (seed 11, the distinguishing
+# game alone with the iterates attack, 2,000 trials) measured 860 of 1,000 evaluation trials, whose Clopper–Pearson
+# lower bound at confidence 1 − 1e-4 is 0.815, against the claim's bound 0.736. The audit judges its rate at α/2 (a
+# rate and an ε comparison); N = 1,406 trials is the fewest at which P[Bin(N/2, 0.815) < k_N] ≤ 1e-3 (k_N the
+# fewest successes whose lower bound at α/2 exceeds the bound; 518 at the measured 0.86). The whole test resampled
+# from the calibration's trials, its rule fitted on its own selection half, misses 0 times in 20,000 draws.
+HALF_NOISE_TRIALS = 1406
 USER_LOOP_CAUGHT = {
     # 50/50 vs .736, 49/50 vs .63, 45/50 vs .63 (100 trials); membership assumed .85 at α/6: 116 evaluation trials
     "quiet": (QUIET, 100, 232, GRADIENT_AND_MEMBERSHIP),
@@ -218,6 +225,8 @@ USER_LOOP_CAUGHT = {
     "realised_batch": (SPARSE, 5, 272, {"membership": "noise_scale"}),
     # sampling at 2p = 1 where p = ½ is claimed: 91/100 vs .736 (200 trials, four games); assumed .88 at α/2: 182
     "double_rate": (QUIET, 100, 364, {"distinguishing": "iterates"}),
+    # half the noise: HALF_NOISE_TRIALS
+    "half_noise": (QUIET, 100, HALF_NOISE_TRIALS, {"distinguishing": "iterates"}),
 }
 _SIZE_ONLY = "the normalisation is the same in both worlds of a replace-one game (n + 1 records each)"
 _SCALE_FREE = ("the iterates attacks estimate the noise scale from each trial's release and score the canary in "
@@ -239,19 +248,15 @@ USER_LOOP_NOT_VISIBLE = {
                                   "for the final-model attacks (46 and 48 of 100 against .752)",
     ("double_rate", "simulator"): _beyond_budget("72/100 against .63, assumed .70 at α/6", 2 * 1362),
     ("double_rate", "membership"): _beyond_budget("canary_logit 76/100 against .63, assumed .73 at α/6", 2 * 648),
+    ("half_noise", "attribute"): NOT_VISIBLE["half_noise", "attribute"],
+    ("half_noise", "simulator"): _beyond_budget("74/100 against .63, assumed .72 at α/6", 2 * 812),
+    ("half_noise", "membership"): _beyond_budget("canary_logit 67/100 against .63, assumed .65 at α/6", 2 * 17323),
 }
-# Faults no game catches within the suite's time on the user-loop path, each cell with its reason (the built-in
-# path's matrix above catches half noise in the simulator game).
+# Faults no game catches within the suite's time on the user-loop path, each cell with its reason.
 _SHUFFLED = ("the canary is in exactly two of the four steps (one batch of each epoch's two) instead of Bin(4, ½): "
              "at z = 1.5 the privacy loss of shuffled batches is within what 100 evaluation trials resolve from "
              "the Poisson claim's (the honest loop's level: {})")
 USER_LOOP_NOT_CAUGHT = {
-    "half_noise": {
-        "distinguishing": _beyond_budget("86/100 against .736, assumed .84 at α/2", 2 * 388),
-        "simulator": _beyond_budget("74/100 against .63, assumed .72 at α/6", 2 * 812),
-        "membership": _beyond_budget("canary_logit 67/100 against .63, assumed .65 at α/6", 2 * 17323),
-        "attribute": NOT_VISIBLE["half_noise", "attribute"],
-    },
     "shuffled": {
         "distinguishing": _SHUFFLED.format("70/100 against .736, honest 67/100"),
         "simulator": _SHUFFLED.format("57/100 against .63, honest 61/100"),
@@ -298,6 +303,10 @@ def test_the_user_loop_matrix_covers_every_fault_and_game() -> None:
 
 @pytest.mark.parametrize("fault", list(USER_LOOP_CAUGHT))
 def test_every_game_that_can_see_a_user_loops_fault_catches_it(verdict_only_audit, fault: str) -> None:
+    """Miss probability ≤ 1e-3 per cell at a success a little below the one measured on seed 0 (USER_LOOP_CAUGHT's
+    comments); half the noise, the weakest, from an offline calibration: 1,406 trials miss with probability
+    ≤ 1e-3 at the calibrated success's lower bound 0.815 (confidence 1 − 1e-4; 860 of 1,000 measured), and
+    0 times in 20,000 draws of the whole test resampled from the calibration (HALF_NOISE_TRIALS)."""
     settings, rows, trials, caught = USER_LOOP_CAUGHT[fault]
     config = user_loop_config(fault, settings, rows, trials, tuple(caught), ("prior", *dict.fromkeys(caught.values())))
     found = violations(verdict_only_audit(config))

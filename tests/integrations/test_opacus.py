@@ -343,11 +343,19 @@ OPACUS_FAULTS = {
     "noise_overwritten": {"distinguishing": "test_misuse_is_caught", "membership": _BY_THE_PROMISE,
                           "attribute": _BY_THE_PROMISE, "promise": "test_misuse_is_caught"},
     # twice the epochs make_private_with_epsilon was calibrated for (opacus_loops.py:train_twice), in every training
-    # or in some trials only (train_twice_on_odd_seeds)
+    # or in some trials only (train_twice_on_odd_seeds); the games' power measured once offline: the default games
+    # at n = 195 (z = 0.814 for ε = 4 over one epoch, p = 0.05, T = 20 claimed, 40 trained), seed 11, 600 trials,
+    # successes of 300 evaluation trials
     "twice_the_epochs": {"promise": "test_twice_the_promised_epochs_is_a_violation_naming_the_promise "
                                     "test_a_trial_breaking_the_promise_the_probe_kept_is_a_violation_naming_its_seed",
-                         "distinguishing": _BY_THE_PROMISE, "membership": _BY_THE_PROMISE,
-                         "attribute": _BY_THE_PROMISE},
+                         "distinguishing": "visible but too weak to catch within the suite's time: iterates 199/300 "
+                                           "against 0.611; a miss probability ≤ 1e-3 needs about 5,300 trials at the "
+                                           "default audit's level α/8 (4,300 in the game alone at α/2); the promise "
+                                           "catches it without error",
+                         "membership": "not seen: canary_logit 169/300 and noise_scale 140/300 against 0.569, at "
+                                       "or below the claim's bound; the promise catches it",
+                         "attribute": "not seen: likelihood and gradient 146/300 each against 0.639, the honest "
+                                      "level (a real record is far from the worst case); the promise catches it"},
 }
 
 
