@@ -121,6 +121,34 @@ class _Section:
 
 @dataclass(frozen=True)
 class DataConfig(_Section):
+    """The ``data`` section: which data set, which columns are protected, and the public map Ψ (docs/data.md).
+
+    Attributes:
+        dataset: a registered data set's name (``adult``, ``german``, ``diabetes``, ``digits``, ``fashion_mnist``,
+            ``synthetic``, ``csv``, ``purchase``, ``criteo``, or one registered by the user or a plugin).
+        protected: the protected columns, whose values FDP protects; no column twice, none also public.
+        public: the public feature columns; None: every column but the label and the protected ones.
+        label: the label column; None: the data set's default label.
+        label_public: whether the label is public (False puts it among the protected values).
+        path: the user's data file (``csv``, ``purchase``, ``criteo``); None for a bundled data set.
+        numeric: the numeric columns of a user's file.
+        categorical: the categorical columns of a user's file.
+        population_fraction: the share of rows, in (0, 1), set apart as the population split the adversary's
+            prior is read from; the rest is the training set.
+        max_rows: rows kept (drawn by the seed) before the split, at least 1; None: all.
+        drop_missing: remove the rows with a missing value in a column the run uses.
+        synthetic_rows: rows of the ``synthetic`` table, 10 to 1,000,000.
+        synthetic_prior: the ``synthetic`` table's protected prior: at least two non-negative probabilities summing
+            to 1.
+        synthetic_prior_kind: how the ``synthetic`` protected value is drawn: ``categorical``, ``gaussian`` or
+            ``box``.
+        synthetic_public_features: public columns of the ``synthetic`` table, 1 to 10,000.
+        public_map: a registered kind of Ψ (``columns``, ``label_only``, ``blur``, ``downsample``, or one the user
+            registered; docs/accounting.md, docs/images.md).
+        blur_sigma: ``blur``: the Gaussian blur's standard deviation in pixels, in (0, 256].
+        blur_tolerance: ``blur``: a frequency whose blur gain s is at most τ·s_max is protected; τ in [0, 1).
+        downsample_factor: ``downsample``: the side k, at least 1, of the k×k pixel blocks Ψ replaces by their mean.
+    """
     _path: ClassVar[str] = "data"
     # a registered data set (docs/data.md): adult, german, diabetes, digits, fashion_mnist, …
     dataset: str = field(default="adult", metadata=_registered("data.dataset"))
@@ -148,6 +176,15 @@ class DataConfig(_Section):
 
 @dataclass(frozen=True)
 class ModelConfig(_Section):
+    """The ``model`` section: the trained model.
+
+    Attributes:
+        kind: ``logistic`` (logistic or softmax regression), ``mlp``, ``cnn`` (images) or ``module`` (the user's
+            ``torch.nn.Module`` from ``factory``).
+        hidden: the MLP's hidden layer widths, each at least 1.
+        factory: with kind ``module`` only (and required then): the module's factory, ``file.py:function``,
+            ``module:function`` or, built in Python, the function itself.
+    """
     _path: ClassVar[str] = "model"
     kind: Literal["logistic", "mlp", "cnn", "module"] = "logistic"
     hidden: tuple[int, ...] = field(default=(), metadata=_range(1))
@@ -156,6 +193,17 @@ class ModelConfig(_Section):
 
 @dataclass(frozen=True)
 class OptimizerConfig(_Section):
+    """The ``mechanism.optimizer`` section: how each step's noisy gradient moves the parameters.
+
+    Attributes:
+        name: ``sgd`` or ``adam``.
+        lr: the learning rate, at least 0 (0 holds the model still).
+        momentum: SGD's momentum, in [0, 1).
+        schedule: the learning rate's schedule: ``constant``, ``step`` (times ``step_gamma`` every ``step_every``
+            steps) or ``cosine``.
+        step_every: ``step``: steps between decays, at least 1.
+        step_gamma: ``step``: the decay factor, in (0, 1].
+    """
     _path: ClassVar[str] = "mechanism.optimizer"
     name: Literal["sgd", "adam"] = "sgd"
     lr: float = field(default=0.5, metadata=_range(0))  # 0 holds the model still (a step's sums, read alone)
@@ -167,6 +215,39 @@ class OptimizerConfig(_Section):
 
 @dataclass(frozen=True)
 class MechanismConfig(_Section):
+    """The ``mechanism`` section: the training mechanism under audit and the privacy it claims (docs/training.md,
+    docs/accounting.md).
+
+    Attributes:
+        name: a mechanism of the registry (:data:`fdp_audit.mechanisms.MECHANISMS`: ``fdp_sgd``, ``dp_sgd``, …); for
+            the user's training or a third-party function, the claim it is audited against.
+        faulty: must be True exactly when ``name`` is a known-faulty mechanism (an acknowledgement that it breaks
+            its claim).
+        noise_multiplier: the noise multiplier z, in (0, 10⁶]; give it or ``target_epsilon``, not both (neither
+            with an integration, which reads it from the user's training).
+        target_epsilon: the ε > 0 (at ``delta``) the noise multiplier is calibrated to; None: use
+            ``noise_multiplier``.
+        delta: δ of the claimed (ε, δ), in (0, 1).
+        sample_rate: the Poisson sampling rate p of the private batch, in (0, 1].
+        public_batch_size: records per step in the public batch, at least 1.
+        steps: private steps T, at least 1.
+        clip_norm: the per-example clipping norm C > 0.
+        private_weight: the weight α ≥ 0 of the noisy private gradient beside the public one (Algorithm 1).
+        public_loss: the loss on the public part Ψ(x): ``mask``, ``mean``, ``gaussian_pad``, ``impute``,
+            ``label_dp`` or ``public_image`` (docs/training.md).
+        public_pretrain_steps: steps on the public loss alone before the private steps, at least 0 (not
+            accounted: they read Ψ(x) only).
+        projection_radius: after each step the parameters are projected onto the ℓ2 ball of this radius > 0;
+            None: no projection.
+        optimizer: the optimiser section (:class:`OptimizerConfig`).
+        third_party: a third-party training function audited against ``name``'s claim (``file.py:function``,
+            ``module:function`` or the function); None: the suite's own trainer.
+        training: the user's own training of ``model.factory``'s module, ``train(module, dataset, seed) ->
+            module``, audited against a ``dp_sgd`` claim (docs/user_training.md); None: none.
+        integration: ``none`` or a registered integration (``opacus``) from whose library the claim's unstated
+            parts are read; only with ``training``.
+        loss_reduction: how the user's updates normalise the noisy clipped sum: ``mean`` or ``sum``.
+    """
     _path: ClassVar[str] = "mechanism"
     name: str = field(default="fdp_sgd", metadata=_choices(MECHANISMS))  # a row of the mechanism registry
     faulty: bool = False
@@ -192,6 +273,31 @@ class MechanismConfig(_Section):
 
 @dataclass(frozen=True)
 class AuditConfig(_Section):
+    """The ``audit`` section: the games played, their attacks and trials, and where the trials run
+    (docs/games.md).
+
+    Attributes:
+        trials: trials per game, 1 to 1,000,000.
+        alpha: the significance level of every test, in (0, 1).
+        games: registered games (:data:`fdp_audit.auditing.games.GAMES`), each once.
+        attacks: registered attacks (:data:`attacks.ATTACKS`), each once.
+        target_prior: the prior over the secret's candidates (attribute and image games): at least two
+            non-negative probabilities summing to 1; its length is the number K of candidates.
+        reconstruction_prior: the reconstruction games' prior over the secret: ``gaussian`` or ``box``.
+        reconstruction_scale: that prior's scale s > 0 (in pixel units for images).
+        rho_grid: the reconstruction game's success radii ρ, distinct, finite and > 0.
+        ball_levels: the image reconstruction game's radii, each given as the probability Ball(ρ) in (0, 1) it
+            sets, distinct (docs/images.md).
+        canary_norm_factor: the gradient canary's raw norm as a multiple K ≥ 1 of the clip norm.
+        gate_on_estimated: let comparisons whose Ball is estimated fail the verdict (otherwise they are
+            informational).
+        max_models_per_chunk: trials per chunk handed to the executor, at least 1; None: 128.
+        executor: where the trials run: ``local`` (this process), ``dask`` or a registered executor
+            (docs/cluster.md); it changes no number.
+        scheduler: ``dask``: an existing scheduler's address (``tcp://host:8786``); None: a local cluster.
+        workers: ``dask``: the local cluster's processes, 1 to 4,096; None: the default.
+        trial_timeout: seconds one trial of the user's code may take, in (0, 10⁷]; None: no limit.
+    """
     _path: ClassVar[str] = "audit"
     trials: int = field(default=200, metadata=_range(1, 1_000_000))
     alpha: float = field(default=0.05, metadata=_range(0, 1, True, True))
@@ -225,6 +331,12 @@ EXECUTION_FIELDS = ("executor", "scheduler", "workers")
 
 @dataclass(frozen=True)
 class ReportConfig(_Section):
+    """The ``report`` section: where the outputs go.
+
+    Attributes:
+        out_dir: the folder ``results.json``, ``report.html`` and the JUnit file are written to.
+        title: the report's title; None: the configuration's name and what was audited.
+    """
     _path: ClassVar[str] = "report"
     out_dir: str = "reports/run"
     title: str | None = None
