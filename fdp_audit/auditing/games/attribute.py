@@ -31,6 +31,15 @@ from fdp_audit.training.run import build_problem
 
 @dataclass(frozen=True)
 class AttributeSetup(base.Setup):
+    """The attribute game's setup: the training problem and the adversary's knowledge (:class:`base.Setup`) and the
+    canary record in each of its candidate forms.
+
+    Attributes:
+        candidates: the canary record with each candidate protected value, shape (V, d) in model-input units.
+        label: the canary's label (a class index).
+        candidate_names: the V candidate values as the data name them, in the order of ``candidates``.
+    """
+
     candidates: torch.Tensor  # [V, d]: the canary record with each candidate value
     label: int
     candidate_names: tuple[str, ...]
@@ -83,6 +92,10 @@ def record_canaries(setup: AttributeSetup, secrets: np.ndarray) -> Canaries:
 
 
 class AttributeGame(base.Game[GameRecord]):
+    """The ``attribute`` game (docs/games.md, "Games"): each trial trains with one record canary whose first protected
+    attribute is drawn from ``audit.target_prior``, and the final-model attacks (prior, black box, white box) guess
+    it. Their success rate is judged against Theorem 4's ``1 − f(Ball)`` with Ball the largest prior probability."""
+
     name = "attribute"
     stream_block = 1
     report = base.ReportView(

@@ -134,6 +134,18 @@ def full_roc(record: GameRecord, attack: str) -> dict[str, list[float]]:
 
 @dataclass(frozen=True)
 class GradientCanarySetup(base.Setup):
+    """The gradient-canary games' setup: the training problem and the adversary's knowledge (:class:`base.Setup`) and
+    where the canary lies.
+
+    Attributes:
+        width: the model's inputs, the appended canary and noise-only columns included.
+        n_parameters: the model's parameters (the length of a flattened update).
+        private_coordinate: the parameter index the canary's private gradient lies along.
+        public_coordinate: the parameter index its public gradient lies along.
+        raw_norm: the canary's private gradient norm before clipping, K·C (K = ``audit.canary_norm_factor``).
+        clip_norm: the clipping norm C.
+    """
+
     width: int  # model inputs, canary columns included
     n_parameters: int
     private_coordinate: int
@@ -454,6 +466,11 @@ def _gradient_canary_view(game: str) -> base.ReportView:
 
 
 class DistinguishingGame(GradientCanaryGame):
+    """The ``distinguishing`` game (docs/games.md, "Games"; replace-one): a hidden bit picks the canary x₀ or x₁, with
+    the same Ψ(x) and private gradients ∓ along a coordinate no real record touches, and the iterates attacks score
+    the bit from every noisy update. Judged against the claimed curve f of the replace relation (ε lower bound) and,
+    as the binary attribute game with a uniform prior, against Theorem 4's ``1 − f(½)``."""
+
     name = "distinguishing"
     stream_block = 0
     epsilon_relation = Relation.REPLACE
@@ -508,6 +525,11 @@ class DistinguishingGame(GradientCanaryGame):
 
 
 class SimulatorGame(GradientCanaryGame):
+    """The ``simulator`` game (docs/games.md, "Games"; insertion/deletion): a hidden bit picks the mechanism on
+    S ∪ {x} or the simulator of Algorithm 2 of the FDP paper, whose public batches are drawn from S ∪ {x'} (same Ψ,
+    the other private value) and whose private batches from S only; the iterates attacks score the bit. Its optimal
+    ROC is Theorem 5's f: judged against the claimed curve f of the add/remove relation."""
+
     name = "simulator"
     stream_block = 2
     epsilon_relation = Relation.ADD_REMOVE

@@ -126,12 +126,26 @@ def radii(config: Config, dimension: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class ImageReconstructionSetup(base.Setup):
+    """The ``image_reconstruction`` game's setup: the training problem and the adversary's knowledge
+    (:class:`base.Setup`) and the canary's known part.
+
+    Attributes:
+        visible: the canary image with its protected part removed, ``x₀ − P x₀``, shape (d,) float64 in pixel units.
+        subspace: the protected subspace: the orthonormal basis V of P's range, shape (m, d), and the prior's scale s.
+        label: the canary's label (a class index).
+    """
+
     visible: torch.Tensor  # [d] float64: x₀ − P x₀
     subspace: ProtectedSubspace
     label: int
 
 
 class ImageReconstructionGame(ReconstructionGame):
+    """The ``image_reconstruction`` game (docs/images.md; module docstring): each trial draws the canary image's
+    protected part as ``aᵀV`` with a ~ N(0, s² I_m); an attack reconstructs the coordinates a and succeeds at radius
+    ρ when ``‖â − a‖ ≤ ρ``. The radii are those at which Ball(ρ) = F_{χ²_m}(ρ²/s²) is each level of
+    ``audit.ball_levels``, and each success rate is judged against Theorem 4's ``1 − f(Ball(ρ))``."""
+
     name = "image_reconstruction"
     stream_block = 8
     report = base.ReportView("reconstruction", "Reconstruction of an image's protected part",

@@ -238,10 +238,23 @@ class ImageGame(base.Game[ImageGameRecord]):
 
 @dataclass(frozen=True)
 class GradientBlockSetup(base.Setup):
+    """The ``image_gradient_canary`` game's setup: the training problem with the canary block, and the adversary's
+    knowledge (:class:`base.Setup`; the knowledge names the K candidates' and the noise-only coordinates).
+
+    Attributes:
+        magnitude: each canary's raw private gradient norm, ``canary_norm_factor · C``, above the clip norm.
+    """
+
     magnitude: float  # each canary's raw private gradient: canary_norm_factor · C, above the clip norm
 
 
 class ImageGradientCanaryGame(ImageGame):
+    """The ``image_gradient_canary`` game (docs/images.md; module docstring): the canary image's protected part is one
+    of K candidates sharing its public image, each hidden as a gradient canary on a canary block of the model; only
+    the secret's is in the private population. The iterates attacks guess by the argmax of their scores, and the
+    successes over every trial are judged against Theorem 4's ``1 − f(Ball)``, Ball the largest probability of
+    ``audit.target_prior``."""
+
     name = "image_gradient_canary"
     stream_block = 25
     gradient_canary = True
@@ -321,11 +334,24 @@ class ImageGradientCanaryGame(ImageGame):
 
 @dataclass(frozen=True)
 class ImageRecordSetup(AttributeSetup):
+    """The ``image_record_canary`` game's setup: the attribute game's (:class:`AttributeSetup`, the K candidate
+    images as ``candidates``) with what the report draws.
+
+    Attributes:
+        public_image: the candidates' common public image at full resolution, shape (H·W,).
+        shape: the image's (H, W) in pixels.
+    """
+
     public_image: torch.Tensor  # [H·W]: the candidates' common public image, drawn at full resolution
     shape: tuple[int, int]
 
 
 class ImageRecordCanaryGame(ImageGame):
+    """The ``image_record_canary`` game (docs/images.md; module docstring): the canary is a population image
+    ``x − Px + P z_j`` whose protected part is one of K candidates sharing its public image, inserted as an ordinary
+    record; the final-model attacks guess by the argmax of their scores, judged over every trial against Theorem 4's
+    ``1 − f(Ball)``, Ball the largest probability of ``audit.target_prior``."""
+
     name = "image_record_canary"
     stream_block = 26
     report = base.ReportView(

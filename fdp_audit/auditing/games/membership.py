@@ -156,11 +156,26 @@ def worst_case_initial_params(problem: TrainingProblem, key: torch.Tensor, colum
 
 @dataclass(frozen=True)
 class MembershipSetup(base.Setup):
+    """The membership game's setup: the training problem and the adversary's knowledge (:class:`base.Setup`) and the
+    crafted canary.
+
+    Attributes:
+        width: the model's inputs, the appended canary and noise-only columns included.
+        canary: the crafted canary record, shape (width,): ``M = canary_norm_factor · C`` on its own column (or, for
+            a module on images, the ±M/√(H·W) checkerboard), zero elsewhere.
+    """
+
     width: int  # model inputs, appended columns included
     canary: torch.Tensor  # [width]
 
 
 class MembershipGame(GradientCanaryGame):
+    """The ``membership`` game (docs/games.md, "Games"; module docstring): a hidden bit decides whether the crafted
+    input canary is trained on (n or n + 1 records, the add/remove relation), and the final-model attacks
+    (:mod:`attacks.input_canary`) guess the bit by querying the final model. The guesses are judged against the
+    claimed curve f of the add/remove relation (ε lower bound) and, as an attribute game with Ball = ½, against
+    Theorem 4's ``1 − f(½)``."""
+
     name = "membership"
     stream_block = 4
     epsilon_relation = Relation.ADD_REMOVE

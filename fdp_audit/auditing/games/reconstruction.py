@@ -139,6 +139,15 @@ def ball_per_radius(prior: str, scale: float, dims: int, rho: np.ndarray) -> np.
 
 @dataclass(frozen=True)
 class ReconstructionSetup(base.Setup):
+    """The reconstruction game's setup: the training problem and the adversary's knowledge (:class:`base.Setup`) and
+    the canary.
+
+    Attributes:
+        canary: the canary record (float64 template with its k continuous protected coordinates at the prior's
+            centre 0, the indices of those coordinates and the protected features' names).
+        label: the canary's label (a class index).
+    """
+
     canary: ContinuousCanary  # float64, the prior's centre in its protected coordinates
     label: int
 
@@ -153,6 +162,12 @@ def _continuous_canary(data: PreparedData) -> ContinuousCanary:
 
 
 class ReconstructionGame(base.Game[ReconstructionRecord]):
+    """The ``reconstruction`` game (docs/accounting.md, docs/games.md; module docstring): each trial draws the canary's
+    k continuous protected coordinates from the ``audit.reconstruction_prior`` of scale ``audit.reconstruction_scale``,
+    the attacks that support continuous features reconstruct them, and a trial succeeds at radius ρ when the L2
+    distance is at most ρ. Each ρ of ``audit.rho_grid``'s success rate is judged against Theorem 4's
+    ``1 − f(Ball(ρ))``."""
+
     name = "reconstruction"
     stream_block = 3
     report = base.ReportView(
