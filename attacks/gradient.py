@@ -12,6 +12,10 @@ from fdp_audit.training.interface import example_loss, flatten
 
 
 class GradientNormAttack(Attack):
+    """The ``gradient`` attack (white box, final weights; module docstring, docs/games.md): infers the protected
+    attribute as the candidate completion at which the final model's loss gradient is smallest, scoring each by
+    its negative gradient norm ``−‖∇_θ ℓ(θ; x_v)‖``."""
+
     name = "gradient"
     title = "smallest loss gradient of the final model"
     threat_model = "white_box"

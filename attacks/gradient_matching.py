@@ -32,6 +32,10 @@ STEP_TOLERANCE = 1e-12
 
 
 class GradientMatchingReconstruction(Attack):
+    """The ``gradient_matching`` attack (white box, informed; module docstring, docs/games.md): reconstructs the
+    continuous protected values as ``v̂ = argmin_v ‖∇_θ ℓ(θ; x(v), y) − r(θ)‖²`` with r the informed residual of
+    :mod:`attacks.informed`, by batched Levenberg–Marquardt from the prior's centre and the closed-form reading."""
+
     name = "gradient_matching"
     title = "informed gradient-matching reconstruction"
     threat_model = "white_box"

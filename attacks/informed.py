@@ -81,6 +81,11 @@ def candidate_gradients(knowledge: Knowledge, params: Params) -> torch.Tensor:
 
 
 class InformedGradientAttack(Attack):
+    """The ``informed_gradient`` attack (white box, informed adversary knowing S ∖ {x}; module docstring,
+    docs/games.md): infers the protected attribute by scoring each candidate completion x_v with
+    ``−‖∇ℓ(θ; x_v) − r(θ)‖``, r(θ) = −(Σ_{x' ∈ S∖{x}} ∇ℓ(θ; x') + λθ) the residual the target's gradient equals at
+    an optimum."""
+
     name = "informed_gradient"
     title = "informed match of the gradient residual"
     threat_model = "white_box"

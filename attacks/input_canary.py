@@ -41,6 +41,10 @@ def _presence_scores(statistic: torch.Tensor) -> AttackOutput:
 
 
 class CanaryLogitAttack(Attack):
+    """The ``canary_logit`` attack (black box; module docstring, docs/games.md's membership game): infers whether the
+    crafted canary was trained on from how much its label's logit gains at the canary over the same input without
+    the crafted coordinate, ``Δ_y − mean_{j≠y} Δ_j`` with ``Δ = f(x_c) − f(x_ref)``."""
+
     name = "canary_logit"
     title = "change of the canary's logit"
     threat_model = "black_box"
@@ -67,6 +71,11 @@ class CanaryLogitAttack(Attack):
 
 
 class NoiseScaleAttack(Attack):
+    """The ``noise_scale`` attack (black box; module docstring, docs/games.md's membership game): infers whether the
+    canary was trained on from the scale of the model's response along input columns no record touches,
+    ``−½ log mean_{j,o} (f_o(x_ref + e_j) − f_o(x_ref))²``, which shows a normalisation by the data set's size, the
+    realised batch size or the data."""
+
     name = "noise_scale"
     title = "model's response on the noise-only inputs"
     threat_model = "black_box"

@@ -162,6 +162,11 @@ class _GradientCanaryAttack(Attack):
 
 
 class IteratesAttack(_GradientCanaryAttack):
+    """The ``iterates`` attack (every noisy update; module docstring, docs/games.md): infers the gradient canary's
+    candidate from each candidate's marginal log-likelihood of the released updates along its private coordinate,
+    the mixture ``(1 − p) N(0, σ̂²) + p N(s, σ̂²)`` averaged over a log-uniform prior on p, with σ̂ estimated from the
+    noise coordinates, plus a public-gradient term and the log prior."""
+
     name = "iterates"
     title = "likelihood ratio of the canary on the released updates"
     threat_model = "iterates"
@@ -190,6 +195,11 @@ class IteratesAttack(_GradientCanaryAttack):
 
 
 class PublicAlignedIteratesAttack(_GradientCanaryAttack):
+    """The ``iterates_public_aligned`` attack (every noisy update; module docstring, docs/games.md): infers the
+    gradient canary's candidate from the Gaussian log-likelihood ratio ``Σ_t present_t (y_t s − s²/2) / σ̂²`` of
+    ``N(s, σ̂²)`` against ``N(0, σ̂²)`` over the steps at which its canary was in the public batch, plus the log
+    prior; decisive against the shared-batch variant (Proposition 3), whose private batch is its public one."""
+
     name = "iterates_public_aligned"
     title = "likelihood ratio on the released updates, at the canary's public steps"
     threat_model = "iterates"

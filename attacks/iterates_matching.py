@@ -55,6 +55,11 @@ MIN_NOISE = 1e-12  # σ̂² floor: a noiseless release still gives finite scores
 
 
 class IteratesGradientMatching(Attack):
+    """The ``gradient_matching_iterates`` attack (every noisy update, informed; module docstring, docs/images.md):
+    reconstructs an image canary's protected coordinates a by replaying the trajectory, estimating the target's
+    clipped gradients, the sampling rate and the noise from the release, and maximising the log posterior
+    ``Σ_t log[(1 − p̂) + p̂ exp((⟨ĝ_t, c_t(a)⟩ − ½‖c_t(a)‖²) / σ̂²)] − ‖a‖² / (2s²)`` by Levenberg–Marquardt."""
+
     name = "gradient_matching_iterates"
     title = "gradient matching on the released updates"
     threat_model = "iterates"

@@ -13,6 +13,9 @@ from fdp_audit.training.interface import example_loss, predict_logits
 
 
 class LikelihoodAttack(Attack):
+    """The ``likelihood`` attack (black box; module docstring, docs/games.md): infers the protected attribute from
+    the model's predictions, ``score_v = log P_model(y | u, v) + log Pr[v | u]`` for each candidate value v."""
+
     name = "likelihood"
     title = "likelihood of the label under the model's predictions"
     threat_model = "black_box"

@@ -11,6 +11,10 @@ from attacks.base import Attack, AttackOutput, View
 
 
 class PriorAttack(Attack):
+    """The ``prior`` attack (no model; module docstring, docs/accounting.md): the Bayes-optimal guess from
+    Pr[v | u] alone (the prior's centre for continuous features, the visible part for an image's protected
+    subspace), whose success is Ball: the baseline every other attack is reported against."""
+
     name = "prior"
     title = "the prior's best guess, without the model"
     threat_model = "prior"

@@ -26,6 +26,10 @@ FIRST_LAYER_KINDS = ("logistic", "mlp")
 
 
 class ClosedFormReconstruction(Attack):
+    """The ``reconstruction`` attack (white box, informed; module docstring, docs/games.md): reconstructs continuous
+    protected features in closed form from the rank-one first-layer part of the informed residual,
+    ``δ̂ = (R_W[:, pub] u + r_b) / (‖u‖² + 1)`` and ``v̂ = R_W[:, prot]ᵀ δ̂ / ‖δ̂‖²``; exact at an optimum."""
+
     name = "reconstruction"
     title = "informed closed-form reconstruction"
     threat_model = "white_box"

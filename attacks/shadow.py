@@ -51,6 +51,11 @@ def output_features(model: Model, params: Params, candidates: torch.Tensor) -> n
 
 
 class ShadowModelAttack(Attack):
+    """The ``shadow`` attack (black box; module docstring, docs/games.md): infers the protected attribute with a
+    multinomial logistic regression fitted on shadow models the adversary trains with the audited mechanism on its
+    population split, each with a known inserted value, reading every candidate completion's centred class
+    log-probabilities; ``score_v = log Pr_uniform[v | outputs] + log Pr[v | u]``."""
+
     name = "shadow"
     title = "meta-classifier on shadow models"
     threat_model = "black_box"
