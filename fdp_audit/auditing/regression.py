@@ -53,6 +53,21 @@ class Change:
 
 @dataclass
 class Regression:
+    """Two audits' comparisons matched by id, with each success rate's change (:func:`compare`; docs/statistics.md,
+    "Regression against a baseline").
+
+    Attributes:
+        alpha: the overall significance level of the rise tests, in (0, 1).
+        tolerance: the largest tolerated rise of a success probability, in [0, 1); None: report the changes, never
+            fail on them.
+        changes: one :class:`Change` per comparison both audits hold.
+        new: the comparisons only the current audit has.
+        gone: the comparisons only the baseline has.
+        mechanism_changes: the accounted parameters that differ (the bounds moved too, so margins are not like for
+            like).
+        config_changes: the settings of the audited configuration that differ (rates from other settings).
+    """
+
     alpha: float
     tolerance: float | None  # None: report the changes, never fail on them
     changes: list[Change]

@@ -63,6 +63,15 @@ def load_training(spec: str) -> UserTraining:
 
 @dataclass(frozen=True)
 class TrialOutcome:
+    """One trial of the user's training function (docs/user_training.md).
+
+    Attributes:
+        params: the trained module's own parameters, without a model dimension.
+        release: gradient canaries: the canary head's released update at every optimizer step, shape
+            (T, 1 + NOISE_COORDINATES); None for record canaries.
+        marked: how many times the marked canary record reached the module.
+    """
+
     params: dict[str, torch.Tensor]  # the module's own parameters, no model dimension
     release: torch.Tensor | None  # [T, 1 + NOISE_COORDINATES]: the canary head's released updates
     marked: int  # times the canary record reached the module

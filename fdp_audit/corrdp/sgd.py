@@ -33,6 +33,17 @@ Loss = Literal["squared", "logistic"]
 
 @dataclass(frozen=True)
 class SGDSettings:
+    """The hyper-parameters of one CorrDP-SGD run (module docstring's update; docs/corrdp.md).
+
+    Attributes:
+        steps: steps T.
+        learning_rate: the step size α.
+        clip_norm: the per-example clipping norm L (the enforced Lipschitz bound).
+        sample_rate: the Poisson sampling rate q in (0, 1]; 1 is full-batch gradient descent.
+        projection_radius: the radius of the ℓ2 ball Θ the parameters are projected onto; None: no projection.
+        ridge: the data-independent ridge coefficient λ of λ‖θ‖², at least 0.
+    """
+
     steps: int
     learning_rate: float
     clip_norm: float

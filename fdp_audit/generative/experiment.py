@@ -49,6 +49,18 @@ PAPER_FID = {"nonprivate": 25.2, "public_only": 149.1, "dp_sgd": 286.7, "fdp_dps
 
 @dataclass(frozen=True)
 class ExperimentPlan:
+    """The diffusion experiment's settings (module docstring; docs/generative.md).
+
+    Attributes:
+        setup: the architecture, diffusion and optimisation settings every mechanism of the experiment shares.
+        seeds: independent repetitions; the ordering is checked on their mean.
+        samples_per_class: images each model draws per class for the Fréchet distances.
+        grid_per_class: images per class in the sample grids of seed 0.
+        classifier_steps: training steps of the feature classifier the distances are measured in.
+        plain_steps: steps of the non-private and public-only models; None: ``setup.steps``.
+        plain_learning_rate: their Adam learning rate; None: ``setup.learning_rate``.
+    """
+
     setup: DiffusionSetup
     seeds: int = 3
     samples_per_class: int = 100

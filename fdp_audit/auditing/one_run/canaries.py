@@ -128,6 +128,17 @@ def canary_block(game: str, k: int, secrets: np.ndarray, magnitude: float) -> Ca
 
 @dataclass(frozen=True)
 class CanaryTraining:
+    """What one training with canaries wrote (:func:`train_with_canaries`; docs/one_run.md).
+
+    Attributes:
+        checkpoint: the trained weights' file.
+        release: the recorded release of the gradient canaries' block; None for input canaries, whose release is
+            the checkpoint itself.
+        manifest: the canary manifest naming the canaries, the weights and the release.
+        test_accuracy: the trained model's accuracy on the test split, in [0, 1]; None for the user's own loop.
+        metadata: the training's privacy metadata, as the checkpoint records it.
+    """
+
     checkpoint: Path
     release: Path | None  # input canaries: the checkpoint is the release
     manifest: Path
