@@ -41,6 +41,14 @@ def newton_converged(size: np.ndarray, previous: np.ndarray, w_norm: np.ndarray)
 
 @dataclass(frozen=True)
 class NewtonResult:
+    """The minimiser of the regularised logistic objective J found by Newton's method (:func:`fit_newton`).
+
+    Attributes:
+        w: the weights, shape (d,).
+        iterations: the Newton iterations taken.
+        gradient_norm: ‖∇J(w)‖ at the returned weights.
+    """
+
     w: np.ndarray
     iterations: int
     gradient_norm: float

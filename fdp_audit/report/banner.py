@@ -17,6 +17,20 @@ from fdp_audit.report.summary import Summary
 
 @dataclass(frozen=True)
 class Verdict:
+    """The report's banner (module docstring): the verdict and, on the first screen, what was audited.
+
+    Attributes:
+        status: ``PASS``, ``VIOLATION`` or ``INFORMATIONAL``.
+        explanation: the verdict's explanation.
+        alpha: the gate's significance level α.
+        judged: the comparisons judged of those made, e.g. ``10 of 10``.
+        closest: per unit, the comparison closest to its limit (furthest over it when violated), as
+            (heading, margin · label).
+        audited: what was audited, as (heading, value): mechanism, data and protected attributes, claimed ε with its
+            relation and δ, trials, games.
+        help: the plain-language help shown with it.
+    """
+
     status: str
     explanation: Cell
     alpha: Cell

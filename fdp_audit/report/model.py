@@ -325,6 +325,16 @@ def scalar(node: Node) -> Cell | None:
 
 @dataclass(frozen=True)
 class Table:
+    """A table of the report, every cell a stored value.
+
+    Attributes:
+        id: the table's HTML id.
+        columns: the column headings.
+        rows: the rows, one :class:`Cell` per column.
+        caption: what the table shows.
+        collapsed: detail (per-threshold rows, long lists) folded into a ``<details>`` element.
+    """
+
     id: str
     columns: tuple[str, ...]
     rows: list[list[Cell]]
@@ -334,6 +344,15 @@ class Table:
 
 @dataclass(frozen=True)
 class FigureView:
+    """A figure of the report.
+
+    Attributes:
+        id: the figure's HTML id.
+        svg: the inline SVG; None when it was left out.
+        caption: what the figure shows.
+        omitted: why a supplied figure was left out; empty when it is shown.
+    """
+
     id: str
     svg: Markup | None
     caption: str

@@ -48,6 +48,14 @@ MECHANISM_FIELDS = {
 
 @dataclass(frozen=True)
 class Faulty:
+    """The report's notice that a known-faulty test mechanism was audited.
+
+    Attributes:
+        mechanism: the faulty mechanism's name.
+        caught: whether the audit caught it (a VIOLATION); a faulty mechanism that PASSES is said loudly.
+        note: the notice's text.
+    """
+
     mechanism: Cell
     caught: bool  # a faulty mechanism that PASSES means the audit missed it: said loudly
     note: str = texts.FAULTY
@@ -55,6 +63,19 @@ class Faulty:
 
 @dataclass(frozen=True)
 class ReportView:
+    """The whole report page laid out from ``results.json`` (:func:`build_view`), in reading order.
+
+    Attributes:
+        title: the page's title.
+        created: when the results were created; None when they do not say.
+        verdict: the banner.
+        faulty: the known-faulty notice; None for a mechanism that is not known-faulty.
+        summary: the chart of every comparison against its limit; None without comparisons.
+        sections: the sections in reading order (the mechanism and its accounting, the games, any extra such as the
+            comparison with a baseline, reproducibility).
+        warnings: the sanity warnings; a PASS with any of them is weak.
+    """
+
     title: str
     created: Cell | None
     verdict: Verdict

@@ -37,6 +37,20 @@ class Mark:
 
 @dataclass(frozen=True)
 class ChartRow:
+    """One comparison as a row of the summary chart.
+
+    Attributes:
+        id: the comparison's id in ``results.json``.
+        game: the game's title.
+        attack: the attack's name.
+        status: ``violation``, ``pass`` or ``not judged``.
+        margin: the margin in words (lower confidence bound minus the limit, or ε lower bound against the claimed ε).
+        numbers: the row's numbers in words: what the marks show.
+        meaning: what the row's outcome means, at confidence 1 − α/m.
+        note: why a PASS whose point estimate is above its bound is still a PASS; empty otherwise.
+        marks: the drawn elements (points, intervals, the limit) on the row's track.
+    """
+
     id: str
     game: str
     attack: str
@@ -50,6 +64,16 @@ class ChartRow:
 
 @dataclass(frozen=True)
 class Panel:
+    """One panel of the summary chart: the comparisons of one unit on one scale.
+
+    Attributes:
+        id: the panel's HTML id.
+        title: its heading.
+        unit: what its rows measure: ``success rate``, ``ε`` or ``observed value``.
+        rows: its rows.
+        ticks: the axis ticks as (percent of the track, label).
+    """
+
     id: str
     title: str
     unit: str
@@ -71,6 +95,19 @@ class Closest:
 
 @dataclass
 class Summary:
+    """The report's summary (module docstring): every comparison against its limit, then what the audit tested and
+    what its verdict does and does not show.
+
+    Attributes:
+        panels: the chart's panels, one per unit.
+        failing: the rows that are violations.
+        tested: what the audit tested, in words.
+        shows: what the verdict shows, in words.
+        caveats: what it does not show.
+        assumption_free: some ε row also shows the Clopper–Pearson ε (a hollow point).
+        closest: per unit, in the order of ``UNITS``, the judged comparison closest to its limit.
+    """
+
     panels: list[Panel]
     failing: list[ChartRow]
     tested: str

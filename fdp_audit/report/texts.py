@@ -7,6 +7,13 @@ from typing import NamedTuple
 
 
 class Help(NamedTuple):
+    """The plain-language help of one kind of report section.
+
+    Attributes:
+        measured: what is measured, and under which threat model.
+        reading: how to read it.
+    """
+
     measured: str
     reading: str
 

@@ -23,6 +23,15 @@ UTILITY_MECHANISMS = ("nonprivate", "public_only", "dp_sgd", "fdp_sgd", "fdp_dps
 
 @dataclass(frozen=True)
 class AccuracyCell:
+    """One cell of an accuracy grid: a mechanism at one privacy level, over seeds.
+
+    Attributes:
+        mechanism: the mechanism's registry name.
+        epsilon: the target ε the noise was calibrated to; None for mechanisms without private steps.
+        noise_multiplier: the calibrated noise multiplier z; None without private steps.
+        accuracies: the test accuracy in [0, 1] of each seed's model.
+    """
+
     mechanism: str
     epsilon: float | None  # target ε; None for mechanisms without private steps
     noise_multiplier: float | None

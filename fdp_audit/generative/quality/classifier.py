@@ -19,6 +19,11 @@ from torch.nn import functional as F
 
 
 class FeatureClassifier(nn.Module):
+    """The small CNN whose penultimate features the sample-quality distance is measured in (module docstring):
+    three 3×3 convolutions (16, 32 and 32 channels, the last two of stride 2), a linear layer to ``features``
+    outputs and a linear head to ``n_classes`` logits, for images of ``channels`` channels and ``side`` pixels a
+    side."""
+
     def __init__(self, channels: int, side: int, n_classes: int, features: int = 16):
         super().__init__()
         self.convs = nn.ModuleList([nn.Conv2d(channels, 16, 3, padding=1), nn.Conv2d(16, 32, 3, stride=2, padding=1),
@@ -55,6 +60,13 @@ class FeatureClassifier(nn.Module):
 
 @dataclass
 class TrainedClassifier:
+    """A trained :class:`FeatureClassifier` with its accuracy (:func:`train_classifier`).
+
+    Attributes:
+        model: the trained classifier.
+        test_accuracy: its accuracy on the held-out test images, in [0, 1], reported beside the distances.
+    """
+
     model: FeatureClassifier
     test_accuracy: float
 
