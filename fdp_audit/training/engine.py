@@ -231,6 +231,15 @@ class Iterates:
 
 @dataclass(frozen=True)
 class ChunkResult:
+    """One chunk of a batch of trainings (:func:`train_models` yields them in order; docs/training.md).
+
+    Attributes:
+        model_indices: the chunk's model indices (which trials), shape (Rc,).
+        params: the trained parameters by name, each with a leading model dimension Rc.
+        iterates: the released noisy private sums and public gradients of every step, when they were recorded;
+            None otherwise.
+    """
+
     model_indices: torch.Tensor  # [Rc]
     params: Params  # [Rc, ...]
     iterates: Iterates | None

@@ -74,6 +74,16 @@ class Conv:
 
 @dataclass(frozen=True)
 class Linear:
+    """``Linear`` in a layer plan: weight ``[out_features, in_features]`` and, when ``bias``, a bias
+    ``[out_features]``.
+
+    Attributes:
+        name: the prefix of its parameters' names (``name.weight``, ``name.bias``).
+        in_features: its inputs.
+        out_features: its outputs.
+        bias: whether it has a bias.
+    """
+
     name: str
     in_features: int
     out_features: int

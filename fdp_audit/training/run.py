@@ -92,6 +92,15 @@ def with_mechanism(config: Config, name: str) -> Config:
 
 @dataclass(frozen=True)
 class TrainedModel:
+    """One model trained by the configured mechanism, with what its checkpoint records.
+
+    Attributes:
+        params: the trained parameters by name, without a model dimension, on the CPU.
+        metadata: the checkpoint's metadata (:func:`checkpoint_metadata`: the claim, the data's fingerprint, the seed,
+            the configuration, the model's shape).
+        test_accuracy: its accuracy on the test split, in [0, 1].
+    """
+
     params: Params  # one model, no model dimension
     metadata: dict[str, Any]
     test_accuracy: float
