@@ -1,6 +1,7 @@
 """Every public function and method of ``fdp_audit``, and of the ``attacks`` package beside it, carries the
 Google-style sections its signature calls for (docs/reference.md is generated from them): ``Args:`` when it takes
-parameters other than ``self``/``cls``, ``Returns:`` (or ``Yields:``) when its return annotation is not ``None``.
+parameters other than ``self``/``cls``, ``Returns:`` (or ``Yields:``) when its return annotation is not ``None``;
+and every public class at a module's top level has a docstring.
 
 Public means no leading underscore, at a module's top level or a method of a public top-level class; a property is
 an attribute and is exempt. The check reads the source with ``ast`` (nothing is imported), so it names functions
@@ -22,20 +23,24 @@ PARTS = sorted(path.name for path in PACKAGE.iterdir()
 
 
 def missing_sections(source: str) -> list[str]:
-    """The public functions and methods of one module whose docstring lacks a section its signature calls for.
+    """The public functions and methods of one module whose docstring lacks a section its signature calls for, and
+    its public top-level classes without a docstring.
 
     Args:
         source: the module's Python source.
 
     Returns:
         One ``name: no Args section, no Returns section`` line per incomplete function (``Class.method`` for a
-        method), in source order; empty when the module is complete.
+        method) and one ``Class: no docstring`` line per undocumented class, in source order; empty when the module
+        is complete.
     """
     problems: list[str] = []
 
     def walk(node: ast.AST, prefix: str, public: bool, depth: int) -> None:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.ClassDef):
+                if depth == 0 and not child.name.startswith("_") and not ast.get_docstring(child):
+                    problems.append(f"{child.name}: no docstring")
                 walk(child, f"{prefix}{child.name}.", public and not child.name.startswith("_"), depth + 1)
             elif isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) and depth <= 1:
                 if child.name.startswith("_") or not public:
@@ -70,12 +75,12 @@ def test_every_part_of_the_package_is_checked():
 @pytest.mark.parametrize("part", PARTS)
 def test_every_public_function_of_the_package_has_its_sections(part):
     problems = _problems(PACKAGE / part)
-    assert not problems, "public functions without their docstring sections:\n" + "\n".join(problems)
+    assert not problems, "incomplete docstrings of public functions and classes:\n" + "\n".join(problems)
 
 
 def test_every_public_function_of_the_attacks_package_has_its_sections():
     problems = _problems(ATTACKS)
-    assert not problems, "public functions without their docstring sections:\n" + "\n".join(problems)
+    assert not problems, "incomplete docstrings of public functions and classes:\n" + "\n".join(problems)
 
 
 def test_the_check_flags_a_missing_section_and_accepts_a_complete_docstring():
@@ -116,6 +121,8 @@ def _private(x):
 
 
 class Public:
+    """A documented class."""
+
     def method(self, y: float) -> float:
         """Half y."""
 
@@ -132,6 +139,11 @@ class Public:
 
 class _Private:
     def method(self, y): pass
+
+
+class Undocumented:
+    x: int
 '''
     assert missing_sections(source) == ["no_returns: no Returns section", "undocumented: no Args section",
-                                        "Public.method: no Args section, no Returns section"]
+                                        "Public.method: no Args section, no Returns section",
+                                        "Undocumented: no docstring"]
