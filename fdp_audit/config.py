@@ -129,7 +129,7 @@ class DataConfig(_Section):
         protected: the protected columns, whose values FDP protects; no column twice, none also public.
         public: the public feature columns; None: every column but the label and the protected ones.
         label: the label column; None: the data set's default label.
-        label_public: whether the label is public (False puts it among the protected values).
+        label_public: whether the label is public; False: Ψ leaves the label out, so it is private too.
         path: the user's data file (``csv``, ``purchase``, ``criteo``); None for a bundled data set.
         numeric: the numeric columns of a user's file.
         categorical: the categorical columns of a user's file.
@@ -235,8 +235,8 @@ class MechanismConfig(_Section):
         private_weight: the weight α ≥ 0 of the noisy private gradient beside the public one (Algorithm 1).
         public_loss: the loss on the public part Ψ(x): ``mask``, ``mean``, ``gaussian_pad``, ``impute``,
             ``label_dp`` or ``public_image`` (docs/training.md).
-        public_pretrain_steps: steps on the public loss alone before the private steps, at least 0 (not
-            accounted: they read Ψ(x) only).
+        public_pretrain_steps: steps on the public loss alone (it reads Ψ(x) only) before the private steps, at
+            least 0.
         projection_radius: after each step the parameters are projected onto the ℓ2 ball of this radius > 0;
             None: no projection.
         optimizer: the optimiser section (:class:`OptimizerConfig`).
