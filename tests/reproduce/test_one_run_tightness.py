@@ -1,5 +1,5 @@
-"""`fdp-audit reproduce one_run_tightness --quick`: the rows the issue asks for, null calibration and a fault, in
-one small setting (the full run's numbers are in docs/one_run.md)."""
+"""`fdp-audit reproduce one_run_tightness --quick`: the rows of its table, null calibration and a fault, in one
+small setting (the full run's numbers are in docs/one_run.md, "Measured")."""
 
 from __future__ import annotations
 
