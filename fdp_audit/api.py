@@ -395,6 +395,34 @@ def audit_checkpoint(weights: str | os.PathLike[str], *,
     return AuditResult(results, Path(out_dir or DEFAULT_CHECKPOINT_OUT))
 
 
+def replay_checkpoint(weights: str | os.PathLike[str], games: int) -> Config:
+    """The configuration of a game audit of ``games`` trials replaying a checkpoint's training recipe (docs/games.md):
+    the built-in mechanism its privacy metadata names, with the claim's z, p, T and C, on the data it was trained on.
+    ``audit(replay_checkpoint("model.pt", 64))`` is what ``fdp-audit audit model.pt --games 64`` does.
+
+    A checkpoint is untrusted: it never names code to run, where trials run or where files go (its execution
+    fields and ``report.out_dir`` are the defaults).
+
+    Args:
+        weights: a ``.pt`` checkpoint written by ``fdp-audit train``.
+        games: trials per game (the configuration's ``audit.trials``).
+
+    Returns:
+        The validated configuration.
+
+    Raises:
+        BadInputError: an unreadable checkpoint or invalid metadata, a recipe that names code (a third-party
+            mechanism, a training function or a model factory), a trial count out of range (naming ``games``), or
+            data that are not the ones it was trained on.
+    """
+    from fdp_audit.auditing.checkpoint_audit import checkpoint_data, read_checkpoint, replay_config
+
+    checkpoint = read_checkpoint(weights)  # the claim pinned to the metadata, as the checkpoint audit uses it
+    config = replay_config(checkpoint, games)
+    checkpoint_data(checkpoint)  # refuses data that are not the ones it was trained on
+    return config
+
+
 def account(noise_multiplier: float | None = None, sample_rate: float | None = None, steps: int | None = None, *,
             config: Config | Mapping[str, Any] | str | os.PathLike[str] | None = None,
             checkpoint: str | os.PathLike[str] | None = None,

@@ -32,10 +32,11 @@ CONFIGURATION_MARKERS = ("<!-- config-reference:start -->", "<!-- config-referen
 
 # (section title, module, public names in the order the page lists them)
 API: tuple[tuple[str, str, tuple[str, ...]], ...] = (
-    ("The library", "fdp_audit.api", ("audit", "audit_checkpoint", "account", "gate", "AuditResult", "WrittenFiles",
-                                      "GateResult", "checkpoint_claim", "check_gaussian_parameters", "as_config",
-                                      "shipped_config_path", "demo", "demo_config", "train", "Training", "calibrate",
-                                      "profile", "corrdp", "report")),
+    ("The library", "fdp_audit.api", ("audit", "audit_checkpoint", "replay_checkpoint", "account", "gate",
+                                      "AuditResult", "WrittenFiles", "GateResult", "checkpoint_claim",
+                                      "check_gaussian_parameters", "as_config", "shipped_config_path", "demo",
+                                      "demo_config", "train", "Training", "calibrate", "profile", "corrdp",
+                                      "report")),
     ("The configuration", "fdp_audit.config", ("Config", "load_config", "config_from_dict")),
     ("The claim", "fdp_audit.claim", ("Claim", "noise_multiplier", "adopt_noise_multiplier")),
     ("One-run audits of the user's own training", "fdp_audit.auditing.one_run.loop", ("GradientCanaries",)),

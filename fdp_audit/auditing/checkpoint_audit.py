@@ -200,14 +200,14 @@ def replay_config(checkpoint: Checkpoint, trials: int) -> Config:
         The checkpoint's config with ``audit.trials`` set.
 
     Raises:
-        BadInputError: the recipe names code.
+        BadInputError: the recipe names code, or ``trials`` is out of range (both naming ``games``).
     """
     named = named_code(checkpoint.metadata["config"])
     if named:
         field, spec = next(iter(named.items()))
         raise BadInputError(f"the checkpoint's recipe names code ({field}: {spec[:80]!r}); a checkpoint never runs "
-                            "code: audit a config you wrote that names it", "--games")
-    return checkpoint.config.with_overrides({"audit.trials": trials}, {"audit.trials": "--games"})
+                            "code: audit a config you wrote that names it", "games")
+    return checkpoint.config.with_overrides({"audit.trials": trials}, {"audit.trials": "games"})
 
 
 def checkpoint_data(checkpoint: Checkpoint) -> PreparedData:

@@ -61,15 +61,16 @@ def audit_config(args: argparse.Namespace):
         BadInputError: an override out of range (naming its flag), both ``--scheduler`` and ``--workers``, or a
             checkpoint or config that cannot be read.
     """
-    from fdp_audit.api import as_config
+    from fdp_audit.api import as_config, replay_checkpoint
 
     target = Path(args.target)
     if target.suffix == ".pt":
-        from fdp_audit.auditing.checkpoint_audit import checkpoint_data, read_checkpoint, replay_config
-
-        checkpoint = read_checkpoint(target)  # the claim pinned to the metadata, as the checkpoint audit uses it
-        config = replay_config(checkpoint, args.games)
-        checkpoint_data(checkpoint)  # refuses data that are not the ones it was trained on
+        try:
+            config = replay_checkpoint(target, args.games)
+        except BadInputError as err:
+            if err.field != "games":
+                raise
+            raise BadInputError(err.detail, "--games") from err
     else:
         config = as_config(target)
     flags = {"audit.trials": "--trials", "audit.alpha": "--alpha", "seed": "--seed", "audit.scheduler": "--scheduler",

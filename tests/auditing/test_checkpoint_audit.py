@@ -160,3 +160,23 @@ def test_a_registered_final_model_attack_is_run_on_the_checkpoint_with_no_other_
     row = {a["attack"]: a for a in section["attacks"]}["constant_last"]
     truth = checkpoint_data(checkpoint).train.x[:, secret_attribute(checkpoint_data(checkpoint)).stop - 1]
     assert row["successes"] == int(truth.sum()) and row["threat_model"] == "black_box"
+
+
+def test_the_library_replays_a_checkpoints_recipe_and_names_its_keyword(checkpoint, tmp_path) -> None:
+    """``fdp_audit.api.replay_checkpoint``, which ``audit CKPT --games N`` calls: the checkpoint's pinned config with
+    N trials; a bad count or a recipe that names code is refused naming ``games`` (the command line's ``--games``)."""
+    from fdp_audit.api import replay_checkpoint
+    from fdp_audit.errors import BadInputError
+    from fdp_audit.training.checkpoint import load_checkpoint
+
+    replayed = replay_checkpoint(checkpoint.path, 24)
+    assert replayed == checkpoint.config.with_overrides({"audit.trials": 24})
+    with pytest.raises(BadInputError) as raised:
+        replay_checkpoint(checkpoint.path, 0)
+    assert raised.value.field == "games"
+    params, metadata, _ = load_checkpoint(checkpoint.path)
+    metadata["config"]["mechanism"]["third_party"] = f"{tmp_path / 'never_run.py'}:train"
+    named = save_checkpoint(tmp_path / "named.pt", params, metadata)
+    with pytest.raises(BadInputError, match="names code") as raised:
+        replay_checkpoint(named, 24)
+    assert raised.value.field == "games"
