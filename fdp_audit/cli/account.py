@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     Raises:
         BadInputError: bad input, naming the flag, field or file (exit code 2 through :func:`fdp_audit.cli.main`).
     """
-    accountant, checkpoint_delta = _accountant(args)
+    accountant, checkpoint_delta = _accountant(args, args.relation)
     deltas = _values(args.delta, _default_deltas(checkpoint_delta), "--delta", lambda d: 0 < d < 1, "(0, 1)")
     epsilons = _values(args.epsilon, DEFAULT_EPSILONS, "--epsilon", lambda e: e >= 0, "[0, inf)")
     alphas = _values(args.alpha, DEFAULT_ALPHAS, "--alpha", lambda a: 0 <= a <= 1, "[0, 1]")
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json:
             print(json.dumps(result, allow_nan=False))
         else:  # the JSON keeps its documented shape: --relation gives the other relation's ε there
-            print(_table(result, _epsilon_by_relation(accountant, deltas)))
+            print(_table(result, _epsilon_by_relation(args, accountant, deltas)))
     return 0
 
 
@@ -113,18 +113,16 @@ def _report(
     }
 
 
-def _epsilon_by_relation(accountant: MechanismAccountant, deltas: list[float]) -> dict[str, dict[str, float | None]]:
+def _epsilon_by_relation(args: argparse.Namespace, accountant: MechanismAccountant,
+                         deltas: list[float]) -> dict[str, dict[str, float | None]]:
     """ε(δ) under both neighbouring relations: the audit's games judge some comparisons under each (attribute and
-    simulator games under add/remove, the distinguishing game under replace-one), so both are the claim."""
-    import dataclasses
-
-    from fdp_audit.accounting.mechanism import accountant_for
+    simulator games under add/remove, the distinguishing game under replace-one), so both are the claim; the other
+    relation's accountant is the library's, as for ``--relation``."""
     from fdp_audit.json_numbers import json_float
 
     found = {}
     for relation in RELATIONS:
-        same = relation == accountant.spec.relation
-        other = accountant if same else accountant_for(dataclasses.replace(accountant.spec, relation=relation))
+        other = accountant if relation == accountant.spec.relation else _accountant(args, relation)[0]
         found[relation] = {_key(d): json_float(other.epsilon(d)) for d in deltas}
     return found
 
@@ -156,8 +154,9 @@ def flag_names(fields: dict[str, str]) -> Iterator[None]:
         raise
 
 
-def _accountant(args: argparse.Namespace) -> tuple[MechanismAccountant, float | None]:
-    """The claim the flags (or the checkpoint's metadata) state, and the checkpoint's δ."""
+def _accountant(args: argparse.Namespace, relation: Relation) -> tuple[MechanismAccountant, float | None]:
+    """The accountant of the claim the flags (or the checkpoint's metadata) state under ``relation``, from the
+    library (:func:`fdp_audit.api.checkpoint_claim`, :func:`fdp_audit.api.account`), and the checkpoint's δ."""
     from fdp_audit import api
 
     explicit = {
@@ -170,14 +169,14 @@ def _accountant(args: argparse.Namespace) -> tuple[MechanismAccountant, float | 
         if given:
             raise BadInputError(f"cannot be combined with {', '.join(given)}", field="--checkpoint")
         try:
-            return api.checkpoint_claim(args.checkpoint, args.relation)
+            return api.checkpoint_claim(args.checkpoint, relation)
         except BadInputError as err:
             raise BadInputError(err.detail, "--checkpoint" if err.field == "checkpoint" else err.field) from None
     for flag, value in explicit.items():
         if value is None:
             raise BadInputError("is required (or give --checkpoint PATH)", field=flag)
     api.check_gaussian_parameters(args.noise_multiplier, args.sample_rate, args.steps, _FLAG_FIELDS)
-    return api.account(args.noise_multiplier, args.sample_rate, args.steps, relation=args.relation), None
+    return api.account(args.noise_multiplier, args.sample_rate, args.steps, relation=relation), None
 
 
 def _default_deltas(checkpoint_delta: float | None) -> tuple[float, ...]:
