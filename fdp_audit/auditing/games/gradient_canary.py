@@ -469,7 +469,8 @@ class DistinguishingGame(GradientCanaryGame):
     """The ``distinguishing`` game (docs/games.md, "Games"; replace-one): a hidden bit picks the canary x₀ or x₁, with
     the same Ψ(x) and private gradients ∓ along a coordinate no real record touches, and the iterates attacks score
     the bit from every noisy update. Judged against the claimed curve f of the replace relation (ε lower bound) and,
-    as the binary attribute game with a uniform prior, against Theorem 4's ``1 − f(½)``."""
+    as a binary game with a uniform prior, against ``min(1 − f(½), ½ + δ_replace(0)/2)`` (:func:`binary_game_bound`):
+    Theorem 4's bound or the Bayes-optimal success, whichever is smaller."""
 
     name = "distinguishing"
     stream_block = 0

@@ -173,8 +173,9 @@ class MembershipGame(GradientCanaryGame):
     """The ``membership`` game (docs/games.md, "Games"; module docstring): a hidden bit decides whether the crafted
     input canary is trained on (n or n + 1 records, the add/remove relation), and the final-model attacks
     (:mod:`attacks.input_canary`) guess the bit by querying the final model. The guesses are judged against the
-    claimed curve f of the add/remove relation (ε lower bound) and, as an attribute game with Ball = ½, against
-    Theorem 4's ``1 − f(½)``."""
+    claimed curve f of the add/remove relation (ε lower bound) and, as a binary game with Ball = ½, against
+    ``min(1 − f(½), ½ + δ_add/remove(0)/2)``: Theorem 4's bound or the Bayes-optimal success, whichever is smaller
+    (:func:`~fdp_audit.auditing.games.gradient_canary.binary_game_bound`)."""
 
     name = "membership"
     stream_block = 4
