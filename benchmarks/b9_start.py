@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from benchmarks.timing import Record, ratio_record
+from fdp_audit.atomic_io import atomic_write_bytes, atomic_write_text
 
 ROUNDS = 3
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -42,11 +43,11 @@ def invocations(folder: Path) -> dict[str, tuple[list[str], int | None]]:
         Per command, its arguments and expected exit code.
     """
     config = folder / "columns.yaml"
-    config.write_text(BAD_COLUMNS, encoding="utf-8")
+    atomic_write_text(config, BAD_COLUMNS)
     results = folder / "results.json"
-    results.write_text("{", encoding="utf-8")
+    atomic_write_text(results, "{")
     checkpoint = folder / "model.pt"
-    checkpoint.write_bytes(b"not a checkpoint")
+    atomic_write_bytes(checkpoint, b"not a checkpoint")
     return {
         "--version": (["--version"], 0),
         "--help": (["--help"], 0),
