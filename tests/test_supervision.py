@@ -28,7 +28,10 @@ WAITING_IN_USER_CODE = (
 def supervisor(child_source: str, *argv: str | Path) -> subprocess.Popen:
     """``fdp-audit ARGV`` whose child runs ``child_source`` before :func:`fdp_audit.supervision.child`."""
     source = "import fdp_audit.supervision as s\n" + child_source + "s.child()"
-    program = f"import sys, fdp_audit.supervision as s\ns._CHILD = {source!r}\nsys.exit(s.main())\n"
+    # a runner started under nohup ignores SIGHUP, and an ignored signal stays ignored in every child it starts:
+    # the command is started as a terminal starts it, with SIGHUP's default action
+    program = (f"import signal, sys, fdp_audit.supervision as s\nsignal.signal(signal.SIGHUP, signal.SIG_DFL)\n"
+               f"s._CHILD = {source!r}\nsys.exit(s.main())\n")
     return subprocess.Popen([sys.executable, "-c", program, *map(str, argv)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
 
