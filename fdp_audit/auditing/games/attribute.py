@@ -91,7 +91,37 @@ def record_canaries(setup: AttributeSetup, secrets: np.ndarray) -> Canaries:
                     present, present)
 
 
-class AttributeGame(base.Game[GameRecord]):
+class PriorBallLimit:
+    """The stated limit of a game whose secret is drawn from ``audit.target_prior`` (the attribute and image games):
+    Ball is the prior's largest probability, the limit Theorem 4's ``1 − f(Ball)`` under add/remove neighbours."""
+
+    def stated_ball(self, row: dict[str, Any], config: Config, where: str) -> float:
+        """Ball of the stated configuration: its prior's largest probability.
+
+        Args:
+            row: the stored comparison.
+            config: the configuration the results state.
+            where: the row's place in the results, for errors.
+
+        Returns:
+            ``max(audit.target_prior)``.
+        """
+        return max(config.audit.target_prior)
+
+    def stated_limit(self, ball: float, accountant: Callable[[str], MechanismAccountant]) -> float:
+        """Theorem 4's ``1 − f(Ball)`` under add/remove neighbours.
+
+        Args:
+            ball: the comparison's Ball.
+            accountant: the stated claim's accountant of a relation (``Relation.ADD_REMOVE`` or ``Relation.REPLACE``).
+
+        Returns:
+            The limit.
+        """
+        return float(accountant(Relation.ADD_REMOVE).bound(ball))
+
+
+class AttributeGame(PriorBallLimit, base.Game[GameRecord]):
     """The ``attribute`` game (docs/games.md, "Games"): each trial trains with one record canary whose first protected
     attribute is drawn from ``audit.target_prior``, and the final-model attacks (prior, black box, white box) guess
     it. Their success rate is judged against Theorem 4's ``1 − f(Ball)`` with Ball the largest prior probability."""
@@ -241,28 +271,3 @@ class AttributeGame(base.Game[GameRecord]):
         """
         fallback = float(claim.add_remove.bound(float(record.prior.max())))
         return [attribute_section(record, judgements, self.name, self.canary, fallback, alpha)]
-
-    def stated_ball(self, row: dict[str, Any], config: Config, where: str) -> float:
-        """Ball of the stated configuration: its prior's largest probability.
-
-        Args:
-            row: the stored comparison.
-            config: the configuration the results state.
-            where: the row's place in the results, for errors.
-
-        Returns:
-            ``max(audit.target_prior)``.
-        """
-        return max(config.audit.target_prior)
-
-    def stated_limit(self, ball: float, accountant: Callable[[str], MechanismAccountant]) -> float:
-        """Theorem 4's ``1 − f(Ball)`` under add/remove neighbours.
-
-        Args:
-            ball: the comparison's Ball.
-            accountant: the stated claim's accountant of a relation (``Relation.ADD_REMOVE`` or ``Relation.REPLACE``).
-
-        Returns:
-            The limit.
-        """
-        return float(accountant(Relation.ADD_REMOVE).bound(ball))

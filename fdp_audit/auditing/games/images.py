@@ -18,7 +18,6 @@ Clopper–Pearson bound.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -26,11 +25,9 @@ import numpy as np
 import torch
 
 from attacks import Attack, Knowledge, View
-from fdp_audit.accounting.events import Relation
-from fdp_audit.accounting.mechanism import MechanismAccountant
 from fdp_audit.auditing import image_games
 from fdp_audit.auditing.games import base
-from fdp_audit.auditing.games.attribute import AttributeGame, AttributeSetup, record_canaries
+from fdp_audit.auditing.games.attribute import AttributeGame, AttributeSetup, PriorBallLimit, record_canaries
 from fdp_audit.auditing.games.categorical import GameRecord, argmax_counts, attribute_section, candidate_scores
 from fdp_audit.claim import Claim
 from fdp_audit.config import Config
@@ -70,7 +67,7 @@ class ImageGameRecord(GameRecord):
     examples: dict[str, Any]
 
 
-class ImageGame(base.Game[ImageGameRecord]):
+class ImageGame(PriorBallLimit, base.Game[ImageGameRecord]):
     """K candidates sharing a public image, the secret from ``audit.target_prior``, each attack's argmax guess
     judged on every trial against ``1 − f(Ball)`` under the add/remove claim (module docstring)."""
 
@@ -209,31 +206,6 @@ class ImageGame(base.Game[ImageGameRecord]):
             Name → value; none by default.
         """
         return {}
-
-    def stated_ball(self, row: dict[str, Any], config: Config, where: str) -> float:
-        """Ball of the stated configuration: its prior's largest probability.
-
-        Args:
-            row: the stored comparison.
-            config: the configuration the results state.
-            where: the row's place in the results, for errors.
-
-        Returns:
-            ``max(audit.target_prior)``.
-        """
-        return max(config.audit.target_prior)
-
-    def stated_limit(self, ball: float, accountant: Callable[[str], MechanismAccountant]) -> float:
-        """Theorem 4's ``1 − f(Ball)`` under add/remove neighbours.
-
-        Args:
-            ball: the comparison's Ball.
-            accountant: the stated claim's accountant of a relation (``Relation.ADD_REMOVE`` or ``Relation.REPLACE``).
-
-        Returns:
-            The limit.
-        """
-        return float(accountant(Relation.ADD_REMOVE).bound(ball))
 
 
 @dataclass(frozen=True)
