@@ -22,17 +22,20 @@ For DP-SGD on Adult's setting (p = 0.017, T = 300, δ = 1e-5, z calibrated to ε
   of inclusion counts; :func:`_sampling_informed_ratio`) — not a ceiling of an audit of the release: it is below
   what the release's own analysis certifies.
 
-The same rows at p = 0.08, T = 2,500, M = 5,000 (the setting of published CIFAR-10 one-run audits), simulated.
+The same rows at p = 0.08, T = 2,500, M = 5,000 (the setting of published CIFAR-10 one-run audits; the same model
+on Adult), without the ceiling's sampling-informed figure and the null calibration.
 Rows with ``loop: "opacus"``: :data:`TRAININGS` trainings of a tutorial-style Opacus loop (``make_private`` on a
 ``DataLoader``, the same logistic model) run as a user's loop with M gradient canaries
-(:func:`~fdp_audit.auditing.one_run.loop.run_user_loop`); Opacus samples at ``1 / len(loader)``, so the loader has
-:data:`OPACUS_BATCHES` batches (p = 1/59 ≈ 0.01695 instead of 0.017, z calibrated to ε at that rate) and the loop
+(:func:`~fdp_audit.auditing.one_run.loop.run_user_loop`), each saved as a user's script saves it (weights,
+manifest, release); Opacus samples at ``1 / len(loader)``, so the loader has :data:`OPACUS_BATCHES` batches
+(p = 1/59 ≈ 0.01695 instead of 0.017, 1/13 ≈ 0.0769 instead of 0.08; z calibrated to ε at that rate) and the loop
 stops after T steps. Their ``ratio_simulated`` is the built-in row's.
 
-Calibration on null data: :data:`NULL_SEEDS` simulated correct mechanisms at each ε (M = 1,000) and every
-training above, built-in and Opacus (each a correct mechanism), judged against its claim, with the binomial
-probability that a verdict whose false-alarm rate is α would raise that many alarms or more; and known faults
-(half the noise, no clipping) rejected in one training each.
+Calibration on null data, at p = 0.017, T = 300: :data:`NULL_SEEDS` simulated correct mechanisms at each ε
+(M = 1,000) and the trainings above at that setting, built-in and Opacus, per M (each a correct mechanism),
+judged against its claim, with the binomial probability that a verdict whose false-alarm rate is α would raise
+that many alarms or more; and known faults (half the noise, no clipping) rejected in one training each, at the
+middle ε's z of that setting.
 """
 
 from __future__ import annotations
@@ -79,7 +82,7 @@ CEILING_STREAM = 97
 INFORMED_STRATA = (6, 8, 10)  # inclusion counts (p·T ≈ 5 at the Adult settings), fixed before any release
 CEILING_POINTS = 24
 FAULTS = ("dp_sgd_half_noise", "dp_sgd_no_clip")
-OPACUS_BATCHES = {0.017: 59, 0.05: 20}  # Opacus's Poisson rate is 1 / len(loader): the nearest whole count
+OPACUS_BATCHES = {0.017: 59, 0.05: 20, 0.08: 13}  # Opacus's Poisson rate is 1 / len(loader): the nearest whole count
 OPACUS_LR = 0.5
 QUICK = {"epsilons": (None,), "noise_multiplier": 0.7, "adult": {"sample_rate": 0.05, "steps": 40, "canaries": (200,)},
          "published": None, "simulated_seeds": 1, "trainings": 1, "null_seeds": 10, "ceiling_releases": 3,
@@ -170,10 +173,11 @@ def _opacus_loop(module, dataset, seed: int):
     return model
 
 
-def _opacus_trainings(base, data, epsilon: float | None, rate: float, steps: int, m: int, seeds: int,
+def _opacus_trainings(out: Path, base, data, epsilon: float | None, rate: float, steps: int, m: int, seeds: int,
                       settings: dict[str, Any]) -> tuple[float, list[dict[str, Any]]]:
     """``seeds`` trainings of the Opacus loop with m gradient canaries at Opacus's rate nearest ``rate``, each
-    judged against its claim (z calibrated to ε at that rate); the rate and the rows."""
+    judged against its claim (z calibrated to ε at that rate) and its weights, manifest and release written under
+    ``out``, as a user's script saves them; the rate and the rows."""
     batches = OPACUS_BATCHES[rate]
     z, claim = _claim(epsilon, 1 / batches, steps, settings)
     _OPACUS_CONSTANTS.update(noise_multiplier=z, clip_norm=base.mechanism.clip_norm, batches=batches, steps=steps)
@@ -183,13 +187,14 @@ def _opacus_trainings(base, data, epsilon: float | None, rate: float, steps: int
          "mechanism.steps": steps, "mechanism.public_pretrain_steps": 0})
     rows = []
     for seed in range(seeds):
-        canaries, _ = run_user_loop(config, data, m, seed)
+        canaries, trained = run_user_loop(config, data, m, seed)
+        canaries.save(trained, out / f"opacus-{claim.epsilon:.2f}-{m}-{steps}-{seed}" / "model.safetensors")
         section = judge_scores(threat_scores(canaries.guesser_release(), candidate_pattern("inclusion", 2)),
                                np.asarray(canaries.secrets), claim, ALPHA)
         rows.append({"mechanism": "dp_sgd", "loop": "opacus", "epsilon": round(claim.epsilon, 2), "canaries": m,
-                     "seed": seed, "status": section["status"], "tightness": section["tightness"],
-                     "steinke": section["epsilon_steinke"] / claim.epsilon, **_order_statistics_fields(section),
-                     "guesses": section["guesses"],
+                     "sample_rate": 1 / batches, "steps": steps, "seed": seed, "status": section["status"],
+                     "tightness": section["tightness"], "steinke": section["epsilon_steinke"] / claim.epsilon,
+                     **_order_statistics_fields(section), "guesses": section["guesses"],
                      "correct": section["rows"][0]["correct"], "rejecting_correct": section["rejecting_correct"]})
     return 1 / batches, rows
 
@@ -202,11 +207,13 @@ def _trainings(out: Path, base, data, name: str, epsilon: float, z: float, m: in
         {"mechanism.name": name, "mechanism.faulty": MECHANISMS[name].faulty, "mechanism.target_epsilon": None,
          "mechanism.noise_multiplier": z, "mechanism.public_pretrain_steps": 0})
     rows = []
+    rate, steps = config.mechanism.sample_rate, config.mechanism.steps
     for seed in range(seeds):
-        trained = train_with_canaries(config, data, m, out / f"{name}-{epsilon:g}-{m}-{seed}" / "model.pt",
+        trained = train_with_canaries(config, data, m, out / f"{name}-{epsilon:g}-{m}-{steps}-{seed}" / "model.pt",
                                       seed=seed)
         section = audit_with_canaries(trained.checkpoint, trained.manifest, ALPHA)
-        rows.append({"mechanism": name, "loop": "built-in", "epsilon": epsilon, "canaries": m, "seed": seed,
+        rows.append({"mechanism": name, "loop": "built-in", "epsilon": epsilon, "canaries": m,
+                     "sample_rate": rate, "steps": steps, "seed": seed,
                      "status": section["status"], "tightness": section["tightness"],
                      "steinke": section["epsilon_steinke"] / section["claimed_epsilon"],
                      **_order_statistics_fields(section),
@@ -238,14 +245,16 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
     data = prepare_data(base.data, base.seed)
     work = out_dir / "one_run_tightness"
     rows, trainings, calibration, noise = [], [], [], {}
-    for setting, trained in ((adult, True), (settings["published"], False)):
+    for setting, calibrated in ((adult, True), (settings["published"], False)):
         if setting is None:
             continue
         rate, steps = setting["sample_rate"], setting["steps"]
+        configured = base.with_overrides({"mechanism.sample_rate": rate, "mechanism.steps": steps})
         for epsilon in settings["epsilons"]:
             z, claim = _claim(epsilon, rate, steps, settings)
             epsilon = round(claim.epsilon, 2) if epsilon is None else epsilon
-            noise[epsilon] = z
+            if calibrated:  # the faults below train at the Adult setting, so with its z
+                noise[epsilon] = z
             for m in setting["canaries"]:
                 # streams of their own, so that the ceiling's cost settings leave the other figures unchanged
                 ceilings = [_ceiling(np.random.default_rng([CEILING_STREAM, seed]), claim, z, rate, steps, m,
@@ -259,32 +268,21 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
                        "noise_multiplier": z, "ratio_simulated": median(simulated), "simulated": simulated,
                        "ratio_simulated_order_statistics": median(ordered), "simulated_order_statistics": ordered,
                        "steinke_simulated": median(s["epsilon_steinke"] / claim.epsilon for s in sections),
-                       "ceiling": median(ceilings), "ceilings": ceilings,
-                       "ratio_trained": None}
-                if trained:
-                    runs = _trainings(work, base, data, "dp_sgd", epsilon, z, m, settings["trainings"])
-                    trainings += runs
-                    row["ratio_trained"] = median(r["tightness"] for r in runs)
-                    row["trained"] = [r["tightness"] for r in runs]
-                    row["steinke_trained"] = median(r["steinke"] for r in runs)
-                    row["ratio_trained_order_statistics"] = median(r["tightness_order_statistics"] for r in runs)
-                if trained and m == min(setting["canaries"]):
+                       "ceiling": median(ceilings), "ceilings": ceilings}
+                runs = _trainings(work, configured, data, "dp_sgd", epsilon, z, m, settings["trainings"])
+                trainings += runs
+                row.update(_trained_fields(runs))
+                if calibrated and m == min(setting["canaries"]):
                     informed = [_sampling_informed_ratio(rng, claim, z, rate, steps, m)
                                 for _ in range(settings["simulated_seeds"])]
                     row["ratio_sampling_informed"], row["sampling_informed"] = median(informed), informed
                 rows.append(row)
-                if trained:
-                    opacus_rate, runs = _opacus_trainings(base, data, None if quick else epsilon, rate, steps, m,
-                                                          settings["trainings"], settings)
-                    trainings += runs
-                    rows.append({"loop": "opacus", "epsilon": epsilon, "canaries": m, "sample_rate": opacus_rate,
-                                 "steps": steps, "ratio_simulated": row["ratio_simulated"],
-                                 "ratio_trained": median(r["tightness"] for r in runs),
-                                 "trained": [r["tightness"] for r in runs],
-                                 "steinke_trained": median(r["steinke"] for r in runs),
-                                 "ratio_trained_order_statistics": median(r["tightness_order_statistics"]
-                                                                          for r in runs)})
-            if trained:
+                opacus_rate, runs = _opacus_trainings(work, configured, data, None if quick else epsilon, rate,
+                                                      steps, m, settings["trainings"], settings)
+                trainings += runs
+                rows.append({"loop": "opacus", "epsilon": epsilon, "canaries": m, "sample_rate": opacus_rate,
+                             "steps": steps, "ratio_simulated": row["ratio_simulated"], **_trained_fields(runs)})
+            if calibrated:
                 m = min(setting["canaries"])
                 nulls = [simulated_audit(rng, m, "inclusion", 2, z, rate, steps, claim, ALPHA)
                          for _ in range(settings["null_seeds"])]
@@ -294,15 +292,25 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
                                              sum(_order_statistics_fields(s)["order_statistics_alarm"] for s in nulls),
                                              len(nulls)))
                 for loop in ("built-in", "opacus"):
-                    real = [r for r in trainings if r["epsilon"] == epsilon and r["loop"] == loop]
-                    calibration.append(_null_row(f"trained ({loop})", epsilon, m,
-                                                 sum(r["status"] == "VIOLATION" for r in real), len(real)))
-                    calibration.append(_null_row(f"trained ({loop}), order statistics", epsilon, m,
-                                                 sum(r["order_statistics_alarm"] for r in real), len(real)))
+                    for m in setting["canaries"]:
+                        real = [r for r in trainings if r["epsilon"] == epsilon and r["loop"] == loop
+                                and r["canaries"] == m and r["steps"] == steps]
+                        calibration.append(_null_row(f"trained ({loop})", epsilon, m,
+                                                     sum(r["status"] == "VIOLATION" for r in real), len(real)))
+                        calibration.append(_null_row(f"trained ({loop}), order statistics", epsilon, m,
+                                                     sum(r["order_statistics_alarm"] for r in real), len(real)))
     middle = sorted(noise)[len(noise) // 2]
     faults = [r for name in settings["faults"]
               for r in _trainings(work, base, data, name, middle, noise[middle], min(adult["canaries"]), 1)]
     return _write(out_dir, quick, rows, trainings, calibration, faults)
+
+
+def _trained_fields(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A table row's trained figures: the medians over the trainings ``runs`` of the family ε, the Steinke et al. ε
+    and the order-statistics family ε over the claimed ε, and each training's family ε over the claimed ε."""
+    return {"ratio_trained": median(r["tightness"] for r in runs), "trained": [r["tightness"] for r in runs],
+            "steinke_trained": median(r["steinke"] for r in runs),
+            "ratio_trained_order_statistics": median(r["tightness_order_statistics"] for r in runs)}
 
 
 def _order_statistics_fields(section: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,9 @@ def test_quick_run_writes_the_rows_calibration_and_faults(tmp_path):
     loops = {row["loop"]: row for row in payload["rows"]}
     built_in, opacus = loops["built-in"], loops["opacus"]
     assert {"epsilon", "canaries", "ratio_simulated", "ratio_trained"} <= set(opacus)
+    assert all(row["ratio_trained"] is not None for row in payload["rows"])  # every row it claims is trained
+    # each training is kept as its loop saves it, to be judged again: the Opacus loop's as a user's script does
+    assert len(list((tmp_path / "one_run_tightness").glob("opacus-*/model.canaries.json"))) == 1
     for key in ("ratio_simulated", "ratio_trained", "steinke_simulated", "steinke_trained",
                 "ratio_simulated_order_statistics", "ratio_trained_order_statistics"):
         assert 0.0 <= built_in[key] <= 1.0, key
