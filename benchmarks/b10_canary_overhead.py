@@ -19,7 +19,13 @@ device), each with ratio = the median over rounds of with / without canaries, an
 (``spread``). The budget is 1.2 for time and memory. ``b10_canary_overhead_step`` is the steps alone: both
 trainings in one process, their ``STEPS`` steps alternating on the same batches, each step's CPU seconds (on CUDA,
 synchronised wall seconds), ratio = the median over steps; it leaves out set-up and files, and process-to-process
-variation. Each record also states the machine's one-minute load average before and after the rounds.
+variation. ``b10_canary_overhead_memory_increment`` is the peak memory above the process's memory before training
+(the runtime, the libraries and the data set: the baseline that both trainings share, which hides the canaries'
+share in the plain peak), with / without canaries, per round. ``b10_canary_release_growth`` is one canaried
+training of ``LONGER`` times the steps against the rounds' canaried ones, increment over increment: the per-step
+release waits on disk (:class:`~fdp_audit.auditing.one_run.manifest.ReleaseSpool`), so it stays near 1 where a
+release held in memory would add T·(M + M₀)·4 bytes (stated in the record). Each record also states the
+machine's one-minute load average before and after the rounds.
 ``python -m benchmarks.b10_canary_overhead --device cuda`` measures on the GPU.
 """
 
@@ -47,6 +53,7 @@ from fdp_audit.atomic_io import atomic_write_bytes
 CANARIES = 10_000
 STEPS = 40
 ROUNDS = 8
+LONGER = 10  # b10_canary_release_growth: one canaried training of LONGER·STEPS steps against the rounds' STEPS
 BATCH = 256
 THREADS = 1
 
@@ -99,18 +106,38 @@ def _step(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y
     optimizer.step()
 
 
-def _train(canaries: bool, device: str, out: Path, threads: int = THREADS) -> dict[str, float]:
-    """One training as the user's script runs it; the seconds from the data set to the weights written."""
-    torch.set_num_threads(threads)
-    train_set = _fashion_mnist()
+def _resident(key: str) -> float:
+    with open("/proc/self/status") as status:
+        return next(float(line.split()[1]) * 1024 for line in status if line.startswith(key + ":"))
+
+
+def _memory_baseline(device: str) -> float | None:
+    """The process's memory before training (the runtime, the libraries and the data set loaded), with its peak
+    reset there: on CUDA the bytes allocated on the device; on the CPU the resident bytes (Linux resets the peak,
+    VmHWM, through /proc/self/clear_refs; elsewhere None and no increment is measured)."""
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
+        return float(torch.cuda.memory_allocated())
+    try:
+        with open("/proc/self/clear_refs", "w") as handle:
+            handle.write("5")
+    except OSError:
+        return None
+    return _resident("VmRSS")
+
+
+def _train(canaries: bool, device: str, out: Path, threads: int = THREADS, steps: int = STEPS) -> dict[str, float]:
+    """One training as the user's script runs it; the seconds from the data set to the weights written, the peak
+    memory and its increment over the memory before training."""
+    torch.set_num_threads(threads)
+    train_set = _fashion_mnist()
+    baseline = _memory_baseline(device)
     start, cpu_start = time.perf_counter(), time.process_time()
     audit, model, optimizer, loader = _made_private(train_set, canaries, device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for step, (x, y) in enumerate(loader):
-            if step == STEPS:
+            if step == steps:
                 break
             _step(model, optimizer, x.to(device), y.to(device))
     if audit is not None:
@@ -122,9 +149,13 @@ def _train(canaries: bool, device: str, out: Path, threads: int = THREADS) -> di
     if device == "cuda":
         torch.cuda.synchronize()
     seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
-    peak = (torch.cuda.max_memory_allocated() if device == "cuda"
-            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
-    return {"seconds": seconds, "cpu_seconds": cpu, "peak_bytes": float(peak)}
+    if device == "cuda":
+        peak = float(torch.cuda.max_memory_allocated())
+    else:
+        peak = (_resident("VmHWM") if baseline is not None
+                else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024.0)
+    return {"seconds": seconds, "cpu_seconds": cpu, "peak_bytes": peak,
+            "increment_bytes": None if baseline is None else peak - baseline}
 
 
 def _paired_steps(device: str, threads: int = THREADS) -> dict[str, list[float]]:
@@ -152,10 +183,10 @@ def _paired_steps(device: str, threads: int = THREADS) -> dict[str, list[float]]
     return seconds
 
 
-def _child(kind: str, device: str, threads: int) -> dict[str, Any]:
+def _child(kind: str, device: str, threads: int, steps: int = STEPS) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         command = [sys.executable, "-m", "benchmarks.b10_canary_overhead", "--child", kind, "--device", device,
-                   "--out", folder, "--threads", str(threads)]
+                   "--out", folder, "--threads", str(threads), "--steps", str(steps)]
         done = subprocess.run(command, capture_output=True, text=True, check=True,
                               cwd=Path(__file__).resolve().parents[1], env={**os.environ, "PYTHONWARNINGS": "ignore"})
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -168,15 +199,26 @@ def run(device: str = "cpu", rounds: int = ROUNDS, threads: int = THREADS) -> li
         for canaries in ((False, True) if round_index % 2 == 0 else (True, False)):
             samples[canaries].append(_child("with" if canaries else "without", device, threads))
     steps = _child("steps", device, threads)
+    longer = _child("with", device, threads, LONGER * STEPS)  # after the rounds: the same load, T times LONGER
     extra = {"device": device, "canaries": CANARIES, "steps": STEPS, "batch": BATCH, "threads": threads,
              "load": [round(load_before, 1), round(os.getloadavg()[0], 1)], "budget": 1.2}
-    return [ratio_record("b10_canary_overhead_time", [s["seconds"] for s in samples[True]],
-                         [s["seconds"] for s in samples[False]], unit="s", scale=1.0, **extra),
-            ratio_record("b10_canary_overhead_cpu", [s["cpu_seconds"] for s in samples[True]],
-                         [s["cpu_seconds"] for s in samples[False]], unit="s", scale=1.0, **extra),
-            ratio_record("b10_canary_overhead_memory", [s["peak_bytes"] for s in samples[True]],
-                         [s["peak_bytes"] for s in samples[False]], unit="MiB", scale=1 / 2 ** 20, **extra),
-            ratio_record("b10_canary_overhead_step", steps["with"], steps["without"], **extra)]
+    records = [ratio_record("b10_canary_overhead_time", [s["seconds"] for s in samples[True]],
+                            [s["seconds"] for s in samples[False]], unit="s", scale=1.0, **extra),
+               ratio_record("b10_canary_overhead_cpu", [s["cpu_seconds"] for s in samples[True]],
+                            [s["cpu_seconds"] for s in samples[False]], unit="s", scale=1.0, **extra),
+               ratio_record("b10_canary_overhead_memory", [s["peak_bytes"] for s in samples[True]],
+                            [s["peak_bytes"] for s in samples[False]], unit="MiB", scale=1 / 2 ** 20, **extra),
+               ratio_record("b10_canary_overhead_step", steps["with"], steps["without"], **extra)]
+    if all(s["increment_bytes"] for group in samples.values() for s in group) and longer["increment_bytes"]:
+        with_canaries = [s["increment_bytes"] for s in samples[True]]
+        records += [
+            ratio_record("b10_canary_overhead_memory_increment", with_canaries,
+                         [s["increment_bytes"] for s in samples[False]], unit="MiB", scale=1 / 2 ** 20, **extra),
+            ratio_record("b10_canary_release_growth", [longer["increment_bytes"]] * len(with_canaries), with_canaries,
+                         unit="MiB", scale=1 / 2 ** 20, **{**extra, "steps": [STEPS, LONGER * STEPS],
+                                                           "release_in_memory_mib": round(
+                                                               LONGER * STEPS * (CANARIES + 1000) * 4 / 2 ** 20, 1)})]
+    return records
 
 
 def main() -> None:
@@ -186,12 +228,13 @@ def main() -> None:
     parser.add_argument("--out")
     parser.add_argument("--rounds", type=int, default=ROUNDS)
     parser.add_argument("--threads", type=int, default=THREADS)
+    parser.add_argument("--steps", type=int, default=STEPS)
     args = parser.parse_args()
     if args.child == "steps":
         print(json.dumps(_paired_steps(args.device, args.threads)))
         return
     if args.child:
-        print(json.dumps(_train(args.child == "with", args.device, Path(args.out), args.threads)))
+        print(json.dumps(_train(args.child == "with", args.device, Path(args.out), args.threads, args.steps)))
         return
     for record in run(args.device, args.rounds, args.threads):
         print(json.dumps(record))

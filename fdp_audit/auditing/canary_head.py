@@ -345,8 +345,18 @@ class _Snapshot:
 class UpdateObserver:
     """Record the canary head's released update at every optimizer step (module docstring), while active."""
 
-    def __init__(self, head: nn.Parameter, scale: float = 1.0, field: str = "mechanism.training"):
-        self.head, self.scale, self.field = head, scale, field
+    def __init__(self, head: nn.Parameter, scale: float = 1.0, field: str = "mechanism.training", spool=None):
+        """Observe the head's updates.
+
+        Args:
+            head: the canary head's parameter.
+            scale: what each update is multiplied by (the expected batch of an averaged loss, else 1).
+            field: what a refusal names.
+            spool: where flushed steps go instead of host memory (a
+                :class:`~fdp_audit.auditing.one_run.manifest.ReleaseSpool`: ``append(rows)``, ``steps``,
+                ``rows()``), or None to keep them in memory.
+        """
+        self.head, self.scale, self.field, self.spool = head, scale, field, spool
         self.unread: str | None = None  # why a step's release could not be read (then :attr:`releases` refuses)
         self._pending: list[torch.Tensor] = []
         self._moved: list[torch.Tensor] = []
@@ -423,7 +433,11 @@ class UpdateObserver:
 
     def _flush(self) -> None:
         if self._pending:
-            self._moved.append(torch.stack(self._pending).cpu())
+            chunk = torch.stack(self._pending).cpu()
+            if self.spool is None:
+                self._moved.append(chunk)
+            else:
+                self.spool.append(chunk)
             self._pending = []
 
     def _moved_since_last(self, value: torch.Tensor) -> torch.Tensor:
@@ -438,17 +452,34 @@ class UpdateObserver:
 
     @property
     def steps(self) -> int:
-        return len(self._pending) + sum(len(chunk) for chunk in self._moved)
+        spooled = 0 if self.spool is None else self.spool.steps
+        return len(self._pending) + sum(len(chunk) for chunk in self._moved) + spooled
 
-    @property
-    def releases(self) -> torch.Tensor:
-        """``[T, M + M₀]`` on the host: every observed step's update; refused (bad input naming ``field``) when a
-        step's could not be read: the release is the gradient the optimizer was given before ``step()``."""
+    def flushed(self):
+        """Every observed step in the spool (none left on the device); refused as :attr:`releases` is.
+
+        Returns:
+            The spool.
+        """
+        self._refuse_unread()
+        self._flush()
+        return self.spool
+
+    def _refuse_unread(self) -> None:
         if self.unread is not None:
             raise BadInputError(f"{self.unread}: the release of that step cannot be read; step an optimizer on the "
                                 "gradient the loop computed before step() (SGD, Adam, Opacus's DPOptimizer)",
                                 self.field)
+
+    @property
+    def releases(self) -> torch.Tensor:
+        """``[T, M + M₀]`` on the host: every observed step's update (read back from the spool, if any); refused
+        (bad input naming ``field``) when a step's could not be read: the release is the gradient the optimizer
+        was given before ``step()``."""
+        self._refuse_unread()
         self._flush()
+        if self.spool is not None:
+            return self.spool.rows()
         if not self._moved:
             return torch.zeros(0, self.head.numel())
         if len(self._moved) > 1:

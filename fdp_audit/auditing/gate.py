@@ -22,7 +22,8 @@ violation at that level. A comparison that cannot fail says nothing about the me
 PASS only over judged comparisons, at least one and all of them; otherwise it is NOT JUDGED. Each kind of
 comparison supplies its own evaluation and power check (:data:`KINDS`). Comparisons marked ``informational``
 (a one-run audit with canaries that cannot test the mechanism) make a VIOLATION when violated and an
-INFORMATIONAL verdict otherwise, never a PASS.
+INFORMATIONAL verdict otherwise, never a PASS. Comparisons marked ``final_weights_only`` (crafted input canaries,
+which test the final weights alone) make a PASS that says what it does not test (:data:`FINAL_WEIGHTS_ONLY`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,11 @@ from fdp_audit.phases import Phase
 
 NOT_JUDGED = "NOT JUDGED"  # comparisons without power, or none: never a pass
 INFORMATIONAL = "INFORMATIONAL"  # an audit that gates nothing (a checkpoint audit's estimated bounds)
+# what a PASS of crafted input canaries, judged on the final weights alone, does and does not test
+FINAL_WEIGHTS_ONLY = ("Final weights only: crafted input canaries test what the final model keeps of each canary "
+                      "record, noise included; they cannot see a clipping or sampling fault that the noise hides "
+                      "(a loop that does not clip, under noise), nor the steps that sampled no canary, so this PASS "
+                      "says nothing about those: gradient canaries, which read every step's update, test them.")
 
 
 def _int(row: dict, key: str, where: str) -> int:
@@ -715,7 +721,9 @@ def judge(comparisons: list[dict[str, Any]], alpha: float,
         status = "PASS"
         closest = described[worst["id"]]
         unit = UNITS.get(worst["kind"], "value")
-        explanation = (f"No attack beats its limit by more than chance explains; the closest is "
+        explanation = ((f"{FINAL_WEIGHTS_ONLY} " if any(row.get("final_weights_only") is True for row in comparisons)
+                        else "")
+                       + f"No attack beats its limit by more than chance explains; the closest is "
                        f"{comparison_label(closest)}: {_closest_words(closest, unit)}."
                        + "".join(f" {comparison_label(described[j['id']])}: kept (ε {j['observed']:.4g} spent of "
                                  f"{j['theoretical']:.4g} promised)." for j in kept)

@@ -34,6 +34,8 @@ The verdict is the one-run analysis's (:func:`fdp_audit.auditing.one_run.evaluat
 rules: a user's loop that released more optimizer steps than the claim accounts for violates the claim, whatever
 the guesses (the release itself shows it: the claimed mechanism releases T updates); and an audit with
 population copies, which cannot test noise, clipping or sampling, is INFORMATIONAL unless it finds a violation.
+A PASS of crafted canaries says what it does not test (:data:`~fdp_audit.auditing.gate.FINAL_WEIGHTS_ONLY`: the
+final weights hide a clipping or sampling fault under noise, and steps that sampled no canary leave no trace).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ import numpy as np
 import torch
 from torch.utils.data import TensorDataset
 
-from fdp_audit.auditing.gate import release_beyond_claim
+from fdp_audit.auditing.gate import FINAL_WEIGHTS_ONLY, release_beyond_claim
 from fdp_audit.auditing.labels import audit_title
 from fdp_audit.auditing.one_run.evaluation import judge_scores, section_comparisons
 from fdp_audit.auditing.one_run.guesser import candidate_pattern, threat_scores
@@ -435,6 +437,10 @@ def audit_with_canaries(checkpoint: Path, manifest_path: Path, alpha: float, fam
         section["informational"] = True
         if section["status"] == "PASS":
             section.update(status=INFORMATIONAL, explanation=POPULATION_COPIES)
+    elif kind == "crafted":
+        section["final_weights_only"] = True
+        if section["status"] == "PASS":
+            section["explanation"] = f"{FINAL_WEIGHTS_ONLY} {section['explanation']}"
     return section
 
 
@@ -538,8 +544,9 @@ def one_run_results(checkpoint: Path, manifest_path: Path, alpha: float, command
     loaded = external or read_checkpoint(checkpoint)
     parameters = section["claim_parameters"]
     comparisons = section_comparisons(section, parameters) + steps_comparison(section, parameters)
-    if section.get("informational"):
-        comparisons = [{**row, "informational": True} for row in comparisons]
+    for flag in ("informational", "final_weights_only"):
+        if section.get(flag):
+            comparisons = [{**row, flag: True} for row in comparisons]
     verdict, _ = judge(comparisons, alpha)  # the same test at the same level as the section's: one verdict
     return finite_or_none({
         "schema_version": 1, "kind": "audit",

@@ -47,13 +47,12 @@ from fdp_audit.auditing.one_run.manifest import (
     GAMES,
     MAX_CANARIES,
     RELEASE_METADATA_KEY,
+    ReleaseSpool,
     canary_paths,
     default_game,
     draw_secrets,
     null_coordinates,
-    release_bytes,
     write_manifest,
-    write_release,
 )
 from fdp_audit.auditing.user_training import user_trainer
 from fdp_audit.errors import BadInputError
@@ -129,7 +128,7 @@ class GradientCanaries:
 
     def __init__(self, count: int, *, seed: int = 0, clip_norm: float = 1.0, norm_factor: float = 10.0,
                  game: str = "inclusion", k: int = 2, null: int | None = None,
-                 expected_batch: float | None = None):
+                 expected_batch: float | None = None, spool_folder: str | Path | None = None):
         """Draw the canaries' secrets and their gradients: ``g_i = K·C`` for a present canary in the inclusion
         game, ``g_i = K·C·u_{v_i}`` with ``u_v = 2v/(k−1) − 1`` in the value game.
 
@@ -144,6 +143,9 @@ class GradientCanaries:
                 noise scale off, :data:`~fdp_audit.auditing.one_run.manifest.NULL_COORDINATES`).
             expected_batch: the loop's expected batch when its loss is averaged and it is not an Opacus
                 ``DPOptimizer`` (which states it): releases are then in units of the noisy clipped sum.
+            spool_folder: where the per-step release waits on disk until :meth:`save` (T·(M + M₀)·4 bytes, in
+                anonymous temporary files; default: the system's temporary folder), so that the host memory it
+                takes does not grow with the steps.
 
         Raises:
             BadInputError: a count, game, k, clip norm, norm factor or M₀ out of range.
@@ -167,7 +169,7 @@ class GradientCanaries:
             self.gradients = torch.as_tensor(self.magnitude * candidate_pattern(game, k)[self.secrets],
                                              dtype=torch.float32)
             self.present = torch.ones(count, dtype=torch.bool)
-        self.expected_batch = expected_batch
+        self.expected_batch, self.spool_folder = expected_batch, spool_folder
         self.inputs: CanaryInputs | None = None
         self.audited: AuditedModule | None = None
         self.observer: UpdateObserver | None = None
@@ -241,7 +243,8 @@ class GradientCanaries:
         device = next((p.device for p in module.parameters()), torch.device("cpu"))
         head = CanaryHead(self.gradients, self.null).to(device)
         self.audited = AuditedModule(module, self.inputs, head)
-        self.observer = UpdateObserver(head.weight, field="attach")
+        self.observer = UpdateObserver(head.weight, field="attach",
+                                       spool=ReleaseSpool(self.count, self.null, self.spool_folder))
         return self.audited
 
     def attach(self, optimizer: torch.optim.Optimizer) -> None:
@@ -307,6 +310,14 @@ class GradientCanaries:
             BadInputError: no module was wrapped, no optimizer holding the head stepped, or present canaries
                 never reached the module.
         """
+        observer, audited = self._released()
+        updates = -observer.releases  # the block's change, as the engine releases it: a step lowers the weight
+        final = audited.head.weight.detach().float().cpu()
+        return (updates[:, :self.count].contiguous(), updates[:, self.count:].contiguous(),
+                final[:self.count].clone(), final[self.count:].clone())
+
+    def _released(self) -> tuple[UpdateObserver, AuditedModule]:
+        """The observer and the module of a training that released something (:meth:`release`'s refusals)."""
         if self.observer is None or self.audited is None:
             raise BadInputError("the canaries were never wrapped around a module", "save")
         if not self.observer.steps:
@@ -315,10 +326,7 @@ class GradientCanaries:
         if bool(self.present.any()) and self.audited.marked == 0:
             raise BadInputError("the canaries never reached the module: the loop must feed the data set's inputs "
                                 "to the wrapped module as they are (no transform, no dropped records)", "save")
-        updates = -self.observer.releases  # the block's change, as the engine releases it: a step lowers the weight
-        final = self.audited.head.weight.detach().float().cpu()
-        return (updates[:, :self.count].contiguous(), updates[:, self.count:].contiguous(),
-                final[:self.count].clone(), final[self.count:].clone())
+        return self.observer, self.audited
 
     def guesser_release(self) -> Release:
         """What the training released about the canaries, as the one-run guesser reads it
@@ -362,9 +370,8 @@ class GradientCanaries:
             raise BadInputError("save the module that wrap() returned (or the wrapper around it)", "module")
         if self.observer is not None:
             self.observer.stop()
-        updates, updates_null, final, final_null = self.release()
-        return self._write(path, audited.module, release_bytes(updates, updates_null, final, final_null),
-                           len(updates))
+        observer, _ = self._released()
+        return self._write(path, audited.module, observer.flushed())
 
     @property
     def unobserved_updates(self) -> int:
@@ -373,24 +380,26 @@ class GradientCanaries:
         release does not hold, each a violation of any claim about the released steps."""
         return 0 if self.observer is None else self.observer.unobserved_changes
 
-    def _write(self, path: Path, module: nn.Module, release: bytes, steps: int) -> OneRunFiles:
+    def _write(self, path: Path, module: nn.Module, spool: ReleaseSpool) -> OneRunFiles:
+        """The release streamed from the spool (its digest then names it in the weights and the manifest), the
+        weights and the manifest: all three land or none does."""
         from safetensors.torch import save
 
         release_path, manifest_path = canary_paths(path)
-        release_sha256 = hashlib.sha256(release).hexdigest()
+        final = self.audited.head.weight.detach().float().cpu()
         tensors = {name: value.detach().cpu().contiguous().clone() for name, value in module.state_dict().items()}
-        weights = save(tensors, metadata={RELEASE_METADATA_KEY: release_sha256})
-        manifest = {"kind": "gradient", "source": "user_loop", "game": self.game, "k": self.k, "count": self.count,
-                    "null": self.null, "seed": self.seed, "magnitude": self.magnitude, "steps": steps,
-                    "unobserved_updates": self.unobserved_updates,
-                    "update_scale": None if self.observer is None else self.observer.scale,
-                    "secrets": [int(s) for s in self.secrets], "release": release_path.name,
-                    "release_sha256": release_sha256, "checkpoint_sha256": hashlib.sha256(weights).hexdigest()}
         with all_or_nothing():
+            release_sha256 = spool.write(release_path, final[:self.count], final[self.count:], negate=True)
+            weights = save(tensors, metadata={RELEASE_METADATA_KEY: release_sha256})
+            manifest = {"kind": "gradient", "source": "user_loop", "game": self.game, "k": self.k,
+                        "count": self.count, "null": self.null, "seed": self.seed, "magnitude": self.magnitude,
+                        "steps": spool.steps, "unobserved_updates": self.unobserved_updates,
+                        "update_scale": self.observer.scale, "secrets": [int(s) for s in self.secrets],
+                        "release": release_path.name, "release_sha256": release_sha256,
+                        "checkpoint_sha256": hashlib.sha256(weights).hexdigest()}
             atomic_write_bytes(path, weights)
-            write_release(release_path, release)
             write_manifest(manifest_path, manifest)
-        return OneRunFiles(path, release_path, manifest_path, steps, manifest["unobserved_updates"])
+        return OneRunFiles(path, release_path, manifest_path, spool.steps, manifest["unobserved_updates"])
 
 
 

@@ -22,14 +22,16 @@ import hashlib
 import io
 import json
 import math
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import torch
 
 from fdp_audit.accounting.events import Relation
-from fdp_audit.atomic_io import atomic_write_bytes, atomic_write_text
+from fdp_audit.atomic_io import atomic_write, atomic_write_bytes, atomic_write_text
 from fdp_audit.auditing.integrity import HMAC_KEY_VARIABLE, hmac_key, keyed_digest, same_digest
 from fdp_audit.auditing.one_run.guesser import Release
 from fdp_audit.bounded_read import bounded_json_integer, read_bounded
@@ -43,7 +45,9 @@ MANIFEST_FORMAT = "fdp-audit canary manifest"
 # user's loop counted the head's changes outside the optimizer steps (``unobserved_updates``)
 MANIFEST_VERSION = 3
 READ_VERSIONS = (1, 2, 3)
-RELEASE_VERSION = 1
+# release version 1: one torch.save pickle of the whole release (still read); version 2: safetensors, whose layout
+# is known once T is, so that a training can keep its per-step release on disk and write the file at the end
+RELEASE_VERSION = 2
 SECRET_MODEL_INDEX = 40_000_000  # the GAME-stream index of one-run secrets, apart from every game's trials
 MAX_CANARIES = 100_000
 MAX_MANIFEST_BYTES = 16 << 20
@@ -53,6 +57,8 @@ SOURCES = ("engine", "user_loop")  # who trained with gradient canaries: fdp-aud
 EXTERNAL_DIGEST = "external"  # the manifest of input canaries inserted before the weights existed
 RELEASE_METADATA_KEY = "fdp_audit_canary_release_sha256"  # a safetensors header entry binding weights to a release
 RELEASE_KEYS = {"format_version", "final", "final_null", "updates", "updates_public", "updates_null"}
+RELEASE_TENSORS = ("final", "final_null", "updates", "updates_null", "updates_public")  # their order in the file
+SPOOL_CHUNK_BYTES = 8 << 20  # what a spooled release is copied in: the host memory it needs, whatever T is
 # The guesser reads each step's noise scale off the null coordinates (their standard deviation); with M₀ of them its
 # relative error is about 1/sqrt(2·M₀), 2 % at 1,000, far below the unit noise of every standardised value, and the
 # right guesses on simulated releases match those with M₀ = M (tests/auditing/one_run/test_loop.py). More would only add
@@ -158,6 +164,24 @@ def write_manifest(path: Path, manifest: dict[str, Any]) -> Path:
     return atomic_write_text(path, manifest_text(manifest))
 
 
+def _release_header(shapes: dict[str, tuple[int, ...]]) -> bytes:
+    """The safetensors header of a release: float32 tensors of these shapes, laid out in this order, and the
+    release's format version; padded to 8 bytes as the safetensors library writes it."""
+    entries: dict[str, Any] = {"__metadata__": {"format_version": str(RELEASE_VERSION)}}
+    offset = 0
+    for name, shape in shapes.items():
+        size = 4 * math.prod(shape)
+        entries[name] = {"dtype": "F32", "shape": list(shape), "data_offsets": [offset, offset + size]}
+        offset += size
+    text = json.dumps(entries, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return len(text).to_bytes(8, "little") + text
+
+
+def _float_bytes(tensor: torch.Tensor) -> bytes:
+    return tensor.detach().float().cpu().contiguous().numpy().tobytes()
+
+
 def release_bytes(updates: torch.Tensor, updates_null: torch.Tensor, final: torch.Tensor, final_null: torch.Tensor,
                   updates_public: torch.Tensor | None = None) -> bytes:
     """A release file's content: the canary block's per-step updates (``[T, M]``, ``[T, M₀]``), its final values
@@ -171,16 +195,105 @@ def release_bytes(updates: torch.Tensor, updates_null: torch.Tensor, final: torc
         updates_public: the canaries' public coordinates per step, shape (T, M), or None without a public loss.
 
     Returns:
-        The ``torch.save`` bytes of the release (float32 tensors).
+        The release's safetensors bytes (float32 tensors, :data:`RELEASE_TENSORS` in order).
     """
-    buffer = io.BytesIO()
-    count = updates.shape[1]
-    torch.save({"format_version": RELEASE_VERSION, "final": final.float().contiguous(),
-                "final_null": final_null.float().contiguous(), "updates": updates.float().contiguous(),
-                "updates_public": (torch.zeros(0, count) if updates_public is None
-                                   else updates_public.float().contiguous()),
-                "updates_null": updates_null.float().contiguous()}, buffer)
-    return buffer.getvalue()
+    public = torch.zeros(0, updates.shape[1]) if updates_public is None else updates_public
+    tensors = dict(zip(RELEASE_TENSORS, (final, final_null, updates, updates_null, public), strict=True))
+    return (_release_header({name: tuple(t.shape) for name, t in tensors.items()})
+            + b"".join(_float_bytes(t) for t in tensors.values()))
+
+
+class ReleaseSpool:
+    """A training's per-step release of M canary and M₀ null coordinates, kept in two anonymous temporary files
+    while it runs, so that its host memory does not grow with the steps T (in memory it would take
+    T·(M + M₀)·4 bytes: 4.4 GB for 10,000 canaries over 100,000 steps); :meth:`write` copies it into the release
+    file, in chunks of :data:`SPOOL_CHUNK_BYTES`, with the same bytes as :func:`release_bytes` gives."""
+
+    def __init__(self, count: int, null: int, folder: str | Path | None = None):
+        """Open the spool.
+
+        Args:
+            count: M, the canary coordinates of each step.
+            null: M₀, the null coordinates of each step.
+            folder: where the temporary files are made (default: the system's temporary folder); they have no
+                name and disappear when closed or when the process ends.
+        """
+        self.count, self.null, self.steps = count, null, 0
+        self._files = [tempfile.TemporaryFile(dir=folder) for _ in range(2)]
+
+    def append(self, rows: torch.Tensor) -> None:
+        """Add steps.
+
+        Args:
+            rows: ``[F, M + M₀]`` the updates of F steps, canary coordinates first.
+        """
+        if rows.dim() != 2 or rows.shape[1] != self.count + self.null:
+            raise ValueError(f"expected rows of {self.count + self.null} values, got shape {tuple(rows.shape)}")
+        # row by row, from views of the rows: a copy of each part per chunk would let the allocator's heap grow
+        # (glibc raises its mmap threshold after freeing a large block, and reuses such blocks poorly)
+        values = rows.detach().float().cpu().contiguous().numpy()
+        for handle, (start, stop) in zip(self._files, ((0, self.count), (self.count, None)), strict=True):
+            handle.seek(0, io.SEEK_END)
+            for row in values:
+                handle.write(row[start:stop])
+        self.steps += len(rows)
+
+    def _chunks(self, which: int, negate: bool) -> Iterator[np.ndarray]:
+        """The spooled values of one part, in one reused buffer of about :data:`SPOOL_CHUNK_BYTES`."""
+        width = (self.count, self.null)[which]
+        buffer = np.empty(max(1, SPOOL_CHUNK_BYTES // (4 * width)) * width, np.float32)
+        handle = self._files[which]
+        handle.seek(0)
+        while read := handle.readinto(memoryview(buffer).cast("B")):
+            block = buffer[:read // 4]
+            yield np.negative(block, out=block) if negate else block
+
+    def rows(self) -> torch.Tensor:
+        """Every step read back into memory (for a caller that wants them there; :meth:`write` does not).
+
+        Returns:
+            ``[T, M + M₀]`` float32 on the host.
+        """
+        parts = [np.concatenate([np.zeros(0, np.float32), *(block.copy() for block in self._chunks(which, False))])
+                 .reshape(self.steps, width) for which, width in enumerate((self.count, self.null))]
+        return torch.from_numpy(np.concatenate(parts, axis=1))
+
+    def write(self, path: Path, final: torch.Tensor, final_null: torch.Tensor, negate: bool = False) -> str:
+        """Write the release file atomically (:func:`fdp_audit.atomic_io.atomic_write`: inside
+        :func:`~fdp_audit.atomic_io.all_or_nothing` it lands with the other outputs or not at all).
+
+        Args:
+            path: the release file.
+            final: the canary coordinates' final values, shape (M,).
+            final_null: the null coordinates' final values, shape (M₀,).
+            negate: write every spooled update with its sign flipped (a release counts the parameters' change).
+
+        Returns:
+            The hex SHA-256 of what was written.
+        """
+        digest = hashlib.sha256()
+        shapes = {"final": (self.count,), "final_null": (self.null,), "updates": (self.steps, self.count),
+                  "updates_null": (self.steps, self.null), "updates_public": (0, self.count)}
+
+        def pieces() -> Iterator[bytes | np.ndarray]:
+            yield _release_header(shapes)
+            yield _float_bytes(final)
+            yield _float_bytes(final_null)
+            yield from self._chunks(0, negate)
+            yield from self._chunks(1, negate)
+
+        def write(handle: BinaryIO) -> None:
+            for piece in pieces():
+                digest.update(piece)
+                handle.write(piece)
+
+        atomic_write(path, write)
+        return digest.hexdigest()
+
+    def close(self) -> None:
+        """Remove the temporary files."""
+        for handle in self._files:
+            handle.close()
 
 
 def write_release(path: Path, content: bytes) -> str:
@@ -331,6 +444,26 @@ def check_bound_release(manifest: dict[str, Any], bound: object, weights: str) -
                             "or the manifest was replaced)", "manifest.release_sha256")
 
 
+def _release_payload(raw: bytes, name: str) -> object:
+    """A release's tensors and format version: version 1 is a torch.save zip (read tensors only), version 2
+    safetensors; anything else is refused."""
+    if raw[:4] == b"PK\x03\x04":
+        return load_torch_file(raw, f"canary release {name}")
+    from safetensors import SafetensorError
+    from safetensors.torch import load
+
+    length = int.from_bytes(raw[:8], "little") if len(raw) >= 8 else -1
+    try:
+        header = json.loads(raw[8:8 + length]) if 0 < length <= len(raw) - 8 else None
+        tensors = load(raw) if isinstance(header, dict) else None
+    except (ValueError, RecursionError, SafetensorError) as err:
+        raise BadInputError(f"canary release {name} is neither safetensors nor a torch file") from err
+    metadata = header.get("__metadata__") if isinstance(header, dict) else None
+    if tensors is None or not isinstance(metadata, dict) or metadata.get("format_version") != str(RELEASE_VERSION):
+        raise BadInputError(f"canary release {name} does not have the fdp-audit layout")
+    return {**tensors, "format_version": RELEASE_VERSION}
+
+
 def read_release(path: Path, manifest: dict[str, Any]) -> Release:
     """Load the release (tensors only), check its digest against the manifest and its shapes (canaries, null
     coordinates, and steps as the manifest states them).
@@ -347,9 +480,9 @@ def read_release(path: Path, manifest: dict[str, Any]) -> Release:
             or a value is not finite.
     """
     raw = read_bounded(path, MAX_CHECKPOINT_BYTES, "canary release")  # T·(M + M₀) float32 numbers
-    payload = load_torch_file(raw, f"canary release {path.name}")
+    payload = _release_payload(raw, path.name)
     if (not isinstance(payload, dict) or set(payload) != RELEASE_KEYS
-            or type(payload["format_version"]) is not int or payload["format_version"] != RELEASE_VERSION):
+            or type(payload["format_version"]) is not int or payload["format_version"] not in (1, RELEASE_VERSION)):
         raise BadInputError(f"canary release {path.name} does not have the fdp-audit layout")
     count, null = manifest["count"], manifest["null"]
     shapes = {"final": (count,), "final_null": (null,)}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from fdp_audit.auditing.gate import INFORMATIONAL
+from fdp_audit.auditing.gate import FINAL_WEIGHTS_ONLY, INFORMATIONAL, judge
 
 LOOPS = Path(__file__).with_name("user_loops.py")
 
@@ -81,13 +81,42 @@ def test_crafted_canaries_catch_a_clipped_training_without_noise_when_it_moves_t
 
 
 @pytest.mark.slow
-def test_crafted_canaries_pass_a_correct_training(cli, tmp_path, write_yaml):
+def test_crafted_canaries_pass_a_correct_training_and_say_what_the_final_weights_do_not_test(
+        cli, tmp_path, write_yaml):
+    """The PASS says, in stdout, results.json, the gate's verdict and the report's banner, that the final weights
+    cannot show a clipping or sampling fault that the noise hides."""
     raw = _raw()
     raw["mechanism"].update(noise_multiplier=1.0, steps=20)  # by_hand_correct: z = 1, p = 0.1, two epochs
     config, weights = _train_outside(tmp_path, raw, "crafted", 1000, "by_hand_correct", write_yaml)
     result = cli("audit", weights, "--config", config, "--canaries", tmp_path / "model.canaries.json",
                  "--out", tmp_path / "out")
-    assert result.code == 0 and "PASS" in result.out, result.out + result.err
+    assert result.code == 0 and "\nPASS at α=" in result.out, result.out + result.err
+    assert FINAL_WEIGHTS_ONLY in result.out
+    saved = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert saved["verdict"]["status"] == "PASS" and FINAL_WEIGHTS_ONLY in saved["verdict"]["explanation"]
+    assert saved["one_run"]["final_weights_only"] is True and FINAL_WEIGHTS_ONLY in saved["one_run"]["explanation"]
+    gated = cli("gate", tmp_path / "out" / "results.json")
+    assert gated.code == 0 and FINAL_WEIGHTS_ONLY in gated.out
+    assert cli("report", tmp_path / "out" / "results.json", "-o", tmp_path / "report.html").code == 0
+    banner = (tmp_path / "report.html").read_text().split('<section id="verdict"')[1].split("</section>")[0]
+    assert "Final weights only: crafted input canaries test what the final model keeps" in banner
+
+
+def test_a_final_weights_pass_says_what_it_does_not_test_and_a_violation_is_unchanged():
+    """The gate's words for comparisons of crafted canaries (``final_weights_only``): a PASS says what the final
+    weights cannot show; a violated comparison is a VIOLATION with the same words as without the flag."""
+    claim = {"mechanism": "dp_sgd", "noise_multiplier": 1.0, "sample_rate": 0.1, "steps": 20, "delta": 1e-5,
+             "relation": "add_remove"}
+    row = {"id": "one-run/final_model", "kind": "one_run", "threat_model": "final_model", "canaries": 1000, "k": 2,
+           "guesses": 121, "final_weights_only": True, **claim}
+    passed, _ = judge([{**row, "correct": 64}], 0.05)
+    assert passed["status"] == "PASS" and passed["explanation"].startswith(FINAL_WEIGHTS_ONLY)
+    plain, _ = judge([{**row, "correct": 64, "final_weights_only": False}], 0.05)
+    assert FINAL_WEIGHTS_ONLY not in plain["explanation"]
+    violated, _ = judge([{**row, "correct": 121}], 0.05)
+    unflagged, _ = judge([{**row, "correct": 121, "final_weights_only": False}], 0.05)
+    assert violated["status"] == unflagged["status"] == "VIOLATION"
+    assert violated["explanation"] == unflagged["explanation"]
 
 
 def test_population_copies_are_informational_not_a_pass(cli, tmp_path, write_yaml, one_line_error):

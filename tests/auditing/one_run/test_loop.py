@@ -18,7 +18,7 @@ from torch.utils.data import Dataset, TensorDataset
 
 import fdp_audit
 from fdp_audit.auditing.one_run.loop import GradientCanaries
-from fdp_audit.auditing.one_run.manifest import RELEASE_METADATA_KEY, read_manifest, read_release
+from fdp_audit.auditing.one_run.manifest import RELEASE_METADATA_KEY, read_manifest, read_release, release_bytes
 from fdp_audit.errors import BadInputError
 
 REPO = Path(__file__).resolve().parents[3]
@@ -117,6 +117,8 @@ def test_save_writes_weights_release_and_manifest_bound_together(tmp_path):
         assert set(weights.keys()) == {"0.weight", "0.bias", "2.weight", "2.bias"}
         assert weights.metadata()[RELEASE_METADATA_KEY] == manifest["release_sha256"]
     release = read_release(files.release, manifest)
+    # streamed to the file from the spool, byte for byte the release built in memory
+    assert files.release.read_bytes() == release_bytes(*canaries.release())
     # unclipped, unnoised, summed: every step moves each present canary by −lr·g (g = 10·C) when sampled, and
     # never an absent canary or a null coordinate; the release is the change per unit learning rate
     sampled = release.updates[:, canaries.present.numpy()]

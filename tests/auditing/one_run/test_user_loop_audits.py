@@ -132,11 +132,13 @@ def test_mismatched_or_edited_files_are_bad_input_and_nothing_is_written(cli, tw
     # a release of another length, its manifest re-digested
     import hashlib
 
-    import torch
+    from safetensors.torch import load
 
-    payload = torch.load(folder0 / "m.canary-release.pt", weights_only=True)
-    payload.update(updates=payload["updates"][:-3], updates_null=payload["updates_null"][:-3])
-    torch.save(payload, tmp_path / "m.canary-release.pt")
+    from fdp_audit.auditing.one_run.manifest import release_bytes
+
+    payload = load((folder0 / "m.canary-release.pt").read_bytes())
+    (tmp_path / "m.canary-release.pt").write_bytes(release_bytes(
+        payload["updates"][:-3], payload["updates_null"][:-3], payload["final"], payload["final_null"]))
     digest = hashlib.sha256((tmp_path / "m.canary-release.pt").read_bytes()).hexdigest()
     edited.write_text(json.dumps({**manifest, "release_sha256": digest}))
     steps = manifest["steps"]
