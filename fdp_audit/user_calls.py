@@ -1,8 +1,9 @@
 """Calling the user's code once per trial (docs/files.md, "The user's code"): a training function, a third-party
 mechanism.
 
-Each call is made in the calling thread, so that the user's code sees the thread, the random state and the
-intra-op threads it would see in their own program, and:
+Each call is made in the calling thread, so that the user's code sees the thread and the random state it would
+see in their own program (on the intra-op thread count its caller chose: :func:`fdp_audit.threads.threads_for`),
+and:
 
 * it gets copies of the audit's tensors (the caller passes them; :func:`copies`), so that a function that edits
   its inputs in place cannot change the data of later trials, or of the built-in baselines;

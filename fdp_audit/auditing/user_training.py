@@ -123,7 +123,8 @@ class UserTrainer:
 
     def fresh_module(self, seed: int) -> nn.Module:
         """The factory's module, initialised from ``seed`` or, when the game fixes one, from
-        :attr:`initial_params` (DP-SGD's guarantee holds from any start fixed before the data are seen).
+        :attr:`initial_params` (DP-SGD's guarantee holds from any start fixed before the data are seen); the
+        factory runs on the trial's thread count (:attr:`step_work`).
 
         Args:
             seed: the trial's seed.
@@ -131,7 +132,7 @@ class UserTrainer:
         Returns:
             A new module.
         """
-        with torch.random.fork_rng(devices=[]):
+        with threads_for(self.step_work), torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             module = build_module(self.model.factory, self.model.n_inputs, self.model.n_classes,
                                   timeout=self.timeout, seed=seed)
@@ -219,9 +220,16 @@ class UserTrainer:
         """
         return self._params(returned, given)
 
+    @property
+    def step_work(self) -> int:
+        """Multiply-adds of one step of the user's training, as the engine counts one model's
+        (:func:`fdp_audit.training.engine.step_work`): the expected batch p·(n + 1) times the parameters. The
+        factory and the training function of a trial both run on the thread count
+        :func:`fdp_audit.threads.threads_for` chooses for it."""
+        return int(self.sample_rate * (len(self.x) + 1) * self.model.n_parameters)
+
     def _call(self, module: nn.Module, dataset: TensorDataset, seed: int, calls: UserCalls) -> object:
-        work = int(self.sample_rate * len(dataset) * self.model.n_parameters)  # per step, as the engine's
-        with threads_for(work), torch.random.fork_rng(devices=[]):
+        with threads_for(self.step_work), torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             return calls.call(self.training, (module, dataset, seed), seed)
 

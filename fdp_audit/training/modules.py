@@ -264,7 +264,8 @@ def module_model(factory: Callable[..., nn.Module], n_inputs: int, n_classes: in
         BadInputError: the module has no parameters, has BatchNorm, non-finite parameters, fails on a batch, or
             gives logits of the wrong shape.
     """
-    module = build_module(factory, n_inputs, n_classes, timeout=factory_timeout)
+    with threads_for(0):  # the model's size, from which the trials' thread count is chosen, is not known yet
+        module = build_module(factory, n_inputs, n_classes, timeout=factory_timeout)
     module.eval()
     for p in module.parameters():
         p.requires_grad_(False)
