@@ -14,9 +14,16 @@ beside them for the explanation). This is no statistical test: it is judged with
 counted in the Bonferroni correction of the audit's comparisons. The gate re-derives both ε from the schedules
 a ``promise`` comparison states (:func:`judge_promise`), never from stored ε values.
 
-The promise compared is one training's: the probe's (trained once before any trial), unless a trial's training
-broke a promise the probe's kept (a loop keeping it on some seeds only). Then that trial's promise is compared,
-naming its seed (:class:`BrokenPromise`): every training of the audited loop must keep it.
+The promise compared is one training's: the probe's (trained once before any trial), whose plan is the claim the
+games are judged against. Every trial's training is judged too, and the first that fails becomes the promise
+compared, naming its seed (:class:`BrokenPromise`), when the probe's was kept:
+
+* a trial that spent more than the compared plan — its history against the probe's plan. A loop that trains more
+  than it planned on some seeds only is one; so is a trial whose own engine was promised more than the probe's
+  (a larger target ε on some seeds) and kept that promise: what it trained spends more than the claim, which is a
+  privacy failure of the loop, not of its configuration, so it is a VIOLATION (``own_promise`` then states the
+  trial's own plan, for the explanation);
+* a trial that spent more than its own plan (a smaller promise, broken): its own promise.
 """
 
 from __future__ import annotations
@@ -47,6 +54,9 @@ class Promise:
     epochs: float | None = None
     engine_epsilon: float | None = None  # what the library's own accountant counted (shown, never judged)
     seed: int | None = None  # the trial's training seed when the promise is a trial's, not the probe's
+    # the trial's own plan when it differs from the plan compared (the probe's): source, plan (noise_multiplier,
+    # sample_rate, steps), target_epsilon and epochs
+    own_promise: dict[str, Any] | None = None
     kind = KIND
     game = KIND
 
@@ -63,7 +73,7 @@ class Promise:
 
         Returns:
             ``id``, ``kind``, ``game``, ``attack`` (the library), ``source``, ``target_epsilon``, ``epochs``, ``delta``,
-            ``engine_epsilon``, the ``planned`` schedule and the ``trained`` segments.
+            ``engine_epsilon``, the ``planned`` schedule, the ``trained`` segments, ``seed`` and ``own_promise``.
         """
         return {"id": self.id, "kind": KIND, "game": KIND, "attack": self.library,
                 "source": self.source, "target_epsilon": self.target_epsilon, "epochs": self.epochs,
@@ -71,7 +81,7 @@ class Promise:
                 "planned": {"noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate,
                             "steps": self.planned_steps},
                 "trained": [{"noise_multiplier": z, "sample_rate": p, "steps": steps} for z, p, steps in self.trained],
-                "seed": self.seed}
+                "seed": self.seed, "own_promise": self.own_promise}
 
 
 class BrokenPromise(BadInputError):
@@ -166,28 +176,18 @@ def judge_promise(row: dict[str, Any], level: float, where: str) -> dict[str, An
 
     Raises:
         BadInputError: an unknown source, a δ outside (0, 1), a malformed planned or trained segment, a target's
-            ε or epochs missing or the planned steps not ``int(epochs / p)``, or a negative ``engine_epsilon`` or
-            ``seed`` (naming the field).
+            ε or epochs missing or the planned steps not ``int(epochs / p)``, a negative ``engine_epsilon`` or
+            ``seed``, or a malformed ``own_promise`` (naming the field).
     """
-    source = row.get("source")
-    if source not in SOURCES:
-        raise BadInputError(f"must be one of {', '.join(SOURCES)}", f"{where}.source")
     delta = row.get("delta")
     if not isinstance(delta, int | float) or isinstance(delta, bool) or not 0 < delta < 1:
         raise BadInputError("must be a number in (0, 1)", f"{where}.delta")
-    plan = _segment(row.get("planned"), f"{where}.planned")
+    source, plan, target, epochs = _plan(row, where, "planned")
     trained_rows = row.get("trained")
     if not isinstance(trained_rows, list) or not trained_rows:
         raise BadInputError("must be a non-empty list of segments", f"{where}.trained")
     trained = [_segment(s, f"{where}.trained[{i}]") for i, s in enumerate(trained_rows)]
-    target, epochs = row.get("target_epsilon"), row.get("epochs")
-    if source == "make_private_with_epsilon":
-        for key, value in (("target_epsilon", target), ("epochs", epochs)):
-            if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value < math.inf:
-                raise BadInputError("must be a positive number", f"{where}.{key}")
-        if plan[2] != planned_steps(plan[1], epochs):
-            raise BadInputError(f"{plan[2]} is not the {planned_steps(plan[1], epochs)} steps of {epochs:g} epochs "
-                                f"at sample rate {plan[1]:g}", f"{where}.planned.steps")
+    own = _own_promise(row, float(delta), where)
     promised = _schedule_epsilon([plan], float(delta))
     spent = _schedule_epsilon(trained, float(delta))
     # the same schedule gives the same ε; a relative 1e-9 absorbs the rounding of a schedule split in parts
@@ -197,7 +197,39 @@ def judge_promise(row: dict[str, Any], level: float, where: str) -> dict[str, An
             "epochs": epochs, "delta": float(delta), "steps_planned": plan[2],
             "steps_taken": sum(steps for _, _, steps in trained), "noise_multiplier_promised": plan[0],
             "noise_multipliers_trained": sorted({z for z, _, _ in trained}), "sample_rate": plan[1],
-            "engine_epsilon": _optional_number(row, "engine_epsilon", where), "seed": _optional_seed(row, where)}
+            "engine_epsilon": _optional_number(row, "engine_epsilon", where), "seed": _optional_seed(row, where),
+            "own_promise": own}
+
+
+def _plan(row: dict[str, Any], where: str, key: str) -> tuple[str, tuple[float, float, int], Any, Any]:
+    """A stated plan: its source, its segment (``row[key]``), and a target's ε and epochs (checked against the
+    planned steps)."""
+    source = row.get("source")
+    if source not in SOURCES:
+        raise BadInputError(f"must be one of {', '.join(SOURCES)}", f"{where}.source")
+    plan = _segment(row.get(key), f"{where}.{key}")
+    target, epochs = row.get("target_epsilon"), row.get("epochs")
+    if source == "make_private_with_epsilon":
+        for name, value in (("target_epsilon", target), ("epochs", epochs)):
+            if not isinstance(value, int | float) or isinstance(value, bool) or not 0 < value < math.inf:
+                raise BadInputError("must be a positive number", f"{where}.{name}")
+        if plan[2] != planned_steps(plan[1], epochs):
+            raise BadInputError(f"{plan[2]} is not the {planned_steps(plan[1], epochs)} steps of {epochs:g} epochs "
+                                f"at sample rate {plan[1]:g}", f"{where}.{key}.steps")
+    return source, plan, target, epochs
+
+
+def _own_promise(row: dict[str, Any], delta: float, where: str) -> dict[str, Any] | None:
+    """A trial's own plan when the row compares another's (module docstring), with its ε at the row's δ."""
+    own = row.get("own_promise")
+    if own is None:
+        return None
+    if not isinstance(own, dict):
+        raise BadInputError("must be a mapping of source, plan, target_epsilon and epochs, or null",
+                            f"{where}.own_promise")
+    source, (z, p, steps), target, epochs = _plan(own, f"{where}.own_promise", "plan")
+    return {"source": source, "noise_multiplier": z, "sample_rate": p, "steps": steps, "target_epsilon": target,
+            "epochs": epochs, "epsilon": _schedule_epsilon([(z, p, steps)], delta)}
 
 
 def _optional_number(row: dict[str, Any], key: str, where: str) -> float | None:
@@ -242,10 +274,26 @@ def promise_violation(j: dict[str, Any]) -> str:
     engine = ("" if j.get("engine_epsilon") is None
               else f"; the engine's own accountant counted ε = {j['engine_epsilon']:.4g} for what was trained")
     training = "the training" if j.get("seed") is None else f"the training of the trial of seed {j['seed']}"
-    return (f"{training} spent more than it promised: it took {j['steps_taken']} steps "
-            f"(noise multiplier {trained}), spending ε = {j['spent_epsilon']:.4g} at δ = {j['delta']:g}, where its "
-            f"plan, {plan}, spends ε = {j['promised_epsilon']:.4g} at sample rate {j['sample_rate']:g} (both ε by "
-            f"fdp-audit's exact accounting{engine})" + (f": {'; '.join(reasons)}." if reasons else "."))
+    own = j.get("own_promise")
+    if own is None:
+        spent, compared = "spent more than it promised", "its plan"
+    else:
+        spent = (f"spent more than the claim, the promise of the probe's training, though it kept its own: its "
+                 f"engine was promised more ({_own_plan(own)}, ε = {own['epsilon']:.4g} by fdp-audit's exact "
+                 "accounting)")
+        compared = "the claim's plan"
+    return (f"{training} {spent}: it took {j['steps_taken']} steps "
+            f"(noise multiplier {trained}), spending ε = {j['spent_epsilon']:.4g} at δ = {j['delta']:g}, where "
+            f"{compared}, {plan}, spends ε = {j['promised_epsilon']:.4g} at sample rate {j['sample_rate']:g} (both ε "
+            f"by fdp-audit's exact accounting{engine})" + (f": {'; '.join(reasons)}." if reasons else "."))
+
+
+def _own_plan(own: dict[str, Any]) -> str:
+    steps = f"noise multiplier {own['noise_multiplier']:.4g} over {own['steps']} steps"
+    if own["source"] == "make_private":
+        return f"make_private's {steps}"
+    epochs = f"{own['epochs']:g} epoch" + ("" if own["epochs"] == 1 else "s")
+    return f"make_private_with_epsilon's target ε = {own['target_epsilon']:g} over {epochs}: {steps}"
 
 
 def promise_section(row: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]:
@@ -261,6 +309,7 @@ def promise_section(row: dict[str, Any], evaluation: dict[str, Any]) -> dict[str
     return {"library": row["attack"], "source": row["source"], "target_epsilon": row["target_epsilon"],
             "epochs": row["epochs"], "delta": row["delta"], "engine_epsilon": row["engine_epsilon"],
             "planned": row["planned"], "trained": row["trained"], "seed": evaluation["seed"],
+            "own_promise": row.get("own_promise"),
             "steps_planned": evaluation["steps_planned"], "steps_taken": evaluation["steps_taken"],
             "promised_epsilon": evaluation["promised_epsilon"], "spent_epsilon": evaluation["spent_epsilon"],
             "status": "broken" if evaluation["violated"] else "kept"}

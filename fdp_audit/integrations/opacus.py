@@ -22,9 +22,9 @@ of one training on S (before any trial, so the audit is planned against it):
 Beside the games, the training is judged against its promise (:mod:`fdp_audit.auditing.promise`): what the
 engine's accountant counted (every step's z and p) must spend no more ε than the plan. A loop that trains
 twice the epochs it calibrated for, or lowers the noise multiplier afterwards, is a VIOLATION saying so. The
-promise compared is the probe's training; every trial's engine is read too and judged the same way
-(:func:`promise_kept`): when a trial spends more than it promised, its promise is compared instead (a VIOLATION
-naming its seed), so a loop cannot keep its promise on the probe's seed alone.
+promise compared is the probe's training; every trial's engine is read too (:func:`promise_kept`): when a trial
+spends more than the claim's plan (its own engine promised more, or it trained more) or than its own promise, that
+is compared instead (a VIOLATION naming its seed), so a loop cannot keep its promise on the probe's seed alone.
 
 The engine is read by wrapping ``PrivacyEngine.make_private`` and ``make_private_with_epsilon`` for the duration
 of that one training (restored afterwards). In that training and every trial, the noise multiplier's calibration
@@ -88,7 +88,7 @@ def recording_engines() -> Iterator[EngineRecord]:
             "noise_multiplier": float(optimizer.noise_multiplier), "max_grad_norm": optimizer.max_grad_norm,
             "loss_reduction": optimizer.loss_reduction, "accountant": engine.accountant.mechanism(),
             "target": target, "optimizer": type(optimizer).__name__, "sample_rate": 1 / len(loader),
-            "poisson_sampling": bool(kwargs.get("poisson_sampling", True))})
+            "poisson_sampling": bool(kwargs.get("poisson_sampling", True)), "rows": _rows(loader)})
         record.engines.append(engine)
         return returned
 
@@ -106,6 +106,13 @@ def recording_engines() -> Iterator[EngineRecord]:
         yield record
     finally:
         PrivacyEngine.make_private, PrivacyEngine.make_private_with_epsilon = make_private, with_epsilon
+
+
+def _rows(loader: Any) -> int | None:
+    try:
+        return len(loader.dataset)
+    except (AttributeError, TypeError):  # an iterable dataset has no length
+        return None
 
 
 @functools.lru_cache(maxsize=64)
@@ -157,6 +164,7 @@ class EnginePromise:
     target: dict[str, Any] | None
     history: tuple[tuple[float, float, int], ...]  # (z, p, steps) as the accountant counted them
     engine_epsilon: float | None = None  # the engine's own ε of that history at the promise's δ (shown only)
+    rows: int | None = None  # the size of the data set its loader sampled (None: unknown)
 
     def summary(self) -> dict[str, Any]:
         """What the engine promised and counted, as results.json stores it.
@@ -230,16 +238,16 @@ def engine_promise(record: EngineRecord, delta: float = 1e-5, read_engine_epsilo
     except (ValueError, ArithmeticError):  # an accountant that cannot answer at this δ: shown as unknown
         engine_epsilon = None
     return EnginePromise(setup["noise_multiplier"], rate, counted, planned, float(clip), setup["loss_reduction"],
-                       setup["accountant"], target, history, engine_epsilon)
+                         setup["accountant"], target, history, engine_epsilon, setup["rows"])
 
 
-_PROBE_KEPT: dict[Config, bool] = {}  # this process's: whether the probe's training of a claimed config kept it
+_PROBES: dict[Config, EnginePromise] = {}  # this process's: the probe's training's promise of a claimed config
 
 
 def promise_check(config: Config, trainer: Any) -> Callable[[int], contextlib.AbstractContextManager[None]]:
     """The check of every trial's training of ``trainer`` (a :class:`~fdp_audit.auditing.user_training.UserTrainer`
     of the claimed ``config``): :func:`promise_kept` at the claim's δ, against the probe's training, which is
-    trained again in this process only when a trial broke its promise and the probe's status is not known here.
+    trained again in a process that did not train it (an executor's worker), once.
 
     Args:
         config: the claimed configuration (:func:`claimed_config`'s).
@@ -248,53 +256,79 @@ def promise_check(config: Config, trainer: Any) -> Callable[[int], contextlib.Ab
     Returns:
         A function of a trial's seed giving the context manager to train it in.
     """
-    def probe_kept() -> bool:
-        if config not in _PROBE_KEPT:
+    delta = config.mechanism.delta
+
+    def compared() -> EnginePromise | None:
+        if promise_marked_broken(config):  # a trial's broken promise is compared already
+            return None
+        if config not in _PROBES:
             from fdp_audit.auditing.third_party import trial_seed
 
             with recording_engines() as record, calibration_cached():
                 trainer.run(trial_seed(config.seed, PROBE_INDEX), trainer.x[0], int(trainer.y[0]), None)
-            _PROBE_KEPT[config] = not _judged(engine_promise(record, config.mechanism.delta, False),
-                                              config.mechanism.delta)["violated"]
-        return _PROBE_KEPT[config]
+            _PROBES[config] = engine_promise(record, delta, read_engine_epsilon=False)
+        probe = _PROBES[config]
+        return None if _judged(probe, delta)["violated"] else probe
 
-    return lambda seed: promise_kept(seed, config.mechanism.delta,
-                                     lambda: not promise_marked_broken(config) and probe_kept())
+    return lambda seed: promise_kept(seed, delta, compared)
 
 
 @contextlib.contextmanager
-def promise_kept(seed: int, delta: float, probe_kept: Callable[[], bool]) -> Iterator[None]:
-    """Within the block, one trial's training; afterwards its engine's promise is judged as the probe's is
-    (:func:`fdp_audit.auditing.promise.judge_promise`, once per distinct schedule). The audit's promise comparison
-    states the probe's training: when the probe kept its promise, a trial that spent more than it promised (a
-    loop keeping its promise on the probe's seed only) raises :class:`~fdp_audit.auditing.promise.BrokenPromise`
-    with the trial's promise, which the audit then compares instead (a VIOLATION naming the seed); when the
-    compared promise is broken already, the comparison is a VIOLATION and nothing is raised.
+def promise_kept(seed: int, delta: float, compared: Callable[[], EnginePromise | None]) -> Iterator[None]:
+    """Within the block, one trial's training; afterwards what it spent is judged
+    (:func:`fdp_audit.auditing.promise.judge_promise`, once per distinct schedule) against the promise the audit
+    compares, the probe's training's (the claim's plan), and against its own engine's promise. While the compared
+    promise is kept, a trial that spent more than either raises :class:`~fdp_audit.auditing.promise.BrokenPromise`
+    with the promise it broke, which the audit then compares instead (a VIOLATION naming the seed):
+
+    * more than the claim's plan (it trained more than planned on some seeds, or its own engine was promised more
+      than the probe's): the probe's plan against the trial's history, with the trial's own plan beside it when
+      that differs. Only a trial whose loader sampled a data set of the probe's size is compared with the claim:
+      Opacus plans the sample rate (and, for a target, the steps and z) from the size, so a training on one record
+      fewer (the membership game's world without the canary) has its own plan for the same promise;
+    * more than its own plan: its own promise.
+
+    When the compared promise is broken already, the comparison is a VIOLATION and nothing is raised.
 
     Args:
         seed: the trial's seed, stated with its promise.
         delta: the claim's δ (a target's own δ is used where it states one).
-        probe_kept: whether the compared promise was kept (asked only when this trial broke it).
+        compared: the promise compared while it is kept, else None (asked after the training).
 
     Yields:
         Nothing; the block runs the trial's training once.
 
     Raises:
-        BrokenPromise: the trial's training spent more than its engine promised where the compared one did not.
+        BrokenPromise: the trial's training spent more than the claim's plan or its own where the compared promise
+            was kept.
         BadInputError: the trial's training cannot be read as one claim.
     """
     with recording_engines() as record:
         yield
-    judged = _judged(engine_promise(record, delta, read_engine_epsilon=False), delta)
-    if judged["violated"] and probe_kept():
-        broken = replace(engine_promise(record, delta).promise(delta), seed=seed)
-        raise BrokenPromise(broken,
-            f"the training of the trial of seed {seed} spent more than it promised: ε = {judged['spent_epsilon']:.4g} "
-            f"in {judged['steps_taken']} steps (noise multipliers "
-            f"{', '.join(f'{z:.4g}' for z in judged['noise_multipliers_trained'])}) where its plan spends "
-            f"ε = {judged['promised_epsilon']:.4g} in {judged['steps_planned']} steps (noise multiplier "
-            f"{judged['noise_multiplier_promised']:.4g}), at δ = {judged['delta']:g}, though the probe's training "
-            "kept it: every training must keep it", FIELD)
+    own = engine_promise(record, delta, read_engine_epsilon=False)
+    probe = compared()
+    if probe is None:
+        return
+    checks = [own.promise(delta)]  # judged without the seed, so that equal schedules are judged once
+    if own.rows is not None and own.rows == probe.rows:  # else Opacus plans p (and T, z) for another size
+        own_row, claim_row = checks[0].row(), probe.promise(delta).row()
+        differs = any(own_row[key] != claim_row[key] for key in ("source", "planned", "target_epsilon", "epochs",
+                                                                 "delta"))
+        checks.insert(0, replace(probe.promise(delta), trained=own.history, engine_epsilon=None, own_promise={
+            "source": own_row["source"], "plan": own_row["planned"], "target_epsilon": own_row["target_epsilon"],
+            "epochs": own_row["epochs"]} if differs else None))
+    for broken in checks:
+        judged = _judged_promise(json.dumps(broken.row(), sort_keys=True))
+        if judged["violated"]:
+            spent = engine_promise(record, delta).engine_epsilon
+            raise BrokenPromise(replace(broken, engine_epsilon=spent, seed=seed),
+                f"the training of the trial of seed {seed} spent more than "
+                f"{'its own promise' if broken is checks[-1] else 'the claim'}: ε = {judged['spent_epsilon']:.4g} "
+                f"in {judged['steps_taken']} steps (noise multipliers "
+                f"{', '.join(f'{z:.4g}' for z in judged['noise_multipliers_trained'])}) where the plan spends "
+                f"ε = {judged['promised_epsilon']:.4g} in {judged['steps_planned']} steps (noise multiplier "
+                f"{judged['noise_multiplier_promised']:.4g}), at δ = {judged['delta']:g}, though the probe's "
+                "training kept its promise: every training must keep it", FIELD)
 
 
 def _judged(promised: EnginePromise, delta: float) -> dict[str, Any]:
@@ -337,5 +371,5 @@ def claimed_config(config: Config, data: PreparedData) -> tuple[Config, EnginePr
                         clip_norm=promised.clip_norm, loss_reduction=promised.loss_reduction,
                         noise_multiplier=mech.noise_multiplier if stated else promised.noise_multiplier)
     claimed = replace(config, mechanism=mechanism)
-    _PROBE_KEPT[claimed] = not _judged(promised, mech.delta)["violated"]
+    _PROBES[claimed] = promised
     return claimed, promised

@@ -73,8 +73,32 @@ def test_the_promise_is_outside_the_bonferroni_count_and_explains_first() -> Non
     ({"trained": []}, "row.trained"),
     ({"trained": [{"noise_multiplier": -1.0, "sample_rate": P, "steps": 10}]}, "row.trained[0].noise_multiplier"),
     ({"delta": 0}, "row.delta"),
+    ({"own_promise": {"source": "make_private", "plan": {"noise_multiplier": 0}}}, "row.own_promise.plan"),
+    ({"own_promise": {"source": "make_private_with_epsilon", "plan": {"noise_multiplier": Z, "sample_rate": P,
+                                                                     "steps": 10}}}, "row.own_promise.target_epsilon"),
 ])
 def test_a_malformed_promise_is_bad_input(edit: dict, field: str) -> None:
     """The planned steps of a target are those of its epochs (int(epochs / p)), not any stated number."""
     with pytest.raises(BadInputError, match=field.replace("[", r"\[").replace("]", r"\]")):
         judge_promise({**promise(((Z, P, 10),)).row(), **edit}, 0.05, "row")
+
+
+def test_a_trial_promised_more_than_the_claim_is_judged_against_the_claim() -> None:
+    """A trial whose engine was promised ε = 8 (z = 0.6) and trained as planned, against the claim's plan (z = 1.2):
+    it spent more than the claim — the PLD ε of its history above the plan's — and the explanation names its own
+    promise and its ε beside the claim's."""
+    from dataclasses import replace
+
+    own = {"source": "make_private_with_epsilon", "plan": {"noise_multiplier": 0.6, "sample_rate": P, "steps": 10},
+           "target_epsilon": 8.0, "epochs": 1}
+    row = replace(promise(((0.6, P, 10),)), seed=7, own_promise=own).row()
+    verdict, (j,) = judge([row], 0.05)
+    assert j["violated"] and j["spent_epsilon"] == pytest.approx(epsilon(0.6, P, 10))
+    assert j["own_promise"]["epsilon"] == pytest.approx(j["spent_epsilon"])
+    assert j["spent_epsilon"] > j["promised_epsilon"] == pytest.approx(epsilon(Z, P, 10))
+    assert verdict["explanation"].startswith(
+        "Training's promise · opacus: the training of the trial of seed 7 spent more than the claim, the promise of "
+        "the probe's training, though it kept its own: its engine was promised more (make_private_with_epsilon's "
+        f"target ε = 8 over 1 epoch: noise multiplier 0.6 over 10 steps, ε = {j['spent_epsilon']:.4g}")
+    assert "where the claim's plan, the 10 steps" in verdict["explanation"]
+    assert "it trained with noise multiplier 0.6 where 1.2 was promised" in verdict["explanation"]
