@@ -232,9 +232,13 @@ USER_LOOP_CAUGHT = {
 _SIZE_ONLY = "the normalisation is the same in both worlds of a replace-one game (n + 1 records each)"
 _SCALE_FREE = ("the iterates attacks estimate the noise scale from each trial's release and score the canary in "
                "its units: a normalisation common to the canary's update and the noise cancels")
-def _beyond_budget(measured: str, needed: int) -> str:
-    return (f"visible but too weak to catch within the suite's time: {measured} (200 trials, four games); a miss "
-            f"probability ≤ 1e-3 needs about {needed:,} trials")
+def _beyond_budget(successes: int, lower: float, needed: int) -> str:
+    """A cell measured once offline (seed 11, the simulator and membership games, 2,000 trials each: 1,000
+    evaluation trials), whose catch at a miss probability ≤ 1e-3 — at the success's Clopper–Pearson lower bound
+    at confidence 1 − 1e-4, judged at α/6 (evaluation_trials_for_power) — needs ``needed`` trials."""
+    return (f"visible but too weak to catch within the suite's time: {successes} of 1,000 evaluation trials against "
+            f".630 (seed 11, 2,000 trials, offline; lower bound {lower:.3f}); a miss probability ≤ 1e-3 needs about "
+            f"{needed:,} trials")
 
 
 USER_LOOP_NOT_VISIBLE = {
@@ -250,11 +254,11 @@ USER_LOOP_NOT_VISIBLE = {
     ("realised_batch", "simulator"): _SCALE_FREE,
     ("double_rate", "attribute"): "the final model of 4 steps at p = 1 with z = 1.5 holds too little of one record "
                                   "for the final-model attacks (46 and 48 of 100 against .752)",
-    ("double_rate", "simulator"): _beyond_budget("72/100 against .63, assumed .70 at α/6", 2 * 1362),
-    ("double_rate", "membership"): _beyond_budget("canary_logit 76/100 against .63, assumed .73 at α/6", 2 * 648),
+    ("double_rate", "simulator"): _beyond_budget(731, 0.676, 2 * 3192),  # iterates
+    ("double_rate", "membership"): _beyond_budget(744, 0.690, 2 * 1883),  # canary_logit
     ("half_noise", "attribute"): NOT_VISIBLE["half_noise", "attribute"],
-    ("half_noise", "simulator"): _beyond_budget("74/100 against .63, assumed .72 at α/6", 2 * 812),
-    ("half_noise", "membership"): _beyond_budget("canary_logit 67/100 against .63, assumed .65 at α/6", 2 * 17323),
+    ("half_noise", "simulator"): _beyond_budget(726, 0.671, 2 * 4080),  # iterates
+    ("half_noise", "membership"): _beyond_budget(738, 0.684, 2 * 2370),  # canary_logit
 }
 # Faults no game catches within the suite's time on the user-loop path, each cell with its reason.
 _SHUFFLED = ("the canary is in exactly two of the four steps (one batch of each epoch's two) instead of Bin(4, ½): "
