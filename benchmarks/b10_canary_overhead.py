@@ -21,11 +21,11 @@ trainings in one process, their ``STEPS`` steps alternating on the same batches,
 synchronised wall seconds), ratio = the median over steps; it leaves out set-up and files, and process-to-process
 variation. ``b10_canary_overhead_memory_increment`` is the peak memory above the process's memory before training
 (the runtime, the libraries and the data set: the baseline that both trainings share, which hides the canaries'
-share in the plain peak), with / without canaries, per round. ``b10_canary_release_growth`` is one canaried
-training of ``LONGER`` times the steps against the rounds' canaried ones, increment over increment: the per-step
-release waits on disk (:class:`~fdp_audit.auditing.one_run.manifest.ReleaseSpool`), so it stays near 1 where a
-release held in memory would add T·(M + M₀)·4 bytes (stated in the record). Each record also states the
-machine's one-minute load average before and after the rounds.
+share in the plain peak), with / without canaries, per round; ``…_increment_longer`` the same for one pair of
+trainings of ``LONGER`` times the steps: the per-step release waits on disk
+(:class:`~fdp_audit.auditing.one_run.manifest.ReleaseSpool`), so the ratio does not grow with T where a release
+held in memory would add T·(M + M₀)·4 bytes (stated in the record). Each record also states the machine's
+one-minute load average before and after the rounds.
 ``python -m benchmarks.b10_canary_overhead --device cuda`` measures on the GPU.
 """
 
@@ -53,7 +53,7 @@ from fdp_audit.atomic_io import atomic_write_bytes
 CANARIES = 10_000
 STEPS = 40
 ROUNDS = 8
-LONGER = 10  # b10_canary_release_growth: one canaried training of LONGER·STEPS steps against the rounds' STEPS
+LONGER = 10  # b10_canary_overhead_memory_increment_longer: one pair of trainings of LONGER·STEPS steps
 BATCH = 256
 THREADS = 1
 
@@ -199,7 +199,9 @@ def run(device: str = "cpu", rounds: int = ROUNDS, threads: int = THREADS) -> li
         for canaries in ((False, True) if round_index % 2 == 0 else (True, False)):
             samples[canaries].append(_child("with" if canaries else "without", device, threads))
     steps = _child("steps", device, threads)
-    longer = _child("with", device, threads, LONGER * STEPS)  # after the rounds: the same load, T times LONGER
+    # after the rounds, under the same load: one pair at LONGER times the steps
+    longer = {canaries: _child("with" if canaries else "without", device, threads, LONGER * STEPS)
+              for canaries in (False, True)}
     extra = {"device": device, "canaries": CANARIES, "steps": STEPS, "batch": BATCH, "threads": threads,
              "load": [round(load_before, 1), round(os.getloadavg()[0], 1)], "budget": 1.2}
     records = [ratio_record("b10_canary_overhead_time", [s["seconds"] for s in samples[True]],
@@ -209,15 +211,14 @@ def run(device: str = "cpu", rounds: int = ROUNDS, threads: int = THREADS) -> li
                ratio_record("b10_canary_overhead_memory", [s["peak_bytes"] for s in samples[True]],
                             [s["peak_bytes"] for s in samples[False]], unit="MiB", scale=1 / 2 ** 20, **extra),
                ratio_record("b10_canary_overhead_step", steps["with"], steps["without"], **extra)]
-    if all(s["increment_bytes"] for group in samples.values() for s in group) and longer["increment_bytes"]:
-        with_canaries = [s["increment_bytes"] for s in samples[True]]
+    if all(s["increment_bytes"] for group in (*samples.values(), longer.values()) for s in group):
         records += [
-            ratio_record("b10_canary_overhead_memory_increment", with_canaries,
+            ratio_record("b10_canary_overhead_memory_increment", [s["increment_bytes"] for s in samples[True]],
                          [s["increment_bytes"] for s in samples[False]], unit="MiB", scale=1 / 2 ** 20, **extra),
-            ratio_record("b10_canary_release_growth", [longer["increment_bytes"]] * len(with_canaries), with_canaries,
-                         unit="MiB", scale=1 / 2 ** 20, **{**extra, "steps": [STEPS, LONGER * STEPS],
-                                                           "release_in_memory_mib": round(
-                                                               LONGER * STEPS * (CANARIES + 1000) * 4 / 2 ** 20, 1)})]
+            ratio_record("b10_canary_overhead_memory_increment_longer", [longer[True]["increment_bytes"]],
+                         [longer[False]["increment_bytes"]], unit="MiB", scale=1 / 2 ** 20,
+                         **{**extra, "steps": LONGER * STEPS,
+                            "release_in_memory_mib": round(LONGER * STEPS * (CANARIES + 1000) * 4 / 2 ** 20, 1)})]
     return records
 
 

@@ -66,18 +66,21 @@ def test_crafted_canaries_catch_a_training_without_privacy_from_its_final_weight
 
 
 @pytest.mark.slow
-def test_crafted_canaries_catch_a_clipped_training_without_noise_when_it_moves_the_model_enough(
-        cli, tmp_path, write_yaml):
-    """DP-SGD that clips (C = 1) but adds no noise, 500 steps at learning rate 5, claimed as z = 4, p = 0.1,
-    T = 500 (ε = 2.34): 116 of the 121 most confident guesses right, VIOLATION from the final weights alone
-    (empirical ε 3.72). The same loop for 20 steps at learning rate 0.5 is not caught (docs/one_run.md says
-    why). Seeded: the training and the canaries are fixed, so this power statement does not flake."""
+def test_crafted_canaries_catch_a_clipped_training_without_noise_from_its_final_weights(cli, tmp_path, write_yaml):
+    """DP-SGD that clips (C = 1) but adds no noise, 40 epochs of expected batches of 40 (p = 0.02, T = 2,000,
+    learning rate 4), claimed as z = 1.2 (ε = 4.04): all 107 of the most confident guesses right where 104 reject
+    the claim, VIOLATION from the final weights alone (μ-GDP ε 5.70). The same loop with the claimed noise passes
+    (docs/one_run.md). Seeded: the training and the canaries are fixed, so this power statement does not flake;
+    the audit's error probability on a correct training is α = 0.05."""
     raw = _raw()
-    raw["mechanism"].update(noise_multiplier=4.0, steps=500)
-    config, weights = _train_outside(tmp_path, raw, "crafted", 1000, "by_hand_no_noise_long", write_yaml)
+    raw["mechanism"].update(noise_multiplier=1.2, sample_rate=0.02, steps=2000)
+    config, weights = _train_outside(tmp_path, raw, "crafted", 1000, "by_hand_small_batches_no_noise", write_yaml)
     result = cli("audit", weights, "--config", config, "--canaries", tmp_path / "model.canaries.json",
                  "--out", tmp_path / "out")
-    assert result.code == 1 and "VIOLATION" in result.out, result.out + result.err
+    assert result.code == 1 and "\nVIOLATION at α=" in result.out, result.out + result.err
+    assert FINAL_WEIGHTS_ONLY not in result.out
+    section = json.loads((tmp_path / "out" / "results.json").read_text())["one_run"]
+    assert section["best"]["correct"] >= section["rejecting_correct"]
 
 
 @pytest.mark.slow

@@ -70,12 +70,12 @@ def opacus_twice_the_epochs(module, dataset, seed):
     return _opacus(module, dataset, seed, epochs=2 * EPOCHS)
 
 
-def _by_hand(module, dataset, seed, noise=NOISE_MULTIPLIER, clip=True, epochs=EPOCHS, lr=LR):
+def _by_hand(module, dataset, seed, noise=NOISE_MULTIPLIER, clip=True, epochs=EPOCHS, lr=LR, rate=None):
     """DP-SGD by hand: Poisson sampling, torch.func per-example gradients, clipping, noise z·C on the sum."""
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.SGD(module.parameters(), lr=lr)
     inputs, labels = dataset[:]
-    rate = 1 / math.ceil(len(dataset) / BATCH_SIZE)  # Opacus's rate for the same batch size
+    rate = rate or 1 / math.ceil(len(dataset) / BATCH_SIZE)  # by default Opacus's rate for the same batch size
 
     def loss(params, x, y):
         return F.cross_entropy(functional_call(module, params, (x[None],)), y[None])
@@ -101,9 +101,14 @@ def by_hand_no_noise(module, dataset, seed):
     return _by_hand(module, dataset, seed, noise=0.0)
 
 
-def by_hand_no_noise_long(module, dataset, seed):
-    """No noise, clipped, for 50 epochs (500 steps) at ten times the learning rate."""
-    return _by_hand(module, dataset, seed, noise=0.0, epochs=50, lr=10 * LR)
+SMALL_BATCH_RATE = 0.02  # expected batches of about 40 of the 2,000 records: 50 steps an epoch
+SMALL_BATCH_EPOCHS = 40  # T = 2,000
+
+
+def by_hand_small_batches_no_noise(module, dataset, seed):
+    """DP-SGD by hand, clipped (C = 1) without noise, at sample rate 0.02 for 40 epochs (2,000 steps), learning
+    rate 4."""
+    return _by_hand(module, dataset, seed, noise=0.0, epochs=SMALL_BATCH_EPOCHS, lr=8 * LR, rate=SMALL_BATCH_RATE)
 
 
 def by_hand_no_clipping(module, dataset, seed):
