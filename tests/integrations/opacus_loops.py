@@ -1,5 +1,5 @@
 """Opacus training loops in the style of Opacus's tutorials, audited through ``mechanism.training`` with
-``integration: opacus`` (tests/integrations/test_opacus_promise.py):
+``integration: opacus`` (tests/integrations/test_opacus.py):
 
 * ``train``: ``make_private_with_epsilon`` on a DataLoader of batch 10 (Poisson sampling at p = 1/len(loader)),
   cross-entropy, SGD, one epoch. Opacus scales the noisy sum by ``expected_batch_size = int(len(dataset) · p)``,
@@ -51,7 +51,9 @@ def train_twice(model, dataset, seed):
 
 
 def make_model(n_inputs, n_classes):
-    """Logistic regression as a module: one logit per class."""
+    """Logistic regression as a module: one logit per class. Its weights on the membership game's noise-only
+    columns are the scaled noise itself, so the size leak's score has an exact law (docs/user_training.md, "How
+    many trials"); the tutorial's MLP has the same fault, seen through a data-dependent hidden layer."""
     return nn.Linear(n_inputs, n_classes)
 
 

@@ -4,8 +4,8 @@ read from the engine; the tutorial-style loop passes its audit and its misuse is
 
 from __future__ import annotations
 
+import math
 import warnings
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -143,20 +143,17 @@ def test_misuse_is_caught(cli, tmp_path):
 
 
 # The tutorial loop of opacus_loops.py on n records of the synthetic table, batch 10, one epoch: p = 1/⌈n/10⌉ and
-# T = ⌈n/10⌉ (n = 999 or 995: p = 0.01, T = 100, the noise calibrated for ε = 4 at δ = 1e-5: 3.11 by exact
-# accounting, the membership game's bound 0.553).
+# T = ⌈n/10⌉ (n = 995 or 999: p = 0.01, T = 100; the noise multiplier Opacus calibrates for ε = 4 at δ = 1e-5 is
+# z = 0.642, the membership game's bound 0.5526). Its three statistical tests run the audit a user runs: the default
+# games of a user's loop (attribute, distinguishing, membership) at the one level TUTORIAL_ALPHA, with no resampling:
+# the PASS tests' false-alarm probability is the gate's own α, the VIOLATION test's miss probability a bound
+# (docs/user_training.md, "How many trials").
 LOOPS = Path(__file__).with_name("opacus_loops.py")
-# Trials of the size-leak test (docs/user_training.md, "How many trials"): a calibration run once offline (seed 11,
-# 2,000 trials at n = 999) measured the noise-scale attack's success at 948 of 1,000 evaluation trials, whose
-# Clopper–Pearson lower bound at confidence 1 − 1e-4 is 0.917. The test judges it on N/2 evaluation trials at the
-# default audit's per-comparison level α/8 = 0.00625 against the bound 0.553: it misses when fewer than k_N succeed
-# (the fewest whose lower bound at that level exceeds the bound). At 0.917 the miss probability P[Bin(N/2, 0.917)
-# < k_N] is ≤ 1e-3 from 38 evaluation trials (76 trials) on; but the test's rule is fitted on its own N/2 selection
-# trials, and rules fitted on 44 trials of the calibration succeed 0.905–0.948 of its 1,000 evaluation trials
-# (22 rules). At N = 88 (k = 33 of 44) the miss probability is 1.8e-4 at 0.917 and 6.2e-4 at 0.905; the whole
-# procedure resampled from the calibration's 2,000 trials (20,000 draws) misses 3.5e-4 of the time at 88 trials
-# and 9.5e-4 at 76. So 88: the fewest whose miss probability stays ≤ 1e-3 with the rule's fitting counted.
-SIZE_LEAK_TRIALS = 88
+TUTORIAL_ALPHA = 1e-3
+# The fewest trials whose miss probability bound is ≤ 1e-3 (test_the_size_leak_of_the_tutorial_loop_is_caught_...)
+TUTORIAL_TRIALS = 110
+# The comparisons of the default games on a linear module (Bonferroni m): the level α/m the trial count is derived at
+DEFAULT_COMPARISONS = 8
 
 
 def opacus_loop_config(function: str, rows: int, trials: int, seed: int, games: tuple[str, ...] | None = None,
@@ -173,88 +170,105 @@ def opacus_loop_config(function: str, rows: int, trials: int, seed: int, games: 
     return config_from_dict(raw)
 
 
-def empty_batch_trials(config, game=None) -> list[int]:
-    """The trials of ``game`` (default: the membership game) whose Opacus Poisson sampler (``torch.rand(n) < p``
-    per step, from the loader's generator, seeded by the trial's seed) draws an empty batch: n = |S| + 1 when the
-    canary is in (always, in a gradient-canary game)."""
+def empty_batches(config, game) -> dict[int, int]:
+    """The trials of ``game`` whose Opacus Poisson sampler (``torch.rand(n) < p`` per step, from the loader's
+    generator, seeded by the trial's seed) draws empty batches, with how many: n = |S| + 1 when the canary is in
+    (always, in a replace-one game; when the bit is 1 in the membership game)."""
     from fdp_audit.auditing.games import MembershipGame
     from fdp_audit.auditing.games.base import trial_uniforms
     from fdp_audit.auditing.third_party import trial_seed
 
-    game = MembershipGame() if game is None else game
     indices = game.trial_indices(config.audit.trials)
     inside = (trial_uniforms(config.seed, indices) < 0.5 if isinstance(game, MembershipGame)
               else torch.ones(len(indices), dtype=torch.bool))
-    found = []
+    found = {}
     for t, (index, present) in enumerate(zip(indices, inside, strict=True)):
         n = config.data.synthetic_rows // 2 + int(present)
         steps = -(-n // 10)
         generator = torch.Generator().manual_seed(trial_seed(config.seed, int(index)))
-        if any(not (torch.rand(n, generator=generator) < 1 / steps).any() for _ in range(steps)):
-            found.append(t)
+        empty = sum(not (torch.rand(n, generator=generator) < 1 / steps).any() for _ in range(steps))
+        if empty:
+            found[t] = empty
     return found
 
 
-def default_level_share(config) -> float:
-    """The membership game's comparisons over all the default games' (the Bonferroni m of each), planned on the
-    claim read from the loop's engine."""
-    from fdp_audit.auditing.games import configured_games
-    from fdp_audit.claim import Claim
-    from fdp_audit.data.prepare import prepare_data
-    from fdp_audit.integrations.opacus import claimed_config
-
-    data = prepare_data(config.data, config.seed)
-    claimed, _ = claimed_config(config, data)
-    claim = Claim.from_config(claimed)
-    counts = {game.name: len(game.planned(claimed, data, claim)) for game in configured_games(claimed)}
-    return counts["membership"] / sum(counts.values())
+def tutorial_audit(verdict_only_audit, function: str, rows: int, trials: int, seed: int) -> dict:
+    """The audit a user runs on ``opacus_loops.py:function``: the default games at α = TUTORIAL_ALPHA, judged at
+    the per-comparison level α/DEFAULT_COMPARISONS the trial count was derived at."""
+    config = opacus_loop_config(function, rows, trials, seed, alpha=TUTORIAL_ALPHA)
+    assert config.audit.games == ("attribute", "distinguishing", "membership")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = verdict_only_audit(config)
+    assert results["verdict"]["n_comparisons"] == DEFAULT_COMPARISONS, results["verdict"]
+    assert (results["mechanism"]["steps"], results["mechanism"]["sample_rate"]) == (100, 0.01)
+    assert results["promise"]["status"] == "kept" and results["promise"]["steps_taken"] == 100
+    return results
 
 
 @pytest.mark.slow
 def test_the_size_leak_of_the_tutorial_loop_is_caught_by_the_default_games(verdict_only_audit):
-    """Opacus normalises by int(|D|·p) (its issues 571 and 819): 9 without the canary and 10 with it at n = 999.
-    The default games of a user's loop include the membership (add/remove) game, whose ``noise_scale`` attack sees
-    it. Its trials do not depend on the other games (their own model indices), so the membership game played
-    alone at α·m_membership/m_default judges its comparisons at the default audit's per-comparison level exactly:
-    its VIOLATION is the default audit's. Seed 4 has an empty Poisson batch in a trial (no crash). Miss
-    probability 1.8e-4 at the calibrated success's lower bound 0.917 (confidence 1 − 1e-4), 6.2e-4 at the worst
-    rule fitted on 44 trials, 3.5e-4 for the whole procedure resampled from the calibration (SIZE_LEAK_TRIALS):
-    ≤ 1e-3."""
-    default = opacus_loop_config("train", 999, SIZE_LEAK_TRIALS, seed=4)
-    assert default.audit.games == ("attribute", "distinguishing", "membership") and empty_batch_trials(default)
-    alone = replace(default, audit=replace(default.audit, games=("membership",),
-                                           alpha=default.audit.alpha * default_level_share(default)))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        results = verdict_only_audit(alone)
+    """Opacus divides the noisy sum by int(|D|·p) (its issues 571 and 819): 10 with the canary, 9 without at
+    n = 999. The membership game, one of the default games of a user's loop, sees it through ``noise_scale``; the
+    audit is the one a user runs (default games, α = 1e-3). Miss probability ≤ 7.5e-4, a bound:
+
+    * The gate judges ``noise_scale``'s rate on the E = 55 evaluation trials at α/8 (8 comparisons) against the
+      bound 0.5526: violated when k ≥ 44 successes (43's Clopper–Pearson lower bound is 0.534, 44's 0.5545). The
+      rule is fitted on the 55 selection trials, independent of the evaluation trials: given it, the evaluation
+      successes are independent Bernoulli trials of mean s (the rule's success on this seed's evaluation secrets),
+      so P[k < 44 | s] ≤ h(s) = P[Bin(55, s) < 44] for s ≥ 44/55 (Hoeffding 1956), and 1 below. For any grid
+      s₁ < … < s_J, P[miss] ≤ h(s_J) + Σ_j P[s < s_j]·(h(s_{j−1}) − h(s_j)) with h(s₀) = 1.
+    * P[s < s_j] from the score's exact law: the linear module's weights on the 256 noise-only columns are their
+      fixed start W₀ minus lr·Σ_t ξ_t/B, ξ_t ~ N(0, z²C²) i.i.d. (no record has a value there), B = 10 or 9, so
+      Σ W² = b_B²·χ'²₅₁₂(ΣW₀²/b_B²) with b_B = lr·z·C·√T/B, and each rule's success is exact from the noncentral
+      χ² CDF. 10⁶ fits of the gate's rule (fit_decision_rule) on this seed's selection secrets, simulated from
+      that law: Clopper–Pearson upper bounds of the fraction below s_j = 0.80, 0.81, …, 0.95 at confidence
+      1 − 1e-4 (over the 16) give the bound 7.5e-4 (4.7e-4 without the grid's rounding). 108 trials give
+      1.8e-3 (1.2e-3): 110 is the fewest.
+    * The law is the real loop's: a calibration run once offline (seed 11, 1,000 trials) matches it (Kolmogorov–
+      Smirnov p = 0.59 and 0.13 in the two worlds; its rule succeeds 475 of 500, the law says 0.950), and rules
+      it fitted on 52–60 selection trials succeed 453–478 of 500 (the law's fits: median 0.948, 1 % below 0.898).
+    """
+    results = tutorial_audit(verdict_only_audit, "train", 999, TUTORIAL_TRIALS, seed=4)
+    row = next(row for row in results["comparisons"] if row["id"] == "membership-attribute/noise_scale")
+    assert (row["trials"], row["bound"]) == (TUTORIAL_TRIALS // 2, pytest.approx(0.5526, abs=1e-4))
     assert "membership-attribute/noise_scale" in results["verdict"]["violations"], results["verdict"]
-    assert results["promise"]["status"] == "kept" and results["promise"]["steps_taken"] == 100
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("function", "rows", "seed", "trials"), [("train", 995, 2, SIZE_LEAK_TRIALS),
-                                                                  ("train_fixed_batch", 999, 4, 200)])
-def test_the_loop_without_a_size_dependence_passes(verdict_only_audit, function, rows, seed, trials):
-    """The same loop where Opacus's scale does not depend on the size (n = 995: int(9.95) = int(9.96) = 9), and
-    with Poisson sampling and the scale fixed to the planned batch at n = 999: PASS in the membership game, the
-    one default game that sees the data set's size (the others train on n + 1 records in both worlds), at
-    α = 1e-3. False-alarm probability ≤ 1e-3: a correct mechanism's success is at most the bound for any rule
-    (Theorem 4), so the gate's Bonferroni-corrected comparisons fail it with probability at most α; measured, the
-    n = 995 loop's attacks succeed 250 and 262 of 500 evaluation trials, the fixed-scale loop's 252 and 260
-    (calibrations at seed 11, 1,000 trials), and the tests resampled from them fail each comparison 0 or 1 time in
-    20,000 (docs/user_training.md, "How many trials"). The fixed-scale case is the
-    200-trial audit at p = 0.01 on 999 or 1,000 records (T = 100 in both worlds): seed 4's trials 37 and 189 draw
-    an empty Poisson batch (1 − (1 − 0.99¹⁰⁰⁰)¹⁰⁰ ≈ 0.4 % a trial), which must not crash it; seed 2 at n = 995 has
-    one too."""
-    config = opacus_loop_config(function, rows, trials, seed, ("membership",), alpha=1e-3)
-    found = empty_batch_trials(config)
-    assert found == [36, 188] if trials == 200 else found
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        results = verdict_only_audit(config)
+@pytest.mark.parametrize(("function", "rows", "trials"), [("train", 995, TUTORIAL_TRIALS),
+                                                          ("train_fixed_batch", 999, 200)])
+def test_the_loop_without_a_size_dependence_passes(verdict_only_audit, monkeypatch, function, rows, trials):
+    """The same loop where nothing depends on the data set's size: n = 995 (Opacus divides by
+    int(995·0.01) = int(996·0.01) = 9 in both worlds of the membership game; the replace-one games train on 996
+    records in both worlds), and n = 999 with the scale fixed to the planned batch of 10. Both worlds of every game
+    then run the Poisson-subsampled Gaussian mechanism the claim read from the engine states: p = 1/⌈n/10⌉ = 0.01
+    and T = 100 at n and n + 1 records, N(0, z²C²) added to the clipped sum at every step (an empty batch
+    included), the division and the SGD step post-processing by constants. The loop is then a correct mechanism
+    for each game's neighbouring relation (add/remove for membership, replace-one for the others), every
+    comparison is a valid test at its level, and the gate's Bonferroni correction fails it with probability at
+    most α: false-alarm probability ≤ 1e-3 at any trial count, with no calibration. The n = 995 audit is the
+    size-leak test's (TUTORIAL_TRIALS): the audit that catches the leak at n = 999 passes without it. The
+    fixed-scale audit is the 200-trial audit at p = 0.01 on 1,000 records: Opacus's Poisson sampler draws an empty
+    batch in 1 − (1 − 0.99¹⁰⁰⁰)¹⁰⁰ ≈ 0.4 % of trials, here (seed 4, replayed) in the distinguishing game's trials 47,
+    72 and 197, and the canary wrapper — the code that once crashed on them — is seen to receive each of them."""
+    from fdp_audit.auditing.canary_head import AuditedModule
+    from fdp_audit.auditing.games import DistinguishingGame
+
+    seen = []  # the size of every batch that reached the canary wrapper
+    canary_index = AuditedModule.canary_index
+
+    def counted(self, x, batch):
+        seen.append(math.prod(batch))
+        return canary_index(self, x, batch)
+
+    monkeypatch.setattr(AuditedModule, "canary_index", counted)
+    results = tutorial_audit(verdict_only_audit, function, rows, trials, seed=4)
     assert results["verdict"]["status"] == "PASS", results["verdict"]["explanation"]
-    assert (results["mechanism"]["steps"], results["mechanism"]["sample_rate"]) == (100, 0.01)
-    assert results["promise"]["status"] == "kept"
+    replayed = empty_batches(opacus_loop_config(function, rows, trials, 4), DistinguishingGame())
+    assert seen.count(0) == sum(replayed.values())
+    if trials == 200:
+        assert replayed == {47: 1, 72: 1, 197: 1}, replayed
 
 
 @pytest.mark.slow
