@@ -1,5 +1,5 @@
 """Opacus training loops in the style of Opacus's tutorials, audited through ``mechanism.training`` with
-``integration: opacus`` (tests/integrations/test_opacus.py):
+``integration: opacus`` (tests/integrations/test_opacus.py, test_opacus_promise.py):
 
 * ``train``: ``make_private_with_epsilon`` on a DataLoader of batch 10 (Poisson sampling at p = 1/len(loader)),
   cross-entropy, SGD, one epoch. Opacus scales the noisy sum by ``expected_batch_size = int(len(dataset) · p)``,
