@@ -257,7 +257,7 @@ def test_the_loop_without_a_size_dependence_passes(verdict_only_audit, monkeypat
     most α: false-alarm probability ≤ 1e-3 at any trial count, with no calibration. The n = 995 audit has the
     fewest trials at which every comparison can fail (JUDGEABLE_TRIALS), where the same audit at n = 999 catches
     the leak with probability ≈ 0.32 (the score's law; the size-leak test's 110 trials, ≥ 1 − 1e-3, would cost
-    80 s more of CI). The fixed-scale audit is the 200-trial audit at p = 0.01 on 1,000 records: Opacus's Poisson
+    60 s more of CI). The fixed-scale audit is the 200-trial audit at p = 0.01 on 1,000 records: Opacus's Poisson
     sampler draws an empty batch in 1 − (1 − 0.99¹⁰⁰⁰)¹⁰⁰ ≈ 0.4 % of trials, here (seed 4, replayed) in the
     distinguishing game's trials 47, 72 and 197, and the canary wrapper — the code that once crashed on them — is
     seen to receive each of them."""
