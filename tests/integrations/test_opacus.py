@@ -236,6 +236,13 @@ def test_the_size_leak_of_the_tutorial_loop_is_caught_by_the_default_games(verdi
       Smirnov p = 0.59 and 0.13 in the two worlds; its rule succeeds 475 of 500, the law says 0.950), and rules
       it fitted on 52–60 selection trials succeed 453–478 of 500 (the law's fits: median 0.948, 1 % below 0.898).
     """
+    from fdp_audit.auditing.decision import selection_split
+    from fdp_audit.auditing.games import MembershipGame
+    from fdp_audit.auditing.games.base import trial_uniforms
+
+    present = trial_uniforms(4, MembershipGame().trial_indices(TUTORIAL_TRIALS)) < 0.5
+    selection, evaluation = selection_split(TUTORIAL_TRIALS)
+    assert (int(present[selection].sum()), int(present[evaluation].sum())) == (28, 26)  # the bound's secrets
     results = tutorial_audit(verdict_only_audit, "train", 999, TUTORIAL_TRIALS, seed=4)
     row = next(row for row in results["comparisons"] if row["id"] == "membership-attribute/noise_scale")
     assert (row["trials"], row["bound"]) == (TUTORIAL_TRIALS // 2, pytest.approx(0.5526, abs=1e-4))
