@@ -109,7 +109,7 @@ def test_a_real_training_at_the_documented_setting_passes_within_its_claim(tmp_p
     and certifies at most the claimed ε by both tests (the family ε of a test that does not reject the claim is at
     most the claimed ε: the family's claims are nested). Error probability: each test rejects a correct mechanism
     with probability at most α, so a correct engine fails this with probability at most 0.02 (union bound);
-    docs/one_run.md ("Real trainings as null data") measured no false alarm of the verdict in 60 such trainings."""
+    docs/one_run.md ("Real trainings") measured no alarm of either test in 60 such trainings (M = 1,000)."""
     from fdp_audit.accounting.calibration import calibrate_noise_multiplier
     from fdp_audit.auditing.one_run.canaries import audit_with_canaries, train_with_canaries
     from fdp_audit.config import load_config
