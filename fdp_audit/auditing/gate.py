@@ -11,8 +11,9 @@ comparisons), exceeds what the accounted mechanism allows:
   from the stated mechanism (:func:`fdp_audit.auditing.stats.curve_rejected`). Beside the verdict it reports the
   family ε (the largest claim of the claimed mechanism's family the data reject) and the assumption-free
   Clopper–Pearson ε;
-* ``one_run``: a one-run audit's correct guesses reject the claimed trade-off curve
-  (:func:`fdp_audit.auditing.one_run.evaluation.judge_one_run`);
+* ``one_run``: a one-run audit's correct guesses reject the claimed trade-off curve (``test: count``, valid for
+  any mechanism meeting the curve) or the claimed DP-SGD with independent canaries (``test: conformance``,
+  gradient canaries; :func:`fdp_audit.auditing.one_run.evaluation.judge_one_run`);
 * ``released_steps``: a user's training released more optimizer steps than the claim accounts for, or updated
   the model outside the optimizer steps it released (counts read from the training, not estimates: no level
   applies).
@@ -456,6 +457,9 @@ def _one_run_violation(j: dict[str, Any]) -> str:
     counted = (f"{j['correct']} of {j['guesses']} guesses were right (a share of {j['observed']:.4g})"
                if isinstance(j.get("guesses"), int) and isinstance(j.get("correct"), int)
                else f"a share of {j['observed']:.4g} of the guesses was right")
+    if j.get("test") == "conformance":
+        return (f"{comparison_label(j)}: {counted}, more than its {limit_words(j)} at this level, so the training "
+                "does not behave as the claimed DP-SGD (canaries independent, each within the claimed curve).")
     return (f"{comparison_label(j)}: {counted}, more than its {limit_words(j)} at this level, so the mechanism "
             "leaks more than it claims.")
 

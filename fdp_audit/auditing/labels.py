@@ -83,6 +83,9 @@ def attack_name(row: dict[str, Any]) -> str:
     if row.get("kind") == "one_run":
         parts = str(row.get("id", "")).split("/")
         threat = threat_title(parts[1]) if len(parts) >= 3 else "?"
+        if row.get("test") == "conformance":
+            return (f"conformance test: wrong guesses among the {row.get('guesses', '?')} most confident on the "
+                    f"{threat}")
         return f"{row.get('guesses', '?')} most confident guesses on the {threat}"
     return attack_words(row) + (f" within ρ = {row['rho']:g}" if row.get("rho") is not None else "")
 
@@ -142,8 +145,10 @@ def limit_source(row: dict[str, Any]) -> str:
         relation = str(row.get("relation", "")).replace("_", "/")
         delta = row.get("delta")
         return f"claimed ε, {relation}" + (f", at δ = {delta:g}" if isinstance(delta, int | float) else "")
+    if kind == "one_run" and row.get("test") == "conformance":
+        return "claimed DP-SGD, canaries independent, order statistics"
     if kind == "one_run":
-        return "claimed f, one-run analysis"
+        return "claimed f, one-run analysis, any mechanism meeting it"
     if kind == "promise":
         return "the ε promised to the library: the plan, at the same δ"
     return _source(GAMES.get(str(row.get("game", ""))))

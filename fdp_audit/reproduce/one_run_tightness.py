@@ -4,14 +4,15 @@ For DP-SGD on Adult's setting (p = 0.017, T = 300, δ = 1e-5, z calibrated to ε
 10,000} gradient canaries in the inclusion game, at α = 0.05:
 
 * ``ratio_simulated``: the median over :data:`SIMULATED_SEEDS` exact simulated releases of the empirical ε in the
-  claimed family over the claimed ε (the guesser and analysis of a real audit, no training);
+  claimed family of the verdict's test over the claimed ε (the guesser and analysis of a real audit, no training;
+  for gradient canaries the verdict's test is the conformance test,
+  :mod:`~fdp_audit.auditing.one_run.evaluation`), with each release's in ``simulated``;
 * ``ratio_trained``: the median over :data:`TRAININGS` trainings of the built-in engine
   (:func:`~fdp_audit.auditing.one_run.canaries.train_with_canaries`, logistic model on Adult) of the same;
+* ``ratio_simulated_count`` and ``ratio_trained_count``: the same medians for the count test (valid for any
+  mechanism meeting the claimed curve, judged beside the conformance test);
 * ``steinke_simulated`` and ``steinke_trained``: the same medians of the Steinke et al. ε (family-free, at the
-  same guess count and level) over the claimed ε;
-* ``ratio_simulated_order_statistics`` and ``ratio_trained_order_statistics``: the same medians of the family ε of
-  the order-statistics test (:mod:`~fdp_audit.auditing.one_run.order_statistics`, valid for independent
-  canaries; reported beside the verdict, which stays on the count test) over the claimed ε;
+  count test's guess count and level) over the claimed ε;
 * ``ceiling``: the count ceiling of :mod:`fdp_audit.auditing.one_run.ceiling`: the weakest claim of the family whose
   flagged critical count the Neyman–Pearson guesser's median counts (knowing p and 1/z, over
   :data:`CEILING_RELEASES` releases) reach at the best guess count; the median of :data:`CEILING_SEEDS` such
@@ -33,9 +34,9 @@ stops after T steps. Their ``ratio_simulated`` is the built-in row's.
 
 Calibration on null data, at p = 0.017, T = 300: :data:`NULL_SEEDS` simulated correct mechanisms at each ε
 (M = 1,000) and the trainings above at that setting, built-in and Opacus, per M (each a correct mechanism),
-judged against its claim, with the binomial probability that a verdict whose false-alarm rate is α would raise
-that many alarms or more; and known faults (half the noise, no clipping) rejected in one training each, at the
-middle ε's z of that setting.
+judged against its claim — the verdict, and each of its two tests — with the binomial probability that a test
+whose false-alarm rate is α would raise that many alarms or more; and known faults (half the noise, no clipping)
+rejected in one training each, at the middle ε's z of that setting.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ DELTA = 1e-5
 EPSILONS = (2.0, 4.0, 8.0)
 ADULT = {"sample_rate": 0.017, "steps": 300, "canaries": (1_000, 10_000)}
 PUBLISHED = {"sample_rate": 0.08, "steps": 2_500, "canaries": (5_000,)}
-SIMULATED_SEEDS = 5
+SIMULATED_SEEDS = 15
 TRAININGS = 3
 NULL_SEEDS = 200
 CEILING_RELEASES = 50
@@ -82,6 +83,7 @@ CEILING_STREAM = 97
 INFORMED_STRATA = (6, 8, 10)  # inclusion counts (p·T ≈ 5 at the Adult settings), fixed before any release
 CEILING_POINTS = 24
 FAULTS = ("dp_sgd_half_noise", "dp_sgd_no_clip")
+TESTS = ("conformance", "count")
 OPACUS_BATCHES = {0.017: 59, 0.05: 20, 0.08: 13}  # Opacus's Poisson rate is 1 / len(loader): the nearest whole count
 OPACUS_LR = 0.5
 QUICK = {"epsilons": (None,), "noise_multiplier": 0.7, "adult": {"sample_rate": 0.05, "steps": 40, "canaries": (200,)},
@@ -193,8 +195,8 @@ def _opacus_trainings(out: Path, base, data, epsilon: float | None, rate: float,
                                np.asarray(canaries.secrets), claim, ALPHA)
         rows.append({"mechanism": "dp_sgd", "loop": "opacus", "epsilon": round(claim.epsilon, 2), "canaries": m,
                      "sample_rate": 1 / batches, "steps": steps, "seed": seed, "status": section["status"],
-                     "tightness": section["tightness"], "steinke": section["epsilon_steinke"] / claim.epsilon,
-                     **_order_statistics_fields(section), "guesses": section["guesses"],
+                     "steinke": section["epsilon_steinke"] / claim.epsilon, **_test_fields(section),
+                     "guesses": section["guesses"],
                      "correct": section["rows"][0]["correct"], "rejecting_correct": section["rejecting_correct"]})
     return 1 / batches, rows
 
@@ -214,9 +216,9 @@ def _trainings(out: Path, base, data, name: str, epsilon: float, z: float, m: in
         section = audit_with_canaries(trained.checkpoint, trained.manifest, ALPHA)
         rows.append({"mechanism": name, "loop": "built-in", "epsilon": epsilon, "canaries": m,
                      "sample_rate": rate, "steps": steps, "seed": seed,
-                     "status": section["status"], "tightness": section["tightness"],
+                     "status": section["status"],
                      "steinke": section["epsilon_steinke"] / section["claimed_epsilon"],
-                     **_order_statistics_fields(section),
+                     **_test_fields(section),
                      "guesses": section["guesses"], "correct": section["rows"][0]["correct"],
                      "rejecting_correct": section["rejecting_correct"]})
     return rows
@@ -262,11 +264,11 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
                             for seed in range(settings["ceiling_seeds"])]
                 sections = [simulated_audit(rng, m, "inclusion", 2, z, rate, steps, claim, ALPHA,
                                             family_search=True) for _ in range(settings["simulated_seeds"])]
-                simulated = [section["tightness"] for section in sections]
-                ordered = [section["tightness_order_statistics"] for section in sections]
+                simulated = [section["tightness_verdict"] for section in sections]
+                counted = [section["tightness"] for section in sections]
                 row = {"loop": "built-in", "epsilon": epsilon, "canaries": m, "sample_rate": rate, "steps": steps,
                        "noise_multiplier": z, "ratio_simulated": median(simulated), "simulated": simulated,
-                       "ratio_simulated_order_statistics": median(ordered), "simulated_order_statistics": ordered,
+                       "ratio_simulated_count": median(counted), "simulated_count": counted,
                        "steinke_simulated": median(s["epsilon_steinke"] / claim.epsilon for s in sections),
                        "ceiling": median(ceilings), "ceilings": ceilings}
                 runs = _trainings(work, configured, data, "dp_sgd", epsilon, z, m, settings["trainings"])
@@ -286,19 +288,17 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
                 m = min(setting["canaries"])
                 nulls = [simulated_audit(rng, m, "inclusion", 2, z, rate, steps, claim, ALPHA)
                          for _ in range(settings["null_seeds"])]
-                calibration.append(_null_row("simulated", epsilon, m,
-                                             sum(s["status"] == "VIOLATION" for s in nulls), len(nulls)))
-                calibration.append(_null_row("simulated, order statistics", epsilon, m,
-                                             sum(_order_statistics_fields(s)["order_statistics_alarm"] for s in nulls),
-                                             len(nulls)))
-                for loop in ("built-in", "opacus"):
-                    for m in setting["canaries"]:
-                        real = [r for r in trainings if r["epsilon"] == epsilon and r["loop"] == loop
-                                and r["canaries"] == m and r["steps"] == steps]
-                        calibration.append(_null_row(f"trained ({loop})", epsilon, m,
-                                                     sum(r["status"] == "VIOLATION" for r in real), len(real)))
-                        calibration.append(_null_row(f"trained ({loop}), order statistics", epsilon, m,
-                                                     sum(r["order_statistics_alarm"] for r in real), len(real)))
+                groups = [("simulated", m, [{"status": s["status"], **_test_fields(s)} for s in nulls])]
+                groups += [(f"trained ({loop})", size, [r for r in trainings if r["epsilon"] == epsilon
+                                                        and r["loop"] == loop and r["canaries"] == size
+                                                        and r["steps"] == steps])
+                           for loop in ("built-in", "opacus") for size in setting["canaries"]]
+                for kind, size, runs in groups:
+                    calibration.append(_null_row(kind, epsilon, size, sum(r["status"] == "VIOLATION" for r in runs),
+                                                 len(runs)))
+                    for test in TESTS:
+                        calibration.append(_null_row(f"{kind}, {test} test", epsilon, size,
+                                                     sum(r[f"{test}_alarm"] for r in runs), len(runs)))
     middle = sorted(noise)[len(noise) // 2]
     faults = [r for name in settings["faults"]
               for r in _trainings(work, base, data, name, middle, noise[middle], min(adult["canaries"]), 1)]
@@ -306,19 +306,21 @@ def run(out_dir: Path, quick: bool = False) -> Summary:
 
 
 def _trained_fields(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """A table row's trained figures: the medians over the trainings ``runs`` of the family ε, the Steinke et al. ε
-    and the order-statistics family ε over the claimed ε, and each training's family ε over the claimed ε."""
+    """A table row's trained figures: the medians over the trainings ``runs`` of the verdict's test's family ε, the
+    count test's and the Steinke et al. ε over the claimed ε, and each training's verdict family ε over the claimed
+    ε."""
     return {"ratio_trained": median(r["tightness"] for r in runs), "trained": [r["tightness"] for r in runs],
             "steinke_trained": median(r["steinke"] for r in runs),
-            "ratio_trained_order_statistics": median(r["tightness_order_statistics"] for r in runs)}
+            "ratio_trained_count": median(r["tightness_count"] for r in runs)}
 
 
-def _order_statistics_fields(section: dict[str, Any]) -> dict[str, Any]:
-    """The order-statistics test's figures of a one-run section: its family ε over the claimed ε (None without the
-    family search) and whether its wrong guesses reject the claim (its alarm, beside the verdict)."""
-    row = section["rows"][0]
-    return {"tightness_order_statistics": section["tightness_order_statistics"],
-            "order_statistics_alarm": row["wrong"] is not None and row["wrong"] <= row["rejecting_wrong"]}
+def _test_fields(section: dict[str, Any]) -> dict[str, Any]:
+    """A one-run section's figures per test: the verdict's test's family ε over the claimed ε (``tightness``; None
+    without the family search), the count test's (``tightness_count``), and whether each test rejected (its
+    alarm)."""
+    return {"tightness": section["tightness_verdict"], "tightness_count": section["tightness"],
+            "conformance_alarm": any(r["rejects_conformance"] for r in section["rows"]),
+            "count_alarm": any(r["rejects_claim"] for r in section["rows"])}
 
 
 def _null_row(kind: str, epsilon: float, m: int, alarms: int, trials: int) -> dict[str, Any]:
@@ -329,23 +331,23 @@ def _null_row(kind: str, epsilon: float, m: int, alarms: int, trials: int) -> di
 def _write(out_dir: Path, quick: bool, rows: list[dict[str, Any]], trainings: list[dict[str, Any]],
            calibration: list[dict[str, Any]], faults: list[dict[str, Any]]) -> Summary:
     built_in = [r for r in rows if r["loop"] == "built-in"]
-    table = ["| p | T | M | claimed ε | simulated | trained | count ceiling | simulated / ceiling | Steinke et al. "
-             "simulated | Steinke et al. trained | order statistics simulated | order statistics trained |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    table = ["| p | T | M | claimed ε | simulated (verdict) | quartiles | trained (verdict) | count test simulated | "
+             "count test trained | count ceiling | count test / ceiling | Steinke et al. simulated | Steinke et al. "
+             "trained |", "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in built_in:
-        trained, steinke, ordered = ("—" if r.get(key) is None else f"{r[key]:.2f}" for key in (
-            "ratio_trained", "steinke_trained", "ratio_trained_order_statistics"))
-        share = f"{r['ratio_simulated'] / r['ceiling']:.2f}" if r["ceiling"] else "—"
+        trained, counted, steinke = ("—" if r.get(key) is None else f"{r[key]:.2f}" for key in (
+            "ratio_trained", "ratio_trained_count", "steinke_trained"))
+        share = f"{r['ratio_simulated_count'] / r['ceiling']:.2f}" if r["ceiling"] else "—"
+        low, high = np.percentile(r["simulated"], [25, 75])
         table.append(f"| {r['sample_rate']:g} | {r['steps']:,} | {r['canaries']:,} | {r['epsilon']:g} | "
-                     f"{r['ratio_simulated']:.2f} | {trained} | {r['ceiling']:.2f} ({min(r['ceilings']):.2f}–"
-                     f"{max(r['ceilings']):.2f}) | {share} | "
-                     f"{r['steinke_simulated']:.2f} | {steinke} | {r['ratio_simulated_order_statistics']:.2f} | "
-                     f"{ordered} |")
-    opacus = ["| Opacus loop: p | T | M | claimed ε | trained | built-in simulated | Steinke et al. trained | "
-              "order statistics trained |", "|---|---|---|---|---|---|---|---|"]
+                     f"{r['ratio_simulated']:.2f} | {low:.2f}–{high:.2f} | {trained} | "
+                     f"{r['ratio_simulated_count']:.2f} | {counted} | {r['ceiling']:.2f} ({min(r['ceilings']):.2f}–"
+                     f"{max(r['ceilings']):.2f}) | {share} | {r['steinke_simulated']:.2f} | {steinke} |")
+    opacus = ["| Opacus loop: p | T | M | claimed ε | trained (verdict) | built-in simulated (verdict) | count test "
+              "trained | Steinke et al. trained |", "|---|---|---|---|---|---|---|---|"]
     opacus += [f"| {r['sample_rate']:.4g} | {r['steps']:,} | {r['canaries']:,} | {r['epsilon']:g} | "
-               f"{r['ratio_trained']:.2f} | {r['ratio_simulated']:.2f} | {r['steinke_trained']:.2f} | "
-               f"{r['ratio_trained_order_statistics']:.2f} |"
+               f"{r['ratio_trained']:.2f} | {r['ratio_simulated']:.2f} | {r['ratio_trained_count']:.2f} | "
+               f"{r['steinke_trained']:.2f} |"
                for r in rows if r["loop"] == "opacus"]
     null = ["| null data | ε | M | false alarms | trials | P[≥ that many] at rate α |", "|---|---|---|---|---|---|"]
     null += [f"| {c['kind']} | {c['epsilon']:g} | {c['canaries']:,} | {c['alarms']} | {c['trials']} | "
@@ -355,15 +357,17 @@ def _write(out_dir: Path, quick: bool, rows: list[dict[str, Any]], trainings: li
     informed = [f"* ε = {r['epsilon']:g}, M = {r['canaries']:,}: {r['ratio_sampling_informed']:.2f}"
                 for r in built_in if "ratio_sampling_informed" in r]
     ratios = [r["ratio_simulated"] for r in built_in]
-    ordered = [r["ratio_simulated_order_statistics"] for r in built_in]
-    verdicts = [c for c in calibration if "order statistics" not in c["kind"]]
-    summary = (f"family ε / claimed ε {min(ratios):.2f}–{max(ratios):.2f} simulated (order statistics "
-               f"{min(ordered):.2f}–{max(ordered):.2f}); false alarms "
+    counted = [r["ratio_simulated_count"] for r in built_in]
+    verdicts = [c for c in calibration if not c["kind"].endswith(" test")]
+    summary = (f"family ε / claimed ε {min(ratios):.2f}–{max(ratios):.2f} simulated (count test "
+               f"{min(counted):.2f}–{max(counted):.2f}); false alarms of the verdict "
                f"{sum(c['alarms'] for c in verdicts)} of {sum(c['trials'] for c in verdicts)} null runs; "
                f"faults rejected {sum(f['status'] == 'VIOLATION' for f in faults)} of {len(faults)}")
     sections = [
-        "Family ε / claimed ε at α = 0.05 (medians; DP-SGD, inclusion game, δ = 1e-5; the Steinke et al. ε over "
-        "the claimed ε beside it, and the order-statistics test's family ε, which assumes independent canaries)."
+        "Family ε / claimed ε at α = 0.05 (medians; DP-SGD, inclusion game, δ = 1e-5) of the verdict's test — the "
+        "conformance test, whose null is that the training behaves as the claimed DP-SGD (canaries independent, "
+        "each within the claimed curve), at α/2 — and of the count test beside it (valid for any mechanism meeting "
+        "the claimed curve, at α/2), with the Steinke et al. ε over the claimed ε."
         + (" QUICK MODE: one small setting." if quick else ""),
         "\n".join(table), "\n".join(opacus), "\n".join(null),
         "Known faults, one training each:\n\n" + "\n".join(fault_lines),

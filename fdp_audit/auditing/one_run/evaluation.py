@@ -2,17 +2,36 @@
 empirical ε beside it (:mod:`fdp_audit.auditing.one_run.analysis` states the mathematics, docs/one_run.md the
 measurements).
 
-Each threat model is one comparison: its guesses are ranked by confidence, and the right ones among the ``c``
-most confident are tested against the claimed f with the f-DP one-run analysis, where ``c`` is fixed by the claim
-before looking (:mod:`fdp_audit.auditing.one_run.design`), so no level is spent on choosing it. The level α is
-Bonferroni-split over the threat models only. VIOLATION: some comparison rejects the claimed f (the curve of the
-accountant in the relation the game needs). Beside it, at the same per-comparison level and count:
+Two tests, each fixed by the claim before anything is seen, judge every threat model's ranked guesses:
+
+* the **count test** (:mod:`fdp_audit.auditing.one_run.analysis`): the right guesses among the ``c`` most
+  confident (``c`` from :mod:`fdp_audit.auditing.one_run.design`) against the claimed f with the f-DP one-run
+  analysis. Its null is *any mechanism meeting the claimed curve* for every canary, however it correlates them;
+* the **conformance test** (:mod:`fdp_audit.auditing.one_run.order_statistics`), for gradient canaries with k = 2:
+  the wrong guesses among the ``r`` most confident against the order-statistics tail of the claimed curve. Its
+  null is that *the training behaves as the claimed DP-SGD (canaries independent, each within the claimed curve)*:
+  a Poisson-subsampled Gaussian mechanism with independent per-coordinate noise releases each gradient canary's
+  coordinate on its own (its fixed clipped gradient, its own Bernoulli(p) draws, its own noise), so the canaries'
+  channels are independent and each is the one-record composed mechanism the claimed curve bounds. The guesser
+  may read anything of the release (the null coordinates' spread, a rate and step fitted over all canaries): the
+  tail holds for every function of the release (:mod:`fdp_audit.auditing.one_run.order_statistics`). Input
+  canaries share one model, so they get the count test alone.
+
+How they combine: VIOLATION when either test rejects, each at level α/(2 × threat models) (Bonferroni over the
+threat models and the two tests). Under the claimed mechanism both nulls hold, so the false-alarm probability of
+the verdict is at most α (union bound); a count-test rejection alone says more — the claimed curve itself is
+broken, whatever the mechanism — and the section says which test rejected. Splitting α rather than letting
+the conformance test alone decide keeps a curve-breaking but conformance-passing release (no such one is known)
+a VIOLATION, at the price of the conformance test running at α/2 (docs/one_run.md measures what that costs).
+With the count test alone, α is Bonferroni-split over the threat models only. Beside the verdict, at the same
+per-comparison level and counts:
 
 * the Steinke et al. ε (family-free: it still assumes (ε, δ)-DP under the game's relation; k = 2 only),
 * the largest μ-GDP claim rejected, as ε(δ),
 * the largest claim of the claimed mechanism's own family (the same subsampled Gaussian mechanism with a smaller
-  noise multiplier) rejected, as ε(δ), the headline. Every comparison's bound holds simultaneously with
-  probability >= 1 - α (union bound), so the largest of them is still a valid lower bound.
+  noise multiplier) rejected by each test, as ε(δ); the verdict's test's is the headline (``tightness_verdict``).
+  Every comparison's bound holds simultaneously with probability >= 1 - α (union bound), so the largest of them
+  is still a valid lower bound (the conformance test's under its null).
 
 The family's members are tested on a coarser loss grid (:data:`fdp_audit.claim.FAMILY_DISCRETIZATION`) than the claim: a
 coarser pessimistic PLD is still a dominating pair, so it states a weaker claim than the member's exact curve,
@@ -48,6 +67,12 @@ if TYPE_CHECKING:
     from fdp_audit.claim import OneRunCurve
 
 FAMILY_TOLERANCE = 1e-2  # relative, on the family parameter 1/z
+NULLS = {"conformance": "the training behaves as the claimed DP-SGD (canaries independent, each within the claimed "
+                        "curve)",
+         "count": "valid for any mechanism meeting the claimed curve"}
+COMBINATION = ("VIOLATION when either test rejects, each at α/(2 × threat models): at most α false alarms under the "
+               "claimed mechanism (union bound)")
+COUNT_ONLY = "VIOLATION when the count test rejects, at α/(threat models)"
 
 
 @lru_cache(maxsize=64)
@@ -70,13 +95,16 @@ def judge_scores(scores_by_threat: Mapping[str, np.ndarray], secrets: np.ndarray
         alpha: the level of the verdict (its false-alarm probability on a mechanism that keeps the claim).
         family_search: also compute the empirical ε in the claimed mechanism's family (PLD searches: seconds).
         independent_canaries: whether the canaries' channels are independent under the claimed mechanism
-            (gradient canaries: each on its own coordinate, sampled and noised on its own). Only then are the
-            order-statistics fields computed, a bound valid for independent canaries alone; input canaries share
-            one model, so theirs are None.
+            (gradient canaries: each on its own coordinate, sampled and noised on its own). Only then does the
+            conformance test (order statistics) judge beside the count test (module doc); input canaries share
+            one model, so their conformance fields are None and the count test alone is the verdict.
 
     Returns:
-        The section: ``status`` (PASS or VIOLATION), ``explanation``, one row per threat model (guesses, right
-        ones, the smallest rejecting count, ε lower bounds), the headline ε lower bounds, ``canaries`` and ``k``.
+        The section: ``status`` (PASS or VIOLATION), ``explanation``, ``tests`` (each test's null in words and
+        whether it rejects), ``combination`` (how they make the verdict), ``verdict_test``, one row per threat
+        model (each test's counts, the counts that would reject, ``rejects_conformance`` and ``rejects_claim``,
+        ε lower bounds), the headline ε lower bounds (``tightness_verdict``: the verdict's test's family ε over
+        the claimed ε), ``canaries`` and ``k``.
 
     Raises:
         ValueError: the threat models' scores are not all ``[M, k]`` arrays of one shape with M = ``len(secrets)``.
@@ -96,7 +124,7 @@ def judge_ranked(ranked_by_threat: Mapping[str, RankedGuesses], claim: OneRunCur
     Args:
         ranked_by_threat: the ranked guesses per threat model, all of the same m and k.
         claim: the claimed trade-off curve and its family.
-        alpha: the level of the verdict (Bonferroni over the threat models).
+        alpha: the level of the verdict (Bonferroni over the threat models and the tests).
         family_search: also compute the empirical ε in the claimed mechanism's family.
         independent_canaries: whether the order-statistics fields apply (:func:`judge_scores`).
 
@@ -104,10 +132,10 @@ def judge_ranked(ranked_by_threat: Mapping[str, RankedGuesses], claim: OneRunCur
         The section, as :func:`judge_scores` returns it.
     """
     (m, k), = {(g.m, g.k) for g in ranked_by_threat.values()}
-    level = alpha / max(len(ranked_by_threat), 1)
+    ordered = independent_canaries and k == 2 and claim.family.error_profile is not None
+    level = alpha / ((2 if ordered else 1) * max(len(ranked_by_threat), 1))
     count = designed_guess_count(claim.spec, claim.family, m, k, level)
     critical = critical_count(claim.inverse_power, m, count, k, level)
-    ordered = independent_canaries and k == 2 and claim.family.error_profile is not None
     released = _release_count(claim.family, m, level) if ordered else None
     rows = []
     for threat, ranked in ranked_by_threat.items():
@@ -120,22 +148,20 @@ def judge_ranked(ranked_by_threat: Mapping[str, RankedGuesses], claim: OneRunCur
             "epsilon_family": (family_epsilon(claim.family, m, count, correct, k, level, FAMILY_TOLERANCE)
                                if family_search else None)})
     best = max(rows, key=lambda r: (r["epsilon_family"] or 0.0, r["epsilon_gdp"], r["correct"]), default=None)
-    violated = [r for r in rows if r["rejects_claim"]]
-    if violated:
-        worst = violated[0]
-        explanation = (f"{worst['correct']} of {worst['guesses']} guesses ({worst['threat_model']}) reject the claimed "
-                       f"f of {claim.description} at level {level:.3g} ({worst['rejecting_correct']} reject it)")
-    else:
-        explanation = (f"no threat model's {count} most confident guesses reject the claimed f of "
-                       f"{claim.description} (level {level:.3g} each; {critical} right guesses would reject it)")
+    explanation = _explanation(rows, claim, level, count, critical, released)
     empirical = best["epsilon_family"] if best is not None else None
     ordered_epsilon = (max((r["epsilon_order_statistics"] or 0.0 for r in rows), default=0.0)
                        if ordered and family_search else None)
+    violated = any(r["rejects_claim"] or r["rejects_conformance"] for r in rows)
     return {
         "status": "VIOLATION" if violated else "PASS", "explanation": explanation, "alpha": alpha,
-        "level_per_comparison": level, "comparisons": len(rows), "claim": claim.description,
-        "claimed_epsilon": claim.epsilon, "delta": claim.delta, "canaries": m, "k": k, "guesses": count,
-        "rejecting_correct": critical, "rows": rows,
+        "level_per_comparison": level, "comparisons": len(rows) * (2 if ordered else 1),
+        "claim": claim.description, "claimed_epsilon": claim.epsilon, "delta": claim.delta, "canaries": m, "k": k,
+        "tests": [{"test": test, "null": NULLS[test],
+                   "rejects": any(r[key] for r in rows)} for test, key in (
+                       (("conformance", "rejects_conformance"),) if ordered else ()) + (("count", "rejects_claim"),)],
+        "combination": COMBINATION if ordered else COUNT_ONLY,
+        "guesses": count, "rejecting_correct": critical, "rows": rows,
         "best": {key: None if best is None else best[key]
                  for key in ("threat_model", "guesses", "correct", "abstentions")},
         "epsilon_steinke": max((r["epsilon_steinke"] or 0.0 for r in rows), default=0.0),
@@ -144,7 +170,33 @@ def judge_ranked(ranked_by_threat: Mapping[str, RankedGuesses], claim: OneRunCur
         "tightness": _ratio(empirical, claim.epsilon),
         "epsilon_order_statistics": ordered_epsilon,
         "tightness_order_statistics": _ratio(ordered_epsilon, claim.epsilon),
+        "verdict_test": "conformance" if ordered else "count",
+        "tightness_verdict": _ratio(ordered_epsilon if ordered else empirical, claim.epsilon),
     }
+
+
+def _explanation(rows: list[dict[str, Any]], claim: OneRunCurve, level: float, count: int, critical: int,
+                 released: int | None) -> str:
+    """Why the section's status is what it is: the first rejection of each test, or what would have rejected."""
+    conformance = [r for r in rows if r["rejects_conformance"]]
+    counted = [r for r in rows if r["rejects_claim"]]
+    parts = []
+    if conformance:
+        worst = conformance[0]
+        parts.append(f"conformance test: {worst['wrong']} wrong of the {worst['released']} most confident guesses "
+                     f"({worst['threat_model']}) reject the null that {NULLS['conformance']} at level {level:.3g} "
+                     f"({worst['rejecting_wrong']} or fewer wrong reject it)")
+    if counted:
+        worst = counted[0]
+        parts.append(f"count test ({NULLS['count']}): {worst['correct']} of {worst['guesses']} guesses "
+                     f"({worst['threat_model']}) reject the claimed f of {claim.description} at level {level:.3g} "
+                     f"({worst['rejecting_correct']} reject it)")
+    if parts:
+        return "; ".join(parts)
+    shown = (f"no threat model's {released} most confident guesses reject the null that {NULLS['conformance']} "
+             f"({rows[0]['rejecting_wrong']} or fewer wrong would); " if released is not None and rows else "")
+    return (shown + f"no threat model's {count} most confident guesses reject the claimed f of {claim.description} "
+            f"by the count test ({NULLS['count']}; level {level:.3g} each; {critical} right guesses would reject it)")
 
 
 def _ratio(empirical: float | None, claimed: float) -> float | None:
@@ -153,22 +205,24 @@ def _ratio(empirical: float | None, claimed: float) -> float | None:
 
 def _order_statistics_row(ranked: RankedGuesses, claim: OneRunCurve, released: int | None, level: float,
                           family_search: bool) -> dict[str, Any]:
-    """A threat model's order-statistics fields (:mod:`fdp_audit.auditing.one_run.order_statistics`): the wrong
+    """A threat model's conformance-test fields (:mod:`fdp_audit.auditing.one_run.order_statistics`): the wrong
     guesses among the ``released`` most confident (a count fixed by the claim), the most wrong ones that would
-    reject the claim, and the ε(δ) of the weakest claim of the family they reject — valid only if the canaries'
-    channels are independent (all None for k > 2; the ε None without the family search)."""
+    reject the claimed DP-SGD, whether they do, and the ε(δ) of the weakest claim of the family they reject —
+    valid only if the canaries' channels are independent (None and False for input canaries and k > 2; the ε None
+    without the family search)."""
     family = claim.family
     if released is None or family.error_profile is None:
-        return {"released": None, "wrong": None, "rejecting_wrong": None, "epsilon_order_statistics": None}
+        return {"released": None, "wrong": None, "rejecting_wrong": None, "rejects_conformance": False,
+                "epsilon_order_statistics": None}
     wrong = released - ranked.correct_among(released)
     epsilon = None
     if family_search:
         parameter = family_parameter(family.error_profile, family.start, family.limit, ranked.m, released, wrong,
                                      level, FAMILY_TOLERANCE)
         epsilon = family.epsilon(parameter) if parameter > 0 else 0.0
-    return {"released": released, "wrong": wrong,
-            "rejecting_wrong": critical_errors(family.error_profile(family.start), ranked.m, released, level),
-            "epsilon_order_statistics": epsilon}
+    rejecting = critical_errors(family.error_profile(family.start), ranked.m, released, level)
+    return {"released": released, "wrong": wrong, "rejecting_wrong": rejecting,
+            "rejects_conformance": wrong <= rejecting, "epsilon_order_statistics": epsilon}
 
 
 def simulated_audit(rng: np.random.Generator, m: int, game: str, k: int, noise_multiplier: float,
@@ -199,33 +253,47 @@ def simulated_audit(rng: np.random.Generator, m: int, game: str, k: int, noise_m
 
 
 def summary_lines(section: dict[str, Any]) -> list[str]:
-    """Console lines of a one-run section: the headline guesses and the ε lower bounds beside the claim.
+    """Console lines of a one-run section: each test's null and result, the headline guesses and the ε lower bounds
+    beside the claim.
 
     Args:
         section: a one-run section (:func:`judge_scores`).
 
     Returns:
-        Two lines.
+        The lines (three or four).
     """
     from fdp_audit.auditing.labels import threat_title
 
     best = section["best"]
     empirical = section["empirical_epsilon"]
-    return [
-        f"one-run audit: {section.get('canaries', '?')} canaries, best of {section['comparisons']} comparisons: "
-        f"{best['correct']} of {best['guesses']} guesses correct (on the {threat_title(best['threat_model'])}, "
-        f"{best['abstentions']} abstentions)",
-        f"claimed ε = {section['claimed_epsilon']:.3f} at δ = {section['delta']:g}; empirical ε (confidence "
-        f"{1 - section['alpha']:.2f}): family {'n/a' if empirical is None else f'{empirical:.3f}'}, "
+    rows = section.get("rows") or []
+    lines = []
+    if section.get("verdict_test") == "conformance":
+        ordered = section["epsilon_order_statistics"]
+        lines.append(
+            f"conformance test (null: {NULLS['conformance']}): "
+            f"{'rejects' if any(r['rejects_conformance'] for r in rows) else 'does not reject'}; "
+            f"{rows[0]['wrong']} wrong of the {rows[0]['released']} most confident guesses "
+            f"({rows[0]['rejecting_wrong']} or fewer reject)"
+            + ("" if ordered is None else f", family ε {ordered:.3f}"))
+    lines += [
+        f"count test ({NULLS['count']}): "
+        f"{'rejects' if any(r['rejects_claim'] for r in rows) else 'does not reject'}; "
+        f"{section.get('canaries', '?')} canaries, best of {len(rows) or '?'} threat models: {best['correct']} of "
+        f"{best['guesses']} guesses correct (on the {threat_title(best['threat_model'])}, {best['abstentions']} "
+        "abstentions)",
+        f"claimed ε = {section['claimed_epsilon']:.3f} at δ = {section['delta']:g}; empirical ε of the count test "
+        f"(confidence {1 - section['alpha']:.2f}): family {'n/a' if empirical is None else f'{empirical:.3f}'}, "
         f"μ-GDP {section['epsilon_gdp']:.3f}, Steinke et al. {section['epsilon_steinke']:.3f}",
-    ] + ([] if section.get("epsilon_order_statistics") is None else [
-        f"order statistics of the {section['rows'][0]['released']} most confident guesses, assuming independent "
-        f"canaries (not the verdict's test): family ε {section['epsilon_order_statistics']:.3f}"])
+        f"verdict: {section.get('combination', COUNT_ONLY)}"]
+    return lines
 
 
 def section_comparisons(section: dict[str, Any], parameters: dict[str, Any]) -> list[dict[str, Any]]:
-    """The gate's comparisons of a one-run section (kind ``one_run``): one per threat model, with
-    the claim's parameters, so that ``fdp-audit gate`` can judge them again at another α.
+    """The gate's comparisons of a one-run section (kind ``one_run``): per threat model, the conformance test's
+    (``test: conformance``, its ``guesses`` the released count and ``correct`` the right ones among them) when the
+    section has one, and the count test's, with the claim's parameters, so that ``fdp-audit gate`` judges both
+    again at another α (its Bonferroni over the comparisons is the section's split).
 
     Args:
         section: a one-run section (:func:`judge_scores`).
@@ -233,11 +301,19 @@ def section_comparisons(section: dict[str, Any], parameters: dict[str, Any]) -> 
             ``steps``, ``delta``, ``relation``).
 
     Returns:
-        The comparisons, one per threat model.
+        The comparisons: conformance then count, per threat model.
     """
-    return [{"id": f"one-run/{row['threat_model']}/{row['guesses']}", "kind": "one_run",
-             "canaries": section["canaries"], "k": section["k"], "guesses": row["guesses"], "correct": row["correct"],
-             **parameters} for row in section["rows"]]
+    comparisons = []
+    for row in section["rows"]:
+        if row.get("released") is not None:
+            comparisons.append({"id": f"one-run/{row['threat_model']}/conformance/{row['released']}",
+                                "kind": "one_run", "test": "conformance", "canaries": section["canaries"],
+                                "k": section["k"], "guesses": row["released"],
+                                "correct": row["released"] - row["wrong"], **parameters})
+        comparisons.append({"id": f"one-run/{row['threat_model']}/{row['guesses']}", "kind": "one_run",
+                            "test": "count", "canaries": section["canaries"], "k": section["k"],
+                            "guesses": row["guesses"], "correct": row["correct"], **parameters})
+    return comparisons
 
 
 def _claim_of(row: dict[str, Any], where: str) -> OneRunCurve:
@@ -262,9 +338,10 @@ def _claim_of(row: dict[str, Any], where: str) -> OneRunCurve:
 
 
 def judge_one_run(row: dict[str, Any], level: float, where: str, claim: OneRunCurve | None = None) -> dict[str, Any]:
-    """The gate's evaluation of one ``one_run`` comparison at per-comparison ``level``: violated when the f-DP
-    test rejects the claimed curve; ``observed`` is the precision of the guesses and ``theoretical`` the
-    largest precision the claim allows at this level (the count below the smallest rejected one).
+    """The gate's evaluation of one ``one_run`` comparison at per-comparison ``level``: violated when its test
+    rejects — the count test (``test: count``, the default of older results) the claimed curve, the conformance
+    test (``test: conformance``, k = 2) the claimed DP-SGD with independent canaries; ``observed`` is the precision
+    of the guesses and ``theoretical`` the largest precision its test allows at this level.
 
     Args:
         row: a ``one_run`` comparison of a results file (untrusted).
@@ -274,10 +351,11 @@ def judge_one_run(row: dict[str, Any], level: float, where: str, claim: OneRunCu
             (:meth:`fdp_audit.claim.Claim.one_run_curve`); None: the one the comparison states.
 
     Returns:
-        ``observed``, ``theoretical``, ``margin``, ``violated``, ``precision``, ``guesses`` and ``correct``.
+        ``observed``, ``theoretical``, ``margin``, ``violated``, ``precision``, ``guesses``, ``correct`` and
+        ``null`` (the test's null in words).
 
     Raises:
-        BadInputError: a count or the claim is missing or out of range.
+        BadInputError: a count, the test or the claim is missing or out of range.
     """
     from fdp_audit.errors import BadInputError
 
@@ -287,9 +365,17 @@ def judge_one_run(row: dict[str, Any], level: float, where: str, claim: OneRunCu
             and 1 <= values["guesses"] and values["canaries"] <= 10**6):
         raise BadInputError("canaries, k, guesses and correct must be integers with 0 <= correct <= guesses <= "
                             "canaries", where)
+    test = row.get("test", "count")
+    if test not in NULLS or (test == "conformance" and values["k"] != 2):
+        raise BadInputError("test must be 'count', or 'conformance' with k = 2", f"{where}.test")
     claim = claim or _claim_of(row, where)
     m, k, c, w = values["canaries"], values["k"], values["guesses"], values["correct"]
-    low = critical_count(claim.inverse_power, m, c, k, level)
+    if test == "conformance":
+        assert claim.family.error_profile is not None
+        wrong = critical_errors(claim.family.error_profile(claim.family.start), m, c, level)
+        low = c - wrong if wrong >= 0 else c + 1  # right guesses that reject: at most ``wrong`` wrong ones
+    else:
+        low = critical_count(claim.inverse_power, m, c, k, level)
     allowed = (low - 1) / c
     return {"observed": w / c, "theoretical": allowed, "margin": w / c - allowed, "violated": w >= low,
-            "precision": w / c, "guesses": c, "correct": w}
+            "precision": w / c, "guesses": c, "correct": w, "null": NULLS[test]}

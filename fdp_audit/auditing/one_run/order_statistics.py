@@ -10,17 +10,24 @@ each canary moves only its own coordinate, by independent Poisson sampling, unde
 ``Y_i`` is the one-record composed subsampled Gaussian mechanism whose curve the PLD accountant bounds. A
 mechanism that satisfies f for every canary but correlates them (the flagged mechanism of
 :mod:`fdp_audit.auditing.one_run.ceiling`) is outside this null: the test may reject it, and does
-(docs/one_run.md); the count test of :mod:`fdp_audit.auditing.one_run.analysis` holds for it.
+(docs/one_run.md); the count test of :mod:`fdp_audit.auditing.one_run.analysis` holds for it. So this is the
+*conformance* test of a one-run verdict (:mod:`fdp_audit.auditing.one_run.evaluation`): its null is that the
+training behaves as the claimed DP-SGD, and it judges gradient canaries only, whose contribution in the built-in
+engine and in the user-loop canary head is a fixed clipped value on a coordinate of their own (docs/one_run.md,
+"Are the canaries independent?").
 
 **Why the tail below bounds every auditor.** Let ``(P, Q)`` be the canonical pair of f (the privacy-loss
 distribution of the curve's segments, :func:`fdp_audit.auditing.one_run.ceiling.loss_distribution`). A binary
 experiment with curve at least f is a garbling of ``(P, Q)`` (Blackwell), so the release is a post-processing,
 with randomness independent across canaries, of n independent canonical outputs ``X_i ~ P`` or ``Q`` by ``S_i``.
-Given the X's the secrets are independent a posteriori, and guessing canary i wrongly has probability at least
-``γ(X_i) = 1/(1 + e^{|L(X_i)|})`` (L the privacy loss), with equality for the likelier value. For any auditor that
-releases r guesses the number T of wrong ones is, given the X's, a sum of independent Bernoullis whose
-probabilities are at least the r smallest ``γ(X_i)``; so ``P[T <= u]`` is largest for the auditor that releases
-the r canaries of smallest ``γ`` with their likelier values, whatever u. For that auditor write each canary's
+Given the X's (and so given the whole release: its other parts and the auditor's own randomness add no
+information on the secrets) the secrets are independent a posteriori, and guessing canary i wrongly has
+probability at least ``γ(X_i) = 1/(1 + e^{|L(X_i)|})`` (L the privacy loss), with equality for the likelier value.
+For any auditor that releases r guesses — chosen and ranked by any function of the whole release, e.g. a noise
+scale read off null coordinates or a rate fitted over all canaries — the number T of wrong ones is, given the X's,
+a sum of independent Bernoullis whose probabilities are at least the r smallest ``γ(X_i)``; so ``P[T <= u]`` is
+largest for the auditor that releases the r canaries of smallest ``γ`` with their likelier values, whatever u. For
+that auditor write each canary's
 outcome in quantile coordinates ``w ∈ [0, 1]`` of the mixture ``(P + Q)/2``, sorted by decreasing ``γ`` (ties
 broken uniformly, which changes nothing): the n quantiles are independent uniforms, the (r+1)-th largest, the
 *cut*, is ``Beta(n - r, r + 1)``, and given the cut at w the r released are independent uniforms on ``(w, 1]``,

@@ -49,7 +49,9 @@ def test_correct_mechanism_passes_and_no_clipping_is_caught(trained, cli):
     assert ok.code == 0, ok.out + ok.err
     results = json.loads((trained["dp_sgd"] / "results.json").read_text())
     section = results["one_run"]
-    assert section["status"] == "PASS" and section["comparisons"] == len(section["rows"]) == 1  # one threat model
+    # one threat model, judged by the conformance test and the count test
+    assert section["status"] == "PASS" and len(section["rows"]) == 1 and section["comparisons"] == 2
+    assert [c["test"] for c in results["comparisons"] if c["kind"] == "one_run"] == ["conformance", "count"]
     assert section["empirical_epsilon"] is not None
     assert (trained["dp_sgd"] / "report.html").read_text().count("One-run audit") >= 1
     bad = trained["dp_sgd_no_clip"]

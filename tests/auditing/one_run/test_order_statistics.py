@@ -137,7 +137,8 @@ def test_a_mechanism_that_correlates_its_canaries_is_outside_the_null():
     but correlates its canaries (with probability τ = 0.2 all are drawn from the leakier pair g_τ). With the flag up
     the order-statistics test rejects it in at least 30 of 40 releases (measured 39), so it rejects this
     claim-satisfying mechanism with probability about τ·0.97 ≈ 0.19 > α: its null needs independent canaries, which
-    is why the verdict stays on the count test (that rejected 2 of the same 40)."""
+    is why its null is conformance to the claimed DP-SGD (independent canaries), not the curve alone, and why the
+    verdict keeps the count test beside it (that rejected 2 of the same 40)."""
     rejections = _rejections(flagged_curve(accountant_for(claimed().spec).curve(), FLAG_RATE),
                              FLAGGED_RELEASES, 5)
     assert stats.binom.sf(MIN_FLAGGED_REJECTIONS - 1, FLAGGED_RELEASES, 0.05 / FLAG_RATE) < 2e-9
@@ -157,10 +158,11 @@ def test_tightness_on_an_exact_release_at_the_adult_setting():
     assert section["tightness_order_statistics"] > section["tightness"]
 
 
-def test_input_canaries_get_no_order_statistics_bound():
-    """The order-statistics bound holds for independent canaries only: gradient canaries are, input canaries
-    (one shared model) are not, so their audit carries no such ε (it had printed one)."""
-    from fdp_audit.auditing.one_run.evaluation import judge_scores
+def test_input_canaries_get_the_count_test_alone():
+    """The conformance test's null needs independent canaries: gradient canaries are (each its own coordinate),
+    input canaries (one shared model) are not, so their audit has no conformance fields and spends the whole α on
+    the count test; gradient canaries' two tests each run at α/2 and the section names each test's null."""
+    from fdp_audit.auditing.one_run.evaluation import NULLS, judge_scores
 
     claim = Claim.stated("dp_sgd", 0.7429, 0.017, 300, 1e-5).one_run_curve("add_remove")
     rng = np.random.default_rng(3)
@@ -172,6 +174,11 @@ def test_input_canaries_get_no_order_statistics_bound():
     assert gradient["rows"][0]["released"] is not None and gradient["rows"][0]["wrong"] is not None
     assert all(inputs["rows"][0][key] is None for key in ("released", "wrong", "rejecting_wrong",
                                                           "epsilon_order_statistics"))
-    assert inputs["tightness_order_statistics"] is None
-    assert {key: inputs[key] for key in ("status", "guesses", "rejecting_correct")} == \
-        {key: gradient[key] for key in ("status", "guesses", "rejecting_correct")}
+    assert inputs["tightness_order_statistics"] is None and inputs["verdict_test"] == "count"
+    assert gradient["verdict_test"] == "conformance"
+    assert (gradient["level_per_comparison"], inputs["level_per_comparison"]) == (0.025, 0.05)
+    assert [t["test"] for t in gradient["tests"]] == ["conformance", "count"]
+    assert [t["test"] for t in inputs["tests"]] == ["count"]
+    assert gradient["tests"][0]["null"] == NULLS["conformance"] == (
+        "the training behaves as the claimed DP-SGD (canaries independent, each within the claimed curve)")
+    assert gradient["status"] == inputs["status"] == "PASS"

@@ -1,0 +1,106 @@
+"""The one-run verdict of gradient canaries: the conformance test (order statistics; null: the training behaves as
+the claimed DP-SGD, canaries independent) and the count test (any mechanism meeting the curve), each at α/2, either
+rejecting makes a VIOLATION; the gate re-judges both from results.json; null calibration at the Adult settings."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from fdp_audit.accounting.mechanism import accountant_for
+from fdp_audit.auditing.gate import judge
+from fdp_audit.auditing.one_run.ceiling import canonical_losses, flagged_curve
+from fdp_audit.auditing.one_run.evaluation import NULLS, judge_scores, section_comparisons, simulated_audit
+from fdp_audit.auditing.one_run.order_statistics import critical_errors
+from fdp_audit.claim import Claim
+from fdp_audit.errors import BadInputError
+
+PARAMETERS = {"mechanism": "dp_sgd", "noise_multiplier": 0.968, "sample_rate": 0.017, "steps": 300, "delta": 1e-5,
+              "relation": "add_remove"}
+
+
+def claimed():
+    """DP-SGD z = 0.968, p = 0.017, T = 300 under add/remove: ε = 2 at δ = 1e-5."""
+    return Claim.stated("dp_sgd", 0.968, 0.017, 300, 1e-5).one_run_curve("add_remove")
+
+
+def _release(curve, seed: int, m: int = 1000) -> tuple[np.ndarray, np.ndarray]:
+    """Neyman–Pearson scores (the privacy losses) of m independent canaries of ``curve``'s canonical pair."""
+    rng = np.random.default_rng(seed)
+    secrets = rng.integers(0, 2, size=m)
+    return np.stack([np.zeros(m), canonical_losses(curve, secrets, rng)], axis=1), secrets
+
+
+def test_a_conformance_rejection_alone_is_a_violation_and_the_gate_agrees():
+    """Independent canaries of the leakier pair g_0.2 (the flagged mechanism with its flag up, whose canaries each
+    break the claimed curve) are, at this seed, rejected by the conformance test and not by the less powerful count
+    test: the verdict is a VIOLATION that names the conformance null, and the gate re-judging the section's
+    comparisons at the same α gives the same verdict at the same per-comparison level α/2."""
+    claim = claimed()
+    scores, secrets = _release(flagged_curve(accountant_for(claim.spec).curve(), 0.2), 5)
+    section = judge_scores({"updates": scores}, secrets, claim, 0.05, family_search=False)
+    row = section["rows"][0]
+    assert row["rejects_conformance"] and not row["rejects_claim"]
+    assert section["status"] == "VIOLATION" and section["level_per_comparison"] == 0.025
+    assert NULLS["conformance"] in section["explanation"]
+    assert [(t["test"], t["rejects"]) for t in section["tests"]] == [("conformance", True), ("count", False)]
+    comparisons = section_comparisons(section, PARAMETERS)
+    assert [c["test"] for c in comparisons] == ["conformance", "count"]
+    verdict, judged = judge(comparisons, 0.05)
+    assert verdict["status"] == "VIOLATION"
+    assert [j["violated"] for j in judged] == [True, False]
+    assert "does not behave as the claimed DP-SGD" in verdict["explanation"]
+    # the gate's conformance threshold is the section's: one more wrong guess than allowed passes
+    allowed = critical_errors(claim.family.error_profile(claim.family.start), 1000, row["released"], 0.025)
+    assert allowed == row["rejecting_wrong"]
+    edited = [{**comparisons[0], "correct": row["released"] - allowed - 1}, comparisons[1]]
+    assert judge(edited, 0.05)[0]["status"] == "PASS"
+
+
+def test_the_gate_reads_older_results_as_count_tests_and_refuses_an_unknown_test():
+    count = {"id": "one-run/updates/256", "kind": "one_run", "canaries": 1000, "k": 2, "guesses": 256,
+             "correct": 150, **PARAMETERS}
+    verdict, (judged,) = judge([count], 0.05)
+    assert verdict["status"] == "PASS" and judged["null"] == NULLS["count"]
+    with pytest.raises(BadInputError, match="test"):
+        judge([{**count, "test": "order"}], 0.05)
+    with pytest.raises(BadInputError, match="test"):
+        judge([{**count, "k": 3, "test": "conformance"}], 0.05)
+
+
+def test_known_answers_perfect_guesses_and_no_signal():
+    """Every secret guessed right (a release without noise) is rejected by both tests; scores independent of the
+    secrets (a perfectly private release) by neither, and certify no ε."""
+    claim = claimed()
+    rng = np.random.default_rng(0)
+    secrets = rng.integers(0, 2, size=1000)
+    exact = np.stack([np.zeros(1000), np.where(secrets == 1, 1.0, -1.0) * rng.uniform(1, 2, 1000)], axis=1)
+    section = judge_scores({"updates": exact}, secrets, claim, 0.05)
+    assert section["status"] == "VIOLATION" and all(t["rejects"] for t in section["tests"])
+    assert section["rows"][0]["wrong"] == 0
+    blind = judge_scores({"updates": rng.normal(size=(1000, 2))}, secrets, claim, 0.05)
+    assert blind["status"] == "PASS" and not any(t["rejects"] for t in blind["tests"])
+    assert blind["epsilon_order_statistics"] == 0.0 and blind["tightness_verdict"] == 0.0
+
+
+RELEASES_PER_EPSILON = 15
+# z calibrated to ε at δ = 1e-5, p = 0.017, T = 300 (calibrate_noise_multiplier; the claim's ε is checked)
+ADULT_NOISE = {2.0: 0.9680841455876417, 4.0: 0.7429253000545082, 8.0: 0.5834400184762408}
+# 45 correct releases in all: if the verdict's false-alarm rate is at most α = 0.05, more than 7 alarms has
+# probability 0.0016.
+MAX_ALARMS = 7
+
+
+@pytest.mark.slow
+def test_false_alarms_of_the_verdict_on_correct_releases_at_the_adult_setting():
+    """Exact simulated releases of correct DP-SGD at p = 0.017, T = 300 (z calibrated to ε = 2, 4, 8), 1,000
+    gradient canaries, the fitted guesser and the verdict (both tests at α/2): at most 7 alarms in 45 (error
+    probability 0.0016 at rate α). The offline calibration (200 releases per ε) is in docs/one_run.md."""
+    assert stats.binom.sf(MAX_ALARMS, 3 * RELEASES_PER_EPSILON, 0.05) < 0.002
+    alarms = 0
+    for epsilon, z in ADULT_NOISE.items():
+        claim = Claim.stated("dp_sgd", z, 0.017, 300, 1e-5).one_run_curve("add_remove")
+        assert claim.epsilon == pytest.approx(epsilon, abs=1e-3)
+        rng = np.random.default_rng([17, int(epsilon)])
+        alarms += sum(simulated_audit(rng, 1000, "inclusion", 2, z, 0.017, 300, claim, 0.05)["status"] == "VIOLATION"
+                      for _ in range(RELEASES_PER_EPSILON))
+    assert alarms <= MAX_ALARMS
