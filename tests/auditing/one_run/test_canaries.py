@@ -109,9 +109,10 @@ def test_a_real_training_at_the_documented_setting_passes_within_its_claim(tmp_p
     """One training of the built-in engine on Adult at the setting docs/one_run.md measures (DP-SGD, logistic
     model, p = 0.017, T = 300, z calibrated to ε = 4 at δ = 1e-5, M = 1,000 gradient canaries) PASSes at α = 0.01
     and certifies at most the claimed ε by both tests (the family ε of a test that does not reject the claim is at
-    most the claimed ε: the family's claims are nested). Error probability: each test rejects a correct mechanism
-    with probability at most α, so a correct engine fails this with probability at most 0.02 (union bound);
-    docs/one_run.md ("Real trainings") measured no alarm of either test in 60 such trainings (M = 1,000)."""
+    most the claimed ε: the family's claims are nested). Error probability: the verdict rejects a correct mechanism
+    with probability at most α (each of its two tests at α/2), so a correct engine fails this with probability at
+    most 0.01; docs/one_run.md ("Real trainings") measured no alarm of either test in 60 such trainings
+    (M = 1,000)."""
     from fdp_audit.accounting.calibration import calibrate_noise_multiplier
     from fdp_audit.auditing.one_run.canaries import audit_with_canaries, train_with_canaries
     from fdp_audit.config import load_config
