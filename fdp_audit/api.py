@@ -147,12 +147,16 @@ class AuditResult:
 
         Returns:
             Per ε comparison id, its lower bound in the claimed mechanism's family; ``"one-run"`` for the
-            one-run audit's, when there is one.
+            one-run audit's count test, which holds for any mechanism meeting the claimed curve, when there is
+            one; ``"one-run-conformance"`` for the conformance test's of gradient canaries, which holds if the
+            training behaves as the claimed DP-SGD (canaries independent; docs/one_run.md).
         """
         bounds = {j["id"]: j["epsilon_lower_bound"] for j in self._judgements() if "epsilon_lower_bound" in j}
         one_run = self.results.get("one_run")
         if one_run is not None and one_run.get("empirical_epsilon") is not None:
             bounds["one-run"] = one_run["empirical_epsilon"]
+        if one_run is not None and one_run.get("epsilon_order_statistics") is not None:
+            bounds["one-run-conformance"] = one_run["epsilon_order_statistics"]
         return bounds
 
     def _judgements(self) -> list[dict[str, Any]]:

@@ -191,3 +191,14 @@ def test_the_commands_library_calls_name_their_keywords_in_bad_input():
         with pytest.raises(BadInputError) as raised:
             call()
         assert raised.value.field == keyword
+
+
+def test_a_one_run_result_names_each_tests_epsilon_lower_bound():
+    """The count test's ε (valid for any mechanism meeting the curve) and the conformance test's (valid if the
+    training behaves as the claimed DP-SGD) are two keys, never one standing for the other."""
+    one_run = {"empirical_epsilon": 0.9, "epsilon_order_statistics": 1.6}
+    result = AuditResult({"verdict": {"status": "PASS", "explanation": "no test rejects"}, "one_run": one_run})
+    assert result.epsilon_lower_bounds == {"one-run": 0.9, "one-run-conformance": 1.6}
+    counted = AuditResult({"verdict": {"status": "PASS", "explanation": "no test rejects"},
+                           "one_run": {"empirical_epsilon": 0.9, "epsilon_order_statistics": None}})
+    assert counted.epsilon_lower_bounds == {"one-run": 0.9}
