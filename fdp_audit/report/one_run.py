@@ -41,9 +41,11 @@ def one_run_section(node: Node) -> Section:
                        ("canaries", "canaries"), ("claimed_epsilon", "claimed ε"), ("delta", "δ"),
                        ("empirical_epsilon", "empirical ε (count test, claimed family)"),
                        ("empirical_epsilon_family", "family"), ("epsilon_gdp", "empirical ε (μ-GDP claims)"),
-                       ("epsilon_steinke", "empirical ε (Steinke et al.)"), ("tightness", "empirical / claimed ε"),
+                       ("epsilon_steinke", "empirical ε (Steinke et al.)"),
+                       ("tightness", "empirical / claimed ε (count test)"),
                        ("epsilon_order_statistics", "empirical ε (conformance test: the training behaves as the "
                                                     "claimed DP-SGD)"),
+                       ("tightness_verdict", "empirical / claimed ε (the verdict's test)"),
                        ("level_per_comparison", "level of each comparison")):
         child = node.present(key)
         if child:

@@ -15,7 +15,8 @@ candidates of every canary (Poisson-mixture likelihood of the updates; and the u
 canary's public coordinate moved), guesses the most confident ones and abstains on the rest; the counts are tested
 against the claimed trade-off curve in the replace-one relation with the one-run f-DP analysis
 (:func:`fdp_audit.auditing.one_run.evaluation.judge_scores`). The comparisons go to results.json in the gate's
-``one_run`` form, so ``fdp-audit gate`` judges them again: VIOLATION when some guess count rejects the claim.
+``one_run`` form, so ``fdp-audit gate`` judges them again: VIOLATION when the conformance test or the count
+test rejects the claim.
 
 What it sees: the private step's sampling, clipping, noise and normalisation, and whether the public gradient
 reveals the private batch (Proposition 3). What it does not see: leakage through the denoiser's own gradients of
