@@ -6,12 +6,13 @@ and bad input is one line and exit 2 with nothing written.
 The claim: DP-SGD with z = 1, C = 1, p = 0.1 (Opacus's 1 / len(loader): 10 batches of 211 of the 1,500 records and
 the 510 canaries the seed puts in, the same 10 for 400 to 610 canaries present), T = 20 (two epochs), ε = 3.59 at
 δ = 1e-5 (add/remove). Error probabilities: a correct loop fails the audit with probability at most α = 0.05 over
-seeds (the verdict's level: its two tests at α/2 each; these seeds pass). The faults were
-each caught in 200 of 200 simulated exact releases of the same mechanism at these settings (z × 0.3, and no
-clipping: K = 10 times the claimed norm, the noise left at z·C), so each misses with probability below 1.5 % (95 %
-upper bound); no noise and the extra epoch without noise release the canaries exactly, and a loop that releases
-more optimizer steps than the claim accounts for, or that moves the canary head outside the optimizer steps read
-(an update by hand), is a violation whatever the guesses."""
+seeds (the verdict's level: its two tests at α/2 each; these seeds pass). The faults were each caught in 200 of 200
+simulated exact releases of the same mechanism at these settings (z × 0.3, and no clipping: K = 10 times the claimed
+norm, the noise left at z·C) by the verdict as it now stands, and by each of its two tests alone (the conformance
+test and the count test at α/2; seeds default_rng([7, s]), s < 200, run once offline), so each misses with
+probability below 1.5 % (95 % upper bound); no noise and the extra epoch without noise release the canaries exactly,
+and a loop that releases more optimizer steps than the claim accounts for, or that moves the canary head outside the
+optimizer steps read (an update by hand), is a violation whatever the guesses."""
 
 from __future__ import annotations
 
