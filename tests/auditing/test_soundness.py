@@ -201,9 +201,13 @@ def test_correct_mechanisms_pass_in_the_same_games(verdict_only_audit, name: str
 # The user-loop path (mechanism.training on model.factory's module; tests/auditing/user_loops.py): the same soundness
 # matrix for DP-SGD loops written by hand, each fault in one audit of every game that can see it, with one attack
 # per game (a violation there at the audit's level α/m implies one in the game alone, at a level no smaller). The
-# membership game is the add/remove game of a user's loop (it is among its default games). Trials: the fewest at
-# which the weakest game's success, assumed a little below the one measured on seed 0 (in the comments), misses
-# with probability ≤ 1e-3 (evaluation_trials_for_power at α/m).
+# membership game is the add/remove game of a user's loop (it is among its default games). Trials: each cell's
+# success was calibrated once offline on another seed than the test's (seed 11, the test's own audit with more
+# trials; successes of the evaluation trials in the comments); at its Clopper–Pearson lower bound at confidence
+# 1 − 1e-4 a rate judged at α/m (evaluation_trials_for_power) misses with probability ≤ 1e-3 at the trials given
+# (a test playing three games misses at most the sum of its three cells). The calibrations fitted each attack's rule
+# on ≥ 1,000 trials, the tests on their own selection half: the two closest cells, run as the test runs them on 60
+# and 54 other seeds, missed on none.
 USER_LOOPS = Path(__file__).parent / "user_loops.py"
 USER_LOOP_GAMES = ("distinguishing", "simulator", "attribute", "membership")
 GRADIENT_AND_MEMBERSHIP = {"distinguishing": "iterates", "simulator": "iterates", "membership": "canary_logit"}
@@ -216,15 +220,18 @@ GRADIENT_AND_MEMBERSHIP = {"distinguishing": "iterates", "simulator": "iterates"
 # honest loop at the same settings passes (USER_LOOP_PASSING; at 1,406 trials on seed 0 too: 499 of 703, offline).
 HALF_NOISE_TRIALS = 1406
 USER_LOOP_CAUGHT = {
-    # 50/50 vs .736, 49/50 vs .63, 45/50 vs .63 (100 trials); membership assumed .85 at α/6: 116 evaluation trials
+    # 1,933, 1,955 and 1,900 of 2,000 (lower bounds .949, .962, .929 against .736, .630, .630) at α/6: 156 trials
+    # suffice for the weakest, a miss ≤ 1.8e-6
     "quiet": (QUIET, 100, 232, GRADIENT_AND_MEMBERSHIP),
-    # 49/50, 48/50, 45/50 (100 trials); as above
+    # 1,936, 1,932 and 1,910 of 2,000 (.951, .948, .935): 146 trials suffice, a miss ≤ 1.0e-6
     "no_clip": (QUIET, 100, 232, GRADIENT_AND_MEMBERSHIP),
-    # 40/40 vs .63 (80 trials); assumed .95 at α/2: 32
+    # 4,851 of 5,000 (.960 against .630) at α/2: 56 trials suffice, a miss ≤ 2.2e-4 at 64
     "dataset_size": (SMALL, 8, 64, {"membership": "noise_scale"}),
-    # 80/100 vs .545 (200 trials); assumed .75 at α/2: 136
-    "realised_batch": (SPARSE, 5, 272, {"membership": "noise_scale"}),
-    # sampling at 2p = 1 where p = ½ is claimed: 91/100 vs .736 (200 trials, four games); assumed .88 at α/2: 182
+    # 2,949 of 4,000 (.711 against .545) at α/2: a miss ≤ 7.7e-4 at 440 (the miss is not monotone in the trials:
+    # 432 give 1.05e-3)
+    "realised_batch": (SPARSE, 5, 440, {"membership": "noise_scale"}),
+    # sampling at 2p = 1 where p = ½ is claimed: 4,528 of 5,000 (.889 against .736) at α/2: 312 trials suffice, a
+    # miss ≤ 1.9e-4 at 364
     "double_rate": (QUIET, 100, 364, {"distinguishing": "iterates"}),
     # half the noise: HALF_NOISE_TRIALS
     "half_noise": (QUIET, 100, HALF_NOISE_TRIALS, {"distinguishing": "iterates"}),
