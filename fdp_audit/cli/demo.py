@@ -69,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
                       f"{attack['epsilon_lower_bound_cp']:.3f} assumption-free "
                       f"(claimed {claimed_text}) {attack['status']}")
     print("\n".join(summary_lines(results["checkpoint_audit"])))
-    print("\n".join(one_run_lines(results["one_run"])) + f" — {results['one_run']['status']}")
+    one_run = results["one_run"]
+    print(f"one-run audit: {one_run['canaries']} canaries ({one_run['game']} game), {one_run['status']}")
+    print("\n".join(one_run_lines(one_run)))
     verdict = results["verdict"]
     print("VERDICT: " + "\n".join(verdict_lines(verdict, sanity_warnings(results))))
     print(f"report: {report}  ({time.time() - start:.0f} s)")

@@ -35,7 +35,7 @@ def test_demo_quick_end_to_end(tmp_path: Path) -> None:
     assert results["checkpoint_audit"]["records"] > 0
     one_run = results["one_run"]
     assert one_run["status"] == "PASS" and one_run["canaries"] == 500 and one_run["game"] == "value"
-    assert "one-run audit: 500 canaries" in done.stdout
+    assert "one-run audit: 500 canaries (value game), PASS" in done.stdout and "count test (" in done.stdout
     assert (out / "model.pt").stat().st_size > 0
     html = (out / "report.html").read_text(encoding="utf-8")
     assert "PASS" in html and "<svg" in html and "One-run audit" in html
