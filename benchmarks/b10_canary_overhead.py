@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import itertools
 import json
 import os
 import resource
@@ -136,9 +137,9 @@ def _train(canaries: bool, device: str, out: Path, threads: int = THREADS, steps
     audit, model, optimizer, loader = _made_private(train_set, canaries, device)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for step, (x, y) in enumerate(loader):
-            if step == steps:
-                break
+        # epoch after epoch: one epoch is 235 steps plain and 254 canaried (Opacus keeps the expected batch, so the
+        # canaries' records add steps to an epoch), and a budget of steps must not stop at an epoch's end
+        for x, y in itertools.islice(itertools.chain.from_iterable(itertools.repeat(loader)), steps):
             _step(model, optimizer, x.to(device), y.to(device))
     if audit is not None:
         audit.save(model, out / "model.safetensors")
