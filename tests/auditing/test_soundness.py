@@ -207,7 +207,8 @@ def test_correct_mechanisms_pass_in_the_same_games(verdict_only_audit, name: str
 # 1 − 1e-4 a rate judged at α/m (evaluation_trials_for_power) misses with probability ≤ 1e-3 at the trials given
 # (a test playing three games misses at most the sum of its three cells). The calibrations fitted each attack's rule
 # on ≥ 1,000 trials, the tests on their own selection half: the two closest cells, run as the test runs them on 60
-# and 54 other seeds, missed on none.
+# and 54 other seeds, missed on none. Both are `python -m calibrations.matrix_cells user-loop FAULT --trials N`
+# (with `--seeds 11 70` and the test's trial count for the direct check).
 USER_LOOPS = Path(__file__).parent / "user_loops.py"
 USER_LOOP_GAMES = ("distinguishing", "simulator", "attribute", "membership")
 GRADIENT_AND_MEMBERSHIP = {"distinguishing": "iterates", "simulator": "iterates", "membership": "canary_logit"}
@@ -253,8 +254,11 @@ USER_LOOP_NOT_VISIBLE = {
     ("quiet", "attribute"): "not seen: likelihood 1,032 and gradient 1,039 of 2,000 evaluation trials against .752 "
                             "(the honest loop 1,035 and 1,020), a success below the bound, which no trial count "
                             "catches; " + NOT_VISIBLE["half_noise", "attribute"],
-    ("no_clip", "attribute"): "at C = 1 the synthetic records' gradients are within the clip norm (the built-in path "
-                              "shows the attribute game catching it at C = 0.05)",
+    # measured once offline (seed 11, the attribute game alone, 4,000 trials: calibrations.matrix_cells)
+    ("no_clip", "attribute"): "not seen: likelihood 1,110 and gradient 1,075 of 2,000 evaluation trials against .752 "
+                              "(the honest loop 1,035 and 1,020), a success below the bound, which no trial count "
+                              "catches; where records' gradients far exceed C the attribute game catches it (the "
+                              "built-in path at C = 0.05)",
     ("dataset_size", "distinguishing"): _SIZE_ONLY, ("dataset_size", "attribute"): _SIZE_ONLY,
     ("dataset_size", "simulator"): _SCALE_FREE,
     ("realised_batch", "distinguishing"): _SIZE_ONLY, ("realised_batch", "attribute"): _SIZE_ONLY,
@@ -267,16 +271,28 @@ USER_LOOP_NOT_VISIBLE = {
     ("half_noise", "simulator"): _beyond_budget(726, 0.671, 2 * 4080),  # iterates
     ("half_noise", "membership"): _beyond_budget(738, 0.684, 2 * 2370),  # canary_logit
 }
-# Faults no game catches within the suite's time on the user-loop path, each cell with its reason.
+# Faults no game catches within the suite's time on the user-loop path, each cell with its reason. Shuffled batches:
+# the best test between each game's two worlds along the canary's coordinate (Neyman–Pearson; the iterates exact to
+# 1e-5 by quadrature, the final model in closed form), against the Poisson claim's bound, and the trials a catch at a
+# miss ≤ 1e-3 would need for that optimal test at α/2 (one game, one attack), from `python -m
+# calibrations.shuffled_batches`; the same computation gives the Poisson loop's optimum equal to the bounds.
 _SHUFFLED = ("the canary is in exactly two of the four steps (one batch of each epoch's two) instead of Bin(4, ½): "
-             "at z = 1.5 the privacy loss of shuffled batches is within what 100 evaluation trials resolve from "
-             "the Poisson claim's (the honest loop's level: {})")
+             "the best test between this game's two worlds {}; seen on seed 0 at the honest loop's level ({})")
+_SHUFFLED_WEAK = "succeeds {} against the claim's bound {}: visible but too weak, a catch needs about {} trials"
 USER_LOOP_NOT_CAUGHT = {
     "shuffled": {
-        "distinguishing": _SHUFFLED.format("70/100 against .736, honest 67/100"),
-        "simulator": _SHUFFLED.format("57/100 against .63, honest 61/100"),
-        "membership": _SHUFFLED.format("canary_logit 58/100 against .63, honest 52/100"),
-        "attribute": _SHUFFLED.format("likelihood 52/100 and gradient 49/100 against .752, honest 46/100"),
+        "distinguishing": _SHUFFLED.format(_SHUFFLED_WEAK.format("0.7475", "0.7363", "78,000") + " (the shuffled "
+                                           "release's replace-one curve falls up to 0.027 below the claim's)",
+                                           "70/100 against .736, honest 67/100"),
+        "simulator": _SHUFFLED.format(_SHUFFLED_WEAK.format("0.6361", "0.6301", "330,000"),
+                                      "57/100 against .63, honest 61/100"),
+        "membership": _SHUFFLED.format("on the final model (the canary column's sum, N(2C, 4z²C²) against "
+                                       "N(0, 4z²C²)) " + _SHUFFLED_WEAK.format("Φ(1/3) = 0.6306", "0.6301",
+                                                                              "62 million"),
+                                       "canary_logit 58/100 against .63, honest 52/100"),
+        "attribute": _SHUFFLED.format("on the final model, at a record's worst case ±C, succeeds Φ(2/3) = 0.7475, "
+                                      "below Theorem 4's bound 0.7518: not seen at these settings, at any trial count",
+                                      "likelihood 52/100 and gradient 49/100 against .752, honest 46/100"),
     },
 }
 USER_LOOP_PASSING = {
