@@ -9,8 +9,10 @@ from scipy import stats
 from fdp_audit.accounting.mechanism import accountant_for
 from fdp_audit.auditing.gate import judge
 from fdp_audit.auditing.one_run.ceiling import canonical_losses, flagged_curve
-from fdp_audit.auditing.one_run.evaluation import NULLS, judge_scores, section_comparisons, simulated_audit
+from fdp_audit.auditing.one_run.evaluation import NULLS, judge_scores, section_comparisons
+from fdp_audit.auditing.one_run.guesser import candidate_pattern, threat_scores
 from fdp_audit.auditing.one_run.order_statistics import critical_errors
+from fdp_audit.auditing.one_run.simulation import simulate_release
 from fdp_audit.claim import Claim
 from fdp_audit.errors import BadInputError
 
@@ -85,22 +87,34 @@ def test_known_answers_perfect_guesses_and_no_signal():
 RELEASES_PER_EPSILON = 15
 # z calibrated to ε at δ = 1e-5, p = 0.017, T = 300 (calibrate_noise_multiplier; the claim's ε is checked to 0.01)
 ADULT_NOISE = {2.0: 0.9680841455876417, 4.0: 0.7429253000545082, 8.0: 0.5834400184762408}
-# 45 correct releases in all: if the verdict's false-alarm rate is at most α = 0.05, more than 7 alarms has
-# probability 0.0016.
-MAX_ALARMS = 7
+# 45 correct releases in all, each judged at two levels. If the verdict's false-alarm rate is at most α, more than
+# MAX_ALARMS[α] alarms has probability 0.0016 at α = 0.05 and 0.0008 at α = 0.4. The level the audits use, 0.05,
+# cannot tell a rate of 2α from α in 45 releases (≤ 7 alarms happen with probability 0.75 at rate 0.1); the
+# verdict's level holds at every α, and at α = 0.4 the same releases catch a doubled rate (0.8) with probability
+# 0.996, so an inflation of the false alarms by the fitted guesser or the tests' tails shows there.
+MAX_ALARMS = {0.05: 7, 0.4: 28}
 
 
 @pytest.mark.slow
 def test_false_alarms_of_the_verdict_on_correct_releases_at_the_adult_setting():
     """Exact simulated releases of correct DP-SGD at p = 0.017, T = 300 (z calibrated to ε = 2, 4, 8), 1,000
-    gradient canaries, the fitted guesser and the verdict (both tests at α/2): at most 7 alarms in 45 (error
-    probability 0.0016 at rate α). The offline calibration (200 releases per ε) is in docs/one_run.md."""
-    assert stats.binom.sf(MAX_ALARMS, 3 * RELEASES_PER_EPSILON, 0.05) < 0.002
-    alarms = 0
+    gradient canaries, the fitted guesser and the verdict (both tests at α/2), each judged at α = 0.05 and 0.4: at
+    most 7 and 28 alarms in 45 (error probabilities 0.0016 and 0.0008 at rate α; the second resolves a doubled
+    rate). The offline calibration (200 releases per ε) is in docs/one_run.md."""
+    releases = 3 * RELEASES_PER_EPSILON
+    assert stats.binom.sf(MAX_ALARMS[0.05], releases, 0.05) < 0.002
+    assert stats.binom.sf(MAX_ALARMS[0.4], releases, 0.4) < 0.001
+    assert stats.binom.sf(MAX_ALARMS[0.4], releases, 0.8) > 0.99
+    assert stats.binom.cdf(MAX_ALARMS[0.05], releases, 0.1) > 0.7
+    pattern = candidate_pattern("inclusion", 2)
+    alarms = dict.fromkeys(MAX_ALARMS, 0)
     for epsilon, z in ADULT_NOISE.items():
         claim = Claim.stated("dp_sgd", z, 0.017, 300, 1e-5).one_run_curve("add_remove")
         assert claim.epsilon == pytest.approx(epsilon, abs=0.01)
         rng = np.random.default_rng([17, int(epsilon)])
-        alarms += sum(simulated_audit(rng, 1000, "inclusion", 2, z, 0.017, 300, claim, 0.05)["status"] == "VIOLATION"
-                      for _ in range(RELEASES_PER_EPSILON))
-    assert alarms <= MAX_ALARMS
+        for _ in range(RELEASES_PER_EPSILON):
+            release, secrets = simulate_release(rng, 1000, "inclusion", 2, z, 0.017, 300, True, 1.0)
+            scores = threat_scores(release, pattern)
+            for alpha in MAX_ALARMS:
+                alarms[alpha] += judge_scores(scores, secrets, claim, alpha)["status"] == "VIOLATION"
+    assert all(alarms[alpha] <= most for alpha, most in MAX_ALARMS.items()), alarms
