@@ -13,7 +13,9 @@ fixture runs it. Cells:
 
 * ``user-loop FAULT``: tests/auditing/user_loops.py's loop FAULT at the settings of the user-loop matrix
   (tests/auditing/test_soundness.py), its games and attacks unless ``--games``/``--attacks``;
-* ``config PATH``: a config file (e.g. configs/opacus_misuse.yaml), with ``--games``/``--attacks``.
+* ``config PATH``: a config file (e.g. configs/opacus_misuse.yaml), with ``--games``/``--attacks``;
+* ``opacus-loop FUNCTION:ROWS``: tests/integrations/opacus_loops.py's FUNCTION on ROWS records under
+  ``integration: opacus`` (e.g. ``train_twice:195``), the default games of a user's loop unless ``--games``.
 
 With ``--seeds FIRST LAST`` it instead runs the audit as the test runs it (``--trials`` its trial count) on each
 seed from FIRST to LAST and prints each rate comparison's successes and whether the gate found it violated: the
@@ -146,8 +148,8 @@ def main(argv: list[str] | None = None) -> None:
         argv: the arguments (None: ``sys.argv``).
     """
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("kind", choices=["user-loop", "config"])
-    parser.add_argument("cell", help="the user loop's name, or the config's path")
+    parser.add_argument("kind", choices=["user-loop", "config", "opacus-loop"])
+    parser.add_argument("cell", help="the user loop's name, the config's path, or FUNCTION:ROWS of an Opacus loop")
     parser.add_argument("--games", nargs="+")
     parser.add_argument("--attacks", nargs="+")
     parser.add_argument("--trials", type=int, default=2000)
@@ -163,6 +165,12 @@ def main(argv: list[str] | None = None) -> None:
     attacks = tuple(args.attacks) if args.attacks else None
     if args.kind == "user-loop":
         config = user_loop_cell(args.cell, games, attacks)
+    elif args.kind == "opacus-loop":
+        from tests.integrations.test_opacus import opacus_loop_config
+
+        function, rows = args.cell.split(":")
+        config = opacus_loop_config(function, int(rows), 2, args.seed, games, args.alpha)
+        config = config.with_overrides({"audit.attacks": attacks} if attacks else {})
     else:
         config = load_config(Path(args.cell))
         config = config.with_overrides({"audit.games": games} if games else {})

@@ -32,7 +32,7 @@ attack: a rate and an ε comparison), twice ``evaluation_trials_for_power`` (a g
 The Poisson rows check the method: its optimum must stay at or below the claim's bound (the accountant's PLD is
 pessimistic, so slightly above is expected there only by the PLD's own discretisation).
 
-Run ``python -m calibrations.shuffled_batches`` (about a minute).
+Run ``python -m calibrations.shuffled_batches`` (a few minutes; ``--step 0.02`` for a quicker, coarser run).
 """
 
 from __future__ import annotations

@@ -405,7 +405,7 @@ OPACUS_FAULTS = {
     # twice the epochs make_private_with_epsilon was calibrated for (opacus_loops.py:train_twice), in every training
     # or in some trials only (train_twice_on_odd_seeds); the games' power measured once offline: the default games
     # at n = 195 (z = 0.814 for ε = 4 over one epoch, p = 0.05, T = 20 claimed, 40 trained), seed 11, 600 trials,
-    # successes of 300 evaluation trials
+    # successes of 300 evaluation trials (python -m calibrations.matrix_cells opacus-loop train_twice:195 --trials 600)
     "twice_the_epochs": {"promise": "test_twice_the_promised_epochs_is_a_violation_naming_the_promise "
                                     "test_a_trial_breaking_the_promise_the_probe_kept_is_a_violation_naming_its_seed",
                          "distinguishing": "visible but too weak to catch within the suite's time: iterates 199/300 "
