@@ -62,14 +62,13 @@ def user_loop_cell(fault: str, games: tuple[str, ...] | None, attacks: tuple[str
         USER_LOOP_PASSING,
         user_loop_config,
     )
-    from tests.auditing.user_loops import QUIET
 
     if fault in USER_LOOP_CAUGHT:
         settings, rows, _, caught = USER_LOOP_CAUGHT[fault]
     elif fault in USER_LOOP_PASSING:
         settings, rows, _, caught = USER_LOOP_PASSING[fault]
     elif fault in USER_LOOP_NOT_CAUGHT:
-        settings, rows, caught = QUIET, 100, {}
+        settings, rows, caught = USER_LOOP_NOT_CAUGHT[fault][0], 100, {}
     else:
         raise SystemExit(f"unknown user loop {fault!r}")
     games = games or tuple(caught)

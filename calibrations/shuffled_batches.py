@@ -1,5 +1,6 @@
 """How much shuffled batches leak beyond a Poisson claim, along the canary's direction, at the user-loop matrix's
-settings (tests/auditing/user_loops.py ``shuffled``: z = 1.5, p = ½, T = 4, C = 1; two epochs of two batches).
+settings (tests/auditing/user_loops.py ``shuffled``: z = 1.5, p = ½, T = 4, C = 1; two epochs of two batches; with
+``--low-noise`` ``shuffled_low_noise``'s z = 0.5).
 
 A user's loop that cuts each epoch's batches from a fresh shuffle puts a record in exactly one batch per epoch,
 where the claimed Poisson sampling puts it in each step independently with probability p. Along the canary's
@@ -32,7 +33,8 @@ attack: a rate and an ε comparison), twice ``evaluation_trials_for_power`` (a g
 The Poisson rows check the method: its optimum must stay at or below the claim's bound (the accountant's PLD is
 pessimistic, so slightly above is expected there only by the PLD's own discretisation).
 
-Run ``python -m calibrations.shuffled_batches`` (a few minutes; ``--step 0.02`` for a quicker, coarser run).
+Run ``python -m calibrations.shuffled_batches [--low-noise]`` (a few minutes; ``--step 0.02`` for a quicker, coarser
+run).
 """
 
 from __future__ import annotations
@@ -231,13 +233,16 @@ def main(argv: list[str] | None = None) -> None:
     """
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--step", type=float, default=0.01, help="the grid step h (its error: against 2h)")
+    parser.add_argument("--low-noise", action="store_true",
+                        help="the loop shuffled_low_noise's settings (z = 0.5) instead of shuffled's")
     args = parser.parse_args(argv)
 
     from tests.auditing.test_soundness import user_loop_config
-    from tests.auditing.user_loops import QUIET
+    from tests.auditing.user_loops import LOW_NOISE, QUIET
 
-    claim = Claim.from_config(user_loop_config("shuffled", QUIET, 100, 2, ("distinguishing",), ("prior",)))
-    z, rate, steps = QUIET["noise_multiplier"], QUIET["sample_rate"], QUIET["steps"]
+    settings = LOW_NOISE if args.low_noise else QUIET
+    claim = Claim.from_config(user_loop_config("shuffled", settings, 100, 2, ("distinguishing",), ("prior",)))
+    z, rate, steps = settings["noise_multiplier"], settings["sample_rate"], settings["steps"]
     epochs, a = steps // round(1 / rate), 1 / z
     games = {  # game: (its worlds' signs, the relation's accountant (None: Theorem 4's bound alone), the view)
         "distinguishing": ((1.0, -1.0), claim.replace_one, "iterates"),

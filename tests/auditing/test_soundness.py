@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from fdp_audit.config import Config, config_from_dict, load_config
-from tests.auditing.user_loops import QUIET, SMALL, SPARSE
+from tests.auditing.user_loops import LOW_NOISE, QUIET, SMALL, SPARSE
 
 pytestmark = pytest.mark.slow
 
@@ -275,12 +275,19 @@ USER_LOOP_NOT_VISIBLE = {
 # the best test between each game's two worlds along the canary's coordinate (Neyman–Pearson; the iterates exact to
 # 1e-5 by quadrature, the final model in closed form), against the Poisson claim's bound, and the trials a catch at a
 # miss ≤ 1e-3 would need for that optimal test at α/2 (one game, one attack), from `python -m
-# calibrations.shuffled_batches`; the same computation gives the Poisson loop's optimum equal to the bounds.
+# calibrations.shuffled_batches [--low-noise]`; the same computation gives the Poisson loop's optimum equal to the
+# bounds. At z = 0.5 (shuffled_low_noise) the optimal distinguishing test would be caught in 734 trials, but the
+# iterates attack reaches less of it (calibrated offline, `python -m calibrations.matrix_cells user-loop
+# shuffled_low_noise --games distinguishing --attacks prior iterates`: seed 11, 2,000 trials in 326 s): at its
+# Clopper–Pearson lower bound a miss ≤ 1e-3 needs about 9,100 trials, ≈ 1,200 even at the measured success, beyond
+# the ≈ 90 s of CI time a cell may take.
 _SHUFFLED = ("the canary is in exactly two of the four steps (one batch of each epoch's two) instead of Bin(4, ½): "
              "the best test between this game's two worlds {}; seen on seed 0 at the honest loop's level ({})")
 _SHUFFLED_WEAK = "succeeds {} against the claim's bound {}: visible but too weak, a catch needs about {} trials"
-USER_LOOP_NOT_CAUGHT = {
-    "shuffled": {
+_SHUFFLED_LOW_NOISE = ("the canary is in exactly two of the four steps instead of Bin(4, ½), at z = 0.5: the best "
+                       "test between this game's two worlds {}")
+USER_LOOP_NOT_CAUGHT = {  # fault: (its settings, a reason per game)
+    "shuffled": (QUIET, {
         "distinguishing": _SHUFFLED.format(_SHUFFLED_WEAK.format("0.7475", "0.7363", "78,000") + " (the shuffled "
                                            "release's replace-one curve falls up to 0.027 below the claim's)",
                                            "70/100 against .736, honest 67/100"),
@@ -293,7 +300,20 @@ USER_LOOP_NOT_CAUGHT = {
         "attribute": _SHUFFLED.format("on the final model, at a record's worst case ±C, succeeds Φ(2/3) = 0.7475, "
                                       "below Theorem 4's bound 0.7518: not seen at these settings, at any trial count",
                                       "likelihood 52/100 and gradient 49/100 against .752, honest 46/100"),
-    },
+    }),
+    "shuffled_low_noise": (LOW_NOISE, {
+        "distinguishing": _SHUFFLED_LOW_NOISE.format(
+            "succeeds 0.9773 against the claim's bound 0.9234 (a catch needs 734 trials), but the iterates attack "
+            "measured 968 of 1,000 evaluation trials (seed 11, 2,000 trials, offline; lower bound 0.942): a miss "
+            "probability ≤ 1e-3 at α/2 needs about 9,100 trials (1,228 at the measured 0.968), beyond the suite's "
+            "time"),
+        "simulator": _SHUFFLED_LOW_NOISE.format(_SHUFFLED_WEAK.format("0.8833", "0.8319", "2,300") + " for the "
+                                                "optimal test, more for an attack (not measured)"),
+        "membership": _SHUFFLED_LOW_NOISE.format("on the final model (N(2C, 4z²C²) against N(0, 4z²C²)) "
+                                                 + _SHUFFLED_WEAK.format("Φ(1) = 0.8413", "0.8319", "78,000")),
+        "attribute": _SHUFFLED_LOW_NOISE.format("on the final model, at a record's worst case ±C, succeeds Φ(2) = "
+                                                "0.9773, below Theorem 4's bound 0.9888: not seen at any trial count"),
+    }),
 }
 USER_LOOP_PASSING = {
     # 67/100 vs .736, 61/100 vs .63, 46/100 vs .752 (likelihood, gradient), 61/100 and 52/100 vs .63 (200 trials)
@@ -325,7 +345,7 @@ def test_the_user_loop_matrix_covers_every_fault_and_game() -> None:
     for fault, (_, _, _, caught) in USER_LOOP_CAUGHT.items():
         for game in USER_LOOP_GAMES:
             assert (game in caught) != ((fault, game) in USER_LOOP_NOT_VISIBLE), (fault, game)
-    for fault, reasons in USER_LOOP_NOT_CAUGHT.items():
+    for fault, (_, reasons) in USER_LOOP_NOT_CAUGHT.items():
         assert fault not in USER_LOOP_CAUGHT and set(reasons) == set(USER_LOOP_GAMES), fault
     loops = {name for name, value in vars(user_loops).items() if name != "linear" and not name.startswith("_")
              and getattr(value, "__module__", None) == user_loops.__name__}

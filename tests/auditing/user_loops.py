@@ -12,7 +12,7 @@ baked in as a user's constants are; the test configs state the same claim.
 * ``half_noise``: half the noise;
 * ``double_rate``: Poisson sampling at twice the claimed rate;
 * ``shuffled``: batches of the expected size ``p·len(dataset)`` cut from a fresh shuffle each epoch (every record
-  in exactly one batch of an epoch), not Poisson samples;
+  in exactly one batch of an epoch), not Poisson samples; ``shuffled_low_noise``: the same at z = 0.5;
 * ``honest_small`` and ``honest_sparse``: the honest loop at the size faults' settings.
 """
 
@@ -65,6 +65,7 @@ def _loop(noise_multiplier: float, sample_rate: float, steps: int, noise_factor:
 QUIET = {"noise_multiplier": 1.5, "sample_rate": 0.5, "steps": 4}
 SMALL = {"noise_multiplier": 1.5, "sample_rate": 0.5, "steps": 4, "planned_rows": 8}
 SPARSE = {"noise_multiplier": 10.0, "sample_rate": 0.5, "steps": 20, "planned_rows": 5}
+LOW_NOISE = {"noise_multiplier": 0.5, "sample_rate": 0.5, "steps": 4}
 
 honest = _loop(**QUIET)
 quiet = _loop(**QUIET, noise_factor=0.1)
@@ -72,6 +73,7 @@ no_clip = _loop(**QUIET, clip=False)
 half_noise = _loop(**QUIET, noise_factor=0.5)
 double_rate = _loop(**QUIET, rate_factor=2.0)
 shuffled = _loop(**QUIET, shuffled=True)
+shuffled_low_noise = _loop(**LOW_NOISE, shuffled=True)
 honest_small = _loop(**SMALL)
 dataset_size = _loop(**SMALL, normaliser="dataset")
 honest_sparse = _loop(**SPARSE)
