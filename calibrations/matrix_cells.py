@@ -15,7 +15,9 @@ fixture runs it. Cells:
   (tests/auditing/test_soundness.py), its games and attacks unless ``--games``/``--attacks``;
 * ``config PATH``: a config file (e.g. configs/opacus_misuse.yaml), with ``--games``/``--attacks``;
 * ``opacus-loop FUNCTION:ROWS``: tests/integrations/opacus_loops.py's FUNCTION on ROWS records under
-  ``integration: opacus`` (e.g. ``train_twice:195``), the default games of a user's loop unless ``--games``.
+  ``integration: opacus`` (e.g. ``train_twice:195``), the default games of a user's loop unless ``--games``;
+* ``membership FAULT``: tests/auditing/third_party_mechanisms.py's FAULT in the membership game alone, at its
+  rows, claim and attack in tests/auditing/games/test_membership.py (CAUGHT).
 
 With ``--seeds FIRST LAST`` it instead runs the audit as the test runs it (``--trials`` its trial count) on each
 seed from FIRST to LAST and prints each rate comparison's successes and whether the gate found it violated: the
@@ -74,6 +76,24 @@ def user_loop_cell(fault: str, games: tuple[str, ...] | None, attacks: tuple[str
     games = games or tuple(caught)
     attacks = attacks or ("prior", *dict.fromkeys(caught.values()))
     return user_loop_config(fault, settings, rows, 2, games, attacks)
+
+
+def membership_cell(fault: str) -> Config:
+    """The membership test's audit of the third-party DP-SGD ``fault``: its rows, claim, the prior and its attack.
+
+    Args:
+        fault: a key of tests/auditing/games/test_membership.py's CAUGHT.
+
+    Returns:
+        The audit's config (seed and trials still to set).
+    """
+    from tests.auditing.games.test_membership import CAUGHT, membership_config
+    from tests.conftest import small_config
+
+    if fault not in CAUGHT:
+        raise SystemExit(f"unknown third-party fault {fault!r}")
+    rows, claim, _, attack = CAUGHT[fault]
+    return membership_config(small_config, fault, rows, 2, claim, ("prior", attack))
 
 
 def quiet_audit(config: Config) -> dict[str, Any]:
@@ -147,8 +167,9 @@ def main(argv: list[str] | None = None) -> None:
         argv: the arguments (None: ``sys.argv``).
     """
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("kind", choices=["user-loop", "config", "opacus-loop"])
-    parser.add_argument("cell", help="the user loop's name, the config's path, or FUNCTION:ROWS of an Opacus loop")
+    parser.add_argument("kind", choices=["user-loop", "config", "opacus-loop", "membership"])
+    parser.add_argument("cell", help="the user loop's name, the config's path, FUNCTION:ROWS of an Opacus loop, or "
+                                     "a third-party fault")
     parser.add_argument("--games", nargs="+")
     parser.add_argument("--attacks", nargs="+")
     parser.add_argument("--trials", type=int, default=2000)
@@ -170,6 +191,8 @@ def main(argv: list[str] | None = None) -> None:
         function, rows = args.cell.split(":")
         config = opacus_loop_config(function, int(rows), 2, args.seed, games, args.alpha)
         config = config.with_overrides({"audit.attacks": attacks} if attacks else {})
+    elif args.kind == "membership":
+        config = membership_cell(args.cell)
     else:
         config = load_config(Path(args.cell))
         config = config.with_overrides({"audit.games": games} if games else {})

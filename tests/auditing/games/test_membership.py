@@ -1,9 +1,11 @@
 """The membership game (fdp_audit/auditing/games/membership.py): add/remove worlds, final model only.
 
 * Soundness: third-party DP-SGDs that leak more than they claim are caught by a final-model attack, each with
-  the trials the gate needs to catch it with probability at least 1 − 1e-3 at its measured success (the
-  measured rate's lower 99 % confidence bound, from the larger runs in the comments;
-  :func:`fdp_audit.auditing.stats.evaluation_trials_for_power` with the gate's level for the game's comparisons):
+  the trials the gate needs to catch it with probability at least 1 − 1e-3 at its calibrated success (each
+  cell's own audit measured once offline on seed 11 with 2,000 trials, ``python -m calibrations.matrix_cells
+  membership FAULT --trials 2000``; the Clopper–Pearson lower bound on its success at confidence 1 − 1e-4;
+  :func:`fdp_audit.auditing.stats.evaluation_trials_for_power` at the gate's level α/2 for the game's
+  comparisons):
   0.3 of the claimed noise (``canary_logit``); the update divided by p·|D| with |D| the data set trained on, or
   by the realised batch size (``noise_scale``); fixed-size shuffled batches claimed as Poisson sampling
   (``canary_logit``: the canary is trained on exactly once an epoch, while Poisson sampling skips it with
@@ -47,17 +49,19 @@ def verdict(verdict_only_audit, config: Config) -> dict[str, Any]:
     return results["verdict"]
 
 
-# fault -> (rows, claim, trials, the attack that must catch it). Trials: the fewest at which a success of
-# ``assumed`` misses with probability ≤ 1e-3 (evaluation_trials_for_power at the gate's level α/2, the attack and
-# its ε comparison), assumed a little below the success measured on seed 0 (in the comment).
+# fault -> (rows, claim, trials, the attack that must catch it). Trials: the fewest at which the calibrated
+# success's lower bound misses with probability ≤ 1e-3 (evaluation_trials_for_power at the gate's level α/2, the
+# attack and its ε comparison). Calibration (comment): successes of 1,000 evaluation trials on seed 11 (2,000
+# trials), the lower bound at confidence 1 − 1e-4 against the bound, the miss at the test's trials. The miss is not
+# monotone in the trials (a count a little above can miss more).
 QUIET = {"noise_multiplier": 1.5, "sample_rate": 0.5, "steps": 4}
 REALISED = {"noise_multiplier": 10.0, "sample_rate": 0.5, "steps": 50}
 SHUFFLED = {"noise_multiplier": 0.15, "sample_rate": 0.5, "steps": 2}
 CAUGHT = {
-    "quiet_dp_sgd": (200, QUIET, 360, "canary_logit"),  # 413/500 vs .630 (1,000 trials); assumed .80: 176
-    "dataset_size_dp_sgd": (16, QUIET, 80, "noise_scale"),  # 20/20 vs .630 (40 trials); assumed .95: 32
+    "quiet_dp_sgd": (200, QUIET, 494, "canary_logit"),  # 824/1,000 (.776 vs .630): a miss ≤ 9.4e-4
+    "dataset_size_dp_sgd": (16, QUIET, 188, "noise_scale"),  # 894/1,000 (.854 vs .630): a miss ≤ 8.0e-4
     "realised_batch_dp_sgd": (10, REALISED, 260, "noise_scale"),  # 120/150 vs .570; assumed .78: 124
-    "shuffled_dp_sgd": (22, SHUFFLED, 310, "canary_logit"),  # 177/180 vs .875; assumed .975: 153
+    "shuffled_dp_sgd": (22, SHUFFLED, 286, "canary_logit"),  # 992/1,000 (.976 vs .875): a miss ≤ 8.2e-4
 }
 
 
