@@ -137,11 +137,16 @@ CAUGHT = {
     ("leaky_public", "attribute"): lambda: leaky_attribute_config("fdp_sgd_leaky_public"),  # 147/150 vs .672
     ("shared_batch", "distinguishing"): lambda: game_config("shared_batch", "distinguishing", 400),  # 150/200 vs .564
     ("shared_batch", "simulator"): lambda: game_config("shared_batch", "simulator", 400),  # 153/200 vs .538
-    # the membership game (final model, crafted canary): trials from evaluation_trials_for_power at a miss
-    # probability of 1e-3 and a success below the measured one (0.75, 0.99, 0.84)
-    ("half_noise", "membership"): lambda: game_config("half_noise", "membership", 900, MEMBERSHIP),  # 110/150 vs .638
-    ("no_clip", "membership"): lambda: game_config("no_clip", "membership", 60, MEMBERSHIP),  # 150/150 vs .638
-    ("wrong_rate", "membership"): lambda: game_config("wrong_rate", "membership", 200, MEMBERSHIP),  # 129/150 vs .603
+    # the membership game (final model, crafted canary): each cell's own audit calibrated once offline on seed 11
+    # with 2,000 trials (python -m calibrations.matrix_cells config tests/auditing/configs/NAME.yaml --games
+    # membership --attacks prior canary_logit); trials: the fewest at which the success's Clopper–Pearson lower bound
+    # (confidence 1 − 1e-4) is caught with probability ≥ 1 − 1e-3 at α/2 (evaluation_trials_for_power).
+    # 739/1,000 (.685 vs .638): a miss ≤ 9.8e-4
+    ("half_noise", "membership"): lambda: game_config("half_noise", "membership", 5266, MEMBERSHIP),
+    # 1,000/1,000 (.991 vs .638): a miss ≤ 5.7e-4
+    ("no_clip", "membership"): lambda: game_config("no_clip", "membership", 36, MEMBERSHIP),
+    # 834/1,000 (.787 vs .603): a miss ≤ 9.1e-4
+    ("wrong_rate", "membership"): lambda: game_config("wrong_rate", "membership", 316, MEMBERSHIP),
 }
 
 # (mechanism, game) a game cannot catch, and why (the README's table says the same)

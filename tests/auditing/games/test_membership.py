@@ -60,7 +60,7 @@ SHUFFLED = {"noise_multiplier": 0.15, "sample_rate": 0.5, "steps": 2}
 CAUGHT = {
     "quiet_dp_sgd": (200, QUIET, 494, "canary_logit"),  # 824/1,000 (.776 vs .630): a miss ≤ 9.4e-4
     "dataset_size_dp_sgd": (16, QUIET, 188, "noise_scale"),  # 894/1,000 (.854 vs .630): a miss ≤ 8.0e-4
-    "realised_batch_dp_sgd": (10, REALISED, 260, "noise_scale"),  # 120/150 vs .570; assumed .78: 124
+    "realised_batch_dp_sgd": (10, REALISED, 248, "noise_scale"),  # 828/1,000 (.780 vs .570): a miss ≤ 8.3e-4
     "shuffled_dp_sgd": (22, SHUFFLED, 286, "canary_logit"),  # 992/1,000 (.976 vs .875): a miss ≤ 8.2e-4
 }
 
