@@ -59,10 +59,11 @@ RELEASE_METADATA_KEY = "fdp_audit_canary_release_sha256"  # a safetensors header
 RELEASE_KEYS = {"format_version", "final", "final_null", "updates", "updates_public", "updates_null"}
 RELEASE_TENSORS = ("final", "final_null", "updates", "updates_null", "updates_public")  # their order in the file
 SPOOL_CHUNK_BYTES = 8 << 20  # what a spooled release is copied in: the host memory it needs, whatever T is
-# The guesser reads each step's noise scale off the null coordinates (their standard deviation); with M₀ of them its
-# relative error is about 1/sqrt(2·M₀), 2 % at 1,000, far below the unit noise of every standardised value, and the
-# right guesses on simulated releases match those with M₀ = M (tests/auditing/one_run/test_loop.py). More would only add
-# B·M₀ numbers to every step's per-example gradients (a user's loop) or noise draws (the engine).
+# The guesser reads the noise scale off the null coordinates, pooled over the steps when it is constant (relative
+# error 1/sqrt(2·T·M₀)); a step's own spread, kept for a noise schedule, is off by 1/sqrt(2·M₀), 2 % at 1,000
+# (docs/one_run.md, "The analysis"). The right guesses on simulated releases match those with M₀ = M
+# (tests/auditing/one_run/test_loop.py). More would only add B·M₀ numbers to every step's per-example gradients (a
+# user's loop) or noise draws (the engine).
 NULL_COORDINATES = 1_000
 
 
