@@ -67,8 +67,10 @@ def user_loop_cell(fault: str, games: tuple[str, ...] | None, attacks: tuple[str
 
     if fault in USER_LOOP_CAUGHT:
         settings, rows, _, caught = USER_LOOP_CAUGHT[fault]
-    elif fault in USER_LOOP_PASSING:
-        settings, rows, _, caught = USER_LOOP_PASSING[fault]
+    elif fault in USER_LOOP_PASSING:  # its first run's games and attacks
+        settings, rows, _, played, played_attacks = USER_LOOP_PASSING[fault][0]
+        games, attacks = games or played, attacks or played_attacks
+        caught = {}
     elif fault in USER_LOOP_NOT_CAUGHT:
         settings, rows, caught = USER_LOOP_NOT_CAUGHT[fault][0], 100, {}
     else:

@@ -216,6 +216,7 @@ def test_correct_mechanisms_pass_in_the_same_games(verdict_only_audit, name: str
 # (with `--seeds 11 70` and the test's trial count for the direct check).
 USER_LOOPS = Path(__file__).parent / "user_loops.py"
 USER_LOOP_GAMES = ("distinguishing", "simulator", "attribute", "membership")
+ALL_ATTACKS = ("prior", "likelihood", "gradient", "iterates", "canary_logit", "noise_scale")
 GRADIENT_AND_MEMBERSHIP = {"distinguishing": "iterates", "simulator": "iterates", "membership": "canary_logit"}
 # Half the noise is the weakest fault caught on this path: a calibration run once offline (seed 11, the distinguishing
 # game alone with the iterates attack, 2,000 trials) measured 860 of 1,000 evaluation trials, whose Clopper–Pearson
@@ -320,11 +321,16 @@ USER_LOOP_NOT_CAUGHT = {  # fault: (its settings, a reason per game)
                                                 "0.9773, below Theorem 4's bound 0.9888: not seen at any trial count"),
     }),
 }
+# Each honest run plays a catching cell's audit (its settings, trials, games and attacks, or more games), so that its
+# PASS could have failed had the loop held that fault: the four games at 232 trials (quiet, no_clip; 67/100 vs .736,
+# 61/100 vs .63, 46/100 vs .752 likelihood and gradient, 61/100 and 52/100 vs .63 at 200 trials), the
+# distinguishing game at HALF_NOISE_TRIALS (half_noise, double_rate; 499 of 703 evaluation trials vs .736 on seed 0),
+# membership at 64 (dataset_size) and at 440 (realised_batch).
 USER_LOOP_PASSING = {
-    # 67/100 vs .736, 61/100 vs .63, 46/100 vs .752 (likelihood, gradient), 61/100 and 52/100 vs .63 (200 trials)
-    "honest": (QUIET, 100, 232, USER_LOOP_GAMES),
-    "honest_small": (SMALL, 8, 64, ("membership",)),
-    "honest_sparse": (SPARSE, 5, 64, ("membership",)),
+    "honest": [(QUIET, 100, 232, USER_LOOP_GAMES, ALL_ATTACKS),
+               (QUIET, 100, HALF_NOISE_TRIALS, ("distinguishing",), ("prior", "iterates"))],
+    "honest_small": [(SMALL, 8, 64, ("membership",), ("prior", "noise_scale"))],
+    "honest_sparse": [(SPARSE, 5, 440, ("membership",), ("prior", "noise_scale"))],
 }
 
 
@@ -359,10 +365,12 @@ def test_the_user_loop_matrix_covers_every_fault_and_game() -> None:
 
 @pytest.mark.parametrize("fault", list(USER_LOOP_CAUGHT))
 def test_every_game_that_can_see_a_user_loops_fault_catches_it(verdict_only_audit, fault: str) -> None:
-    """Miss probability ≤ 1e-3 per cell at a success a little below the one measured on seed 0 (USER_LOOP_CAUGHT's
-    comments); half the noise, the weakest, from an offline calibration: 1,406 trials miss with probability
-    ≤ 1e-3 at the calibrated success's lower bound 0.815 (confidence 1 − 1e-4; 860 of 1,000 measured), and
-    0 times in 20,000 draws of the whole test resampled from the calibration (HALF_NOISE_TRIALS)."""
+    """Miss probability ≤ 1e-3 per cell at the Clopper–Pearson lower bound (confidence 1 − 1e-4) of the success of
+    the cell's own audit, calibrated once offline on seed 11 (USER_LOOP_CAUGHT's comments; ``python -m
+    calibrations.matrix_cells``). That bound is the calibration's decision rule's, fitted on ≥ 1,000 trials; the
+    test fits its own rule on its selection half, whose spread is checked, not bounded: the closest cells run as
+    the test runs them on other seeds missed none, and half the noise (HALF_NOISE_TRIALS) 0 times in 20,000 draws
+    of the whole test resampled from its calibration."""
     settings, rows, trials, caught = USER_LOOP_CAUGHT[fault]
     config = user_loop_config(fault, settings, rows, trials, tuple(caught), ("prior", *dict.fromkeys(caught.values())))
     found = violations(verdict_only_audit(config))
@@ -370,10 +378,10 @@ def test_every_game_that_can_see_a_user_loops_fault_catches_it(verdict_only_audi
         assert f"{game}-attribute/{attack}" in found, (game, found)
 
 
-@pytest.mark.parametrize("loop", list(USER_LOOP_PASSING))
-def test_the_honest_user_loop_passes_in_the_same_games(verdict_only_audit, loop: str) -> None:
-    """A false VIOLATION has probability ≤ α = 0.05 by the gate's guarantee; on this seed each sits well inside."""
-    settings, rows, trials, games = USER_LOOP_PASSING[loop]
-    attacks = ("prior", "likelihood", "gradient", "iterates", "canary_logit", "noise_scale")
+@pytest.mark.parametrize(("loop", "run"), [(loop, run) for loop, runs in USER_LOOP_PASSING.items()
+                                           for run in range(len(runs))])
+def test_the_honest_user_loop_passes_in_the_same_games(verdict_only_audit, loop: str, run: int) -> None:
+    """A false VIOLATION has probability ≤ α = 0.05 by the gate's guarantee; on this seed each sits inside."""
+    settings, rows, trials, games, attacks = USER_LOOP_PASSING[loop][run]
     results = verdict_only_audit(user_loop_config(loop, settings, rows, trials, games, attacks))
     assert results["verdict"]["status"] == "PASS", results["verdict"]["explanation"]
