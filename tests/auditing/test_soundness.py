@@ -140,7 +140,8 @@ CAUGHT = {
     # the membership game (final model, crafted canary): each cell's own audit calibrated once offline on seed 11
     # with 2,000 trials (python -m calibrations.matrix_cells config tests/auditing/configs/NAME.yaml --games
     # membership --attacks prior canary_logit); trials: the fewest at which the success's Clopper–Pearson lower bound
-    # (confidence 1 − 1e-4) is caught with probability ≥ 1 − 1e-3 at α/2 (evaluation_trials_for_power).
+    # (confidence 1 − 1e-4) is caught with probability ≥ 1 − 1e-3 at α/2 (evaluation_trials_for_power). Direct check
+    # (--seeds, the test's own audit): half noise caught on seeds 1–6 of 6, wrong rate on 1–20 of 20.
     # 739/1,000 (.685 vs .638): a miss ≤ 9.8e-4
     ("half_noise", "membership"): lambda: game_config("half_noise", "membership", 5266, MEMBERSHIP),
     # 1,000/1,000 (.991 vs .638): a miss ≤ 5.7e-4
