@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, special
+from scipy import optimize, special, stats
 
 PUBLIC_HIT_SIGMAS = 2.0
 FIT_ELEMENTS = 1_000_000  # the likelihood fit reads at most about this many (step, canary) values
@@ -47,6 +47,7 @@ ALWAYS_SAMPLED = ((14.0, 14.0), (-10.0, 10.0))  # the Gaussian-shift model: ever
 FIT_START_RATES = (0.01, 0.1)
 FIT_GAIN = 5.0  # nats the sampled mixture must gain over the Gaussian shift to be used (one more parameter)
 SCATTER_TOLERANCE = 1.25  # pooled spread while the null variances' relative scatter <= this × the χ² scatter
+OUTLYING_STEP_LEVEL = 1e-6  # and no step's null variance outside its χ² quantiles at this level over all steps
 
 
 @dataclass(frozen=True)
@@ -123,8 +124,14 @@ def null_spread(updates_null: np.ndarray) -> np.ndarray:
     A constant-noise release crosses the tolerance only by chance, with probability about
     ``P[χ²(T - 1) > 1.25² T]`` (the squared scatter ratio is about ``χ²(T - 1)/T``; 0.01 at T = 40, 2e-4 at
     T = 100, measured 0.008 and 3e-4 over 3,000 releases each); it is then standardised step by step, which costs
-    power, never validity. With fewer than two null coordinates or steps, or no
-    noise, each step's own spread is kept (floored at 1e-30).
+    power, never validity. The overall scatter barely moves when a few steps differ (a loop that skips the noise
+    on one step in 2,500 stays within the tolerance, and pooling would hide the step whose canaries it exposes
+    exactly), so the pooled spread is also refused when any step's ``v_t / mean_t v_t`` lies outside the
+    ``χ²(M₀ - 1)/(M₀ - 1)`` quantiles at level :data:`OUTLYING_STEP_LEVEL`/T (two-sided; about ±6 standard
+    deviations at M₀ = 1,000, T = 2,500): a constant-noise release is refused with probability at most about
+    1e-6, and a step with less than about 0.86 of the noise's spread, or none, keeps each step's own spread.
+    With fewer than two null coordinates or steps, or no noise, each step's own spread is kept (floored at
+    1e-30).
 
     *Validity.* The choice reads only the null coordinates, which the secrets do not touch: the standardised
     release, and so every score and ranking built on it, stays a function of the release. The conformance test's
@@ -144,7 +151,11 @@ def null_spread(updates_null: np.ndarray) -> np.ndarray:
     mean = float(np.mean(variances)) if steps else 0.0
     if steps >= 2 and count >= 2 and mean > 0:
         scatter = float(np.std(variances)) / mean
-        if scatter <= SCATTER_TOLERANCE * np.sqrt(2.0 / (count - 1)):
+        tail = OUTLYING_STEP_LEVEL / (2 * steps)
+        low, high = stats.chi2.ppf(tail, count - 1) / (count - 1), stats.chi2.isf(tail, count - 1) / (count - 1)
+        ratios = variances / mean
+        if (scatter <= SCATTER_TOLERANCE * np.sqrt(2.0 / (count - 1))
+                and float(ratios.min()) >= low and float(ratios.max()) <= high):
             return np.full((steps, 1), np.sqrt(mean))
     return np.maximum(np.sqrt(variances), 1e-30)[:, None]
 

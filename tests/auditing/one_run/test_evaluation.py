@@ -10,7 +10,7 @@ from fdp_audit.accounting.mechanism import accountant_for
 from fdp_audit.auditing.gate import judge
 from fdp_audit.auditing.one_run.ceiling import canonical_losses, flagged_curve
 from fdp_audit.auditing.one_run.evaluation import NULLS, judge_scores, section_comparisons
-from fdp_audit.auditing.one_run.guesser import candidate_pattern, threat_scores
+from fdp_audit.auditing.one_run.guesser import Release, candidate_pattern, threat_scores
 from fdp_audit.auditing.one_run.order_statistics import critical_errors
 from fdp_audit.auditing.one_run.simulation import simulate_release
 from fdp_audit.claim import Claim
@@ -84,14 +84,40 @@ def test_known_answers_perfect_guesses_and_no_signal():
     assert blind["epsilon_order_statistics"] == 0.0 and blind["tightness_verdict"] == 0.0
 
 
+@pytest.mark.slow
+def test_a_loop_that_skips_the_noise_on_two_steps_is_a_violation():
+    """The claimed DP-SGD at p = 1/13, T = 2,500, ε = 2 (z = 7.734), 1,000 gradient canaries, except two steps
+    without noise, which expose every canary they sample exactly (ε = ∞). The steps' overall null scatter stays
+    within the pooling tolerance, so only the outlying-step check of the guesser's spread (guesser.null_spread)
+    keeps those steps standardised on their own and lets them show: VIOLATION by the count test. Measured
+    offline: 30 of 30 seeds VIOLATION with two silent steps, 26 of 30 with one, and the same releases with every
+    step's noise 6 of 6 PASS; with one pooled spread (the check removed) 0 of 7 with one or two were caught.
+    Deterministic (seed 0)."""
+    z, rate, steps, m = 7.734195496212961, 1 / 13, 2500, 1000
+    claim = Claim.stated("dp_sgd", z, rate, steps, 1e-5).one_run_curve("add_remove")
+    rng = np.random.default_rng([99, 2, 0])
+    pattern = candidate_pattern("inclusion", 2)
+    secrets = rng.integers(0, 2, size=m)
+    sampled = rng.random((steps, m)) < rate
+    noise, null = rng.standard_normal((steps, m)), rng.standard_normal((steps, m))
+    scale = np.full((steps, 1), z)
+    scale[rng.choice(steps, size=2, replace=False)] = 0.0
+    updates, updates_null = -(sampled * pattern[secrets][None, :] + scale * noise), -(scale * null)
+    release = Release(updates.sum(axis=0), updates_null.sum(axis=0), updates, updates_null)
+    section = judge_scores(threat_scores(release, pattern), secrets, claim, 0.05)
+    assert section["status"] == "VIOLATION", section["tests"]
+
+
 RELEASES_PER_EPSILON = 15
 # z calibrated to ε at δ = 1e-5, p = 0.017, T = 300 (calibrate_noise_multiplier; the claim's ε is checked to 0.01)
 ADULT_NOISE = {2.0: 0.9680841455876417, 4.0: 0.7429253000545082, 8.0: 0.5834400184762408}
 # 45 correct releases in all, each judged at two levels. If the verdict's false-alarm rate is at most α, more than
 # MAX_ALARMS[α] alarms has probability 0.0016 at α = 0.05 and 0.0008 at α = 0.4. The level the audits use, 0.05,
 # cannot tell a rate of 2α from α in 45 releases (≤ 7 alarms happen with probability 0.75 at rate 0.1); the
-# verdict's level holds at every α, and at α = 0.4 the same releases catch a doubled rate (0.8) with probability
-# 0.996, so an inflation of the false alarms by the fitted guesser or the tests' tails shows there.
+# verdict's level holds at every α, and at α = 0.4 the same releases would catch a rate of 2α = 0.8 with
+# probability 0.996. The verdict's actual rate at nominal 0.4 is far below it (0 of these 45; 4 of 75 other
+# releases), so the second check guards the bound against a gross inflation only; the tail at α = 0.05 is
+# calibrated offline (600 releases, docs/one_run.md).
 MAX_ALARMS = {0.05: 7, 0.4: 28}
 
 

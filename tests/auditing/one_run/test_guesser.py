@@ -100,6 +100,20 @@ def test_a_noise_schedule_keeps_each_steps_own_spread(schedule):
     assert np.allclose(spread[:, 0], scale, rtol=0.1)
 
 
+@pytest.mark.parametrize("factor", [0.0, 0.8, 1.2])
+def test_one_outlying_step_keeps_each_steps_own_spread(factor):
+    """Known answer: constant noise at T = 2,500, M₀ = 1,000 with one step's noise scaled by 0 (a loop that skips
+    the noise once), 0.8 or 1.2. The steps' overall scatter stays within the pooling tolerance (checked), but that
+    step's variance ratio lies outside the χ²(M₀ − 1) quantiles at level 1e-6 over the steps (0.745–1.306), so the
+    spread is each step's own and the step stands out instead of being hidden by the pooled one."""
+    null = np.random.default_rng(3).standard_normal((2500, 1000))
+    null[1234] *= factor
+    variances = np.var(null, axis=1)
+    assert np.std(variances) / np.mean(variances) <= 1.25 * np.sqrt(2 / 999)
+    spread = null_spread(null)
+    assert np.array_equal(spread[:, 0], np.maximum(np.std(null, axis=1), 1e-30))
+
+
 def test_spread_without_noise_or_with_one_null_coordinate_is_each_steps_own():
     """No noise (a loop that drops it): the spread is floored, not divided by zero; a single null coordinate has
     no measurable χ² scatter, so nothing is pooled."""
