@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from fdp_audit.config import Config, config_from_dict, load_config
-from tests.auditing.user_loops import LOW_NOISE, QUIET, SMALL, SPARSE
+from tests.auditing.user_loops import LOW_NOISE, ONE_EPOCH, QUIET, SMALL, SPARSE
 
 pytestmark = pytest.mark.slow
 
@@ -243,6 +243,11 @@ USER_LOOP_CAUGHT = {
     "double_rate": (QUIET, 100, 364, {"distinguishing": "iterates"}),
     # half the noise: HALF_NOISE_TRIALS
     "half_noise": (QUIET, 100, HALF_NOISE_TRIALS, {"distinguishing": "iterates"}),
+    # shuffled batches over one epoch of two at z = 0.15 (the canary in exactly one of the two steps; Poisson sampling
+    # skips it with probability ¼): membership 1,976 of 2,000 (4,000 trials; lower bound .976 against .875),
+    # distinguishing 1,000 and simulator 999 of 1,000 (2,000 trials; .991 and .988 against .875) at α/6: 338 trials
+    # suffice for the weakest, a miss ≤ 8.7e-6 at 490 (≤ 7.8e-4 at a success 0.01 below the lower bound)
+    "shuffled_one_epoch": (ONE_EPOCH, 100, 490, GRADIENT_AND_MEMBERSHIP),
 }
 _SIZE_ONLY = "the normalisation is the same in both worlds of a replace-one game (n + 1 records each)"
 _SCALE_FREE = ("the iterates attacks estimate the noise scale from each trial's release and score the canary in "
@@ -277,6 +282,8 @@ USER_LOOP_NOT_VISIBLE = {
     ("half_noise", "attribute"): NOT_VISIBLE["half_noise", "attribute"],
     ("half_noise", "simulator"): _beyond_budget(726, 0.671, 2 * 4080),  # iterates
     ("half_noise", "membership"): _beyond_budget(738, 0.684, 2 * 2370),  # canary_logit
+    ("shuffled_one_epoch", "attribute"): "not judged at any trial count: at z = 0.15 the claim allows any success "
+                                         "in the attribute game (Theorem 4's bound is 1), so the audit refuses it",
 }
 # Faults no game catches within the suite's time on the user-loop path, each cell with its reason. Shuffled batches:
 # the best test between each game's two worlds along the canary's coordinate (Neyman–Pearson; the iterates exact to
@@ -326,12 +333,15 @@ USER_LOOP_NOT_CAUGHT = {  # fault: (its settings, a reason per game)
 # PASS could have failed had the loop held that fault: the four games at 232 trials (quiet, no_clip; 67/100 vs .736,
 # 61/100 vs .63, 46/100 vs .752 likelihood and gradient, 61/100 and 52/100 vs .63 at 200 trials), the
 # distinguishing game at HALF_NOISE_TRIALS (half_noise, double_rate; 499 of 703 evaluation trials vs .736 on seed 0),
-# membership at 64 (dataset_size) and at 440 (realised_batch).
+# membership at 64 (dataset_size) and at 440 (realised_batch), and the three gradient and membership games at 490
+# (shuffled_one_epoch).
 USER_LOOP_PASSING = {
     "honest": [(QUIET, 100, 232, USER_LOOP_GAMES, ALL_ATTACKS),
                (QUIET, 100, HALF_NOISE_TRIALS, ("distinguishing",), ("prior", "iterates"))],
     "honest_small": [(SMALL, 8, 64, ("membership",), ("prior", "noise_scale"))],
     "honest_sparse": [(SPARSE, 5, 440, ("membership",), ("prior", "noise_scale"))],
+    "honest_one_epoch": [(ONE_EPOCH, 100, 490, tuple(GRADIENT_AND_MEMBERSHIP),
+                          ("prior", *dict.fromkeys(GRADIENT_AND_MEMBERSHIP.values())))],
 }
 
 

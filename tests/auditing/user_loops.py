@@ -13,7 +13,9 @@ baked in as a user's constants are; the test configs state the same claim.
 * ``double_rate``: Poisson sampling at twice the claimed rate;
 * ``shuffled``: batches of the expected size ``p·len(dataset)`` cut from a fresh shuffle each epoch (every record
   in exactly one batch of an epoch), not Poisson samples; ``shuffled_low_noise``: the same at z = 0.5;
-* ``honest_small`` and ``honest_sparse``: the honest loop at the size faults' settings.
+  ``shuffled_one_epoch``: the same over one epoch of two batches at z = 0.15 (every record in exactly one of the
+  two steps, where Poisson sampling skips it in both with probability ¼);
+* ``honest_small``, ``honest_sparse`` and ``honest_one_epoch``: the honest loop at those faults' settings.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ QUIET = {"noise_multiplier": 1.5, "sample_rate": 0.5, "steps": 4}
 SMALL = {"noise_multiplier": 1.5, "sample_rate": 0.5, "steps": 4, "planned_rows": 8}
 SPARSE = {"noise_multiplier": 10.0, "sample_rate": 0.5, "steps": 20, "planned_rows": 5}
 LOW_NOISE = {"noise_multiplier": 0.5, "sample_rate": 0.5, "steps": 4}
+ONE_EPOCH = {"noise_multiplier": 0.15, "sample_rate": 0.5, "steps": 2}
 
 honest = _loop(**QUIET)
 quiet = _loop(**QUIET, noise_factor=0.1)
@@ -74,6 +77,8 @@ half_noise = _loop(**QUIET, noise_factor=0.5)
 double_rate = _loop(**QUIET, rate_factor=2.0)
 shuffled = _loop(**QUIET, shuffled=True)
 shuffled_low_noise = _loop(**LOW_NOISE, shuffled=True)
+shuffled_one_epoch = _loop(**ONE_EPOCH, shuffled=True)
+honest_one_epoch = _loop(**ONE_EPOCH)
 honest_small = _loop(**SMALL)
 dataset_size = _loop(**SMALL, normaliser="dataset")
 honest_sparse = _loop(**SPARSE)
