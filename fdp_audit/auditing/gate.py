@@ -43,7 +43,13 @@ from fdp_audit.accounting.mechanism import MechanismAccountant, MechanismSpec, a
 from fdp_audit.auditing.games import GAMES
 from fdp_audit.auditing.labels import UNITS, comparison_label, limit_source, limit_words
 from fdp_audit.auditing.promise import KIND as PROMISE
-from fdp_audit.auditing.promise import judge_promise, promise_section, promise_violation
+from fdp_audit.auditing.promise import (
+    claimed_schedule,
+    judge_promise,
+    promise_kept_words,
+    promise_section,
+    promise_violation,
+)
 from fdp_audit.auditing.stats import (
     RocCounts,
     clopper_pearson,
@@ -470,15 +476,40 @@ def _promise_violation(j: dict[str, Any]) -> str:
 
 def _restate_promise(row: dict[str, Any], claim: Claim, config: Config, where: str) -> None:
     """The plan a promise states is the claim the games were judged against: its sample rate and steps are the
-    stated mechanism's (its noise multiplier too, unless the configuration claims another)."""
+    stated mechanism's (its noise multiplier too, unless the configuration claims another, which ``claimed`` must
+    then state: the training is judged against it too, docs/games.md "The promise")."""
     mech = config.mechanism
     plan = row.get("planned")
     if not isinstance(plan, dict):
         raise BadInputError("must be a mapping of noise_multiplier, sample_rate and steps", f"{where}.planned")
     for key, value in (("sample_rate", mech.sample_rate), ("steps", mech.steps)):
         stated = _number(plan, key, f"{where}.planned")
-        if abs(stated - value) > RESTATE_TOLERANCE * max(1.0, abs(value)):
+        if not _restated(stated, value):
             raise BadInputError(f"{stated:g} is not the stated mechanism's {value:g}", f"{where}.planned.{key}")
+    expected, claimed = claimed_schedule(claim), row.get("claimed")
+    if claimed is None:  # null, or absent in results written before the claim was compared: the claim is the plan
+        planned_z = _number(plan, "noise_multiplier", f"{where}.planned")
+        if not _restated(planned_z, expected["noise_multiplier"]):
+            raise BadInputError(
+                f"missing: the stated configuration claims noise multiplier {expected['noise_multiplier']:.6g} where "
+                f"the plan's is {planned_z:.6g}, and the training must be judged against that claim too (results "
+                "written before fdp-audit compared it: re-run the audit)", f"{where}.claimed")
+        return
+    if not isinstance(claimed, dict):
+        raise BadInputError("must be a mapping of noise_multiplier, sample_rate, steps and target_epsilon, or null",
+                            f"{where}.claimed")
+    for key, value in expected.items():
+        stated = claimed.get(key)
+        same = (stated is None and value is None) or (
+            value is not None and isinstance(stated, int | float) and not isinstance(stated, bool)
+            and _restated(stated, value))
+        if not same:
+            raise BadInputError(f"{stated!r} is not the stated configuration's claim {value!r}",
+                                f"{where}.claimed.{key}")
+
+
+def _restated(stated: float, value: float) -> bool:
+    return abs(stated - value) <= RESTATE_TOLERANCE * max(1.0, abs(value))
 
 
 @dataclass(frozen=True)
@@ -729,8 +760,7 @@ def judge(comparisons: list[dict[str, Any]], alpha: float,
                         else "")
                        + f"No attack beats its limit by more than chance explains; the closest is "
                        f"{comparison_label(closest)}: {_closest_words(closest, unit)}."
-                       + "".join(f" {comparison_label(described[j['id']])}: kept (ε {j['observed']:.4g} spent of "
-                                 f"{j['theoretical']:.4g} promised)." for j in kept)
+                       + "".join(f" {comparison_label(described[j['id']])}: {promise_kept_words(j)}." for j in kept)
                        + (f" Not judged (they cannot fail at these trials): {', '.join(p.label for p in unjudged)}."
                           if unjudged else ""))
     verdict = {

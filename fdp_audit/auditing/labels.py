@@ -149,6 +149,8 @@ def limit_source(row: dict[str, Any]) -> str:
         return "claimed DP-SGD, canaries independent, order statistics"
     if kind == "one_run":
         return "claimed f, one-run analysis, any mechanism meeting it"
+    if kind == "promise" and row.get("claimed") is not None:
+        return "the ε promised to the library, or the configuration's claimed ε where smaller, at the same δ"
     if kind == "promise":
         return "the ε promised to the library: the plan, at the same δ"
     return _source(GAMES.get(str(row.get("game", ""))))

@@ -14,25 +14,42 @@ beside them for the explanation). This is no statistical test: it is judged with
 counted in the Bonferroni correction of the audit's comparisons. The gate re-derives both ε from the schedules
 a ``promise`` comparison states (:func:`judge_promise`), never from stored ε values.
 
+A configuration may state the claim itself (a noise multiplier or target ε beside the integration): the games then
+judge that claim, and the promise comparison also judges the trained schedule against the *claim's* schedule — the
+claim's z at the plan's sample rate over the plan's steps (the engine's p and planned T, which the claim takes) —
+so that a loop whose engine was promised more than the configuration claims is a VIOLATION without error too:
+``ε_spent ≤ ε_claimed`` at the same δ, by the same accounting. The comparison states that schedule as ``claimed``,
+null when the claim is the plan compared (the configuration states no z of its own, or the engine's).
+
 The promise compared is one training's: the probe's (trained once before any trial), whose plan is the claim the
-games are judged against. Every trial's training is judged too, and the first that fails becomes the promise
-compared, naming its seed (:class:`BrokenPromise`), when the probe's was kept:
+games are judged against unless the configuration states its own. Every trial's training is judged too, and the
+first that fails becomes the promise compared, naming its seed (:class:`BrokenPromise`), when the probe's was kept
+(and, where the configuration states a claim, did not exceed it):
 
 * a trial that spent more than the compared plan — its history against the probe's plan. A loop that trains more
   than it planned on some seeds only is one; so is a trial whose own engine was promised more than the probe's
   (a larger target ε on some seeds) and kept that promise: what it trained spends more than the claim, which is a
   privacy failure of the loop, not of its configuration, so it is a VIOLATION (``own_promise`` then states the
   trial's own plan, for the explanation);
-* a trial that spent more than its own plan (a smaller promise, broken): its own promise.
+* a trial that spent more than its own plan (a smaller promise, broken): its own promise;
+* where the configuration states a claim of its own, that claim replaces the probe's plan in the first case: a
+  trial that spent more than the configuration claims is one (the probe's plan with the claim's schedule, against
+  the trial's history), a trial that spent more than the probe's plan but within the claim and its own promise is
+  not (the engine's promises may differ between trainings; the claim does not). The claim is stated for the
+  probe's data set: a trial on another size (the membership game's world without the canary) is judged against its
+  own plan only, as Opacus plans p (and, for a target, T and z) from the size.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
 
 from fdp_audit.errors import BadInputError
+
+if TYPE_CHECKING:
+    from fdp_audit.claim import Claim
 
 KIND = "promise"
 SOURCES = ("make_private", "make_private_with_epsilon")
@@ -57,6 +74,9 @@ class Promise:
     # the trial's own plan when it differs from the plan compared (the probe's): source, plan (noise_multiplier,
     # sample_rate, steps), target_epsilon and epochs
     own_promise: dict[str, Any] | None = None
+    # the configuration's claim when it is not the plan (module docstring): noise_multiplier, sample_rate, steps and
+    # the target_epsilon it was calibrated for (null when the configuration states z)
+    claimed: dict[str, Any] | None = None
     kind = KIND
     game = KIND
 
@@ -73,7 +93,8 @@ class Promise:
 
         Returns:
             ``id``, ``kind``, ``game``, ``attack`` (the library), ``source``, ``target_epsilon``, ``epochs``, ``delta``,
-            ``engine_epsilon``, the ``planned`` schedule, the ``trained`` segments, ``seed`` and ``own_promise``.
+            ``engine_epsilon``, the ``planned`` schedule, the ``trained`` segments, ``seed``, ``own_promise`` and
+            ``claimed``.
         """
         return {"id": self.id, "kind": KIND, "game": KIND, "attack": self.library,
                 "source": self.source, "target_epsilon": self.target_epsilon, "epochs": self.epochs,
@@ -81,7 +102,35 @@ class Promise:
                 "planned": {"noise_multiplier": self.noise_multiplier, "sample_rate": self.sample_rate,
                             "steps": self.planned_steps},
                 "trained": [{"noise_multiplier": z, "sample_rate": p, "steps": steps} for z, p, steps in self.trained],
-                "seed": self.seed, "own_promise": self.own_promise}
+                "seed": self.seed, "own_promise": self.own_promise, "claimed": self.claimed}
+
+    def claiming(self, claimed: dict[str, Any]) -> Promise:
+        """This promise judged against the configuration's claim too, unless the claim's schedule is the plan.
+
+        Args:
+            claimed: the claim's schedule (:func:`claimed_schedule`).
+
+        Returns:
+            The promise with ``claimed`` set, or None there when the claim is the plan.
+        """
+        plan = (self.noise_multiplier, self.sample_rate, self.planned_steps)
+        same = (claimed["noise_multiplier"], claimed["sample_rate"], claimed["steps"]) == plan
+        return replace(self, claimed=None if same else dict(claimed))
+
+
+def claimed_schedule(claim: Claim) -> dict[str, Any]:
+    """The DP-SGD schedule a claim states: its z (configured, or calibrated by fdp-audit for its target ε) at its
+    sample rate over its steps — with an integration, the engine's p and planned T — and the target it came from.
+
+    Args:
+        claim: the claim the games are judged against.
+
+    Returns:
+        ``noise_multiplier``, ``sample_rate``, ``steps`` and ``target_epsilon`` (None when z is stated).
+    """
+    mech = claim.mechanism
+    return {"noise_multiplier": float(claim.noise_multiplier), "sample_rate": float(mech.sample_rate),
+            "steps": int(mech.steps), "target_epsilon": mech.target_epsilon}
 
 
 class BrokenPromise(BadInputError):
@@ -163,7 +212,8 @@ def _segment(value: Any, where: str) -> tuple[float, float, int]:
 
 def judge_promise(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
     """Judge a ``promise`` comparison from what it states: ``violated`` when the trained schedule's ε exceeds the
-    plan's (module docstring). ``level`` is unused: the judgement has no error.
+    plan's, or the claim's where the comparison states one (module docstring). ``level`` is unused: the judgement has
+    no error.
 
     Args:
         row: the comparison (:meth:`Promise.row`).
@@ -171,13 +221,15 @@ def judge_promise(row: dict[str, Any], level: float, where: str) -> dict[str, An
         where: the row's place in the results, for errors.
 
     Returns:
-        The evaluation: ``observed`` the spent ε, ``theoretical`` the promised ε, ``margin``, ``violated``, and
-        what the explanation names (source, target ε, δ, epochs, steps planned and taken, the noise multipliers).
+        The evaluation: ``observed`` the spent ε, ``theoretical`` the ε it is held to (the promised ε, or the
+        claimed one where smaller), ``margin``, ``violated`` (``promise_broken`` or ``claim_exceeded``), and what
+        the explanation names (source, target ε, δ, epochs, steps planned and taken, the noise multipliers, the
+        claimed schedule and its ε).
 
     Raises:
-        BadInputError: an unknown source, a δ outside (0, 1), a malformed planned or trained segment, a target's
-            ε or epochs missing or the planned steps not ``int(epochs / p)``, a negative ``engine_epsilon`` or
-            ``seed``, or a malformed ``own_promise`` (naming the field).
+        BadInputError: an unknown source, a δ outside (0, 1), a malformed planned, trained or claimed segment, a
+            target's ε or epochs missing or the planned steps not ``int(epochs / p)``, a negative
+            ``engine_epsilon`` or ``seed``, or a malformed ``own_promise`` (naming the field).
     """
     delta = row.get("delta")
     if not isinstance(delta, int | float) or isinstance(delta, bool) or not 0 < delta < 1:
@@ -188,17 +240,42 @@ def judge_promise(row: dict[str, Any], level: float, where: str) -> dict[str, An
         raise BadInputError("must be a non-empty list of segments", f"{where}.trained")
     trained = [_segment(s, f"{where}.trained[{i}]") for i, s in enumerate(trained_rows)]
     own = _own_promise(row, float(delta), where)
+    claimed = _claimed(row, where)
     promised = _schedule_epsilon([plan], float(delta))
     spent = _schedule_epsilon(trained, float(delta))
-    # the same schedule gives the same ε; a relative 1e-9 absorbs the rounding of a schedule split in parts
-    violated = spent > promised * (1 + 1e-9) + 1e-12
-    return {"observed": spent, "theoretical": promised, "margin": spent - promised, "violated": violated,
+    claimed_epsilon = None if claimed is None else _schedule_epsilon([claimed[0]], float(delta))
+    broken, exceeded = _exceeds(spent, promised), claimed_epsilon is not None and _exceeds(spent, claimed_epsilon)
+    limit = promised if claimed_epsilon is None else min(promised, claimed_epsilon)
+    return {"observed": spent, "theoretical": limit, "margin": spent - limit, "violated": broken or exceeded,
+            "promise_broken": broken, "claim_exceeded": exceeded, "claimed_epsilon": claimed_epsilon,
+            "claimed": None if claimed is None else {
+                "noise_multiplier": claimed[0][0], "sample_rate": claimed[0][1], "steps": claimed[0][2],
+                "target_epsilon": claimed[1]},
             "promised_epsilon": promised, "spent_epsilon": spent, "source": source, "target_epsilon": target,
             "epochs": epochs, "delta": float(delta), "steps_planned": plan[2],
             "steps_taken": sum(steps for _, _, steps in trained), "noise_multiplier_promised": plan[0],
             "noise_multipliers_trained": sorted({z for z, _, _ in trained}), "sample_rate": plan[1],
             "engine_epsilon": _optional_number(row, "engine_epsilon", where), "seed": _optional_seed(row, where),
             "own_promise": own}
+
+
+def _exceeds(spent: float, limit: float) -> bool:
+    # the same schedule gives the same ε; a relative 1e-9 absorbs the rounding of a schedule split in parts
+    return spent > limit * (1 + 1e-9) + 1e-12
+
+
+def _claimed(row: dict[str, Any], where: str) -> tuple[tuple[float, float, int], float | None] | None:
+    """The configuration's claimed schedule and the target ε it was calibrated for, or None (absent: a results file
+    written before the claim was compared, judged as the claim being the plan — the gate refuses it otherwise)."""
+    claimed = row.get("claimed")
+    if claimed is None:
+        return None
+    segment = _segment(claimed, f"{where}.claimed")
+    target = claimed.get("target_epsilon")
+    if target is not None and (not isinstance(target, int | float) or isinstance(target, bool)
+                               or not 0 < target < math.inf):
+        raise BadInputError("must be a positive number or null", f"{where}.claimed.target_epsilon")
+    return segment, target
 
 
 def _plan(row: dict[str, Any], where: str, key: str) -> tuple[str, tuple[float, float, int], Any, Any]:
@@ -247,8 +324,9 @@ def _optional_seed(row: dict[str, Any], where: str) -> int | None:
 
 
 def promise_violation(j: dict[str, Any]) -> str:
-    """The verdict's explanation of a broken promise, after its comparison's label: spent and promised ε, steps
-    planned and taken, and why (the label is the gate's to add, so that this module stays below the games).
+    """The verdict's explanation of a broken promise or an exceeded claim, after its comparison's label: spent,
+    promised (and claimed) ε, steps planned and taken, and why (the label is the gate's to add, so that this module
+    stays below the games).
 
     Args:
         j: the comparison's evaluation (:func:`judge_promise`).
@@ -263,6 +341,13 @@ def promise_violation(j: dict[str, Any]) -> str:
     if min(j["noise_multipliers_trained"]) < j["noise_multiplier_promised"]:
         reasons.append(f"it trained with noise multiplier {min(j['noise_multipliers_trained']):.4g} where "
                        f"{j['noise_multiplier_promised']:.4g} was promised")
+    engine = ("" if j.get("engine_epsilon") is None
+              else f"; the engine's own accountant counted ε = {j['engine_epsilon']:.4g} for what was trained")
+    training = "the training" if j.get("seed") is None else f"the training of the trial of seed {j['seed']}"
+    took = (f"it took {j['steps_taken']} steps (noise multiplier {trained}), spending ε = {j['spent_epsilon']:.4g} "
+            f"at δ = {j['delta']:g}")
+    if j.get("claim_exceeded"):
+        return _claim_exceeded(j, f"{training} spent more than the configuration claims: {took}", reasons, engine)
     if j["source"] == "make_private_with_epsilon":
         epochs = f"{j['epochs']:g} epoch" + ("" if j["epochs"] == 1 else "s")
         plan = (f"the {j['steps_planned']} steps make_private_with_epsilon calibrated noise multiplier "
@@ -271,29 +356,62 @@ def promise_violation(j: dict[str, Any]) -> str:
     else:
         plan = (f"the {j['steps_planned']} steps make_private was given noise multiplier "
                 f"{j['noise_multiplier_promised']:.4g} for")
-    engine = ("" if j.get("engine_epsilon") is None
-              else f"; the engine's own accountant counted ε = {j['engine_epsilon']:.4g} for what was trained")
-    training = "the training" if j.get("seed") is None else f"the training of the trial of seed {j['seed']}"
     own = j.get("own_promise")
     if own is None:
         spent, compared = "spent more than it promised", "its plan"
     else:
         spent = (f"spent more than the claim, the promise of the probe's training, though it kept its own: its "
-                 f"engine was promised more ({_own_plan(own)}, ε = {own['epsilon']:.4g} by fdp-audit's exact "
+                 f"engine was promised more ({_plan_words(own)}, ε = {own['epsilon']:.4g} by fdp-audit's exact "
                  "accounting)")
         compared = "the claim's plan"
-    return (f"{training} {spent}: it took {j['steps_taken']} steps "
-            f"(noise multiplier {trained}), spending ε = {j['spent_epsilon']:.4g} at δ = {j['delta']:g}, where "
-            f"{compared}, {plan}, spends ε = {j['promised_epsilon']:.4g} at sample rate {j['sample_rate']:g} (both ε "
-            f"by fdp-audit's exact accounting{engine})" + (f": {'; '.join(reasons)}." if reasons else "."))
+    return (f"{training} {spent}: {took}, where {compared}, {plan}, spends ε = {j['promised_epsilon']:.4g} at sample "
+            f"rate {j['sample_rate']:g} (both ε by fdp-audit's exact accounting{engine})"
+            + (f": {'; '.join(reasons)}." if reasons else "."))
 
 
-def _own_plan(own: dict[str, Any]) -> str:
-    steps = f"noise multiplier {own['noise_multiplier']:.4g} over {own['steps']} steps"
-    if own["source"] == "make_private":
+def _claim_exceeded(j: dict[str, Any], lead: str, reasons: list[str], engine: str) -> str:
+    """The explanation when the training spent more than the configuration claims: the claim's schedule and ε, then
+    the engine's promise and whether the training kept it."""
+    claimed = j["claimed"]
+    calibrated = ("" if claimed["target_epsilon"] is None
+                  else f" (fdp-audit's calibration for its target_epsilon {claimed['target_epsilon']:g})")
+    plan = {"source": j["source"], "noise_multiplier": j["noise_multiplier_promised"], "steps": j["steps_planned"],
+            "target_epsilon": j["target_epsilon"], "epochs": j["epochs"]}
+    own = j.get("own_promise")
+    if own is None:
+        promise, broke = f"its engine was promised ε = {j['promised_epsilon']:.4g} ({_plan_words(plan)})", reasons
+        kept = not j["promise_broken"]
+    else:
+        promise = (f"its engine was promised ε = {own['epsilon']:.4g} ({_plan_words(own)}), the probe's training's "
+                   f"ε = {j['promised_epsilon']:.4g} ({_plan_words(plan)})")
+        kept, broke = j["spent_epsilon"] <= own["epsilon"] * (1 + 1e-9) + 1e-12, []
+    verdict = ("a promise it kept" if kept
+               else "a promise it broke too" + (f" ({'; '.join(broke)})" if broke else ""))
+    return (f"{lead}, where the configuration's claim, noise multiplier {claimed['noise_multiplier']:.4g}{calibrated} "
+            f"at sample rate {claimed['sample_rate']:g} over {claimed['steps']} steps, spends ε = "
+            f"{j['claimed_epsilon']:.4g}; {promise}, {verdict} (all ε by fdp-audit's exact accounting{engine}).")
+
+
+def _plan_words(plan: dict[str, Any]) -> str:
+    steps = f"noise multiplier {plan['noise_multiplier']:.4g} over {plan['steps']} steps"
+    if plan["source"] == "make_private":
         return f"make_private's {steps}"
-    epochs = f"{own['epochs']:g} epoch" + ("" if own["epochs"] == 1 else "s")
-    return f"make_private_with_epsilon's target ε = {own['target_epsilon']:g} over {epochs}: {steps}"
+    epochs = f"{plan['epochs']:g} epoch" + ("" if plan["epochs"] == 1 else "s")
+    return f"make_private_with_epsilon's target ε = {plan['target_epsilon']:g} over {epochs}: {steps}"
+
+
+def promise_kept_words(j: dict[str, Any]) -> str:
+    """What a kept promise's comparison says in a passing verdict, after its label.
+
+    Args:
+        j: the comparison's evaluation (:func:`judge_promise`), not violated.
+
+    Returns:
+        E.g. ``kept (ε 3.246 spent of 3.246 promised)``, with the configuration's claimed ε where it states one.
+    """
+    claimed = ("" if j.get("claimed_epsilon") is None
+               else f" and of {j['claimed_epsilon']:.4g} the configuration claims")
+    return f"kept (ε {j['spent_epsilon']:.4g} spent of {j['promised_epsilon']:.4g} promised{claimed})"
 
 
 def promise_section(row: dict[str, Any], evaluation: dict[str, Any]) -> dict[str, Any]:
@@ -304,12 +422,15 @@ def promise_section(row: dict[str, Any], evaluation: dict[str, Any]) -> dict[str
         evaluation: the gate's evaluation of it (:func:`judge_promise`).
 
     Returns:
-        The section, with status ``kept`` or ``broken``.
+        The section, with status ``kept``, ``broken`` (more spent than promised) or ``claim_exceeded`` (the promise
+        kept, more spent than the configuration claims).
     """
     return {"library": row["attack"], "source": row["source"], "target_epsilon": row["target_epsilon"],
             "epochs": row["epochs"], "delta": row["delta"], "engine_epsilon": row["engine_epsilon"],
             "planned": row["planned"], "trained": row["trained"], "seed": evaluation["seed"],
             "own_promise": row.get("own_promise"),
+            "claimed": evaluation["claimed"], "claimed_epsilon": evaluation["claimed_epsilon"],
             "steps_planned": evaluation["steps_planned"], "steps_taken": evaluation["steps_taken"],
             "promised_epsilon": evaluation["promised_epsilon"], "spent_epsilon": evaluation["spent_epsilon"],
-            "status": "broken" if evaluation["violated"] else "kept"}
+            "status": ("broken" if evaluation["promise_broken"]
+                       else "claim_exceeded" if evaluation["claim_exceeded"] else "kept")}

@@ -26,7 +26,13 @@ from fdp_audit.auditing.gate import NOT_JUDGED, comparison_status, judge, powerl
 from fdp_audit.auditing.journal import Journal
 from fdp_audit.auditing.labels import audit_title
 from fdp_audit.auditing.promise import KIND as PROMISE
-from fdp_audit.auditing.promise import BrokenPromise, Promise, mark_promise_broken, promise_section
+from fdp_audit.auditing.promise import (
+    BrokenPromise,
+    Promise,
+    claimed_schedule,
+    mark_promise_broken,
+    promise_section,
+)
 from fdp_audit.auditing.provenance import journal_key, user_source_digests, versions
 from fdp_audit.auditing.third_party import load_mechanism, train_third_party
 from fdp_audit.auditing.trials import DEFAULT_CHUNK, play_game, refuse_what_cannot_fit
@@ -292,6 +298,8 @@ def _run_audit(config: Config, out_dir: Path | None, command: str, executor: Exe
     journal = (Journal(None, "") if out_dir is None
                else Journal(out_dir / "journal.jsonl", journal_key(config, versions(), data), sources))
     promised = None if engine is None else engine.promise(config.mechanism.delta)
+    if promised is not None:  # judged against the configuration's claim too where it states its own
+        promised = promised.claiming(claimed_schedule(claim))
     promises = () if promised is None else (promised,)
     try:
         played = play_games(config, data, journal, executor, device, claim, promises)

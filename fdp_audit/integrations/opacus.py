@@ -41,7 +41,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from fdp_audit.auditing.promise import BrokenPromise, Promise, judge_promise, planned_steps, promise_marked_broken
+from fdp_audit.auditing.promise import (
+    BrokenPromise,
+    Promise,
+    claimed_schedule,
+    judge_promise,
+    planned_steps,
+    promise_marked_broken,
+)
 from fdp_audit.config import Config
 from fdp_audit.data.prepare import PreparedData
 from fdp_audit.errors import BadInputError
@@ -256,9 +263,11 @@ def promise_check(config: Config, trainer: Any) -> Callable[[int], contextlib.Ab
     Returns:
         A function of a trial's seed giving the context manager to train it in.
     """
+    from fdp_audit.claim import Claim
+
     delta = config.mechanism.delta
 
-    def compared() -> EnginePromise | None:
+    def compared() -> tuple[EnginePromise, dict[str, Any]] | None:
         if promise_marked_broken(config):  # a trial's broken promise is compared already
             return None
         if config not in _PROBES:
@@ -267,72 +276,88 @@ def promise_check(config: Config, trainer: Any) -> Callable[[int], contextlib.Ab
             with recording_engines() as record, calibration_cached():
                 trainer.run(trial_seed(config.seed, PROBE_INDEX), trainer.x[0], int(trainer.y[0]), None)
             _PROBES[config] = engine_promise(record, delta, read_engine_epsilon=False)
-        probe = _PROBES[config]
-        return None if _judged(probe, delta)["violated"] else probe
+        probe, claimed = _PROBES[config], claimed_schedule(Claim.from_config(config))
+        return None if _judged(probe.promise(delta).claiming(claimed))["violated"] else (probe, claimed)
 
     return lambda seed: promise_kept(seed, delta, compared)
 
 
 @contextlib.contextmanager
-def promise_kept(seed: int, delta: float, compared: Callable[[], EnginePromise | None]) -> Iterator[None]:
+def promise_kept(seed: int, delta: float,
+                 compared: Callable[[], tuple[EnginePromise, dict[str, Any]] | None]) -> Iterator[None]:
     """Within the block, one trial's training; afterwards what it spent is judged
     (:func:`fdp_audit.auditing.promise.judge_promise`, once per distinct schedule) against the promise the audit
-    compares, the probe's training's (the claim's plan), and against its own engine's promise. While the compared
-    promise is kept, a trial that spent more than either raises :class:`~fdp_audit.auditing.promise.BrokenPromise`
-    with the promise it broke, which the audit then compares instead (a VIOLATION naming the seed):
+    compares, the probe's training's (the claim's plan, and the configuration's claim where it states its own), and
+    against its own engine's promise. While the compared promise is kept, a trial that spent more than any of them
+    raises :class:`~fdp_audit.auditing.promise.BrokenPromise` with the promise it broke, which the audit then
+    compares instead (a VIOLATION naming the seed):
 
-    * more than the claim's plan (it trained more than planned on some seeds, or its own engine was promised more
-      than the probe's): the probe's plan against the trial's history, with the trial's own plan beside it when
-      that differs. Only a trial whose loader sampled a data set of the probe's size is compared with the claim:
-      Opacus plans the sample rate (and, for a target, the steps and z) from the size, so a training on one record
-      fewer (the membership game's world without the canary) has its own plan for the same promise;
-    * more than its own plan: its own promise.
+    * more than the claim — the probe's plan, or the configuration's claim where it states its own — (it trained
+      more than planned on some seeds, or its own engine was promised more than the claim): the probe's plan, with
+      the configuration's claim, against the trial's history, with the trial's own plan beside it when that differs.
+      Only a trial whose loader sampled a data set of the probe's size is compared with the claim: Opacus plans the
+      sample rate (and, for a target, the steps and z) from the size, and the claim is stated for the probe's, so
+      a training on one record fewer (the membership game's world without the canary) has its own plan for the
+      same promise;
+    * more than its own plan: its own promise (stated with the configuration's claim, which the gate requires).
 
     When the compared promise is broken already, the comparison is a VIOLATION and nothing is raised.
 
     Args:
         seed: the trial's seed, stated with its promise.
         delta: the claim's δ (a target's own δ is used where it states one).
-        compared: the promise compared while it is kept, else None (asked after the training).
+        compared: the promise compared while it is kept and the configuration's claimed schedule
+            (:func:`~fdp_audit.auditing.promise.claimed_schedule`), else None (asked after the training).
 
     Yields:
         Nothing; the block runs the trial's training once.
 
     Raises:
-        BrokenPromise: the trial's training spent more than the claim's plan or its own where the compared promise
-            was kept.
+        BrokenPromise: the trial's training spent more than the claim's plan, the configuration's claim or its own
+            promise where the compared promise was kept.
         BadInputError: the trial's training cannot be read as one claim.
     """
     with recording_engines() as record:
         yield
     own = engine_promise(record, delta, read_engine_epsilon=False)
-    probe = compared()
-    if probe is None:
+    probed = compared()
+    if probed is None:
         return
-    checks = [own.promise(delta)]  # judged without the seed, so that equal schedules are judged once
+    probe, claimed = probed
+    probe_promise = probe.promise(delta).claiming(claimed)
+    # each check judged without the seed, so that equal schedules are judged once, and by what it breaks: its own
+    # promise alone where the trial's data set is not the probe's size (the claim is stated for the probe's)
+    checks = [(own.promise(delta).claiming(claimed), "promise_broken")]
     if own.rows is not None and own.rows == probe.rows:  # else Opacus plans p (and T, z) for another size
-        own_row, claim_row = checks[0].row(), probe.promise(delta).row()
+        own_row, claim_row = checks[0][0].row(), probe_promise.row()
         differs = any(own_row[key] != claim_row[key] for key in ("source", "planned", "target_epsilon", "epochs",
                                                                  "delta"))
-        checks.insert(0, replace(probe.promise(delta), trained=own.history, engine_epsilon=None, own_promise={
+        # against the claim: the probe's plan where the configuration states none, else the configuration's
+        checks.insert(0, (replace(probe_promise, trained=own.history, engine_epsilon=None, own_promise={
             "source": own_row["source"], "plan": own_row["planned"], "target_epsilon": own_row["target_epsilon"],
-            "epochs": own_row["epochs"]} if differs else None))
-    for broken in checks:
-        judged = _judged_promise(json.dumps(broken.row(), sort_keys=True))
-        if judged["violated"]:
+            "epochs": own_row["epochs"]} if differs else None),
+            "violated" if probe_promise.claimed is None else "claim_exceeded"))
+    for broken, breaks in checks:
+        judged = _judged(broken)
+        if judged[breaks]:
             spent = engine_promise(record, delta).engine_epsilon
+            over_claim = breaks == "claim_exceeded"
+            what, (limit, steps, z) = (
+                ("the configuration's claim", (judged["claimed_epsilon"], claimed["steps"],
+                                               claimed["noise_multiplier"])) if over_claim
+                else ("its own promise" if breaks == "promise_broken" else "the claim",
+                      (judged["promised_epsilon"], judged["steps_planned"], judged["noise_multiplier_promised"])))
             raise BrokenPromise(replace(broken, engine_epsilon=spent, seed=seed),
-                f"the training of the trial of seed {seed} spent more than "
-                f"{'its own promise' if broken is checks[-1] else 'the claim'}: ε = {judged['spent_epsilon']:.4g} "
+                f"the training of the trial of seed {seed} spent more than {what}: ε = {judged['spent_epsilon']:.4g} "
                 f"in {judged['steps_taken']} steps (noise multipliers "
-                f"{', '.join(f'{z:.4g}' for z in judged['noise_multipliers_trained'])}) where the plan spends "
-                f"ε = {judged['promised_epsilon']:.4g} in {judged['steps_planned']} steps (noise multiplier "
-                f"{judged['noise_multiplier_promised']:.4g}), at δ = {judged['delta']:g}, though the probe's "
-                "training kept its promise: every training must keep it", FIELD)
+                f"{', '.join(f'{z:.4g}' for z in judged['noise_multipliers_trained'])}) where "
+                f"{'it' if over_claim else 'the plan'} spends ε = {limit:.4g} in {steps} steps (noise multiplier "
+                f"{z:.4g}), at δ = {judged['delta']:g}, though the probe's training kept its promise: every "
+                "training must keep it", FIELD)
 
 
-def _judged(promised: EnginePromise, delta: float) -> dict[str, Any]:
-    return _judged_promise(json.dumps(promised.promise(delta).row(), sort_keys=True))
+def _judged(promise: Promise) -> dict[str, Any]:
+    return _judged_promise(json.dumps(promise.row(), sort_keys=True))
 
 
 @functools.lru_cache(maxsize=256)
@@ -360,8 +385,10 @@ def claimed_config(config: Config, data: PreparedData) -> tuple[Config, EnginePr
     from fdp_audit.training.run import build_problem
 
     mech = config.mechanism
-    probe = config if mech.target_epsilon is not None else replace(  # configs are validated: z or ε, not both
-        config, mechanism=replace(mech, noise_multiplier=mech.noise_multiplier or 1.0))
+    # the probe's z is the engine's: a stated target is not calibrated at the configuration's own p and T (seconds
+    # of accounting for a schedule the claim does not take), and a placeholder z stands in for the problem's
+    probe = config if mech.noise_multiplier is not None else replace(
+        config, mechanism=replace(mech, noise_multiplier=1.0, target_epsilon=None))
     trainer = user_trainer(probe, build_problem(probe, data))
     with recording_engines() as record, calibration_cached():  # on n + 1 records, as the trials train
         trainer.run(trial_seed(config.seed, PROBE_INDEX), trainer.x[0], int(trainer.y[0]), None)

@@ -13,8 +13,11 @@ PROMISE = texts.Help(
     "planned. The library's accountant records what the loop really ran; both are accounted here by exact PLD "
     "accounting at the same δ.",
     "Kept when the ε spent is at most the ε promised. A loop that took more steps than planned, or lowered the "
-    "noise multiplier, breaks its promise: a VIOLATION whatever the library reports afterwards. This is no "
-    "statistical test (it is judged without error), so it is not counted in the Bonferroni correction.",
+    "noise multiplier, breaks its promise: a VIOLATION whatever the library reports afterwards. A configuration "
+    "that states its own claim (noise_multiplier or target_epsilon) has the ε spent held to that claim's schedule "
+    "too (its z at the plan's sample rate and steps): spending more is a VIOLATION (status claim_exceeded) even when "
+    "the promise was kept. This is no statistical test (it is judged without error), so it is not counted in the "
+    "Bonferroni correction.",
 )
 
 
@@ -34,7 +37,8 @@ def promise_section(node: Node) -> Section:
     section = Section("promise", "The promise to the DP library", PROMISE)
     facts = (("status", "status"), ("library", "library"), ("source", "promised through"),
              ("target_epsilon", "target ε"), ("epochs", "epochs"), ("delta", "δ"),
-             ("promised_epsilon", "ε promised (PLD)"), ("spent_epsilon", "ε spent (PLD)"),
+             ("promised_epsilon", "ε promised (PLD)"), ("claimed_epsilon", "ε the configuration claims (PLD)"),
+             ("spent_epsilon", "ε spent (PLD)"),
              ("steps_planned", "steps planned"), ("steps_taken", "steps taken"),
              ("engine_epsilon", "ε by the library's accountant (shown, never judged)"))
     for key, label in facts:
@@ -48,6 +52,11 @@ def promise_section(node: Node) -> Section:
         section.facts += [(f"planned {label}", num(planned[key])) for key, label in
                           (("noise_multiplier", "noise multiplier z"), ("sample_rate", "sample rate p"))
                           if planned.present(key)]
+    claimed = node.present("claimed")
+    if claimed is not None:
+        section.facts += [(f"claimed {label}", num(claimed[key])) for key, label in
+                          (("noise_multiplier", "noise multiplier z"), ("target_epsilon", "target ε"))
+                          if claimed.present(key)]
     trained = node.present("trained")
     if trained is not None:
         rows = [[num(run["noise_multiplier"]), num(run["sample_rate"]), num(run["steps"])]

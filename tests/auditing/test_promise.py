@@ -3,11 +3,13 @@ judged without error from what the comparison states, outside the Bonferroni cou
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from fdp_audit.accounting.mechanism import MechanismSpec, accountant_for
 from fdp_audit.auditing.gate import judge
-from fdp_audit.auditing.promise import Promise, judge_promise, planned_steps
+from fdp_audit.auditing.promise import Promise, judge_promise, planned_steps, promise_section
 from fdp_audit.auditing.stats import lower_confidence_bound
 from fdp_audit.errors import BadInputError
 
@@ -87,8 +89,6 @@ def test_a_trial_promised_more_than_the_claim_is_judged_against_the_claim() -> N
     """A trial whose engine was promised ε = 8 (z = 0.6) and trained as planned, against the claim's plan (z = 1.2):
     it spent more than the claim — the PLD ε of its history above the plan's — and the explanation names its own
     promise and its ε beside the claim's."""
-    from dataclasses import replace
-
     own = {"source": "make_private_with_epsilon", "plan": {"noise_multiplier": 0.6, "sample_rate": P, "steps": 10},
            "target_epsilon": 8.0, "epochs": 1}
     row = replace(promise(((0.6, P, 10),)), seed=7, own_promise=own).row()
@@ -102,3 +102,68 @@ def test_a_trial_promised_more_than_the_claim_is_judged_against_the_claim() -> N
         f"target ε = 8 over 1 epoch: noise multiplier 0.6 over 10 steps, ε = {j['spent_epsilon']:.4g}")
     assert "where the claim's plan, the 10 steps" in verdict["explanation"]
     assert "it trained with noise multiplier 0.6 where 1.2 was promised" in verdict["explanation"]
+
+
+# the tutorial loop's schedule at n = 195, batch 10: make_private_with_epsilon's z for ε = 4 over one epoch (Opacus
+# 1.6, RDP) at p = 1/20, and fdp-audit's calibration for a configuration's target_epsilon: 2 at the same p and T
+ENGINE_Z, CLAIM_Z, TUTORIAL_P, TUTORIAL_T = 0.8135986328125, 0.9972960560854701, 0.05, 20
+
+
+def tutorial_promise(claimed_z: float, target: float | None) -> Promise:
+    """The tutorial loop's promise kept (trained as planned), judged against a configuration's claim of z."""
+    plan = Promise("opacus", "make_private_with_epsilon", ENGINE_Z, TUTORIAL_P, TUTORIAL_T, 1e-5,
+                   ((ENGINE_Z, TUTORIAL_P, TUTORIAL_T),), 4.0, 1)
+    return plan.claiming({"noise_multiplier": claimed_z, "sample_rate": TUTORIAL_P, "steps": TUTORIAL_T,
+                          "target_epsilon": target})
+
+
+def test_a_loop_spending_more_than_the_configuration_claims_is_a_violation_though_it_kept_its_promise() -> None:
+    """Known answers: the claimed ε is the PLD ε of the claim's z at the plan's p and T (1.997 for the configuration's
+    target ε = 2), the spent and promised ε that of the engine's z (3.246); the promise is kept, the claim is not —
+    a VIOLATION whose explanation names the configuration's claim, the engine's promise and the spent ε."""
+    row = tutorial_promise(CLAIM_Z, 2.0).row()
+    assert row["claimed"] == {"noise_multiplier": CLAIM_Z, "sample_rate": TUTORIAL_P, "steps": TUTORIAL_T,
+                              "target_epsilon": 2.0}
+    verdict, (j,) = judge([row], 0.05)
+    spent = epsilon(ENGINE_Z, TUTORIAL_P, TUTORIAL_T)
+    assert j["claimed_epsilon"] == pytest.approx(epsilon(CLAIM_Z, TUTORIAL_P, TUTORIAL_T)) == pytest.approx(2, abs=0.01)
+    assert j["spent_epsilon"] == pytest.approx(spent) and j["promised_epsilon"] == pytest.approx(spent)
+    assert (j["violated"], j["promise_broken"], j["claim_exceeded"]) == (True, False, True)
+    assert j["theoretical"] == j["claimed_epsilon"] and j["margin"] == pytest.approx(spent - j["claimed_epsilon"])
+    assert verdict["status"] == "VIOLATION"
+    assert verdict["explanation"] == (
+        "Training's promise · opacus: the training spent more than the configuration claims: it took 20 steps (noise "
+        f"multiplier 0.8136), spending ε = {spent:.4g} at δ = 1e-05, where the configuration's claim, noise "
+        "multiplier 0.9973 (fdp-audit's calibration for its target_epsilon 2) at sample rate 0.05 over 20 steps, "
+        f"spends ε = {j['claimed_epsilon']:.4g}; its engine was promised ε = {spent:.4g} "
+        "(make_private_with_epsilon's target ε = 4 over 1 epoch: noise multiplier 0.8136 over 20 steps), a promise "
+        "it kept (all ε by fdp-audit's exact accounting).")
+    assert promise_section(row, j)["status"] == "claim_exceeded"
+    twice = replace(tutorial_promise(CLAIM_Z, 2.0), trained=((ENGINE_Z, TUTORIAL_P, 40),)).row()
+    both, (j,) = judge([twice], 0.05)
+    assert j["promise_broken"] and j["claim_exceeded"] and promise_section(twice, j)["status"] == "broken"
+    assert "a promise it broke too (it took 40 steps where 20 were planned)" in both["explanation"]
+
+
+def test_a_claim_equal_to_or_looser_than_the_plan_keeps_the_comparison() -> None:
+    """A claim of the plan's own z is the plan: no ``claimed`` schedule, judged as before. A looser claim (z = 0.8
+    < 0.8136) is stated and kept, and the passing verdict names its ε beside the promised one."""
+    assert tutorial_promise(ENGINE_Z, None).row()["claimed"] is None
+    row = tutorial_promise(0.8, None).row()
+    rate = {"id": "membership/loss", "kind": "rate", "trials": 200, "successes": 100, "ball": 0.5, "bound": 0.6}
+    verdict, (_, j) = judge([rate, row], 0.05)
+    assert not j["violated"] and j["claimed_epsilon"] == pytest.approx(epsilon(0.8, TUTORIAL_P, TUTORIAL_T))
+    assert j["theoretical"] == j["promised_epsilon"] < j["claimed_epsilon"]
+    assert verdict["status"] == "PASS" and promise_section(row, j)["status"] == "kept"
+    assert (f"Training's promise · opacus: kept (ε {j['spent_epsilon']:.4g} spent of {j['promised_epsilon']:.4g} "
+            f"promised and of {j['claimed_epsilon']:.4g} the configuration claims).") in verdict["explanation"]
+
+
+@pytest.mark.parametrize(("claimed", "field"), [
+    ([0.9], "row.claimed"),
+    ({"noise_multiplier": 0.9, "sample_rate": P, "steps": 0}, "row.claimed.steps"),
+    ({"noise_multiplier": 0.9, "sample_rate": P, "steps": 10, "target_epsilon": -2}, "row.claimed.target_epsilon"),
+])
+def test_a_malformed_claim_is_bad_input(claimed, field: str) -> None:
+    with pytest.raises(BadInputError, match=field):
+        judge_promise({**promise(((Z, P, 10),)).row(), "claimed": claimed}, 0.05, "row")

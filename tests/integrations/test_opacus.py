@@ -351,7 +351,8 @@ def test_twice_the_promised_epochs_is_a_violation_naming_the_promise(verdict_onl
     plan, T = 20; the accountant counted 40), and the verdict says so. The gate re-judges it from results.json and
     refuses a promise section that is not what its comparison gives, and results whose promise was deleted (the
     section and the comparison, the verdict re-judged without it and the checksum rewritten: a PASS of the games
-    alone)."""
+    alone). The configuration states no claim of its own, so the claim is the plan (``claimed`` null), and results
+    written before the claim was compared (no ``claimed`` in the comparison or the section) are judged as before."""
     import json
 
     from fdp_audit.auditing.gate import judge
@@ -376,6 +377,13 @@ def test_twice_the_promised_epochs_is_a_violation_naming_the_promise(verdict_onl
                                                       "promise": {**promise, "status": "kept"}})
     refused = cli("gate", str(edited))
     assert refused.code == 2 and "results.promise.status" in refused.err
+    assert promise["claimed"] is None and promise["claimed_epsilon"] is None
+    older = json.loads(path.read_text())
+    older["promise"] = {key: value for key, value in promise.items() if key not in ("claimed", "claimed_epsilon")}
+    older["comparisons"] = [{key: value for key, value in row.items() if key != "claimed"}
+                            for row in older["comparisons"]]
+    gated = cli("gate", str(write_results(tmp_path / "older.json", older)))
+    assert gated.code == 1 and "Training's promise · opacus: the training spent more than it promised" in gated.out
     stripped = {key: value for key, value in json.loads(path.read_text()).items() if key != "promise"}
     stripped["comparisons"] = [row for row in stripped["comparisons"] if row["kind"] != "promise"]
     stripped["verdict"] = judge(stripped["comparisons"], stripped["verdict"]["alpha"])[0]

@@ -1,6 +1,7 @@
 """An Opacus loop's trials under ``integration: opacus`` (fdp_audit/integrations/opacus.py): the noise calibration
 computed once per distinct target whatever the trial count; a trial whose engine was promised more than the
-claim is a VIOLATION; a broken promise through the command line as a user runs it."""
+claim is a VIOLATION; a configuration's own claim held against what was trained; a broken promise through the
+command line as a user runs it."""
 
 from __future__ import annotations
 
@@ -59,6 +60,7 @@ def test_the_noise_calibration_runs_once_per_distinct_target_whatever_the_trials
         warnings.simplefilter("ignore")
         results = verdict_only_audit(config)
     assert results["mechanism"]["noise_multiplier"] == 0.8 and results["promise"]["status"] == "kept"
+    assert results["promise"]["claimed"]["noise_multiplier"] == 0.8  # looser than the engine's z: judged, kept
     assert len(trainings) == TRIALS + 1
     (target,) = set(calibrations)
     assert len(calibrations) == 1 and dict(target)["target_epsilon"] == 4.0 and dict(target)["sample_rate"] == 0.05
@@ -114,3 +116,122 @@ def test_twice_the_promised_epochs_fails_the_command_line_audit(tmp_path, write_
     assert f"spending ε = {promise['spent_epsilon']:.4g} at δ = 1e-05" in banner
     assert f"spends ε = {promise['promised_epsilon']:.4g}" in banner
     assert "it took 40 steps where 20 were planned" in banner
+
+
+def engine_noise_multiplier() -> float:
+    """The z make_private_with_epsilon calibrates for the tutorial loop's promise (ε = 4 at δ = 1e-5 over one
+    epoch at p = 1/20, RDP), by Opacus's own search."""
+    from opacus.accountants.utils import get_noise_multiplier
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return get_noise_multiplier(target_epsilon=4.0, target_delta=1e-5, sample_rate=1 / 20, epochs=1,
+                                    accountant="rdp")
+
+
+@pytest.mark.slow
+def test_a_loop_spending_more_than_the_configuration_claims_is_a_violation(verdict_only_audit, cli, tmp_path):
+    """The tutorial loop at n = 195 promises ε = 4 to make_private_with_epsilon (z = 0.8136, p = 0.05, T = 20) and
+    keeps that promise, while the configuration claims target_epsilon: 2 (z = 0.997 at the same p and T). The
+    training spends ε = 3.25 where the claim's schedule spends 2.0: a VIOLATION whatever the games find (the
+    membership game PASSed this loop at 40 trials before the claim was compared), whose explanation names the
+    claim's, the promise's and the spent ε; the gate re-judges it, and refuses (exit 2, naming the field) results
+    whose claimed schedule is not the stated configuration's, or that drop it — as results written before the
+    claim was compared do."""
+    from fdp_audit.auditing.results import write_results
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = verdict_only_audit(config_from_dict(loop_config("opacus_loops.py:train", target_epsilon=2.0)))
+    promise = results["promise"]
+    assert promise["status"] == "claim_exceeded" and promise["planned"]["noise_multiplier"] == engine_noise_multiplier()
+    assert promise["claimed"] == {"noise_multiplier": results["mechanism"]["noise_multiplier"], "sample_rate": 0.05,
+                                  "steps": 20, "target_epsilon": 2.0}
+    assert promise["spent_epsilon"] == pytest.approx(promise["promised_epsilon"]) == pytest.approx(3.25, abs=0.01)
+    assert promise["claimed_epsilon"] == pytest.approx(2.0, abs=0.01)
+    explanation = results["verdict"]["explanation"]
+    assert results["verdict"]["status"] == "VIOLATION" and "promise/opacus" in results["verdict"]["violations"]
+    assert explanation.startswith("Training's promise · opacus: the training spent more than the configuration "
+                                  f"claims: it took 20 steps (noise multiplier 0.8136), spending ε = "
+                                  f"{promise['spent_epsilon']:.4g} at δ = 1e-05, where the configuration's claim, "
+                                  "noise multiplier 0.9973 (fdp-audit's calibration for its target_epsilon 2)")
+    for shown in (f"spends ε = {promise['claimed_epsilon']:.4g}; its engine was promised ε = "
+                  f"{promise['promised_epsilon']:.4g} (make_private_with_epsilon's target ε = 4 over 1 epoch",
+                  "a promise it kept"):
+        assert shown in explanation
+    path = write_results(tmp_path / "results.json", results)
+    gated = cli("gate", str(path))
+    assert gated.code == 1 and "the training spent more than the configuration claims" in gated.out
+    (i,) = [i for i, row in enumerate(results["comparisons"]) if row["kind"] == "promise"]
+    row = results["comparisons"][i]
+    for edit, field, words in (
+            ({**row, "claimed": {**row["claimed"], "noise_multiplier": 0.8}}, "claimed.noise_multiplier",
+             "is not the stated configuration's claim"),
+            ({**row, "claimed": None}, "claimed", "missing: the stated configuration claims noise multiplier"),
+            ({key: value for key, value in row.items() if key != "claimed"}, "claimed", "re-run the audit")):
+        comparisons = [*results["comparisons"][:i], edit, *results["comparisons"][i + 1:]]
+        refused = cli("gate", str(write_results(tmp_path / "edited.json", {**results, "comparisons": comparisons})))
+        assert refused.code == 2 and f"results.comparisons[{i}].{field}: " in refused.err and words in refused.err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("claim", ["the engine's z", "target_epsilon: 4"])
+def test_a_configuration_claiming_the_promise_or_less_passes(verdict_only_audit, claim):
+    """The tutorial loop keeping its promise, under a configuration that claims the engine's own z (the claim is
+    the plan: no claimed schedule) or the same target ε = 4, which fdp-audit's exact accounting calibrates to
+    z = 0.746 (a looser claim than Opacus's RDP z = 0.8136 for it: 4.0 claimed against 3.25 spent): PASS. The
+    membership game's comparisons are judged (16 trials, the fewest at which they can fail at α = 0.05; seeds
+    fixed), each a one-sided Clopper–Pearson test whose false VIOLATION on a correct loop has probability at most
+    its Bonferroni share of α, so the games' false-VIOLATION rate is at most the gate's α = 0.05."""
+    stated = {"noise_multiplier": engine_noise_multiplier()} if claim == "the engine's z" else {"target_epsilon": 4.0}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = verdict_only_audit(config_from_dict(loop_config("opacus_loops.py:train", **stated)))
+    promise = results["promise"]
+    assert results["verdict"]["status"] == "PASS" and promise["status"] == "kept"
+    if claim == "the engine's z":
+        assert promise["claimed"] is None and promise["claimed_epsilon"] is None
+    else:
+        assert promise["claimed"]["target_epsilon"] == 4.0
+        assert promise["claimed_epsilon"] == pytest.approx(4.0, abs=0.01) and promise["spent_epsilon"] < 3.3
+        assert f"and of {promise['claimed_epsilon']:.4g} the configuration claims" in results["verdict"]["explanation"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("claimed_z", [0.7, 0.58])
+def test_trials_are_held_to_the_configuration_claim_not_to_the_probe_promise(verdict_only_audit, cli, tmp_path,
+                                                                              claimed_z):
+    """The loop promising ε = 4 on even seeds (the probe's) and ε = 8 on odd ones (spending 3.25 and 6.61), under a
+    configuration claiming its own z: at z = 0.7 (claimed ε 4.65) the probe keeps the claim and the odd trials
+    exceed it — a VIOLATION naming the first such trial's seed, the claim, its own promise (kept) and the probe's,
+    re-judged by the gate; at z = 0.58 (claimed ε 7.28) every training keeps both its own promise and the claim:
+    PASS, though the odd trials spend more than the probe was promised (the claim, not the probe's promise, is
+    what the loop states). 20 trials: the fewest at which the membership game's comparisons can fail at both
+    claims (α = 0.05)."""
+    from fdp_audit.auditing.results import write_results
+
+    raw = loop_config("promise_loops.py:train_larger_target_on_odd_seeds", seed=3, noise_multiplier=claimed_z)
+    # a looser claim needs more trials before the membership game's comparisons can fail (19 at z = 0.58)
+    config = config_from_dict({**raw, "audit": {**raw["audit"], "trials": 20}})
+    assert trial_seed(config.seed, PROBE_INDEX) % 2 == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = verdict_only_audit(config)
+    promise = results["promise"]
+    assert promise["claimed"]["noise_multiplier"] == claimed_z and promise["target_epsilon"] == 4.0
+    if claimed_z == 0.58:
+        assert results["verdict"]["status"] == "PASS" and promise["status"] == "kept" and promise["seed"] is None
+        return
+    assert promise["seed"] % 2 == 1 and promise["own_promise"]["target_epsilon"] == 8.0
+    assert promise["spent_epsilon"] > promise["claimed_epsilon"] == pytest.approx(4.65, abs=0.01)
+    assert results["verdict"]["status"] == "VIOLATION" and "promise/opacus" in results["verdict"]["violations"]
+    explanation = results["verdict"]["explanation"]
+    assert explanation.startswith(f"Training's promise · opacus: the training of the trial of seed {promise['seed']} "
+                                  "spent more than the configuration claims: it took 20 steps")
+    assert (f"spends ε = {promise['claimed_epsilon']:.4g}; its engine was promised ε = {promise['spent_epsilon']:.4g} "
+            "(make_private_with_epsilon's target ε = 8 over 1 epoch") in explanation
+    assert (f"the probe's training's ε = {promise['promised_epsilon']:.4g} (make_private_with_epsilon's target ε = 4 "
+            "over 1 epoch") in explanation and "a promise it kept" in explanation
+    gated = cli("gate", str(write_results(tmp_path / "results.json", results)))
+    assert gated.code == 1 and f"the trial of seed {promise['seed']} spent more than the configuration claims" \
+        in gated.out
