@@ -25,6 +25,9 @@ twice the epochs it calibrated for, or lowers the noise multiplier afterwards, i
 promise compared is the probe's training; every trial's engine is read too (:func:`promise_kept`): when a trial
 spends more than the claim's plan (its own engine promised more, or it trained more) or than its own promise, that
 is compared instead (a VIOLATION naming its seed), so a loop cannot keep its promise on the probe's seed alone.
+A configuration that states its own z or target ε has the training judged against that claim's schedule too (its z
+at the engine's p over the planned T): spending more than the claim is a VIOLATION even where the promise is kept,
+and the trials are then held to the claim rather than to the probe's plan.
 
 The engine is read by wrapping ``PrivacyEngine.make_private`` and ``make_private_with_epsilon`` for the duration
 of that one training (restored afterwards). In that training and every trial, the noise multiplier's calibration
