@@ -291,9 +291,9 @@ def promise_kept(seed: int, delta: float,
     """Within the block, one trial's training; afterwards what it spent is judged
     (:func:`fdp_audit.auditing.promise.judge_promise`, once per distinct schedule) against the promise the audit
     compares, the probe's training's (the claim's plan, and the configuration's claim where it states its own), and
-    against its own engine's promise. While the compared promise is kept, a trial that spent more than any of them
-    raises :class:`~fdp_audit.auditing.promise.BrokenPromise` with the promise it broke, which the audit then
-    compares instead (a VIOLATION naming the seed):
+    against its own engine's promise. While the compared promise is kept, a trial that spent more than the claim or
+    than its own promise raises :class:`~fdp_audit.auditing.promise.BrokenPromise` with the promise it broke, which
+    the audit then compares instead (a VIOLATION naming the seed):
 
     * more than the claim — the probe's plan, or the configuration's claim where it states its own — (it trained
       more than planned on some seeds, or its own engine was promised more than the claim): the probe's plan, with
