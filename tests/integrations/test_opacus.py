@@ -420,8 +420,12 @@ OPACUS_FAULTS = {
                                            "against 0.611; a miss probability ≤ 1e-3 needs about 5,300 trials at the "
                                            "default audit's level α/8 (4,300 in the game alone at α/2); the promise "
                                            "catches it without error",
-                         "membership": "not seen: canary_logit 169/300 and noise_scale 140/300 against 0.569, at "
-                                       "or below the claim's bound; the promise catches it",
+                         # re-measured: seed 11, 6,000 trials of the membership game alone (calibrations.matrix_cells
+                         # opacus-loop train_twice:195 --games membership --attacks prior canary_logit noise_scale)
+                         "membership": "not seen within any practical trial count: canary_logit 1,726/3,000 (0.575, "
+                                       "Clopper–Pearson 0.541–0.609 at 1 − 1e-4) and noise_scale 1,528/3,000 against "
+                                       "0.5695 (seed 11, 6,000 trials); even at the measured 0.575 a miss ≤ 1e-3 at "
+                                       "α/4 needs about 400,000 trials; the promise catches it",
                          "attribute": "not seen: likelihood and gradient 146/300 each against 0.639, the honest "
                                       "level (a real record is far from the worst case); the promise catches it"},
 }
