@@ -494,15 +494,22 @@ def _restate_promise(row: dict[str, Any], claim: Claim, config: Config, where: s
                 f"missing: the stated configuration claims noise multiplier {expected['noise_multiplier']:.6g} where "
                 f"the plan's is {planned_z:.6g}, and the training must be judged against that claim too (results "
                 "written before fdp-audit compared it: re-run the audit)", f"{where}.claimed")
+        # null states the plan at the claim's δ (absent, in older results, judged at the promise's δ as they were)
+        delta = row.get("delta")
+        if "claimed" in row and not (isinstance(delta, int | float) and _restated_delta(delta, expected["delta"])):
+            raise BadInputError(
+                f"missing: the promise is read at δ = {row.get('delta')!r}, not the stated configuration's "
+                f"δ = {expected['delta']:g}, and the training must be judged against the claim at the claim's δ",
+                f"{where}.claimed")
         return
     if not isinstance(claimed, dict):
-        raise BadInputError("must be a mapping of noise_multiplier, sample_rate, steps and target_epsilon, or null",
-                            f"{where}.claimed")
+        raise BadInputError("must be a mapping of noise_multiplier, sample_rate, steps, target_epsilon and delta, "
+                            "or null", f"{where}.claimed")
     for key, value in expected.items():
         stated = claimed.get(key)
         same = (stated is None and value is None) or (
             value is not None and isinstance(stated, int | float) and not isinstance(stated, bool)
-            and _restated(stated, value))
+            and (_restated_delta if key == "delta" else _restated)(stated, value))
         if not same:
             raise BadInputError(f"{stated!r} is not the stated configuration's claim {value!r}",
                                 f"{where}.claimed.{key}")
@@ -510,6 +517,11 @@ def _restate_promise(row: dict[str, Any], claim: Claim, config: Config, where: s
 
 def _restated(stated: float, value: float) -> bool:
     return abs(stated - value) <= RESTATE_TOLERANCE * max(1.0, abs(value))
+
+
+def _restated_delta(stated: float, value: float) -> bool:
+    # relative: δ of 1e-9 and 1e-5 differ by less than the absolute tolerance, and their ε do not
+    return abs(stated - value) <= RESTATE_TOLERANCE * abs(value)
 
 
 @dataclass(frozen=True)

@@ -150,7 +150,7 @@ def limit_source(row: dict[str, Any]) -> str:
     if kind == "one_run":
         return "claimed f, one-run analysis, any mechanism meeting it"
     if kind == "promise" and row.get("claimed") is not None:
-        return "the ε promised to the library, or the configuration's claimed ε where smaller, at the same δ"
+        return "the ε promised to the library at its δ, and the configuration's claimed ε at the claim's δ"
     if kind == "promise":
         return "the ε promised to the library: the plan, at the same δ"
     return _source(GAMES.get(str(row.get("game", ""))))

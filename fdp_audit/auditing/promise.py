@@ -18,8 +18,15 @@ A configuration may state the claim itself (a noise multiplier or target ε besi
 judge that claim, and the promise comparison also judges the trained schedule against the *claim's* schedule — the
 claim's z at the plan's sample rate over the plan's steps (the engine's p and planned T, which the claim takes) —
 so that a loop whose engine was promised more than the configuration claims is a VIOLATION without error too:
-``ε_spent ≤ ε_claimed`` at the same δ, by the same accounting. The comparison states that schedule as ``claimed``,
-null when the claim is the plan compared (the configuration states no z of its own, or the engine's).
+``ε_spent(δ_c) ≤ ε_claimed(δ_c)`` at the *configuration's* δ_c, by the same accounting, whatever δ the loop gave
+its engine (the promise is judged at that one: ε(δ) curves of different schedules cross, so a training within its
+promise at the engine's δ can spend more than the claim at the claim's). ε_claimed is the configuration's
+target_epsilon itself where it states one (the user's number; the z fdp-audit calibrates for it spends at most
+that, so the comparison leaves the calibration's slack to a loop Opacus calibrated for the same target by another
+accountant), else the ε(δ_c) of the claim's z. The comparison is exact at δ_c and judges that one point of the
+claim's curve, not the whole curve (the games judge the curve). The comparison states that schedule and δ_c as
+``claimed``, null when the claim is the plan compared at the same δ (the configuration states no z of its own, or
+the engine's, and the engine was given no other δ).
 
 The promise compared is one training's: the probe's (trained once before any trial), whose plan is the claim the
 games are judged against unless the configuration states its own. Every trial's training is judged too, and the
@@ -42,6 +49,7 @@ first that fails becomes the promise compared, naming its seed (:class:`BrokenPr
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
@@ -74,8 +82,8 @@ class Promise:
     # the trial's own plan when it differs from the plan compared (the probe's): source, plan (noise_multiplier,
     # sample_rate, steps), target_epsilon and epochs
     own_promise: dict[str, Any] | None = None
-    # the configuration's claim when it is not the plan (module docstring): noise_multiplier, sample_rate, steps and
-    # the target_epsilon it was calibrated for (null when the configuration states z)
+    # the configuration's claim when it is not the plan (module docstring): noise_multiplier, sample_rate, steps,
+    # the target_epsilon it was calibrated for (null when the configuration states z) and the claim's delta
     claimed: dict[str, Any] | None = None
     kind = KIND
     game = KIND
@@ -105,32 +113,34 @@ class Promise:
                 "seed": self.seed, "own_promise": self.own_promise, "claimed": self.claimed}
 
     def claiming(self, claimed: dict[str, Any]) -> Promise:
-        """This promise judged against the configuration's claim too, unless the claim's schedule is the plan.
+        """This promise judged against the configuration's claim too, unless the claim's schedule is the plan at the
+        promise's δ.
 
         Args:
-            claimed: the claim's schedule (:func:`claimed_schedule`).
+            claimed: the claim's schedule and δ (:func:`claimed_schedule`).
 
         Returns:
-            The promise with ``claimed`` set, or None there when the claim is the plan.
+            The promise with ``claimed`` set, or None there when the claim is the plan at the same δ.
         """
-        plan = (self.noise_multiplier, self.sample_rate, self.planned_steps)
-        same = (claimed["noise_multiplier"], claimed["sample_rate"], claimed["steps"]) == plan
+        plan = (self.noise_multiplier, self.sample_rate, self.planned_steps, self.delta)
+        same = (claimed["noise_multiplier"], claimed["sample_rate"], claimed["steps"], claimed["delta"]) == plan
         return replace(self, claimed=None if same else dict(claimed))
 
 
 def claimed_schedule(claim: Claim) -> dict[str, Any]:
     """The DP-SGD schedule a claim states: its z (configured, or calibrated by fdp-audit for its target ε) at its
-    sample rate over its steps — with an integration, the engine's p and planned T — and the target it came from.
+    sample rate over its steps — with an integration, the engine's p and planned T —, the target it came from and
+    the δ the claim's ε is read at (the configuration's).
 
     Args:
         claim: the claim the games are judged against.
 
     Returns:
-        ``noise_multiplier``, ``sample_rate``, ``steps`` and ``target_epsilon`` (None when z is stated).
+        ``noise_multiplier``, ``sample_rate``, ``steps``, ``target_epsilon`` (None when z is stated) and ``delta``.
     """
     mech = claim.mechanism
     return {"noise_multiplier": float(claim.noise_multiplier), "sample_rate": float(mech.sample_rate),
-            "steps": int(mech.steps), "target_epsilon": mech.target_epsilon}
+            "steps": int(mech.steps), "target_epsilon": mech.target_epsilon, "delta": float(mech.delta)}
 
 
 class BrokenPromise(BadInputError):
@@ -184,16 +194,22 @@ def planned_steps(sample_rate: float, epochs: float) -> int:
 
 def _schedule_epsilon(segments: list[tuple[float, float, int]], delta: float) -> float:
     """ε(δ) of DP-SGD over the given segments under add/remove neighbours (pessimistic PLD)."""
-    from fdp_audit.accounting.events import Segment, SubsampledGaussianEvent
-    from fdp_audit.accounting.mechanism import MechanismSpec, accountant_for
-
     merged: list[list[Any]] = []
     for z, p, steps in segments:  # consecutive equal settings are one segment, as the plan is
         if merged and merged[-1][:2] == [z, p]:
             merged[-1][2] += steps
         else:
             merged.append([z, p, steps])
-    event = SubsampledGaussianEvent(tuple(Segment(z, p, steps) for z, p, steps in merged))
+    return _merged_epsilon(tuple((z, p, steps) for z, p, steps in merged), delta)
+
+
+@functools.lru_cache(maxsize=256)
+def _merged_epsilon(segments: tuple[tuple[float, float, int], ...], delta: float) -> float:
+    # a kept promise's plan and trained schedule are one schedule: accounted once (seconds of PLD each)
+    from fdp_audit.accounting.events import Segment, SubsampledGaussianEvent
+    from fdp_audit.accounting.mechanism import MechanismSpec, accountant_for
+
+    event = SubsampledGaussianEvent(tuple(Segment(z, p, steps) for z, p, steps in segments))
     return float(accountant_for(MechanismSpec("dp_sgd", event)).epsilon(delta))
 
 
@@ -212,8 +228,8 @@ def _segment(value: Any, where: str) -> tuple[float, float, int]:
 
 def judge_promise(row: dict[str, Any], level: float, where: str) -> dict[str, Any]:
     """Judge a ``promise`` comparison from what it states: ``violated`` when the trained schedule's ε exceeds the
-    plan's, or the claim's where the comparison states one (module docstring). ``level`` is unused: the judgement has
-    no error.
+    plan's at the row's δ, or the claim's at the claim's δ where the comparison states one (module docstring).
+    ``level`` is unused: the judgement has no error.
 
     Args:
         row: the comparison (:meth:`Promise.row`).
@@ -221,18 +237,19 @@ def judge_promise(row: dict[str, Any], level: float, where: str) -> dict[str, An
         where: the row's place in the results, for errors.
 
     Returns:
-        The evaluation: ``observed`` the spent ε, ``theoretical`` the ε it is held to (the promised ε, or the
-        claimed one where smaller), ``margin``, ``violated`` (``promise_broken`` or ``claim_exceeded``), and what
-        the explanation names (source, target ε, δ, epochs, steps planned and taken, the noise multipliers, the
-        claimed schedule and its ε).
+        The evaluation: ``observed`` and ``theoretical`` the spent ε and the ε it is held to in whichever comparison
+        has the larger ``margin`` (spent minus held to), ``violated`` (``promise_broken`` or ``claim_exceeded``),
+        ``promise_kept`` (the training kept its own engine's promise: ``own_promise``'s where stated, else the
+        plan's), ``spent_epsilon_at_claim`` (the spent ε at the claim's δ), and what the explanation names (source,
+        target ε, δ, epochs, steps planned and taken, the noise multipliers, the claimed schedule and its ε).
 
     Raises:
-        BadInputError: an unknown source, a δ outside (0, 1), a malformed planned, trained or claimed segment, a
-            target's ε or epochs missing or the planned steps not ``int(epochs / p)``, a negative
+        BadInputError: an unknown source, a δ outside (0, 1), a malformed planned, trained or claimed segment or
+            claimed δ, a target's ε or epochs missing or the planned steps not ``int(epochs / p)``, a negative
             ``engine_epsilon`` or ``seed``, or a malformed ``own_promise`` (naming the field).
     """
     delta = row.get("delta")
-    if not isinstance(delta, int | float) or isinstance(delta, bool) or not 0 < delta < 1:
+    if not _probability(delta):
         raise BadInputError("must be a number in (0, 1)", f"{where}.delta")
     source, plan, target, epochs = _plan(row, where, "planned")
     trained_rows = row.get("trained")
@@ -243,14 +260,26 @@ def judge_promise(row: dict[str, Any], level: float, where: str) -> dict[str, An
     claimed = _claimed(row, where)
     promised = _schedule_epsilon([plan], float(delta))
     spent = _schedule_epsilon(trained, float(delta))
-    claimed_epsilon = None if claimed is None else _schedule_epsilon([claimed[0]], float(delta))
-    broken, exceeded = _exceeds(spent, promised), claimed_epsilon is not None and _exceeds(spent, claimed_epsilon)
-    limit = promised if claimed_epsilon is None else min(promised, claimed_epsilon)
-    return {"observed": spent, "theoretical": limit, "margin": spent - limit, "violated": broken or exceeded,
-            "promise_broken": broken, "claim_exceeded": exceeded, "claimed_epsilon": claimed_epsilon,
+    broken = _exceeds(spent, promised)
+    kept = not broken if own is None else not _exceeds(spent, own["epsilon"])
+    margin, observed, limit = spent - promised, spent, promised
+    claimed_epsilon = spent_at_claim = None
+    exceeded = False
+    if claimed is not None:
+        segment, claimed_target, claimed_delta = claimed
+        # the user's own number where the configuration states a target (module docstring), else its z's ε
+        claimed_epsilon = (float(claimed_target) if claimed_target is not None
+                           else _schedule_epsilon([segment], claimed_delta))
+        spent_at_claim = spent if claimed_delta == delta else _schedule_epsilon(trained, claimed_delta)
+        exceeded = _exceeds(spent_at_claim, claimed_epsilon)
+        if spent_at_claim - claimed_epsilon > margin:
+            margin, observed, limit = spent_at_claim - claimed_epsilon, spent_at_claim, claimed_epsilon
+    return {"observed": observed, "theoretical": limit, "margin": margin, "violated": broken or exceeded,
+            "promise_broken": broken, "claim_exceeded": exceeded, "promise_kept": kept,
+            "claimed_epsilon": claimed_epsilon, "spent_epsilon_at_claim": spent_at_claim,
             "claimed": None if claimed is None else {
                 "noise_multiplier": claimed[0][0], "sample_rate": claimed[0][1], "steps": claimed[0][2],
-                "target_epsilon": claimed[1]},
+                "target_epsilon": claimed[1], "delta": claimed[2]},
             "promised_epsilon": promised, "spent_epsilon": spent, "source": source, "target_epsilon": target,
             "epochs": epochs, "delta": float(delta), "steps_planned": plan[2],
             "steps_taken": sum(steps for _, _, steps in trained), "noise_multiplier_promised": plan[0],
@@ -259,14 +288,19 @@ def judge_promise(row: dict[str, Any], level: float, where: str) -> dict[str, An
             "own_promise": own}
 
 
+def _probability(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 < value < 1
+
+
 def _exceeds(spent: float, limit: float) -> bool:
     # the same schedule gives the same ε; a relative 1e-9 absorbs the rounding of a schedule split in parts
     return spent > limit * (1 + 1e-9) + 1e-12
 
 
-def _claimed(row: dict[str, Any], where: str) -> tuple[tuple[float, float, int], float | None] | None:
-    """The configuration's claimed schedule and the target ε it was calibrated for, or None (absent: a results file
-    written before the claim was compared, judged as the claim being the plan — the gate refuses it otherwise)."""
+def _claimed(row: dict[str, Any], where: str) -> tuple[tuple[float, float, int], float | None, float] | None:
+    """The configuration's claimed schedule, the target ε it was calibrated for and the claim's δ, or None (absent:
+    a results file written before the claim was compared, judged as the claim being the plan — the gate refuses it
+    otherwise)."""
     claimed = row.get("claimed")
     if claimed is None:
         return None
@@ -275,7 +309,10 @@ def _claimed(row: dict[str, Any], where: str) -> tuple[tuple[float, float, int],
     if target is not None and (not isinstance(target, int | float) or isinstance(target, bool)
                                or not 0 < target < math.inf):
         raise BadInputError("must be a positive number or null", f"{where}.claimed.target_epsilon")
-    return segment, target
+    delta = claimed.get("delta")
+    if not _probability(delta):
+        raise BadInputError("must be a number in (0, 1): the δ the claim's ε is read at", f"{where}.claimed.delta")
+    return segment, target, float(delta)
 
 
 def _plan(row: dict[str, Any], where: str, key: str) -> tuple[str, tuple[float, float, int], Any, Any]:
@@ -347,7 +384,7 @@ def promise_violation(j: dict[str, Any]) -> str:
     took = (f"it took {j['steps_taken']} steps (noise multiplier {trained}), spending ε = {j['spent_epsilon']:.4g} "
             f"at δ = {j['delta']:g}")
     if j.get("claim_exceeded"):
-        return _claim_exceeded(j, f"{training} spent more than the configuration claims: {took}", reasons, engine)
+        return _claim_exceeded(j, training, reasons, engine)
     if j["source"] == "make_private_with_epsilon":
         epochs = f"{j['epochs']:g} epoch" + ("" if j["epochs"] == 1 else "s")
         plan = (f"the {j['steps_planned']} steps make_private_with_epsilon calibrated noise multiplier "
@@ -369,27 +406,35 @@ def promise_violation(j: dict[str, Any]) -> str:
             + (f": {'; '.join(reasons)}." if reasons else "."))
 
 
-def _claim_exceeded(j: dict[str, Any], lead: str, reasons: list[str], engine: str) -> str:
-    """The explanation when the training spent more than the configuration claims: the claim's schedule and ε, then
-    the engine's promise and whether the training kept it."""
+def _claim_exceeded(j: dict[str, Any], training: str, reasons: list[str], engine: str) -> str:
+    """The explanation when the training spent more than the configuration claims, at the claim's δ: the claim's
+    schedule and ε, then the engine's promise (at its own δ, where that differs) and whether the training kept it."""
     claimed = j["claimed"]
-    calibrated = ("" if claimed["target_epsilon"] is None
-                  else f" (fdp-audit's calibration for its target_epsilon {claimed['target_epsilon']:g})")
+    trained = ", ".join(f"{z:.4g}" for z in j["noise_multipliers_trained"])
+    if claimed["target_epsilon"] is None:
+        claim = (f"noise multiplier {claimed['noise_multiplier']:.4g} at sample rate {claimed['sample_rate']:g} over "
+                 f"{claimed['steps']} steps, spends ε = {j['claimed_epsilon']:.4g}")
+    else:
+        claim = (f"target_epsilon {claimed['target_epsilon']:g} at sample rate {claimed['sample_rate']:g} over "
+                 f"{claimed['steps']} steps (fdp-audit calibrates noise multiplier {claimed['noise_multiplier']:.4g} "
+                 f"for it), allows ε = {j['claimed_epsilon']:.4g}")
+    at = "" if claimed["delta"] == j["delta"] else f" at δ = {j['delta']:g}"
     plan = {"source": j["source"], "noise_multiplier": j["noise_multiplier_promised"], "steps": j["steps_planned"],
             "target_epsilon": j["target_epsilon"], "epochs": j["epochs"]}
     own = j.get("own_promise")
     if own is None:
-        promise, broke = f"its engine was promised ε = {j['promised_epsilon']:.4g} ({_plan_words(plan)})", reasons
-        kept = not j["promise_broken"]
+        promise, broke = f"its engine was promised ε = {j['promised_epsilon']:.4g}{at} ({_plan_words(plan)})", reasons
     else:
-        promise = (f"its engine was promised ε = {own['epsilon']:.4g} ({_plan_words(own)}), the probe's training's "
-                   f"ε = {j['promised_epsilon']:.4g} ({_plan_words(plan)})")
-        kept, broke = j["spent_epsilon"] <= own["epsilon"] * (1 + 1e-9) + 1e-12, []
-    verdict = ("a promise it kept" if kept
-               else "a promise it broke too" + (f" ({'; '.join(broke)})" if broke else ""))
-    return (f"{lead}, where the configuration's claim, noise multiplier {claimed['noise_multiplier']:.4g}{calibrated} "
-            f"at sample rate {claimed['sample_rate']:g} over {claimed['steps']} steps, spends ε = "
-            f"{j['claimed_epsilon']:.4g}; {promise}, {verdict} (all ε by fdp-audit's exact accounting{engine}).")
+        promise = (f"its engine was promised ε = {own['epsilon']:.4g}{at} ({_plan_words(own)}), the probe's "
+                   f"training's ε = {j['promised_epsilon']:.4g} ({_plan_words(plan)})")
+        broke = []
+    spent_there = "" if not at else f", ε = {j['spent_epsilon']:.4g} there"
+    verdict = (f"a promise it kept{spent_there}" if j["promise_kept"]
+               else f"a promise it broke too{spent_there}" + (f" ({'; '.join(broke)})" if broke else ""))
+    return (f"{training} spent more than the configuration claims: it took {j['steps_taken']} steps (noise "
+            f"multiplier {trained}), spending ε = {j['spent_epsilon_at_claim']:.4g} at the claim's δ = "
+            f"{claimed['delta']:g}, where the configuration's claim, {claim}; {promise}, {verdict} (all ε by "
+            f"fdp-audit's exact accounting{engine}).")
 
 
 def _plan_words(plan: dict[str, Any]) -> str:
@@ -422,8 +467,9 @@ def promise_section(row: dict[str, Any], evaluation: dict[str, Any]) -> dict[str
         evaluation: the gate's evaluation of it (:func:`judge_promise`).
 
     Returns:
-        The section, with status ``kept``, ``broken`` (more spent than promised) or ``claim_exceeded`` (the promise
-        kept, more spent than the configuration claims).
+        The section, with status ``kept``, ``claim_exceeded`` (the training kept its own engine's promise and spent
+        more than the configuration claims, at the claim's δ) or ``broken`` (any other violation: more spent than its
+        own promise, or than the probe's plan, the claim, where the configuration states none).
     """
     return {"library": row["attack"], "source": row["source"], "target_epsilon": row["target_epsilon"],
             "epochs": row["epochs"], "delta": row["delta"], "engine_epsilon": row["engine_epsilon"],
@@ -432,5 +478,6 @@ def promise_section(row: dict[str, Any], evaluation: dict[str, Any]) -> dict[str
             "claimed": evaluation["claimed"], "claimed_epsilon": evaluation["claimed_epsilon"],
             "steps_planned": evaluation["steps_planned"], "steps_taken": evaluation["steps_taken"],
             "promised_epsilon": evaluation["promised_epsilon"], "spent_epsilon": evaluation["spent_epsilon"],
-            "status": ("broken" if evaluation["promise_broken"]
-                       else "claim_exceeded" if evaluation["claim_exceeded"] else "kept")}
+            "spent_epsilon_at_claim": evaluation["spent_epsilon_at_claim"],
+            "status": ("claim_exceeded" if evaluation["claim_exceeded"] and evaluation["promise_kept"]
+                       else "broken" if evaluation["violated"] else "kept")}

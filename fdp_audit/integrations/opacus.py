@@ -295,9 +295,10 @@ def promise_kept(seed: int, delta: float,
     than its own promise raises :class:`~fdp_audit.auditing.promise.BrokenPromise` with the promise it broke, which
     the audit then compares instead (a VIOLATION naming the seed):
 
-    * more than the claim — the probe's plan, or the configuration's claim where it states its own — (it trained
-      more than planned on some seeds, or its own engine was promised more than the claim): the probe's plan, with
-      the configuration's claim, against the trial's history, with the trial's own plan beside it when that differs.
+    * more than the claim — the probe's plan, or the configuration's claim where it states its own (at the
+      configuration's δ, :func:`~fdp_audit.auditing.promise.judge_promise`) — (it trained more than planned on some
+      seeds, or its own engine was promised more than the claim): the probe's plan, with the configuration's claim,
+      against the trial's history, with the trial's own plan beside it when that differs.
       Only a trial whose loader sampled a data set of the probe's size is compared with the claim: Opacus plans the
       sample rate (and, for a target, the steps and z) from the size, and the claim is stated for the probe's, so
       a training on one record fewer (the membership game's world without the canary) has its own plan for the
@@ -335,27 +336,33 @@ def promise_kept(seed: int, delta: float,
         own_row, claim_row = checks[0][0].row(), probe_promise.row()
         differs = any(own_row[key] != claim_row[key] for key in ("source", "planned", "target_epsilon", "epochs",
                                                                  "delta"))
-        # against the claim: the probe's plan where the configuration states none, else the configuration's
+        # against the claim: the probe's plan where the configuration states none (at the engine's δ, and at the
+        # configuration's where that differs), else the configuration's
+        plan = claim_row["planned"]
+        stated = probe_promise.claimed is not None and (
+            claimed["noise_multiplier"], claimed["sample_rate"], claimed["steps"]) != (
+            plan["noise_multiplier"], plan["sample_rate"], plan["steps"])
         checks.insert(0, (replace(probe_promise, trained=own.history, engine_epsilon=None, own_promise={
             "source": own_row["source"], "plan": own_row["planned"], "target_epsilon": own_row["target_epsilon"],
-            "epochs": own_row["epochs"]} if differs else None),
-            "violated" if probe_promise.claimed is None else "claim_exceeded"))
+            "epochs": own_row["epochs"]} if differs else None), "claim_exceeded" if stated else "violated"))
     for broken, breaks in checks:
         judged = _judged(broken)
         if judged[breaks]:
             spent = engine_promise(record, delta).engine_epsilon
-            over_claim = breaks == "claim_exceeded"
-            what, (limit, steps, z) = (
-                ("the configuration's claim", (judged["claimed_epsilon"], claimed["steps"],
-                                               claimed["noise_multiplier"])) if over_claim
-                else ("its own promise" if breaks == "promise_broken" else "the claim",
-                      (judged["promised_epsilon"], judged["steps_planned"], judged["noise_multiplier_promised"])))
+            over_claim = breaks != "promise_broken" and judged["claim_exceeded"]
+            what, (used, limit, steps, z, at) = (
+                ("the configuration's claim", (judged["spent_epsilon_at_claim"], judged["claimed_epsilon"],
+                                               claimed["steps"], claimed["noise_multiplier"], claimed["delta"]))
+                if over_claim else
+                ("its own promise" if breaks == "promise_broken" else "the claim",
+                 (judged["spent_epsilon"], judged["promised_epsilon"], judged["steps_planned"],
+                  judged["noise_multiplier_promised"], judged["delta"])))
             raise BrokenPromise(replace(broken, engine_epsilon=spent, seed=seed),
-                f"the training of the trial of seed {seed} spent more than {what}: ε = {judged['spent_epsilon']:.4g} "
+                f"the training of the trial of seed {seed} spent more than {what}: ε = {used:.4g} "
                 f"in {judged['steps_taken']} steps (noise multipliers "
                 f"{', '.join(f'{z:.4g}' for z in judged['noise_multipliers_trained'])}) where "
-                f"{'it' if over_claim else 'the plan'} spends ε = {limit:.4g} in {steps} steps (noise multiplier "
-                f"{z:.4g}), at δ = {judged['delta']:g}, though the probe's training kept its promise: every "
+                f"{'it' if over_claim else 'the plan'} allows ε = {limit:.4g} in {steps} steps (noise multiplier "
+                f"{z:.4g}), at δ = {at:g}, though the probe's training kept its promise: every "
                 "training must keep it", FIELD)
 
 

@@ -14,10 +14,11 @@ PROMISE = texts.Help(
     "accounting at the same δ.",
     "Kept when the ε spent is at most the ε promised. A loop that took more steps than planned, or lowered the "
     "noise multiplier, breaks its promise: a VIOLATION whatever the library reports afterwards. A configuration "
-    "that states its own claim (noise_multiplier or target_epsilon) has the ε spent held to that claim's schedule "
-    "too (its z at the plan's sample rate and steps): spending more is a VIOLATION (status claim_exceeded) even when "
-    "the promise was kept. This is no statistical test (it is judged without error), so it is not counted in the "
-    "Bonferroni correction.",
+    "that states its own claim (noise_multiplier or target_epsilon) has the ε spent held to that claim too, at the "
+    "configuration's δ (its target ε, or its z's ε at the plan's sample rate and steps): spending more is a "
+    "VIOLATION (status claim_exceeded) even when the promise was kept. It judges the claim at that one δ, not its "
+    "whole curve (the games do). This is no statistical test (it is judged without error), so it is not counted in "
+    "the Bonferroni correction.",
 )
 
 
@@ -37,8 +38,9 @@ def promise_section(node: Node) -> Section:
     section = Section("promise", "The promise to the DP library", PROMISE)
     facts = (("status", "status"), ("library", "library"), ("source", "promised through"),
              ("target_epsilon", "target ε"), ("epochs", "epochs"), ("delta", "δ"),
-             ("promised_epsilon", "ε promised (PLD)"), ("claimed_epsilon", "ε the configuration claims (PLD)"),
-             ("spent_epsilon", "ε spent (PLD)"),
+             ("promised_epsilon", "ε promised (PLD)"), ("spent_epsilon", "ε spent (PLD)"),
+             ("claimed_epsilon", "ε the configuration claims, at its δ"),
+             ("spent_epsilon_at_claim", "ε spent at the configuration's δ (PLD)"),
              ("steps_planned", "steps planned"), ("steps_taken", "steps taken"),
              ("engine_epsilon", "ε by the library's accountant (shown, never judged)"))
     for key, label in facts:
@@ -55,7 +57,8 @@ def promise_section(node: Node) -> Section:
     claimed = node.present("claimed")
     if claimed is not None:
         section.facts += [(f"claimed {label}", num(claimed[key])) for key, label in
-                          (("noise_multiplier", "noise multiplier z"), ("target_epsilon", "target ε"))
+                          (("noise_multiplier", "noise multiplier z"), ("target_epsilon", "target ε"),
+                           ("delta", "δ"))
                           if claimed.present(key)]
     trained = node.present("trained")
     if trained is not None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from fdp_audit.auditing.promise import judge_promise, promise_section
 from fdp_audit.auditing.third_party import trial_seed
 from fdp_audit.config import config_from_dict
 from fdp_audit.integrations.opacus import PROBE_INDEX
@@ -133,11 +134,12 @@ def engine_noise_multiplier() -> float:
 def test_a_loop_spending_more_than_the_configuration_claims_is_a_violation(verdict_only_audit, cli, tmp_path):
     """The tutorial loop at n = 195 promises ε = 4 to make_private_with_epsilon (z = 0.8136, p = 0.05, T = 20) and
     keeps that promise, while the configuration claims target_epsilon: 2 (z = 0.997 at the same p and T). The
-    training spends ε = 3.25 where the claim's schedule spends 2.0: a VIOLATION whatever the games find (the
-    membership game PASSed this loop at 40 trials before the claim was compared), whose explanation names the
-    claim's, the promise's and the spent ε; the gate re-judges it, and refuses (exit 2, naming the field) results
-    whose claimed schedule is not the stated configuration's, or that drop it — as results written before the
-    claim was compared do."""
+    training spends ε = 3.25 where the claim allows 2: a VIOLATION whatever the games find (the membership game
+    PASSed this loop at 40 trials before the claim was compared), whose explanation names the claim's, the
+    promise's and the spent ε; the gate re-judges it, and refuses (exit 2, naming the field) results whose claimed
+    schedule or δ is not the stated configuration's, or that drop it — as results written before the claim was
+    compared do. Moving the promise to another δ (δ = 1e-9 in the row and its section) leaves the claim judged at
+    its own δ: still a VIOLATION."""
     from fdp_audit.auditing.results import write_results
 
     with warnings.catch_warnings():
@@ -146,18 +148,18 @@ def test_a_loop_spending_more_than_the_configuration_claims_is_a_violation(verdi
     promise = results["promise"]
     assert promise["status"] == "claim_exceeded" and promise["planned"]["noise_multiplier"] == engine_noise_multiplier()
     assert promise["claimed"] == {"noise_multiplier": results["mechanism"]["noise_multiplier"], "sample_rate": 0.05,
-                                  "steps": 20, "target_epsilon": 2.0}
+                                  "steps": 20, "target_epsilon": 2.0, "delta": 1e-5}
     assert promise["spent_epsilon"] == pytest.approx(promise["promised_epsilon"]) == pytest.approx(3.25, abs=0.01)
-    assert promise["claimed_epsilon"] == pytest.approx(2.0, abs=0.01)
+    assert promise["claimed_epsilon"] == 2.0 and promise["spent_epsilon_at_claim"] == promise["spent_epsilon"]
     explanation = results["verdict"]["explanation"]
     assert results["verdict"]["status"] == "VIOLATION" and "promise/opacus" in results["verdict"]["violations"]
     assert explanation.startswith("Training's promise · opacus: the training spent more than the configuration "
                                   f"claims: it took 20 steps (noise multiplier 0.8136), spending ε = "
-                                  f"{promise['spent_epsilon']:.4g} at δ = 1e-05, where the configuration's claim, "
-                                  "noise multiplier 0.9973 (fdp-audit's calibration for its target_epsilon 2)")
-    for shown in (f"spends ε = {promise['claimed_epsilon']:.4g}; its engine was promised ε = "
-                  f"{promise['promised_epsilon']:.4g} (make_private_with_epsilon's target ε = 4 over 1 epoch",
-                  "a promise it kept"):
+                                  f"{promise['spent_epsilon']:.4g} at the claim's δ = 1e-05, where the "
+                                  "configuration's claim, target_epsilon 2 at sample rate 0.05 over 20 steps "
+                                  "(fdp-audit calibrates noise multiplier 0.9973 for it)")
+    for shown in (f"allows ε = 2; its engine was promised ε = {promise['promised_epsilon']:.4g} "
+                  "(make_private_with_epsilon's target ε = 4 over 1 epoch", "a promise it kept"):
         assert shown in explanation
     path = write_results(tmp_path / "results.json", results)
     gated = cli("gate", str(path))
@@ -167,34 +169,57 @@ def test_a_loop_spending_more_than_the_configuration_claims_is_a_violation(verdi
     for edit, field, words in (
             ({**row, "claimed": {**row["claimed"], "noise_multiplier": 0.8}}, "claimed.noise_multiplier",
              "is not the stated configuration's claim"),
+            ({**row, "claimed": {**row["claimed"], "delta": 1e-9}}, "claimed.delta",
+             "is not the stated configuration's claim"),
             ({**row, "claimed": None}, "claimed", "missing: the stated configuration claims noise multiplier"),
             ({key: value for key, value in row.items() if key != "claimed"}, "claimed", "re-run the audit")):
         comparisons = [*results["comparisons"][:i], edit, *results["comparisons"][i + 1:]]
         refused = cli("gate", str(write_results(tmp_path / "edited.json", {**results, "comparisons": comparisons})))
         assert refused.code == 2 and f"results.comparisons[{i}].{field}: " in refused.err and words in refused.err
+    moved_row = {**row, "delta": 1e-9}
+    comparisons = [*results["comparisons"][:i], moved_row, *results["comparisons"][i + 1:]]
+    moved = {**results, "comparisons": comparisons,
+             "promise": promise_section(moved_row, judge_promise(moved_row, 0.0, "row"))}
+    gated = cli("gate", str(write_results(tmp_path / "moved.json", moved)))
+    assert gated.code == 1 and "the training spent more than the configuration claims" in gated.out
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("claim", ["the engine's z", "target_epsilon: 4"])
-def test_a_configuration_claiming_the_promise_or_less_passes(verdict_only_audit, claim):
+@pytest.mark.parametrize("claim", ["the engine's z", "target_epsilon: 4", "target_epsilon: 4, default accountant"])
+def test_a_configuration_claiming_the_promise_or_less_passes(verdict_only_audit, cli, tmp_path, claim):
     """The tutorial loop keeping its promise, under a configuration that claims the engine's own z (the claim is
     the plan: no claimed schedule) or the same target ε = 4, which fdp-audit's exact accounting calibrates to
-    z = 0.746 (a looser claim than Opacus's RDP z = 0.8136 for it: 4.0 claimed against 3.25 spent): PASS. The
-    membership game's comparisons are judged (16 trials, the fewest at which they can fail at α = 0.05; seeds
-    fixed), each a one-sided Clopper–Pearson test whose false VIOLATION on a correct loop has probability at most
-    its Bonferroni share of α, so the games' false-VIOLATION rate is at most the gate's α = 0.05."""
+    z = 0.746 (a looser claim than Opacus's RDP z = 0.8136 for it: 4 claimed against 3.25 spent); and the same loop
+    with Opacus's default accountant (PRV), whose calibration for ε = 4 spends 3.98 by exact accounting, under
+    target_epsilon: 4: PASS. The membership game's comparisons are judged (16 trials, the fewest at which they can
+    fail at α = 0.05; seeds fixed), each a one-sided Clopper–Pearson test whose false VIOLATION on a correct loop
+    has probability at most its Bonferroni share of α, so the games' false-VIOLATION rate is at most the gate's
+    α = 0.05. Where the claim is the plan, the gate refuses a promise moved to another δ than the configuration's
+    (the claim would then go unjudged at its own δ)."""
     stated = {"noise_multiplier": engine_noise_multiplier()} if claim == "the engine's z" else {"target_epsilon": 4.0}
+    loop = "promise_loops.py:train_default_accountant" if "default" in claim else "opacus_loops.py:train"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        results = verdict_only_audit(config_from_dict(loop_config("opacus_loops.py:train", **stated)))
+        results = verdict_only_audit(config_from_dict(loop_config(loop, **stated)))
     promise = results["promise"]
     assert results["verdict"]["status"] == "PASS" and promise["status"] == "kept"
     if claim == "the engine's z":
+        from fdp_audit.auditing.results import write_results
+
         assert promise["claimed"] is None and promise["claimed_epsilon"] is None
-    else:
-        assert promise["claimed"]["target_epsilon"] == 4.0
-        assert promise["claimed_epsilon"] == pytest.approx(4.0, abs=0.01) and promise["spent_epsilon"] < 3.3
-        assert f"and of {promise['claimed_epsilon']:.4g} the configuration claims" in results["verdict"]["explanation"]
+        (i,) = [i for i, row in enumerate(results["comparisons"]) if row["kind"] == "promise"]
+        moved_row = {**results["comparisons"][i], "delta": 1e-9}
+        moved = {**results, "comparisons": [*results["comparisons"][:i], moved_row, *results["comparisons"][i + 1:]],
+                 "promise": promise_section(moved_row, judge_promise(moved_row, 0.0, "row"))}
+        refused = cli("gate", str(write_results(tmp_path / "moved.json", moved)))
+        assert refused.code == 2 and f"results.comparisons[{i}].claimed: missing: the promise is read at δ = 1e-09, " \
+            "not the stated configuration's δ = 1e-05" in refused.err
+        return
+    assert promise["claimed"]["target_epsilon"] == promise["claimed_epsilon"] == 4.0
+    assert promise["spent_epsilon"] < (3.99 if "default" in claim else 3.3)
+    assert "and of 4 the configuration claims" in results["verdict"]["explanation"]
+    if "default" in claim:
+        assert results["reproducibility"]["opacus_engine"]["accountant"] == "prv"
 
 
 @pytest.mark.slow
@@ -223,6 +248,7 @@ def test_trials_are_held_to_the_configuration_claim_not_to_the_probe_promise(ver
         assert results["verdict"]["status"] == "PASS" and promise["status"] == "kept" and promise["seed"] is None
         return
     assert promise["seed"] % 2 == 1 and promise["own_promise"]["target_epsilon"] == 8.0
+    assert promise["status"] == "claim_exceeded"  # it kept its own promise, as the explanation says
     assert promise["spent_epsilon"] > promise["claimed_epsilon"] == pytest.approx(4.65, abs=0.01)
     assert results["verdict"]["status"] == "VIOLATION" and "promise/opacus" in results["verdict"]["violations"]
     explanation = results["verdict"]["explanation"]
