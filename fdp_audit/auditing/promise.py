@@ -43,8 +43,10 @@ first that fails becomes the promise compared, naming its seed (:class:`BrokenPr
   trial that spent more than the configuration claims is one (the probe's plan with the claim's schedule, against
   the trial's history), a trial that spent more than the probe's plan but within the claim and its own promise is
   not (the engine's promises may differ between trainings; the claim does not). The claim is stated for the
-  probe's data set: a trial on another size (the membership game's world without the canary) is judged against its
-  own plan only, as Opacus plans p (and, for a target, T and z) from the size.
+  probe's data set and its sample rate: a trial on another size (the membership game's world without the canary) is
+  held to it where its engine sampled at the claim's p (the claim's mechanism on that data set), and judged against
+  its own plan only where Opacus planned another p from the size (the claim says nothing of that schedule; the
+  games judge what the size changes).
 """
 
 from __future__ import annotations

@@ -299,10 +299,12 @@ def promise_kept(seed: int, delta: float,
       configuration's δ, :func:`~fdp_audit.auditing.promise.judge_promise`) — (it trained more than planned on some
       seeds, or its own engine was promised more than the claim): the probe's plan, with the configuration's claim,
       against the trial's history, with the trial's own plan beside it when that differs.
-      Only a trial whose loader sampled a data set of the probe's size is compared with the claim: Opacus plans the
-      sample rate (and, for a target, the steps and z) from the size, and the claim is stated for the probe's, so
-      a training on one record fewer (the membership game's world without the canary) has its own plan for the
-      same promise;
+      Only a trial whose loader sampled a data set of the probe's size, or whose engine sampled at the claim's
+      rate, is compared with the claim: Opacus plans the sample rate (and, for a target, the steps and z) from the
+      size, and the claim is stated for the probe's. A training on one record fewer (the membership game's world
+      without the canary) at the same p is the claim's mechanism on that data set, z at p over T, and is held to
+      it; at another p the claim says nothing of it (the games judge what the size changes), and it has its own
+      plan for the same promise;
     * more than its own plan: its own promise (stated with the configuration's claim, which the gate requires).
 
     When the compared promise is broken already, the comparison is a VIOLATION and nothing is raised.
@@ -330,9 +332,10 @@ def promise_kept(seed: int, delta: float,
     probe, claimed = probed
     probe_promise = probe.promise(delta).claiming(claimed)
     # each check judged without the seed, so that equal schedules are judged once, and by what it breaks: its own
-    # promise alone where the trial's data set is not the probe's size (the claim is stated for the probe's)
+    # promise alone where the trial's data set is not the probe's size and Opacus planned another p for it (the
+    # claim is stated for the probe's size and p)
     checks = [(own.promise(delta).claiming(claimed), "promise_broken")]
-    if own.rows is not None and own.rows == probe.rows:  # else Opacus plans p (and T, z) for another size
+    if own.rows is not None and (own.rows == probe.rows or own.sample_rate == probe.sample_rate):
         own_row, claim_row = checks[0][0].row(), probe_promise.row()
         differs = any(own_row[key] != claim_row[key] for key in ("source", "planned", "target_epsilon", "epochs",
                                                                  "delta"))

@@ -261,3 +261,26 @@ def test_trials_are_held_to_the_configuration_claim_not_to_the_probe_promise(ver
     gated = cli("gate", str(write_results(tmp_path / "results.json", results)))
     assert gated.code == 1 and f"the trial of seed {promise['seed']} spent more than the configuration claims" \
         in gated.out
+
+
+@pytest.mark.slow
+def test_trials_on_fewer_records_at_the_claim_sample_rate_are_held_to_the_claim(verdict_only_audit):
+    """The membership game's world without the canary trains on ROWS = 195 records, where the loader's p is the
+    probe's 1/20 (196 records): the claim's mechanism on that data set. A loop promising ε = 8 on an odd number of
+    records (spending 6.61) and ε = 4 on an even one, under a claim of z = 0.7 (ε 4.65): the probe and the trials
+    with the canary keep the claim, those without it exceed it while keeping their own promise — a VIOLATION
+    (status claim_exceeded) naming the first such trial, where such trials were once judged against their own
+    promise only. 20 trials, as above."""
+    raw = loop_config("promise_loops.py:train_larger_target_on_fewer_records", noise_multiplier=0.7)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = verdict_only_audit(config_from_dict({**raw, "audit": {**raw["audit"], "trials": 20}}))
+    promise = results["promise"]
+    assert promise["target_epsilon"] == 4.0 and promise["own_promise"]["target_epsilon"] == 8.0
+    assert promise["status"] == "claim_exceeded" and promise["seed"] is not None
+    assert promise["spent_epsilon"] == pytest.approx(6.61, abs=0.01) and promise["claimed_epsilon"] == pytest.approx(
+        4.65, abs=0.01)
+    assert results["verdict"]["status"] == "VIOLATION" and "promise/opacus" in results["verdict"]["violations"]
+    assert results["verdict"]["explanation"].startswith(
+        f"Training's promise · opacus: the training of the trial of seed {promise['seed']} spent more than the "
+        "configuration claims")
