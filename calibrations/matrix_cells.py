@@ -98,6 +98,37 @@ def membership_cell(fault: str) -> Config:
     return membership_config(small_config, fault, rows, 2, claim, ("prior", attack))
 
 
+def cell_config(kind: str, cell: str, games: list[str] | None, attacks: list[str] | None, seed: int,
+                alpha: float) -> Config:
+    """The audit of a cell named on the command line (module docstring), as its test runs it.
+
+    Args:
+        kind: ``user-loop``, ``config``, ``opacus-loop`` or ``membership``.
+        cell: the loop's name, the config's path, FUNCTION:ROWS of an Opacus loop, or a third-party fault.
+        games: the games played (None: the cell's).
+        attacks: the attacks (None: the cell's).
+        seed: an Opacus loop's seed (the others keep their test's).
+        alpha: an Opacus loop's α.
+
+    Returns:
+        The audit's config (trials still to set).
+    """
+    games = tuple(games) if games else None
+    attacks = tuple(attacks) if attacks else None
+    if kind == "user-loop":
+        return user_loop_cell(cell, games, attacks)
+    if kind == "membership":
+        return membership_cell(cell)
+    if kind == "opacus-loop":
+        from tests.integrations.test_opacus import opacus_loop_config
+
+        function, rows = cell.split(":")
+        config = opacus_loop_config(function, int(rows), 2, seed, games, alpha)
+    else:
+        config = load_config(Path(cell)).with_overrides({"audit.games": games} if games else {})
+    return config.with_overrides({"audit.attacks": attacks} if attacks else {})
+
+
 def quiet_audit(config: Config) -> dict[str, Any]:
     """``run_audit`` without the accounting and utility sections (neither enters a comparison).
 
@@ -107,9 +138,32 @@ def quiet_audit(config: Config) -> dict[str, Any]:
     Returns:
         The audit's results.
     """
+    return played_audit(config)[0]
+
+
+def played_audit(config: Config) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`quiet_audit`, with each played game's record (its trials' secrets and every attack's scores).
+
+    Args:
+        config: the audit's config.
+
+    Returns:
+        ``(results, records)``: the audit's results and each game's record by its name.
+    """
+    records: dict[str, Any] = {}
+    judge = runner.judge_games
+
+    def capture(played, *args, **kwargs):
+        records.update({game.name: record for game, record in played})
+        return judge(played, *args, **kwargs)
+
     runner.accounting_section = lambda claim: {}
     runner.utility_section = lambda config, data, claim: {}
-    return runner.run_audit(config, None)
+    runner.judge_games = capture
+    try:
+        return runner.run_audit(config, None), records
+    finally:
+        runner.judge_games = judge
 
 
 def power_rows(comparisons: list[dict[str, Any]], level: float, test_trials: int | None) -> list[dict[str, Any]]:
@@ -183,22 +237,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, help="a JSON file for the raw comparison rows and the table")
     parser.add_argument("--seeds", type=int, nargs=2, metavar=("FIRST", "LAST"), help="the direct check's seeds")
     args = parser.parse_args(argv)
-    games = tuple(args.games) if args.games else None
-    attacks = tuple(args.attacks) if args.attacks else None
-    if args.kind == "user-loop":
-        config = user_loop_cell(args.cell, games, attacks)
-    elif args.kind == "opacus-loop":
-        from tests.integrations.test_opacus import opacus_loop_config
-
-        function, rows = args.cell.split(":")
-        config = opacus_loop_config(function, int(rows), 2, args.seed, games, args.alpha)
-        config = config.with_overrides({"audit.attacks": attacks} if attacks else {})
-    elif args.kind == "membership":
-        config = membership_cell(args.cell)
-    else:
-        config = load_config(Path(args.cell))
-        config = config.with_overrides({"audit.games": games} if games else {})
-        config = config.with_overrides({"audit.attacks": attacks} if attacks else {})
+    config = cell_config(args.kind, args.cell, args.games, args.attacks, args.seed, args.alpha)
     if args.seeds:
         sweep(config.with_overrides({"audit.trials": args.trials}), range(args.seeds[0], args.seeds[1] + 1))
         return

@@ -240,20 +240,25 @@ def simulated_successes(law: ScoreLaw, labels: np.ndarray, fits: int, rng: np.ra
     return np.concatenate(out)
 
 
-def miss_bound(successes: np.ndarray, trials: int, confidence: float) -> tuple[float, int, int]:
+def miss_bound(successes: np.ndarray, trials: int, confidence: float, bound: float = BOUND, level: float = LEVEL,
+               top: float = 0.95, step: float = GRID_STEP) -> tuple[float, int, int]:
     """The grid bound on P[miss] from simulated fits' successes (module docstring).
 
     Args:
-        successes: the fitted rules' exact successes.
+        successes: the fitted rules' successes.
         trials: the audit's trials (half evaluate).
         confidence: γ, the joint error of the Clopper–Pearson upper bounds.
+        bound: the claim's bound the rate is judged against.
+        level: the rate's level α/m.
+        top: the grid's last point s_J.
+        step: the grid's step.
 
     Returns:
         ``(bound, k_E, E)``.
     """
     evaluation = trials // 2
-    k = next(k for k in range(evaluation + 1) if lower_confidence_bound(k, evaluation, LEVEL) > BOUND)
-    grid = np.round(np.arange(math.ceil(k / evaluation / GRID_STEP) * GRID_STEP, 0.955, GRID_STEP), 2)
+    k = next(k for k in range(evaluation + 1) if lower_confidence_bound(k, evaluation, level) > bound)
+    grid = np.arange(math.ceil(k / evaluation / step - 1e-9) * step, top + step / 2, step)
     fits = len(successes)
 
     def upper(below: int) -> float:
@@ -273,23 +278,13 @@ def check_law(trials: int, seed: int = 11, rows: int = 999) -> None:
         seed: its seed.
         rows: the loop's n.
     """
-    from fdp_audit.auditing import runner
+    from calibrations.matrix_cells import played_audit
     from tests.integrations.test_opacus import opacus_loop_config
 
-    records = {}
-    judge = runner.judge_games
-
-    def capture(played, *args, **kwargs):
-        records.update({game.name: record for game, record in played})
-        return judge(played, *args, **kwargs)
-
-    runner.accounting_section = lambda claim: {}
-    runner.utility_section = lambda config, data, claim: {}
-    runner.judge_games = capture
     config = opacus_loop_config("train", rows, trials, seed, ("membership",), alpha=1e-3)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        runner.run_audit(config, None)
+        records = played_audit(config)[1]
     record = records["membership"]
     labels, scores = np.asarray(record.labels).astype(int), np.asarray(record.scores["noise_scale"])[:, 1]
     law, expected = score_law(rows, seed, trials)
