@@ -25,14 +25,15 @@ seed, as in the calibration), the fits' rules are fitted to draws from A's empir
 success at confidence 1 − 1e-4 separately (the fits share B, so not jointly). A test asserting several comparisons
 misses with probability at most the sum of theirs.
 
-Commands (seed 11 pools, F = 20,000; a pool is saved to and reused from ``--pool-file``):
+Commands (seed 11 pools, F = 100,000; a pool is saved to and reused from ``--pool-file``; the cells' tests quote
+theirs):
 
-* ``python -m calibrations.own_rule_bound user-loop realised_batch --pool 8000 --test-trials 440``
+* ``python -m calibrations.own_rule_bound user-loop realised_batch --pool 16000 --fits 100000 --test-trials 552``
 * ``python -m calibrations.own_rule_bound config configs/opacus_misuse.yaml --games membership --attacks prior
-  canary_logit --pool 4000 --test-trials 560``
-* ``python -m calibrations.own_rule_bound membership quiet_dp_sgd --pool 4000 --test-trials 494``
-* ``python -m calibrations.own_rule_bound user-loop half_noise --pool 6000 --test-trials 1406`` (the test's
-  resampled misses in 20,000 draws)
+  canary_logit --pool 8000 --fits 100000 --test-trials 624``
+* ``python -m calibrations.own_rule_bound membership quiet_dp_sgd --pool 6000 --fits 100000 --test-trials 494``
+* ``python -m calibrations.own_rule_bound user-loop half_noise --pool 10000 --fits 100000 --test-trials 1406``
+  (the whole test resampled 100,000 times: its misses)
 
 ``--test-trials`` takes several counts (one pool, each count's bound): the miss is not monotone in the trials.
 """
@@ -336,7 +337,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--pool", type=int, default=4000, help="the pool's trials")
     parser.add_argument("--pool-seed", type=int, default=11)
     parser.add_argument("--pool-file", type=Path, help="an .npz the pool is read from, or saved to when absent")
-    parser.add_argument("--fits", type=int, default=20_000)
+    parser.add_argument("--fits", type=int, default=100_000)
     parser.add_argument("--out", type=Path, help="a JSON file for the rows")
     args = parser.parse_args(argv)
     config = cell_config(args.kind, args.cell, args.games, args.attacks, 0, args.alpha)

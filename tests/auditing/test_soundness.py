@@ -207,14 +207,16 @@ def test_correct_mechanisms_pass_in_the_same_games(verdict_only_audit, name: str
 # The user-loop path (mechanism.training on model.factory's module; tests/auditing/user_loops.py): the same soundness
 # matrix for DP-SGD loops written by hand, each fault in one audit of every game that can see it, with one attack
 # per game (a violation there at the audit's level α/m implies one in the game alone, at a level no smaller). The
-# membership game is the add/remove game of a user's loop (it is among its default games). Trials: each cell's
-# success was calibrated once offline on another seed than the test's (seed 11, the test's own audit with more
-# trials; successes of the evaluation trials in the comments); at its Clopper–Pearson lower bound at confidence
-# 1 − 1e-4 a rate judged at α/m (evaluation_trials_for_power) misses with probability ≤ 1e-3 at the trials given
-# (a test playing three games misses at most the sum of its three cells). The calibrations fitted each attack's rule
-# on ≥ 1,000 trials, the tests on their own selection half: the two closest cells, run as the test runs them on 60
-# and 54 other seeds, missed on none. Both are `python -m calibrations.matrix_cells user-loop FAULT --trials N`
-# (with `--seeds 11 70` and the test's trial count for the direct check).
+# membership game is the add/remove game of a user's loop (it is among its default games). Each cell's success was
+# calibrated once offline on another seed than the test's (seed 11, the test's own audit with more trials, `python -m
+# calibrations.matrix_cells user-loop FAULT --trials N`; successes of the evaluation trials in the comments). The
+# test fits its rule on its own selection half, so its trials are the fewest (scanned in steps of 8; the miss is not
+# monotone in the trials) at which the test's own rule misses with probability ≤ 1e-3 at α/m ("own" in the
+# comments; a test playing three games misses at most the sum of its cells'): `python -m calibrations.own_rule_bound
+# user-loop FAULT --pool P --fits 100000 --test-trials N` fits the test's rule on 100,000 selection halves drawn from
+# a P-trial pool (seed 11) with the test's own secrets, bounds each rule's success on the pool's other half
+# (Clopper–Pearson at 1 − 1e-4) and the miss from their spread; "resampled": the whole test drawn from the pool
+# 100,000 times, its misses.
 USER_LOOPS = Path(__file__).parent / "user_loops.py"
 USER_LOOP_GAMES = ("distinguishing", "simulator", "attribute", "membership")
 ALL_ATTACKS = ("prior", "likelihood", "gradient", "iterates", "canary_logit", "noise_scale")
@@ -223,24 +225,26 @@ GRADIENT_AND_MEMBERSHIP = {"distinguishing": "iterates", "simulator": "iterates"
 # game alone with the iterates attack, 2,000 trials) measured 860 of 1,000 evaluation trials, whose Clopper–Pearson
 # lower bound at confidence 1 − 1e-4 is 0.815, against the claim's bound 0.736. The audit judges its rate at α/2 (a
 # rate and an ε comparison); N = 1,406 trials is the fewest at which P[Bin(N/2, 0.815) < k_N] ≤ 1e-3 (k_N the
-# fewest successes whose lower bound at α/2 exceeds the bound; 518 at the measured 0.86). The whole test resampled
-# from the calibration's trials, its rule fitted on its own selection half, misses 0 times in 20,000 draws. The
+# fewest successes whose lower bound at α/2 exceeds the bound; 518 at the measured 0.86). The test's own rule
+# (own_rule_bound user-loop half_noise --pool 10000 --test-trials 1406: success median 0.860, lower bounds 0.840)
+# misses with probability ≤ 1.8e-4; the whole test resampled from the pool 100,000 times missed 0 times. The
 # honest loop at the same settings passes (USER_LOOP_PASSING; at 1,406 trials on seed 0 too: 499 of 703, offline).
 HALF_NOISE_TRIALS = 1406
 USER_LOOP_CAUGHT = {
-    # 1,933, 1,955 and 1,900 of 2,000 (lower bounds .949, .962, .929 against .736, .630, .630) at α/6: 156 trials
-    # suffice for the weakest, a miss ≤ 1.8e-6
+    # 1,933, 1,955 and 1,900 of 2,000 (lower bounds .949, .962, .929 against .736, .630, .630) at α/6; own (pool
+    # 3,000) ≤ 2.1e-4 + 1.4e-4 + 1.4e-4, resampled 0 misses
     "quiet": (QUIET, 100, 232, GRADIENT_AND_MEMBERSHIP),
-    # 1,936, 1,932 and 1,910 of 2,000 (.951, .948, .935): 146 trials suffice, a miss ≤ 1.0e-6
+    # 1,936, 1,932 and 1,910 of 2,000 (.951, .948, .935); own (pool 3,000) ≤ 3.0e-4 + 1.4e-4 + 1.4e-4, resampled 0
     "no_clip": (QUIET, 100, 232, GRADIENT_AND_MEMBERSHIP),
-    # 4,851 of 5,000 (.960 against .630) at α/2: 56 trials suffice, a miss ≤ 2.2e-4 at 64
-    "dataset_size": (SMALL, 8, 64, {"membership": "noise_scale"}),
-    # 2,949 of 4,000 (.711 against .545) at α/2: a miss ≤ 7.7e-4 at 440 (the miss is not monotone in the trials:
-    # 432 give 1.05e-3)
-    "realised_batch": (SPARSE, 5, 440, {"membership": "noise_scale"}),
-    # sampling at 2p = 1 where p = ½ is claimed: 4,528 of 5,000 (.889 against .736) at α/2: 312 trials suffice, a
-    # miss ≤ 1.9e-4 at 364
-    "double_rate": (QUIET, 100, 364, {"distinguishing": "iterates"}),
+    # 4,851 of 5,000 (.960 against .630) at α/2; own (pool 4,000; the rule fitted on 49 trials, success median .968,
+    # 1 % below .91) ≤ 8.2e-4 at 98 (64: 1.0e-2, 96: 1.9e-3), resampled 6 misses (at 64: 183)
+    "dataset_size": (SMALL, 8, 98, {"membership": "noise_scale"}),
+    # 2,949 of 4,000 (.711 against .545) at α/2; own (pool 16,000: success median .729, lower bounds .710) ≤ 7.2e-4
+    # at 552 (440: 3.6e-3, 544: 1.05e-3), resampled 1 miss (at 440: 33)
+    "realised_batch": (SPARSE, 5, 552, {"membership": "noise_scale"}),
+    # sampling at 2p = 1 where p = ½ is claimed: 4,528 of 5,000 (.889 against .736) at α/2; own (pool 4,000: success
+    # median .902, lower bounds .874) ≤ 9.9e-4 at 480 (364: 6.1e-3, 472: 1.2e-3), resampled 0 misses (at 364: 5)
+    "double_rate": (QUIET, 100, 480, {"distinguishing": "iterates"}),
     # half the noise: HALF_NOISE_TRIALS
     "half_noise": (QUIET, 100, HALF_NOISE_TRIALS, {"distinguishing": "iterates"}),
     # shuffled batches over one epoch of two at z = 0.15 (the canary in exactly one of the two steps; Poisson sampling
@@ -333,13 +337,13 @@ USER_LOOP_NOT_CAUGHT = {  # fault: (its settings, a reason per game)
 # PASS could have failed had the loop held that fault: the four games at 232 trials (quiet, no_clip; 67/100 vs .736,
 # 61/100 vs .63, 46/100 vs .752 likelihood and gradient, 61/100 and 52/100 vs .63 at 200 trials), the
 # distinguishing game at HALF_NOISE_TRIALS (half_noise, double_rate; 499 of 703 evaluation trials vs .736 on seed 0),
-# membership at 64 (dataset_size) and at 440 (realised_batch), and the three gradient and membership games at 490
+# membership at 98 (dataset_size) and at 552 (realised_batch), and the three gradient and membership games at 490
 # (shuffled_one_epoch).
 USER_LOOP_PASSING = {
     "honest": [(QUIET, 100, 232, USER_LOOP_GAMES, ALL_ATTACKS),
                (QUIET, 100, HALF_NOISE_TRIALS, ("distinguishing",), ("prior", "iterates"))],
-    "honest_small": [(SMALL, 8, 64, ("membership",), ("prior", "noise_scale"))],
-    "honest_sparse": [(SPARSE, 5, 440, ("membership",), ("prior", "noise_scale"))],
+    "honest_small": [(SMALL, 8, 98, ("membership",), ("prior", "noise_scale"))],
+    "honest_sparse": [(SPARSE, 5, 552, ("membership",), ("prior", "noise_scale"))],
     "honest_one_epoch": [(ONE_EPOCH, 100, 490, tuple(GRADIENT_AND_MEMBERSHIP),
                           ("prior", *dict.fromkeys(GRADIENT_AND_MEMBERSHIP.values())))],
 }
@@ -376,12 +380,10 @@ def test_the_user_loop_matrix_covers_every_fault_and_game() -> None:
 
 @pytest.mark.parametrize("fault", list(USER_LOOP_CAUGHT))
 def test_every_game_that_can_see_a_user_loops_fault_catches_it(verdict_only_audit, fault: str) -> None:
-    """Miss probability ≤ 1e-3 per cell at the Clopper–Pearson lower bound (confidence 1 − 1e-4) of the success of
-    the cell's own audit, calibrated once offline on seed 11 (USER_LOOP_CAUGHT's comments; ``python -m
-    calibrations.matrix_cells``). That bound is the calibration's decision rule's, fitted on ≥ 1,000 trials; the
-    test fits its own rule on its selection half, whose spread is checked, not bounded: the closest cells run as
-    the test runs them on other seeds missed none, and half the noise (HALF_NOISE_TRIALS) 0 times in 20,000 draws
-    of the whole test resampled from its calibration."""
+    """Miss probability ≤ 1e-3 per test for the test's own decision rule, fitted on its own selection half
+    (USER_LOOP_CAUGHT's comments; ``python -m calibrations.own_rule_bound``): bounded from 100,000 such rules fitted
+    on draws from a seed-11 pool of the cell's audit, each rule's success at its Clopper–Pearson lower bound
+    (confidence 1 − 1e-4) on the pool's held-out half."""
     settings, rows, trials, caught = USER_LOOP_CAUGHT[fault]
     config = user_loop_config(fault, settings, rows, trials, tuple(caught), ("prior", *dict.fromkeys(caught.values())))
     found = violations(verdict_only_audit(config))

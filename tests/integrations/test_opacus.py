@@ -149,19 +149,21 @@ def test_misuse_is_caught(cli, tmp_path):
 # configs/opacus_misuse.yaml's overwritten noise multiplier in the membership game (its crafted canary, final model):
 # a calibration run once offline (python -m calibrations.matrix_cells config configs/opacus_misuse.yaml --games
 # attribute distinguishing membership --attacks prior likelihood gradient iterates canary_logit noise_scale
-# --trials 3000; seed 11) measured canary_logit 1,187 of 1,500 evaluation trials against the bound 0.607, a
-# Clopper–Pearson lower bound 0.750 at confidence 1 − 1e-4. The membership game alone with that attack judges its
-# rate at α/2 (a rate and an ε comparison): at 0.750, 560 trials miss with probability ≤ 7.9e-4 (536 is the fewest
-# at ≤ 1e-3; the miss is not monotone in the trials). The calibration fitted the rule on 1,500 selection trials,
-# the test on its 280. Run as the test runs it on seeds 12–17 (calibrations.matrix_cells --seeds): 216–226 of 280,
-# where 187 are needed.
-MISUSE_MEMBERSHIP_TRIALS = 560
+# --trials 3000; seed 11) measured canary_logit 1,187 of 1,500 evaluation trials against the bound 0.607. The test
+# fits its rule on its own selection half, so its miss is bounded for that rule (python -m
+# calibrations.own_rule_bound config configs/opacus_misuse.yaml --games membership --attacks prior canary_logit
+# --pool 8000 --fits 100000 --test-trials 624): the test's rule fitted 100,000 times on selection halves drawn from
+# an 8,000-trial pool (seed 11) with the test's own secrets, each rule's success bounded on the pool's other half
+# (Clopper–Pearson at 1 − 1e-4; median 0.755), judged at α/2: 624 trials miss with probability ≤ 8.5e-4 (608:
+# 1.1e-3, 632: 9.5e-4 — not monotone; the old 560: 2.8e-3); the whole test resampled from the pool 100,000 times
+# missed 0 times.
+MISUSE_MEMBERSHIP_TRIALS = 624
 
 
 @pytest.mark.slow
 def test_overwritten_noise_is_caught_by_the_membership_game(verdict_only_audit):
     """0.3 of the promised noise multiplier, seen by the add/remove game of a user's loop through its crafted
-    canary's logit on the final model (miss probability ≤ 7.9e-4, MISUSE_MEMBERSHIP_TRIALS)."""
+    canary's logit on the final model (miss probability ≤ 8.5e-4 for the test's own rule, MISUSE_MEMBERSHIP_TRIALS)."""
     from fdp_audit.config import load_config
 
     config = load_config(REPO / "configs" / "opacus_misuse.yaml").with_overrides({

@@ -1,11 +1,10 @@
 """The membership game (fdp_audit/auditing/games/membership.py): add/remove worlds, final model only.
 
 * Soundness: third-party DP-SGDs that leak more than they claim are caught by a final-model attack, each with
-  the trials the gate needs to catch it with probability at least 1 − 1e-3 at its calibrated success (each
-  cell's own audit measured once offline on seed 11 with 2,000 trials, ``python -m calibrations.matrix_cells
-  membership FAULT --trials 2000``; the Clopper–Pearson lower bound on its success at confidence 1 − 1e-4;
-  :func:`fdp_audit.auditing.stats.evaluation_trials_for_power` at the gate's level α/2 for the game's
-  comparisons):
+  the trials at which the test's own decision rule catches it with probability at least 1 − 1e-3 (``python -m
+  calibrations.own_rule_bound membership FAULT``: the test's rule fitted on selection halves drawn from a seed-11
+  pool of the cell's audit, each rule's success at its Clopper–Pearson lower bound at confidence 1 − 1e-4 on the
+  pool's other half, judged at the gate's level α/2 for the game's comparisons):
   0.3 of the claimed noise (``canary_logit``); the update divided by p·|D| with |D| the data set trained on, or
   by the realised batch size (``noise_scale``); fixed-size shuffled batches claimed as Poisson sampling
   (``canary_logit``: the canary is trained on exactly once an epoch, while Poisson sampling skips it with
@@ -49,22 +48,27 @@ def verdict(verdict_only_audit, config: Config) -> dict[str, Any]:
     return results["verdict"]
 
 
-# fault -> (rows, claim, trials, the attack that must catch it). Trials: the fewest at which the calibrated
-# success's lower bound misses with probability ≤ 1e-3 (evaluation_trials_for_power at the gate's level α/2, the
-# attack and its ε comparison). Calibration (comment): successes of 1,000 evaluation trials on seed 11 (2,000
-# trials), the lower bound at confidence 1 − 1e-4 against the bound, the miss at the test's trials. The miss is not
-# monotone in the trials (a count a little above can miss more). The test fits its rule on its own selection half,
-# not the calibration's 1,000 trials; the direct check (--seeds, the test's audit at its trials) caught every cell on
-# every seed: quiet 12 of 12 (fewest successes 192/247), dataset_size 20 of 20 (79/94), realised_batch 10 of 10
-# (92/124), shuffled 10 of 10 (140/143).
+# fault -> (rows, claim, trials, the attack that must catch it). Calibration (comment): successes of 1,000
+# evaluation trials on seed 11 (2,000 trials) and their Clopper–Pearson lower bound at confidence 1 − 1e-4 against
+# the bound. Trials: the fewest at which the test's own rule, fitted on its own selection half, misses with
+# probability ≤ 1e-3 at the gate's level α/2 (the attack and its ε comparison): `python -m
+# calibrations.own_rule_bound membership FAULT --pool 6000 --fits 100000 --test-trials N` fits the test's rule on
+# 100,000 selection halves drawn from a 6,000-trial pool (seed 11) with the test's own secrets, bounds each rule's
+# success on the pool's other half (Clopper–Pearson at 1 − 1e-4) and the miss from their spread ("own" below;
+# counts scanned in steps of 8, the miss not being monotone in the trials); "resampled": the whole test drawn from
+# the pool 100,000 times, its misses.
 QUIET = {"noise_multiplier": 1.5, "sample_rate": 0.5, "steps": 4}
 REALISED = {"noise_multiplier": 10.0, "sample_rate": 0.5, "steps": 50}
 SHUFFLED = {"noise_multiplier": 0.15, "sample_rate": 0.5, "steps": 2}
 CAUGHT = {
-    "quiet_dp_sgd": (200, QUIET, 494, "canary_logit"),  # 824/1,000 (.776 vs .630): a miss ≤ 9.4e-4
-    "dataset_size_dp_sgd": (16, QUIET, 188, "noise_scale"),  # 894/1,000 (.854 vs .630): a miss ≤ 8.0e-4
-    "realised_batch_dp_sgd": (10, REALISED, 248, "noise_scale"),  # 828/1,000 (.780 vs .570): a miss ≤ 8.3e-4
-    "shuffled_dp_sgd": (22, SHUFFLED, 286, "canary_logit"),  # 992/1,000 (.976 vs .875): a miss ≤ 8.2e-4
+    # 824/1,000 (.776 vs .630); own ≤ 7.9e-4 at 576 (494: 2.4e-3, 560: 1.1e-3), resampled 0 misses
+    "quiet_dp_sgd": (200, QUIET, 576, "canary_logit"),
+    # 894/1,000 (.854 vs .630); own ≤ 7.3e-4, resampled 3 misses
+    "dataset_size_dp_sgd": (16, QUIET, 188, "noise_scale"),
+    # 828/1,000 (.780 vs .570); own ≤ 9.7e-4 at 272 (248: 1.3e-3, 264: 1.3e-3), resampled 2 misses
+    "realised_batch_dp_sgd": (10, REALISED, 272, "noise_scale"),
+    # 992/1,000 (.976 vs .875); own ≤ 9.6e-4 at 352 (286: 3.8e-3, 344: 1.8e-3), resampled 2 misses (at 286: 10)
+    "shuffled_dp_sgd": (22, SHUFFLED, 352, "canary_logit"),
 }
 
 
