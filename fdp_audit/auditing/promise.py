@@ -454,10 +454,17 @@ def promise_kept_words(j: dict[str, Any]) -> str:
         j: the comparison's evaluation (:func:`judge_promise`), not violated.
 
     Returns:
-        E.g. ``kept (ε 3.246 spent of 3.246 promised)``, with the configuration's claimed ε where it states one.
+        E.g. ``kept (ε 3.246 spent of 3.246 promised)``, with the configuration's claimed ε where it states one
+        (and the ε spent at the claim's δ where that is not the promise's).
     """
-    claimed = ("" if j.get("claimed_epsilon") is None
-               else f" and of {j['claimed_epsilon']:.4g} the configuration claims")
+    claimed = j.get("claimed")
+    if claimed is None:
+        claimed = ""
+    elif claimed["delta"] == j["delta"]:
+        claimed = f" and of {j['claimed_epsilon']:.4g} the configuration claims"
+    else:
+        claimed = (f" at δ = {j['delta']:g}; ε {j['spent_epsilon_at_claim']:.4g} spent of {j['claimed_epsilon']:.4g} "
+                   f"the configuration claims at its δ = {claimed['delta']:g}")
     return f"kept (ε {j['spent_epsilon']:.4g} spent of {j['promised_epsilon']:.4g} promised{claimed})"
 
 

@@ -205,6 +205,12 @@ def test_the_claim_is_judged_at_the_configuration_delta_not_the_engine_one() -> 
     same_schedule = Promise("opacus", "make_private", 1.0, 0.05, 20, CROSSING_DELTA, ((1.0, 0.05, 20),)).claiming(
         {"noise_multiplier": 1.0, "sample_rate": 0.05, "steps": 20, "target_epsilon": None, "delta": 1e-5})
     assert same_schedule.row()["claimed"]["delta"] == 1e-5
+    rate = {"id": "membership/loss", "kind": "rate", "trials": 200, "successes": 100, "ball": 0.5, "bound": 0.6}
+    kept_verdict, (_, kept) = judge([rate, same_schedule.row()], 0.05)
+    assert kept_verdict["status"] == "PASS" and not kept["violated"]
+    assert (f"kept (ε {kept['spent_epsilon']:.4g} spent of {kept['promised_epsilon']:.4g} promised at δ = 1e-09; "
+            f"ε {kept['claimed_epsilon']:.4g} spent of {kept['claimed_epsilon']:.4g} the configuration claims at its "
+            "δ = 1e-05)") in kept_verdict["explanation"]
 
 
 def test_a_trial_keeping_its_own_promise_but_exceeding_the_claim_is_claim_exceeded() -> None:

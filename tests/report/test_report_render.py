@@ -463,18 +463,21 @@ def test_a_promise_section_shows_the_plan_beside_what_was_run(results, page_read
 
 
 def test_a_promise_section_shows_the_configuration_claim_beside_the_promise(results, page_reader, pointer):
-    """A configuration that states its own claim: the section shows the claimed ε and z beside the promised and
-    spent ε, with the status a training that kept its promise but spent more than the claim gets."""
+    """A configuration that states its own claim: the section shows the claimed ε, z and δ beside the promised and
+    spent ε (and the ε spent at the claim's δ), with the status a training that kept its promise but spent more
+    than the claim gets."""
     results["promise"] = {"library": "opacus", "source": "make_private_with_epsilon", "target_epsilon": 4.0,
                           "epochs": 1.0, "delta": 1e-5, "engine_epsilon": 3.99,
                           "planned": {"noise_multiplier": 0.8136, "sample_rate": 0.05, "steps": 20},
                           "trained": [{"noise_multiplier": 0.8136, "sample_rate": 0.05, "steps": 20}],
                           "claimed": {"noise_multiplier": 0.9973, "sample_rate": 0.05, "steps": 20,
-                                      "target_epsilon": 2.0},
-                          "claimed_epsilon": 1.997, "steps_planned": 20, "steps_taken": 20, "promised_epsilon": 3.246,
-                          "spent_epsilon": 3.246, "status": "claim_exceeded"}
+                                      "target_epsilon": 2.0, "delta": 1e-5},
+                          "claimed_epsilon": 2.0, "spent_epsilon_at_claim": 3.246, "steps_planned": 20,
+                          "steps_taken": 20, "promised_epsilon": 3.246, "spent_epsilon": 3.246,
+                          "status": "claim_exceeded"}
     section = render_report(results).split('<section id="promise"')[1].split("</section>")[0]
     assert 'class="status status-claim_exceeded"' in section
     shown = {where for cell in page_reader(section).cells for where in cell.fields}
-    for key in ("claimed_epsilon", "claimed/noise_multiplier", "claimed/target_epsilon", "promised_epsilon"):
+    for key in ("claimed_epsilon", "claimed/noise_multiplier", "claimed/target_epsilon", "claimed/delta",
+                "spent_epsilon_at_claim", "promised_epsilon"):
         assert f"/promise/{key}" in shown, key
