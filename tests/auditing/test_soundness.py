@@ -141,13 +141,18 @@ CAUGHT = {
     # with 2,000 trials (python -m calibrations.matrix_cells config tests/auditing/configs/NAME.yaml --games
     # membership --attacks prior canary_logit); trials: the fewest at which the success's Clopper–Pearson lower bound
     # (confidence 1 − 1e-4) is caught with probability ≥ 1 − 1e-3 at α/2 (evaluation_trials_for_power). Direct check
-    # (--seeds, the test's own audit): half noise caught on seeds 1–6 of 6, wrong rate on 1–20 of 20.
-    # 739/1,000 (.685 vs .638): a miss ≤ 9.8e-4
+    # (--seeds, the test's own audit): half noise caught on seeds 1–6 of 6, wrong rate on 1–20 of 20. "Own": the
+    # test's own rule's miss bound (python -m calibrations.own_rule_bound config tests/auditing/configs/NAME.yaml
+    # --games membership --attacks prior canary_logit --pool P --fits 100000 --test-trials N, as for the user loops
+    # below), where a count was raised the fewest in steps of 8 at ≤ 1e-3; "resampled": the whole test's misses in
+    # 100,000 draws from the pool.
+    # 739/1,000 (.685 vs .638); own (pool 16,000: success median .753, lower bounds .734) ≤ 1.4e-4, resampled 0 misses
     ("half_noise", "membership"): lambda: game_config("half_noise", "membership", 5266, MEMBERSHIP),
-    # 1,000/1,000 (.991 vs .638): a miss ≤ 5.7e-4
+    # 1,000/1,000 (.991 vs .638); own (pool 4,000) ≤ 4.0e-4, resampled 0 misses
     ("no_clip", "membership"): lambda: game_config("no_clip", "membership", 36, MEMBERSHIP),
-    # 834/1,000 (.787 vs .603): a miss ≤ 9.1e-4
-    ("wrong_rate", "membership"): lambda: game_config("wrong_rate", "membership", 316, MEMBERSHIP),
+    # 834/1,000 (.787 vs .603); own (pool 6,000: success median .826, lower bounds .798) ≤ 7.9e-4 at 372 (316:
+    # 1.8e-3, 364: 1.002e-3), resampled 1 miss (at 316: 9)
+    ("wrong_rate", "membership"): lambda: game_config("wrong_rate", "membership", 372, MEMBERSHIP),
 }
 
 # (mechanism, game) a game cannot catch, and why (the README's table says the same)
@@ -250,7 +255,8 @@ USER_LOOP_CAUGHT = {
     # shuffled batches over one epoch of two at z = 0.15 (the canary in exactly one of the two steps; Poisson sampling
     # skips it with probability ¼): membership 1,976 of 2,000 (4,000 trials; lower bound .976 against .875),
     # distinguishing 1,000 and simulator 999 of 1,000 (2,000 trials; .991 and .988 against .875) at α/6: 338 trials
-    # suffice for the weakest, a miss ≤ 8.7e-6 at 490 (≤ 7.8e-4 at a success 0.01 below the lower bound)
+    # suffice for the weakest, a miss ≤ 8.7e-6 at 490 (≤ 7.8e-4 at a success 0.01 below the lower bound); own (pool
+    # 4,000) ≤ 1.3e-4 + 1.3e-4 + 4.7e-4, resampled 0 misses
     "shuffled_one_epoch": (ONE_EPOCH, 100, 490, GRADIENT_AND_MEMBERSHIP),
 }
 _SIZE_ONLY = "the normalisation is the same in both worlds of a replace-one game (n + 1 records each)"
