@@ -31,7 +31,7 @@ theirs):
 * ``python -m calibrations.own_rule_bound user-loop realised_batch --pool 16000 --fits 100000 --test-trials 552``
 * ``python -m calibrations.own_rule_bound config configs/opacus_misuse.yaml --games membership --attacks prior
   canary_logit --pool 8000 --fits 100000 --test-trials 624``
-* ``python -m calibrations.own_rule_bound membership quiet_dp_sgd --pool 6000 --fits 100000 --test-trials 494``
+* ``python -m calibrations.own_rule_bound membership quiet_dp_sgd --pool 6000 --fits 100000 --test-trials 576``
 * ``python -m calibrations.own_rule_bound user-loop half_noise --pool 10000 --fits 100000 --test-trials 1406``
   (the whole test resampled 100,000 times: its misses)
 

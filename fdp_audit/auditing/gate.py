@@ -494,9 +494,10 @@ def _restate_promise(row: dict[str, Any], claim: Claim, config: Config, where: s
                 f"missing: the stated configuration claims noise multiplier {expected['noise_multiplier']:.6g} where "
                 f"the plan's is {planned_z:.6g}, and the training must be judged against that claim too (results "
                 "written before fdp-audit compared it: re-run the audit)", f"{where}.claimed")
-        # null states the plan at the claim's δ (absent, in older results, judged at the promise's δ as they were)
+        # null, or absent in older results, states the plan at the claim's δ: a promise read at another δ would let
+        # a training spending more than the claim at the claim's δ pass unseen
         delta = row.get("delta")
-        if "claimed" in row and not (isinstance(delta, int | float) and _restated_delta(delta, expected["delta"])):
+        if not (isinstance(delta, int | float) and _restated_delta(delta, expected["delta"])):
             raise BadInputError(
                 f"missing: the promise is read at δ = {row.get('delta')!r}, not the stated configuration's "
                 f"δ = {expected['delta']:g}, and the training must be judged against the claim at the claim's δ",

@@ -335,7 +335,7 @@ def promise_kept(seed: int, delta: float,
     # promise alone where the trial's data set is not the probe's size and Opacus planned another p for it (the
     # claim is stated for the probe's size and p)
     checks = [(own.promise(delta).claiming(claimed), "promise_broken")]
-    if own.rows is not None and (own.rows == probe.rows or own.sample_rate == probe.sample_rate):
+    if own.sample_rate == probe.sample_rate or (own.rows is not None and own.rows == probe.rows):
         own_row, claim_row = checks[0][0].row(), probe_promise.row()
         differs = any(own_row[key] != claim_row[key] for key in ("source", "planned", "target_epsilon", "epochs",
                                                                  "delta"))

@@ -141,11 +141,11 @@ CAUGHT = {
     # with 2,000 trials (python -m calibrations.matrix_cells config tests/auditing/configs/NAME.yaml --games
     # membership --attacks prior canary_logit); trials: the fewest at which the success's Clopper–Pearson lower bound
     # (confidence 1 − 1e-4) is caught with probability ≥ 1 − 1e-3 at α/2 (evaluation_trials_for_power). Direct check
-    # (--seeds, the test's own audit): half noise caught on seeds 1–6 of 6, wrong rate on 1–20 of 20. "Own": the
-    # test's own rule's miss bound (python -m calibrations.own_rule_bound config tests/auditing/configs/NAME.yaml
-    # --games membership --attacks prior canary_logit --pool P --fits 100000 --test-trials N, as for the user loops
-    # below), where a count was raised the fewest in steps of 8 at ≤ 1e-3; "resampled": the whole test's misses in
-    # 100,000 draws from the pool.
+    # (--seeds, the test's own audit): half noise caught on seeds 1–6 of 6, wrong rate on 1–20 of 20 (at 316 trials,
+    # before its own bound raised them). "Own": the test's own rule's miss bound (python -m
+    # calibrations.own_rule_bound config tests/auditing/configs/NAME.yaml --games membership --attacks prior
+    # canary_logit --pool P --fits 100000 --test-trials N, as for the user loops below), where a count was raised
+    # the fewest in steps of 8 at ≤ 1e-3; "resampled": the whole test's misses in 100,000 draws from the pool.
     # 739/1,000 (.685 vs .638); own (pool 16,000: success median .753, lower bounds .734) ≤ 1.4e-4, resampled 0 misses
     ("half_noise", "membership"): lambda: game_config("half_noise", "membership", 5266, MEMBERSHIP),
     # 1,000/1,000 (.991 vs .638); own (pool 4,000) ≤ 4.0e-4, resampled 0 misses
@@ -178,7 +178,9 @@ PASSING = {
     ("fdp_sgd", "attribute"): lambda: leaky_attribute_config("fdp_sgd"),
     ("dp_sgd", "attribute"): lambda: unclipped_attribute_config("dp_sgd"),
     ("fdp_sgd", "membership"): lambda: game_config("fdp_sgd", "membership", 300, MEMBERSHIP),  # 75/150 vs .538
-    ("dp_sgd", "membership"): lambda: game_config("dp_sgd", "membership", 300, MEMBERSHIP),  # 97/150 vs .638
+    # the half-noise cell's audit (5,266 trials), so that this PASS could have failed had the mechanism held a fault
+    # the membership column catches: 1,687/2,633 vs .638 (the bound is tight for the correct mechanism)
+    ("dp_sgd", "membership"): lambda: game_config("dp_sgd", "membership", 5266, MEMBERSHIP),
 }
 
 
@@ -389,7 +391,9 @@ def test_every_game_that_can_see_a_user_loops_fault_catches_it(verdict_only_audi
     """Miss probability ≤ 1e-3 per test for the test's own decision rule, fitted on its own selection half
     (USER_LOOP_CAUGHT's comments; ``python -m calibrations.own_rule_bound``): bounded from 100,000 such rules fitted
     on draws from a seed-11 pool of the cell's audit, each rule's success at its Clopper–Pearson lower bound
-    (confidence 1 − 1e-4) on the pool's held-out half."""
+    (confidence 1 − 1e-4) on the pool's held-out half. The bound takes on trust that the seed-11 pool stands for one
+    trial's law at the test's seed 0 (another draw of data, canary and initial model), that draws from a finite pool
+    spread the fits as the law would, and each rule's lower bound on its own, not jointly."""
     settings, rows, trials, caught = USER_LOOP_CAUGHT[fault]
     config = user_loop_config(fault, settings, rows, trials, tuple(caught), ("prior", *dict.fromkeys(caught.values())))
     found = violations(verdict_only_audit(config))

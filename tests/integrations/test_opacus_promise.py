@@ -194,8 +194,8 @@ def test_a_configuration_claiming_the_promise_or_less_passes(verdict_only_audit,
     target_epsilon: 4: PASS. The membership game's comparisons are judged (16 trials, the fewest at which they can
     fail at α = 0.05; seeds fixed), each a one-sided Clopper–Pearson test whose false VIOLATION on a correct loop
     has probability at most its Bonferroni share of α, so the games' false-VIOLATION rate is at most the gate's
-    α = 0.05. Where the claim is the plan, the gate refuses a promise moved to another δ than the configuration's
-    (the claim would then go unjudged at its own δ)."""
+    α = 0.05. Where the claim is the plan, the gate refuses a promise moved to another δ than the configuration's,
+    with ``claimed`` null or dropped (the claim would then go unjudged at its own δ)."""
     stated = {"noise_multiplier": engine_noise_multiplier()} if claim == "the engine's z" else {"target_epsilon": 4.0}
     loop = "promise_loops.py:train_default_accountant" if "default" in claim else "opacus_loops.py:train"
     with warnings.catch_warnings():
@@ -209,11 +209,13 @@ def test_a_configuration_claiming_the_promise_or_less_passes(verdict_only_audit,
         assert promise["claimed"] is None and promise["claimed_epsilon"] is None
         (i,) = [i for i, row in enumerate(results["comparisons"]) if row["kind"] == "promise"]
         moved_row = {**results["comparisons"][i], "delta": 1e-9}
-        moved = {**results, "comparisons": [*results["comparisons"][:i], moved_row, *results["comparisons"][i + 1:]],
-                 "promise": promise_section(moved_row, judge_promise(moved_row, 0.0, "row"))}
-        refused = cli("gate", str(write_results(tmp_path / "moved.json", moved)))
-        assert refused.code == 2 and f"results.comparisons[{i}].claimed: missing: the promise is read at δ = 1e-09, " \
-            "not the stated configuration's δ = 1e-05" in refused.err
+        # null, or the key dropped as results written before the claim was compared hold it
+        for name, row in (("null", moved_row), ("absent", {k: v for k, v in moved_row.items() if k != "claimed"})):
+            moved = {**results, "comparisons": [*results["comparisons"][:i], row, *results["comparisons"][i + 1:]],
+                     "promise": promise_section(row, judge_promise(row, 0.0, "row"))}
+            refused = cli("gate", str(write_results(tmp_path / f"moved_{name}.json", moved)))
+            assert refused.code == 2 and f"results.comparisons[{i}].claimed: missing: the promise is read at " \
+                "δ = 1e-09, not the stated configuration's δ = 1e-05" in refused.err, (name, refused.err)
         return
     assert promise["claimed"]["target_epsilon"] == promise["claimed_epsilon"] == 4.0
     assert promise["spent_epsilon"] < (3.99 if "default" in claim else 3.3)

@@ -56,7 +56,9 @@ def verdict(verdict_only_audit, config: Config) -> dict[str, Any]:
 # 100,000 selection halves drawn from a 6,000-trial pool (seed 11) with the test's own secrets, bounds each rule's
 # success on the pool's other half (Clopper–Pearson at 1 − 1e-4) and the miss from their spread ("own" below;
 # counts scanned in steps of 8, the miss not being monotone in the trials); "resampled": the whole test drawn from
-# the pool 100,000 times, its misses.
+# the pool 100,000 times, its misses. The bound takes on trust that the seed-11 pool stands for one trial's law at
+# the test's own seed, that draws from a finite pool spread the fits as the law would, and each rule's lower bound
+# on its own, not jointly.
 QUIET = {"noise_multiplier": 1.5, "sample_rate": 0.5, "steps": 4}
 REALISED = {"noise_multiplier": 10.0, "sample_rate": 0.5, "steps": 50}
 SHUFFLED = {"noise_multiplier": 0.15, "sample_rate": 0.5, "steps": 2}
