@@ -205,6 +205,22 @@ def _schedule_epsilon(segments: list[tuple[float, float, int]], delta: float) ->
     return _merged_epsilon(tuple((z, p, steps) for z, p, steps in merged), delta)
 
 
+def _spent_epsilon(trained: list[tuple[float, float, int]], delta: float) -> float:
+    """ε(δ) of a trained schedule, infinite where a step had no noise or the privacy loss is too large to account
+    (ε in the hundreds: the accounting refuses the grid): a loop that trained so is no DP-SGD, and spends more than
+    any promise."""
+    from fdp_audit.accounting.parameters import InvalidParameterError
+
+    if any(z == 0 for z, _, _ in trained):
+        return math.inf
+    try:
+        return _schedule_epsilon(trained, delta)
+    except InvalidParameterError as error:
+        if error.field != "noise_multiplier":
+            raise
+        return math.inf
+
+
 @functools.lru_cache(maxsize=256)
 def _merged_epsilon(segments: tuple[tuple[float, float, int], ...], delta: float) -> float:
     # a kept promise's plan and trained schedule are one schedule: accounted once (seconds of PLD each)
@@ -215,12 +231,16 @@ def _merged_epsilon(segments: tuple[tuple[float, float, int], ...], delta: float
     return float(accountant_for(MechanismSpec("dp_sgd", event)).epsilon(delta))
 
 
-def _segment(value: Any, where: str) -> tuple[float, float, int]:
+def _segment(value: Any, where: str, trained: bool = False) -> tuple[float, float, int]:
+    """A schedule's segment; a trained one may have had no noise at all (z = 0), a plan may not."""
     if not isinstance(value, dict):
         raise BadInputError("must be a mapping of noise_multiplier, sample_rate and steps", where)
     z, p, steps = (value.get(k) for k in ("noise_multiplier", "sample_rate", "steps"))
-    if not isinstance(z, int | float) or isinstance(z, bool) or not math.isfinite(z) or z <= 0:
-        raise BadInputError("must be a positive number", f"{where}.noise_multiplier")
+    noise_ok = isinstance(z, int | float) and not isinstance(z, bool) and math.isfinite(z) and (
+        z > 0 or (trained and z == 0))
+    if not noise_ok:
+        raise BadInputError("must be a non-negative number" if trained else "must be a positive number",
+                            f"{where}.noise_multiplier")
     if not isinstance(p, int | float) or isinstance(p, bool) or not 0 < p <= 1:
         raise BadInputError("must be a number in (0, 1]", f"{where}.sample_rate")
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
@@ -257,11 +277,11 @@ def judge_promise(row: dict[str, Any], level: float, where: str) -> dict[str, An
     trained_rows = row.get("trained")
     if not isinstance(trained_rows, list) or not trained_rows:
         raise BadInputError("must be a non-empty list of segments", f"{where}.trained")
-    trained = [_segment(s, f"{where}.trained[{i}]") for i, s in enumerate(trained_rows)]
+    trained = [_segment(s, f"{where}.trained[{i}]", trained=True) for i, s in enumerate(trained_rows)]
     own = _own_promise(row, float(delta), where)
     claimed = _claimed(row, where)
     promised = _schedule_epsilon([plan], float(delta))
-    spent = _schedule_epsilon(trained, float(delta))
+    spent = _spent_epsilon(trained, float(delta))
     broken = _exceeds(spent, promised)
     kept = not broken if own is None else not _exceeds(spent, own["epsilon"])
     margin, observed, limit = spent - promised, spent, promised
@@ -272,7 +292,7 @@ def judge_promise(row: dict[str, Any], level: float, where: str) -> dict[str, An
         # the user's own number where the configuration states a target (module docstring), else its z's ε
         claimed_epsilon = (float(claimed_target) if claimed_target is not None
                            else _schedule_epsilon([segment], claimed_delta))
-        spent_at_claim = spent if claimed_delta == delta else _schedule_epsilon(trained, claimed_delta)
+        spent_at_claim = spent if claimed_delta == delta else _spent_epsilon(trained, claimed_delta)
         exceeded = _exceeds(spent_at_claim, claimed_epsilon)
         if spent_at_claim - claimed_epsilon > margin:
             margin, observed, limit = spent_at_claim - claimed_epsilon, spent_at_claim, claimed_epsilon
@@ -381,9 +401,9 @@ def promise_violation(j: dict[str, Any]) -> str:
         reasons.append(f"it trained with noise multiplier {min(j['noise_multipliers_trained']):.4g} where "
                        f"{j['noise_multiplier_promised']:.4g} was promised")
     engine = ("" if j.get("engine_epsilon") is None
-              else f"; the engine's own accountant counted ε = {j['engine_epsilon']:.4g} for what was trained")
+              else f"; the engine's own accountant counted ε = {_shown(j['engine_epsilon'])} for what was trained")
     training = "the training" if j.get("seed") is None else f"the training of the trial of seed {j['seed']}"
-    took = (f"it took {j['steps_taken']} steps (noise multiplier {trained}), spending ε = {j['spent_epsilon']:.4g} "
+    took = (f"it took {j['steps_taken']} steps (noise multiplier {trained}), spending ε = {_shown(j['spent_epsilon'])} "
             f"at δ = {j['delta']:g}")
     if j.get("claim_exceeded"):
         return _claim_exceeded(j, training, reasons, engine)
@@ -430,13 +450,18 @@ def _claim_exceeded(j: dict[str, Any], training: str, reasons: list[str], engine
         promise = (f"its engine was promised ε = {own['epsilon']:.4g}{at} ({_plan_words(own)}), the probe's "
                    f"training's ε = {j['promised_epsilon']:.4g} ({_plan_words(plan)})")
         broke = []
-    spent_there = "" if not at else f", ε = {j['spent_epsilon']:.4g} there"
+    spent_there = "" if not at else f", ε = {_shown(j['spent_epsilon'])} there"
     verdict = (f"a promise it kept{spent_there}" if j["promise_kept"]
                else f"a promise it broke too{spent_there}" + (f" ({'; '.join(broke)})" if broke else ""))
     return (f"{training} spent more than the configuration claims: it took {j['steps_taken']} steps (noise "
-            f"multiplier {trained}), spending ε = {j['spent_epsilon_at_claim']:.4g} at the claim's δ = "
+            f"multiplier {trained}), spending ε = {_shown(j['spent_epsilon_at_claim'])} at the claim's δ = "
             f"{claimed['delta']:g}, where the configuration's claim, {claim}; {promise}, {verdict} (all ε by "
             f"fdp-audit's exact accounting{engine}).")
+
+
+def _shown(epsilon: float) -> str:
+    # a step without noise spends an unbounded ε (_spent_epsilon)
+    return "∞" if math.isinf(epsilon) else f"{epsilon:.4g}"
 
 
 def _plan_words(plan: dict[str, Any]) -> str:

@@ -69,6 +69,17 @@ def test_the_promise_is_outside_the_bonferroni_count_and_explains_first() -> Non
     assert passing["worst_comparison"] == "attribute/likelihood"
 
 
+def test_a_training_without_noise_spends_more_than_any_promise() -> None:
+    """Known answers: a step with noise multiplier 0 (a loop that overwrote it), or one so small that the privacy
+    loss cannot be accounted (ε in the hundreds), spends an unbounded ε: a VIOLATION naming what was trained, never
+    bad input."""
+    for z in (0.0, 1e-6):
+        verdict, (j,) = judge([promise(((Z, P, 1), (z, P, 9))).row()], 0.05)
+        assert j["violated"] and j["spent_epsilon"] == float("inf") and verdict["status"] == "VIOLATION"
+        assert f"it trained with noise multiplier {z:.4g} where 1.2 was promised" in verdict["explanation"]
+        assert "spending ε = ∞" in verdict["explanation"]
+
+
 @pytest.mark.parametrize(("edit", "field"), [
     ({"source": "opacus"}, "row.source"),
     ({"planned": {"noise_multiplier": Z, "sample_rate": P, "steps": 5}}, "row.planned.steps"),
